@@ -1,0 +1,3 @@
+from wiggle.cli import main
+
+raise SystemExit(main())

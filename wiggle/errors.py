@@ -1,0 +1,135 @@
+"""Wiggle's errors: one small tree, each with a message a user can act on.
+
+    WiggleError
+    ├── FlowError                  a flow document could not be loaded, validated or compiled
+    │                              (carries every Diagnostic, each with file, line and column)
+    ├── NotFound                   a named thing does not exist
+    │   ├── DefinitionNotFound     no registered flow with that name / version
+    │   └── InstanceNotFound       no instance with that id
+    ├── InvalidRequest             a well-formed request that cannot be honoured as asked
+    │   ├── InputRejected          a start input that fails the flow's `input` schema
+    │   └── WrongPath              an AdvanceRun batch that does not follow the graph
+    ├── Conflict                   the request was valid once but the world moved on
+    │   ├── StaleLease             a report carrying a lease that is no longer the current one
+    │   └── InstanceNotRunning     a signal, cancel or report for a finished instance
+    ├── PayloadTooLarge            a context or signal over the configured size limit
+    ├── Unauthenticated            a missing or wrong bearer token
+    └── Unavailable                the server or database cannot be reached right now
+
+The gRPC layer maps each branch to one status code (NOT_FOUND, INVALID_ARGUMENT,
+FAILED_PRECONDITION, RESOURCE_EXHAUSTED, UNAUTHENTICATED, UNAVAILABLE); the client maps them back,
+so code on either side of the wire catches the same classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "Conflict",
+    "DefinitionNotFound",
+    "Diagnostic",
+    "FlowError",
+    "InputRejected",
+    "InstanceNotFound",
+    "InstanceNotRunning",
+    "InvalidRequest",
+    "NotFound",
+    "PayloadTooLarge",
+    "StaleLease",
+    "Unauthenticated",
+    "Unavailable",
+    "WiggleError",
+    "WrongPath",
+]
+
+
+class WiggleError(Exception):
+    """The root of every error Wiggle raises on purpose."""
+
+
+@dataclass(frozen=True, order=True)
+class Diagnostic:
+    """One problem in a flow document, located as precisely as the source allows.
+
+    `line` and `column` are 1-based; 0 means "no position known" (for example a problem with the
+    document as a whole). `path` is the JSON pointer of the offending value inside the document.
+    """
+
+    file: str
+    line: int
+    column: int
+    message: str
+    path: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}: {self.message}"
+
+
+class FlowError(WiggleError):
+    """A flow document was rejected; `diagnostics` lists every problem found, in source order."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
+        self.diagnostics: tuple[Diagnostic, ...] = tuple(sorted(diagnostics))
+        super().__init__("\n".join(str(d) for d in self.diagnostics))
+
+
+class NotFound(WiggleError):
+    """A named thing does not exist."""
+
+
+class DefinitionNotFound(NotFound):
+    def __init__(self, name: str, version: str | None = None) -> None:
+        self.name = name
+        self.version = version
+        what = f"flow {name!r}" + (f" at version {version}" if version else "")
+        super().__init__(f"{what} is not registered; deploy it first (wiggle deploy FLOW)")
+
+
+class InstanceNotFound(NotFound):
+    def __init__(self, instance_id: str) -> None:
+        self.instance_id = instance_id
+        super().__init__(f"no instance with id {instance_id!r}")
+
+
+class InvalidRequest(WiggleError):
+    """A well-formed request that cannot be honoured as asked."""
+
+
+class InputRejected(InvalidRequest):
+    """The start input does not satisfy the flow's `input` schema."""
+
+
+class WrongPath(InvalidRequest):
+    """A batch of step results that does not follow the graph from the leased token."""
+
+
+class Conflict(WiggleError):
+    """The request was valid once, but the state it refers to has moved on."""
+
+
+class StaleLease(Conflict):
+    def __init__(self, task_id: str, detail: str = "") -> None:
+        self.task_id = task_id
+        msg = f"the lease on task {task_id!r} is no longer held by this worker"
+        super().__init__(f"{msg}: {detail}" if detail else msg)
+
+
+class InstanceNotRunning(Conflict):
+    def __init__(self, instance_id: str, status: str) -> None:
+        self.instance_id = instance_id
+        self.status = status
+        super().__init__(f"instance {instance_id!r} is {status}, not RUNNING")
+
+
+class PayloadTooLarge(WiggleError):
+    """A context or signal payload over the configured size limit."""
+
+
+class Unauthenticated(WiggleError):
+    """A missing or wrong bearer token."""
+
+
+class Unavailable(WiggleError):
+    """The server or the database cannot be reached right now; retrying later may succeed."""

@@ -1,0 +1,268 @@
+"""The compiled graph as typed, immutable data: the one model every part of Wiggle reads.
+
+The compiler produces the canonical graph as a plain JSON document (see docs/graph.md and
+spec/schema/graph.schema.json); `Graph.from_json` turns that document into the dataclasses
+below, which the engine, the workers and the renderer share. Nothing here does I/O.
+
+Edges are named on the node that owns them:
+
+| kind      | edges                                                                     |
+|-----------|---------------------------------------------------------------------------|
+| task      | next                                                                      |
+| predicate | next (true), alt (false; None on a filter: the token ends, filtered)      |
+| fork      | branches (name -> first node of the branch), join                         |
+| join      | next (after the combine activity ran)                                     |
+| foreach   | body (first node of the per-element body), join                           |
+| sleep     | next                                                                      |
+| await     | next (signal received / apply ran), on_timeout (deadline passed)          |
+| subflow   | next                                                                      |
+| end       | (none)                                                                    |
+
+The last node of a fork branch or a foreach body has `next` pointing at the join.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "Await",
+    "End",
+    "ExecutionMode",
+    "Fork",
+    "ForEach",
+    "Graph",
+    "Join",
+    "Node",
+    "Predicate",
+    "Retry",
+    "Sleep",
+    "Subflow",
+    "Task",
+    "WORKER_KINDS",
+]
+
+
+class ExecutionMode(StrEnum):
+    """Who drives a run of steps and when it is committed (DESIGN §4)."""
+
+    DEFAULT = "DEFAULT"  # defer to the server's WIGGLE_EXECUTION_MODE (itself default SERVER)
+    SERVER = "SERVER"  # the server advances one node per step; one commit per step
+    LOCAL_SYNC = "LOCAL_SYNC"  # the worker chains steps; each committed before the next runs
+    LOCAL_ASYNC = "LOCAL_ASYNC"  # the worker chains steps; buffered, committed at handback
+
+
+@dataclass(frozen=True)
+class Retry:
+    """When a failed attempt is tried again. Attempts are numbered from 1."""
+
+    max_attempts: int
+    backoff: str  # "fixed" | "exponential"
+    initial_ms: int
+    max_ms: int
+
+    def delay_ms(self, failed_attempt: int) -> int:
+        """The pause before the attempt after `failed_attempt` (which is 1-based)."""
+        if self.backoff == "fixed":
+            return self.initial_ms
+        return min(self.max_ms, self.initial_ms * 2 ** (failed_attempt - 1))
+
+    @staticmethod
+    def from_json(doc: Mapping[str, Any]) -> Retry:
+        return Retry(doc["max_attempts"], doc["backoff"], doc["initial_ms"], doc["max_ms"])
+
+
+@dataclass(frozen=True)
+class _Activity:
+    """The fields of a node that a worker runs."""
+
+    id: str
+    activity: str
+    queue: str
+    retry: Retry
+    timeout_ms: int
+
+
+@dataclass(frozen=True)
+class Task(_Activity):
+    next: str
+    checkpoint: bool
+    kind: str = "task"
+
+
+@dataclass(frozen=True)
+class Predicate(_Activity):
+    """A filter, a choice arm or a loop's `while`: true follows `next`, false follows `alt`.
+
+    `alt is None` marks a filter: false ends the token as filtered (the instance at top level,
+    the branch inside a fork or foreach). `max_iterations` is set on a loop's `while` predicate,
+    whose `next` is the back edge to the loop body.
+    """
+
+    next: str
+    alt: str | None
+    max_iterations: int | None
+    kind: str = "predicate"
+
+
+@dataclass(frozen=True)
+class Fork:
+    id: str
+    branches: Mapping[str, str]
+    join: str
+    kind: str = "fork"
+
+
+@dataclass(frozen=True)
+class ForEach:
+    id: str
+    items: str  # JSON pointer into the context
+    body: str
+    join: str
+    max_concurrency: int | None
+    kind: str = "foreach"
+
+
+@dataclass(frozen=True)
+class Join(_Activity):
+    """The barrier of a fork or foreach; once every branch arrived, `activity` combines."""
+
+    fork: str
+    next: str
+    kind: str = "join"
+
+
+@dataclass(frozen=True)
+class Sleep:
+    id: str
+    duration_ms: int | None
+    until: str | None  # JSON pointer to an RFC 3339 instant in the context
+    next: str
+    kind: str = "sleep"
+
+
+@dataclass(frozen=True)
+class ApplySignal:
+    activity: str
+    queue: str
+    retry: Retry
+    timeout_ms: int
+
+
+@dataclass(frozen=True)
+class Await:
+    id: str
+    signal: str
+    timeout_ms: int | None
+    on_timeout: str | None  # set exactly when timeout_ms is; equals next when no on_timeout steps
+    apply: ApplySignal | None
+    next: str
+    kind: str = "await"
+
+
+@dataclass(frozen=True)
+class Subflow:
+    id: str
+    flow: str
+    version: str | None
+    next: str
+    kind: str = "subflow"
+
+
+@dataclass(frozen=True)
+class End:
+    id: str
+    kind: str = "end"
+
+
+Node = Task | Predicate | Fork | ForEach | Join | Sleep | Await | Subflow | End
+
+#: Node kinds a worker executes (and so may chain locally).
+WORKER_KINDS = frozenset({"task", "predicate"})
+
+
+def _activity_fields(node_id: str, doc: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "id": node_id,
+        "activity": doc["activity"],
+        "queue": doc["queue"],
+        "retry": Retry.from_json(doc["retry"]),
+        "timeout_ms": doc["timeout_ms"],
+    }
+
+
+def _node_from_json(node_id: str, doc: Mapping[str, Any]) -> Node:
+    kind = doc["kind"]
+    if kind == "task":
+        return Task(**_activity_fields(node_id, doc), next=doc["next"], checkpoint=doc["checkpoint"])
+    if kind == "predicate":
+        return Predicate(
+            **_activity_fields(node_id, doc),
+            next=doc["next"],
+            alt=doc["alt"],
+            max_iterations=doc["max_iterations"],
+        )
+    if kind == "fork":
+        return Fork(node_id, dict(doc["branches"]), doc["join"])
+    if kind == "foreach":
+        return ForEach(node_id, doc["items"], doc["body"], doc["join"], doc["max_concurrency"])
+    if kind == "join":
+        return Join(**_activity_fields(node_id, doc), fork=doc["fork"], next=doc["next"])
+    if kind == "sleep":
+        return Sleep(node_id, doc["duration_ms"], doc["until"], doc["next"])
+    if kind == "await":
+        apply = doc["apply"]
+        return Await(
+            node_id,
+            doc["signal"],
+            doc["timeout_ms"],
+            doc["on_timeout"],
+            None
+            if apply is None
+            else ApplySignal(
+                apply["activity"],
+                apply["queue"],
+                Retry.from_json(apply["retry"]),
+                apply["timeout_ms"],
+            ),
+            doc["next"],
+        )
+    if kind == "subflow":
+        return Subflow(node_id, doc["flow"], doc["version"], doc["next"])
+    if kind == "end":
+        return End(node_id)
+    raise ValueError(f"unknown node kind {kind!r} at node {node_id!r}")
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A compiled flow: its identity, its options and its nodes by id."""
+
+    name: str
+    version: str  # "sha256:<64 hex>" of the canonical JSON
+    execution: ExecutionMode
+    input_schema: Mapping[str, Any] | None
+    start: str
+    nodes: Mapping[str, Node]
+
+    @staticmethod
+    def from_json(doc: Mapping[str, Any], version: str) -> Graph:
+        """Build from the canonical graph document and the version the compiler hashed it to."""
+        nodes = {node_id: _node_from_json(node_id, n) for node_id, n in doc["nodes"].items()}
+        return Graph(
+            name=doc["name"],
+            version=version,
+            execution=ExecutionMode(doc["execution"]),
+            input_schema=doc["input"],
+            start=doc["start"],
+            nodes=nodes,
+        )
+
+    def node(self, node_id: str) -> Node:
+        return self.nodes[node_id]
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes.values())
