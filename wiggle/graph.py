@@ -29,11 +29,12 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "WORKER_KINDS",
     "Await",
     "End",
     "ExecutionMode",
-    "Fork",
     "ForEach",
+    "Fork",
     "Graph",
     "Join",
     "Node",
@@ -42,7 +43,6 @@ __all__ = [
     "Sleep",
     "Subflow",
     "Task",
-    "WORKER_KINDS",
 ]
 
 
@@ -68,7 +68,7 @@ class Retry:
         """The pause before the attempt after `failed_attempt` (which is 1-based)."""
         if self.backoff == "fixed":
             return self.initial_ms
-        return min(self.max_ms, self.initial_ms * 2 ** (failed_attempt - 1))
+        return min(self.max_ms, self.initial_ms * (1 << (failed_attempt - 1)))
 
     @staticmethod
     def from_json(doc: Mapping[str, Any]) -> Retry:
@@ -197,7 +197,9 @@ def _activity_fields(node_id: str, doc: Mapping[str, Any]) -> dict[str, Any]:
 def _node_from_json(node_id: str, doc: Mapping[str, Any]) -> Node:
     kind = doc["kind"]
     if kind == "task":
-        return Task(**_activity_fields(node_id, doc), next=doc["next"], checkpoint=doc["checkpoint"])
+        return Task(
+            **_activity_fields(node_id, doc), next=doc["next"], checkpoint=doc["checkpoint"]
+        )
     if kind == "predicate":
         return Predicate(
             **_activity_fields(node_id, doc),
