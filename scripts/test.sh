@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Sets up a machine and runs every check: lint, types, generated-code freshness and the whole test
+# suite (unit, integration on SQLite and PostgreSQL, acceptance, conformance). Exits non-zero on
+# any failure, including a test run that collected no tests (pytest exit 5).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+PYTHON="${PYTHON:-python3}"
+echo "== ruff" >&2
+"$PYTHON" -m ruff check .
+"$PYTHON" -m ruff format --check .
+echo "== mypy" >&2
+"$PYTHON" -m mypy wiggle
+echo "== generated protobuf is fresh" >&2
+"$PYTHON" scripts/gen_proto.py --check
+echo "== pytest" >&2
+"$PYTHON" -m pytest "$@"
