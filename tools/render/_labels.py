@@ -1,0 +1,154 @@
+"""The text on nodes: the step's name and a second line of options (retry, timeout, checkpoint).
+
+Labels are Graphviz HTML-like labels, so the options line can be smaller than the name. Only
+options that differ from the compiled defaults (docs/graph.md) are shown: a diagram that repeated
+"retry 3 times" on every node would hide the steps that were configured on purpose.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from wiggle.graph import (
+    Await,
+    End,
+    ForEach,
+    Fork,
+    Join,
+    Node,
+    Predicate,
+    Retry,
+    Sleep,
+    Subflow,
+    Task,
+)
+
+__all__ = [
+    "DEFAULT_RETRY",
+    "DEFAULT_TIMEOUT_MS",
+    "duration",
+    "node_label",
+    "options_line",
+    "retry_text",
+]
+
+DEFAULT_RETRY = Retry(max_attempts=3, backoff="exponential", initial_ms=1000, max_ms=60000)
+DEFAULT_TIMEOUT_MS = 60000
+
+# The multiplication sign, escaped because it reads like the letter x in source.
+_TIMES = "\u00d7"
+
+_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1))
+
+
+def duration(ms: int) -> str:
+    """Milliseconds as the flow format writes them: 250ms, 30s, 1m30s, 2h, 1d."""
+    if ms <= 0:
+        return "0s"
+    parts = []
+    for unit, size in _UNITS:
+        count, ms = divmod(ms, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts)
+
+
+def retry_text(retry: Retry) -> str:
+    """'' for the default policy, else e.g. 'retry 5{times} exp 100ms→10s' (5 attempts in all)."""
+    if retry == DEFAULT_RETRY:
+        return ""
+    if retry.max_attempts <= 1:
+        return "no retry"
+    if retry.backoff == "fixed":
+        return f"retry {retry.max_attempts}{_TIMES} every {duration(retry.initial_ms)}"
+    span = f"{duration(retry.initial_ms)}→{duration(retry.max_ms)}"
+    return f"retry {retry.max_attempts}{_TIMES} exp {span}"
+
+
+def _activity_options(retry: Retry, timeout_ms: int) -> list[str]:
+    parts = [retry_text(retry)]
+    if timeout_ms != DEFAULT_TIMEOUT_MS:
+        parts.append(f"timeout {duration(timeout_ms)}")
+    return [p for p in parts if p]
+
+
+def options_line(node: Node) -> str:
+    """The node's non-default options joined with ' · ', or ''."""
+    parts: list[str] = []
+    if isinstance(node, Task | Join | Predicate):
+        parts += _activity_options(node.retry, node.timeout_ms)
+    if isinstance(node, Task) and node.checkpoint:
+        parts.append("⚑ checkpoint")
+    if isinstance(node, Predicate) and node.max_iterations is not None:
+        parts.append(f"max {node.max_iterations} iterations")
+    if isinstance(node, ForEach) and node.max_concurrency is not None:
+        parts.append(f"max {node.max_concurrency} at once")
+    if isinstance(node, Await):
+        if node.timeout_ms is not None:
+            parts.append(f"deadline {duration(node.timeout_ms)}")
+        if node.apply is not None:
+            parts += _activity_options(node.apply.retry, node.apply.timeout_ms)
+    return " · ".join(parts)
+
+
+def _head(node: Node) -> tuple[str, str]:
+    """(small prefix, bold name) naming what the node does."""
+    if isinstance(node, Task):
+        return "", node.activity
+    if isinstance(node, Predicate):
+        if node.max_iterations is not None:
+            prefix = "while"
+        elif node.alt is None:
+            prefix = "filter"
+        else:
+            prefix = "when"
+        return prefix, f"{node.activity}?"
+    if isinstance(node, Fork):
+        return "parallel", node.id
+    if isinstance(node, ForEach):
+        return "for each", node.items
+    if isinstance(node, Join):
+        return "combine", node.activity
+    if isinstance(node, Sleep):
+        if node.duration_ms is not None:
+            return "◷ sleep", duration(node.duration_ms)
+        return "◷ sleep until", str(node.until)
+    if isinstance(node, Await):
+        return "✉ await", node.signal
+    if isinstance(node, Subflow):
+        return "subflow", node.flow
+    assert isinstance(node, End)
+    return "", "end"
+
+
+def _secondary(node: Node) -> list[str]:
+    lines = []
+    # A join's id is always derived from its fork's, so only steps can carry a telling id.
+    named = node.activity if isinstance(node, Task | Predicate) else None
+    if named is not None and node.id != named:
+        lines.append(f"id {node.id}")
+    if isinstance(node, Await) and node.apply is not None:
+        lines.append(f"apply {node.apply.activity}")
+    if isinstance(node, Subflow) and node.version is not None:
+        lines.append(f"@ {node.version[:19]}…")
+    return lines
+
+
+def _small(text: str) -> str:
+    return f'<FONT POINT-SIZE="9">{escape(text, quote=False)}</FONT>'
+
+
+def node_label(node: Node, state_line: str = "") -> str:
+    """The HTML-like label (without the outer angle brackets) for `node`."""
+    prefix, name = _head(node)
+    rows: list[str] = []
+    if prefix:
+        rows.append(_small(prefix))
+    rows.append(f"<B>{escape(name, quote=False)}</B>")
+    rows += [_small(line) for line in _secondary(node)]
+    options = options_line(node)
+    if options:
+        rows.append(_small(options))
+    if state_line:
+        rows.append(f'<FONT POINT-SIZE="9"><B>{escape(state_line, quote=False)}</B></FONT>')
+    return "<BR/>".join(rows)

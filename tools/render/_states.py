@@ -1,0 +1,59 @@
+"""Live-instance highlighting: what the engine reports per node, reduced to a colour and a line.
+
+`wiggle status` feeds a mapping from node id to either one state string ("RUNNING") or counts of
+tokens per state ({"RUNNING": 2, "DONE": 5}, as a for_each body has). States are those of
+DESIGN §4 (READY, RUNNING, WAITING, AWAITING, JOINED, DONE) plus FAILED and CANCELLED; any other
+string is shown as written, in a neutral colour, so a newer engine never breaks an older renderer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from ._styles import STATE_COLOURS, STATE_PRIORITY, UNKNOWN_STATE_COLOUR
+
+__all__ = ["InstanceStates", "NodeHighlight", "highlights"]
+
+InstanceStates: TypeAlias = Mapping[str, str | Mapping[str, int]]
+
+
+@dataclass(frozen=True)
+class NodeHighlight:
+    fill: str
+    text: str  # "RUNNING" or "RUNNING 2 · DONE 5"
+
+
+def _dominant(states: list[str]) -> str:
+    for state in STATE_PRIORITY:
+        if state in states:
+            return state
+    return states[0]
+
+
+def _one(value: str | Mapping[str, int]) -> NodeHighlight | None:
+    if isinstance(value, str):
+        state = value.upper()
+        return NodeHighlight(STATE_COLOURS.get(state, UNKNOWN_STATE_COLOUR), state)
+    counts = {state.upper(): n for state, n in value.items() if n > 0}
+    if not counts:
+        return None
+    ordered = sorted(counts, key=lambda s: (s not in STATE_PRIORITY, _rank(s), s))
+    text = " · ".join(f"{state} {counts[state]}" for state in ordered)
+    dominant = _dominant(ordered)
+    return NodeHighlight(STATE_COLOURS.get(dominant, UNKNOWN_STATE_COLOUR), text)
+
+
+def _rank(state: str) -> int:
+    return STATE_PRIORITY.index(state) if state in STATE_PRIORITY else len(STATE_PRIORITY)
+
+
+def highlights(states: InstanceStates, node_ids: set[str]) -> dict[str, NodeHighlight]:
+    """The highlight of every node in `node_ids` that has a state; ids the graph lacks are
+    ignored (the caller may hold states for nodes of another version)."""
+    out = {}
+    for node_id, value in states.items():
+        if node_id in node_ids and (highlight := _one(value)) is not None:
+            out[node_id] = highlight
+    return out
