@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Regenerates wigglepb/ from spec/proto. The generated code is committed; run this after any
+# change to the .proto. Uses grpcio-tools' bundled protoc (no system protoc needed) and pinned
+# plugin versions, so two machines produce the same bytes.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+PROTOC_GEN_GO_VERSION="v1.36.12"
+PROTOC_GEN_GO_GRPC_VERSION="v1.6.2"
+PYTHON="${PYTHON:-python3}"
+
+bin="$(go env GOPATH)/bin"
+go install "google.golang.org/protobuf/cmd/protoc-gen-go@${PROTOC_GEN_GO_VERSION}"
+go install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@${PROTOC_GEN_GO_GRPC_VERSION}"
+
+cd "$root"
+"$PYTHON" -m grpc_tools.protoc -I spec/proto \
+    --plugin=protoc-gen-go="$bin/protoc-gen-go" \
+    --plugin=protoc-gen-go-grpc="$bin/protoc-gen-go-grpc" \
+    --go_out=sdk/go --go_opt=module=github.com/wiggle-engine/wiggle/sdk/go \
+    --go-grpc_out=sdk/go --go-grpc_opt=module=github.com/wiggle-engine/wiggle/sdk/go \
+    spec/proto/wiggle/v1/wiggle.proto
