@@ -1,0 +1,17 @@
+"""Flow text → diagnostics, or the canonical graph and its version (docs/graph.md).
+
+    load_flow / load_flow_file   YAML or JSON → CompiledFlow (raises FlowError with every problem)
+    graph_from_canonical         stored canonical graph bytes → CompiledFlow (checked)
+    canonical_json               RFC 8785 bytes of JSON data
+
+The stages, each a private module: `_loader` (text → data + positions, hostile input refused),
+`_schema` (flow.schema.json), `_checks` (semantic checks), `_compile` (the graph),
+`_canonical` (JCS and the hash).
+"""
+
+from __future__ import annotations
+
+from wiggle.compiler._api import CompiledFlow, graph_from_canonical, load_flow, load_flow_file
+from wiggle.compiler._canonical import canonical_json
+
+__all__ = ["CompiledFlow", "canonical_json", "graph_from_canonical", "load_flow", "load_flow_file"]

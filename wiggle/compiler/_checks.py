@@ -1,0 +1,167 @@
+"""Semantic checks: what the schema cannot say. Each check is a small function yielding Diagnostics.
+
+Document checks run on a schema-valid flow before compiling (the compiler relies on them: it
+parses durations without looking back); graph checks run on the compiled result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import networkx as nx
+from jsonschema.validators import validator_for  # type: ignore[import-untyped]
+
+from wiggle.compiler._compile import DEFAULT_RETRY, END, Compiled, branch_order
+from wiggle.compiler._durations import parse_duration
+from wiggle.compiler._loader import Path, SourceMap
+from wiggle.errors import Diagnostic
+
+__all__ = ["DOCUMENT_CHECKS", "GRAPH_CHECKS", "iter_steps"]
+
+Step = dict[str, Any]
+
+
+def iter_steps(steps: list[Step], path: Path) -> Iterator[tuple[Step, Path]]:
+    """Every step, nested ones included, in document order, with its path."""
+    for i, step in enumerate(steps):
+        here = (*path, i)
+        yield step, here
+        for sub, sub_path in _nested(step, here):
+            yield from iter_steps(sub, sub_path)
+
+
+def _nested(step: Step, path: Path) -> Iterator[tuple[list[Step], Path]]:
+    if "choice" in step:
+        for i, arm in enumerate(step["choice"]):
+            yield arm["steps"], (*path, "choice", i, "steps")
+    if "otherwise" in step:
+        yield step["otherwise"], (*path, "otherwise")
+    if "parallel" in step:
+        for name in branch_order(step["parallel"]):
+            yield step["parallel"][name], (*path, "parallel", name)
+    if "for_each" in step:
+        yield step["steps"], (*path, "steps")
+    if "on_timeout" in step:
+        yield step["on_timeout"], (*path, "on_timeout")
+    if "loop" in step:
+        yield step["loop"]["steps"], (*path, "loop", "steps")
+
+
+def _settings(step: Step, path: Path) -> Iterator[tuple[Step, Path]]:
+    """The step and its choice arms: everything that may carry `retry` / `timeout`."""
+    yield step, path
+    for i, arm in enumerate(step.get("choice", ())):
+        yield arm, (*path, "choice", i)
+
+
+def _durations(step: Step, path: Path) -> Iterator[tuple[str, Path]]:
+    for owner, where in _settings(step, path):
+        if "timeout" in owner:
+            yield owner["timeout"], (*where, "timeout")
+        for key in ("initial", "max"):
+            if key in owner.get("retry", {}):
+                yield owner["retry"][key], (*where, "retry", key)
+    if isinstance(step.get("sleep"), str):
+        yield step["sleep"], (*path, "sleep")
+
+
+def check_durations(flow: dict[str, Any], source: SourceMap) -> Iterator[Diagnostic]:
+    """Every duration is > 0 and at most 365 days (the schema already checked the syntax)."""
+    for step, path in iter_steps(flow["steps"], ("steps",)):
+        for text, where in _durations(step, path):
+            try:
+                parse_duration(text)
+            except ValueError as exc:
+                yield source.diagnostic(where, str(exc))
+
+
+def check_retry_bounds(flow: dict[str, Any], source: SourceMap) -> Iterator[Diagnostic]:
+    """An exponential backoff may not start above its cap (a fixed one only when max is written)."""
+    for step, path in iter_steps(flow["steps"], ("steps",)):
+        for owner, where in _settings(step, path):
+            retry = owner.get("retry", {})
+            if "initial" not in retry:
+                continue
+            if retry.get("backoff", DEFAULT_RETRY["backoff"]) == "fixed" and "max" not in retry:
+                continue
+            try:
+                initial = parse_duration(retry["initial"])
+                cap = parse_duration(retry["max"]) if "max" in retry else DEFAULT_RETRY["max_ms"]
+            except ValueError:
+                continue  # reported by check_durations
+            if initial > cap:
+                shown = retry.get("max", f"{cap}ms (the default)")
+                yield source.diagnostic(
+                    (*where, "retry", "initial"),
+                    f"retry initial {retry['initial']} is longer than max {shown}",
+                )
+
+
+def check_await_timeout(flow: dict[str, Any], source: SourceMap) -> Iterator[Diagnostic]:
+    """`on_timeout` steps can only run at a deadline, so they need `timeout`."""
+    for step, path in iter_steps(flow["steps"], ("steps",)):
+        if "await" in step and "on_timeout" in step and "timeout" not in step:
+            yield source.diagnostic(
+                (*path, "on_timeout"),
+                f"await {step['await']!r} has on_timeout steps but no timeout to trigger them",
+                at_key=True,
+            )
+
+
+def check_input_schema(flow: dict[str, Any], source: SourceMap) -> Iterator[Diagnostic]:
+    """The flow's `input` must itself be a valid JSON Schema (draft 2020-12 unless it says)."""
+    if "input" not in flow:
+        return
+    schema = flow["input"]
+    try:
+        cls = validator_for(schema) if isinstance(schema, dict) else validator_for(True)
+        meta = cls(cls.META_SCHEMA)
+        errors = list(meta.iter_errors(schema))
+    except Exception as exc:  # an unresolvable $schema or $ref: still the user's input
+        yield source.diagnostic(("input",), f"input is not a usable JSON Schema: {exc}")
+        return
+    for error in errors:
+        where: Path = ("input", *error.absolute_path)
+        yield source.diagnostic(where, f"input is not a valid JSON Schema: {error.message}")
+
+
+def check_node_ids(compiled: Compiled, source: SourceMap) -> Iterator[Diagnostic]:
+    """Node ids are unique, and `end` belongs to the implicit end node."""
+    first: dict[str, Path] = {}
+    for claim in compiled.claims:
+        if claim.node_id == END:
+            yield source.diagnostic(
+                claim.path, "node id 'end' is reserved for the end of the flow; set `id:`"
+            )
+        elif claim.node_id in first:
+            line, column = source.value(first[claim.node_id])
+            yield source.diagnostic(
+                claim.path,
+                f"duplicate node id {claim.node_id!r} (also used at line {line}, column "
+                f"{column}); give one of them an `id:`",
+            )
+        else:
+            first[claim.node_id] = claim.path
+
+
+def check_reachable(compiled: Compiled, source: SourceMap) -> Iterator[Diagnostic]:
+    """Every node is reachable from the start (an id clash can orphan one)."""
+    graph = compiled.nx
+    reached = nx.descendants(graph, graph.graph["start"]) | {graph.graph["start"]}
+    where = {c.node_id: c.path for c in compiled.claims}
+    for node_id in graph.nodes:
+        if node_id not in reached and node_id in where:
+            yield source.diagnostic(where[node_id], f"step {node_id!r} can never be reached")
+
+
+DocumentCheck = Callable[[dict[str, Any], SourceMap], Iterator[Diagnostic]]
+GraphCheck = Callable[[Compiled, SourceMap], Iterator[Diagnostic]]
+
+DOCUMENT_CHECKS: tuple[DocumentCheck, ...] = (
+    check_durations,
+    check_retry_bounds,
+    check_await_timeout,
+    check_input_schema,
+)
+GRAPH_CHECKS: tuple[GraphCheck, ...] = (check_node_ids, check_reachable)

@@ -1,0 +1,281 @@
+"""A schema-valid flow document → the canonical graph's nodes, wired through networkx.
+
+Two passes. The first numbers the blocks (`parallel-N`, `for_each-N`, `sleep-N`) in document
+order and records which step claimed which node id; the second wires each sequence back to
+front, so every node's successor id is known when the node is written. Every field of every
+node is written, defaults filled in, so spelling out a default never changes the hash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from wiggle.compiler._durations import parse_duration
+from wiggle.compiler._graph import graph_to_nx
+from wiggle.compiler._loader import Path
+
+__all__ = [
+    "DEFAULT_MAX_ITERATIONS",
+    "DEFAULT_RETRY",
+    "DEFAULT_TIMEOUT_MS",
+    "Claim",
+    "Compiled",
+    "branch_order",
+    "compile_flow",
+]
+
+DEFAULT_RETRY: dict[str, Any] = {
+    "max_attempts": 3,
+    "backoff": "exponential",
+    "initial_ms": 1000,
+    "max_ms": 60000,
+}
+DEFAULT_TIMEOUT_MS = 60000
+DEFAULT_MAX_ITERATIONS = 100
+END = "end"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A node id and the path of the value that named it (an `id:` or the block's own key)."""
+
+    node_id: str
+    path: Path
+
+
+@dataclass
+class Compiled:
+    document: dict[str, Any]
+    nx: Any  # networkx.DiGraph; untyped library
+    claims: list[Claim] = field(default_factory=list)
+
+
+def branch_order(names: Any) -> list[str]:
+    """Branches are numbered and listed in name order (UTF-16 code units, as JCS sorts keys):
+    a mapping's key order is formatting and must not change the hash."""
+    return sorted(names, key=lambda n: n.encode("utf-16-be"))
+
+
+class _Compiler:
+    def __init__(self, flow: dict[str, Any]) -> None:
+        self.flow = flow
+        self.queue: str = flow.get("queue", "default")
+        self.counters: dict[str, int] = {}
+        self.ids: dict[Path, tuple[str, ...]] = {}
+        self.claims: list[Claim] = []
+        self.nodes: dict[str, dict[str, Any]] = {}
+
+    # -- pass 1: ids, in document order ------------------------------------------------------
+
+    def _claim(self, step: dict[str, Any], path: Path, default: str, key: str) -> str:
+        node_id: str = step.get("id", default)
+        self.claims.append(Claim(node_id, (*path, "id") if "id" in step else (*path, key)))
+        return node_id
+
+    def _numbered(self, step: dict[str, Any], path: Path, kind: str) -> str:
+        self.counters[kind] = self.counters.get(kind, 0) + 1
+        return self._claim(step, path, f"{kind}-{self.counters[kind]}", kind)
+
+    def number(self, steps: list[dict[str, Any]], path: Path) -> None:
+        for i, step in enumerate(steps):
+            self._number_step(step, (*path, i))
+
+    def _number_step(self, step: dict[str, Any], path: Path) -> None:
+        if "task" in step:
+            self.ids[path] = (self._claim(step, path, step["task"], "task"),)
+        elif "filter" in step:
+            self.ids[path] = (self._claim(step, path, step["filter"], "filter"),)
+        elif "choice" in step:
+            arms = []
+            for i, arm in enumerate(step["choice"]):
+                arm_path = (*path, "choice", i)
+                arms.append(self._claim(arm, arm_path, arm["when"], "when"))
+                self.number(arm["steps"], (*arm_path, "steps"))
+            self.ids[path] = tuple(arms)
+            if "otherwise" in step:
+                self.number(step["otherwise"], (*path, "otherwise"))
+        elif "parallel" in step:
+            fork = self._numbered(step, path, "parallel")
+            self.claims.append(Claim(f"{fork}.join", self.claims[-1].path))
+            self.ids[path] = (fork, f"{fork}.join")
+            for name in branch_order(step["parallel"]):
+                self.number(step["parallel"][name], (*path, "parallel", name))
+        elif "for_each" in step:
+            fork = self._numbered(step, path, "for_each")
+            self.claims.append(Claim(f"{fork}.join", self.claims[-1].path))
+            self.ids[path] = (fork, f"{fork}.join")
+            self.number(step["steps"], (*path, "steps"))
+        elif "sleep" in step:
+            self.ids[path] = (self._numbered(step, path, "sleep"),)
+        elif "await" in step:
+            self.ids[path] = (self._claim(step, path, step["await"], "await"),)
+            if "on_timeout" in step:
+                self.number(step["on_timeout"], (*path, "on_timeout"))
+        elif "subflow" in step:
+            self.ids[path] = (self._claim(step, path, step["subflow"], "subflow"),)
+        elif "loop" in step:
+            # The body is written before its `while` predicate, so it is numbered first.
+            self.number(step["loop"]["steps"], (*path, "loop", "steps"))
+            self.ids[path] = (self._claim(step, path, step["loop"]["while"], "loop"),)
+
+    # -- pass 2: wiring, back to front --------------------------------------------------------
+
+    def _activity(self, name: str, step: dict[str, Any]) -> dict[str, Any]:
+        retry = dict(DEFAULT_RETRY)
+        written = step.get("retry", {})
+        if "max_attempts" in written:
+            retry["max_attempts"] = written["max_attempts"]
+        if "backoff" in written:
+            retry["backoff"] = written["backoff"]
+        if "initial" in written:
+            retry["initial_ms"] = parse_duration(written["initial"])
+        if "max" in written:
+            retry["max_ms"] = parse_duration(written["max"])
+        timeout = step.get("timeout")
+        return {
+            "activity": name,
+            "queue": step.get("queue", self.queue),
+            "retry": retry,
+            "timeout_ms": DEFAULT_TIMEOUT_MS if timeout is None else parse_duration(timeout),
+        }
+
+    def _emit(self, node_id: str, node: dict[str, Any]) -> None:
+        # A clashing id keeps the first node; the clash itself is reported by the id check.
+        self.nodes.setdefault(node_id, node)
+
+    def sequence(self, steps: list[dict[str, Any]], path: Path, after: str) -> str:
+        """Wire `steps` so the last continues to `after`; return the first node's id."""
+        nxt = after
+        for i in range(len(steps) - 1, -1, -1):
+            nxt = self._step(steps[i], (*path, i), nxt)
+        return nxt
+
+    def _step(self, step: dict[str, Any], path: Path, after: str) -> str:
+        ids = self.ids[path]
+        for key, wire in self._WIRING:
+            if key in step:
+                return wire(self, step, path, ids, after)
+        raise AssertionError(f"schema-valid step without a block key at {path}")
+
+    def _task(self, step: dict[str, Any], path: Path, ids: tuple[str, ...], after: str) -> str:
+        node = {"kind": "task", **self._activity(step["task"], step), "next": after}
+        node["checkpoint"] = step.get("checkpoint", False)
+        self._emit(ids[0], node)
+        return ids[0]
+
+    def _filter(self, step: dict[str, Any], path: Path, ids: tuple[str, ...], after: str) -> str:
+        node = {"kind": "predicate", **self._activity(step["filter"], step), "next": after}
+        node.update(alt=None, max_iterations=None)
+        self._emit(ids[0], node)
+        return ids[0]
+
+    def _choice(self, step: dict[str, Any], path: Path, ids: tuple[str, ...], after: str) -> str:
+        alt = after
+        if "otherwise" in step:
+            alt = self.sequence(step["otherwise"], (*path, "otherwise"), after)
+        for i in range(len(step["choice"]) - 1, -1, -1):
+            arm = step["choice"][i]
+            first = self.sequence(arm["steps"], (*path, "choice", i, "steps"), after)
+            node = {"kind": "predicate", **self._activity(arm["when"], arm), "next": first}
+            node.update(alt=alt, max_iterations=None)
+            self._emit(ids[i], node)
+            alt = ids[i]
+        return alt
+
+    def _parallel(self, step: dict[str, Any], path: Path, ids: tuple[str, ...], after: str) -> str:
+        fork, join = ids
+        branches = {}
+        for name in branch_order(step["parallel"]):
+            branch = step["parallel"][name]
+            branches[name] = self.sequence(branch, (*path, "parallel", name), join)
+        self._emit(fork, {"kind": "fork", "branches": branches, "join": join})
+        self._join(step, fork, join, after)
+        return fork
+
+    def _join(self, step: dict[str, Any], fork: str, join: str, after: str) -> None:
+        node = {"kind": "join", **self._activity(step["combine"], step), "fork": fork}
+        node["next"] = after
+        self._emit(join, node)
+
+    def _for_each(self, step: dict[str, Any], path: Path, ids: tuple[str, ...], after: str) -> str:
+        fork, join = ids
+        body = self.sequence(step["steps"], (*path, "steps"), join)
+        node = {"kind": "foreach", "items": step["for_each"], "body": body, "join": join}
+        node["max_concurrency"] = step.get("max_concurrency")
+        self._emit(fork, node)
+        self._join(step, fork, join, after)
+        return fork
+
+    def _sleep(self, step: dict[str, Any], path: Path, ids: tuple[str, ...], after: str) -> str:
+        spec = step["sleep"]
+        duration = parse_duration(spec) if isinstance(spec, str) else None
+        until = None if isinstance(spec, str) else spec["until"]
+        node = {"kind": "sleep", "duration_ms": duration, "until": until, "next": after}
+        self._emit(ids[0], node)
+        return ids[0]
+
+    def _await(self, step: dict[str, Any], path: Path, ids: tuple[str, ...], after: str) -> str:
+        timeout_ms = parse_duration(step["timeout"]) if "timeout" in step else None
+        on_timeout = None
+        if timeout_ms is not None:
+            on_timeout = after
+            if "on_timeout" in step:
+                on_timeout = self.sequence(step["on_timeout"], (*path, "on_timeout"), after)
+        apply = None
+        if "apply" in step:
+            # The await's `timeout` is its deadline, so the apply activity keeps the default lease.
+            apply = self._activity(step["apply"], {k: v for k, v in step.items() if k != "timeout"})
+        node = {"kind": "await", "signal": step["await"], "timeout_ms": timeout_ms}
+        node.update(on_timeout=on_timeout, apply=apply, next=after)
+        self._emit(ids[0], node)
+        return ids[0]
+
+    def _subflow(self, step: dict[str, Any], path: Path, ids: tuple[str, ...], after: str) -> str:
+        node = {"kind": "subflow", "flow": step["subflow"], "version": step.get("version")}
+        node["next"] = after
+        self._emit(ids[0], node)
+        return ids[0]
+
+    def _loop(self, step: dict[str, Any], path: Path, ids: tuple[str, ...], after: str) -> str:
+        loop = step["loop"]
+        check = ids[0]
+        body = self.sequence(loop["steps"], (*path, "loop", "steps"), check)
+        node = {"kind": "predicate", **self._activity(loop["while"], step), "next": body}
+        node.update(alt=after, max_iterations=loop.get("max_iterations", DEFAULT_MAX_ITERATIONS))
+        self._emit(check, node)
+        return body
+
+    _Wire = Callable[["_Compiler", dict[str, Any], Path, tuple[str, ...], str], str]
+    _WIRING: tuple[tuple[str, _Wire], ...] = (
+        ("task", _task),
+        ("filter", _filter),
+        ("choice", _choice),
+        ("parallel", _parallel),
+        ("for_each", _for_each),
+        ("sleep", _sleep),
+        ("await", _await),
+        ("subflow", _subflow),
+        ("loop", _loop),
+    )
+
+
+def compile_flow(flow: dict[str, Any]) -> Compiled:
+    """Compile a schema-valid flow whose durations are in range. Never raises on such input."""
+    compiler = _Compiler(flow)
+    compiler.number(flow["steps"], ("steps",))
+    compiler.nodes[END] = {"kind": "end"}
+    start = compiler.sequence(flow["steps"], ("steps",), END)
+    # Wiring ran back to front; list the nodes as written (the JSON order is not hashed).
+    ordered = {c.node_id: compiler.nodes[c.node_id] for c in compiler.claims}
+    ordered.setdefault(END, compiler.nodes[END])
+    document = {
+        "format": 1,
+        "name": flow["name"],
+        "execution": flow.get("execution", "DEFAULT"),
+        "input": flow.get("input"),
+        "start": start,
+        "nodes": ordered,
+    }
+    return Compiled(document, graph_to_nx(document), compiler.claims)

@@ -1,0 +1,76 @@
+"""The canonical graph document as a networkx DiGraph, and checks on stored graph documents."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import networkx as nx
+
+from wiggle.compiler._loader import SourceMap
+from wiggle.compiler._schema import graph_validator, schema_diagnostics
+from wiggle.errors import Diagnostic
+
+__all__ = ["graph_problems", "graph_to_nx", "out_edges"]
+
+
+def out_edges(node: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(label, target) of each edge a node owns, in a fixed order."""
+    kind = node["kind"]
+    if kind == "fork":
+        for name, first in node["branches"].items():
+            yield f"branch:{name}", first
+    if kind == "foreach":
+        yield "body", node["body"]
+    if kind in ("fork", "foreach"):
+        yield "join", node["join"]
+    if "next" in node:
+        yield "next", node["next"]
+    if node.get("alt") is not None:
+        yield "alt", node["alt"]
+    if node.get("on_timeout") is not None:
+        yield "on_timeout", node["on_timeout"]
+
+
+def graph_to_nx(document: dict[str, Any]) -> Any:
+    """A DiGraph whose nodes carry the node dicts and whose edges carry a `label`.
+
+    Two edges between the same pair of nodes (an await without on_timeout steps reaches its
+    `next` both ways) become one edge: `label` is the first, `labels` lists all.
+    """
+    graph = nx.DiGraph(start=document["start"])
+    for node_id, node in document["nodes"].items():
+        graph.add_node(node_id, **node)
+    for node_id, node in document["nodes"].items():
+        for label, target in out_edges(node):
+            if graph.has_edge(node_id, target):
+                graph.edges[node_id, target]["labels"].append(label)
+            else:
+                graph.add_edge(node_id, target, label=label, labels=[label])
+    return graph
+
+
+def graph_problems(document: Any, source: SourceMap) -> list[Diagnostic]:
+    """Schema errors of a canonical graph document, then dangling node references."""
+    problems = schema_diagnostics(graph_validator(), document, source)
+    if problems:
+        return problems
+    nodes = document["nodes"]
+    if document["start"] not in nodes:
+        problems.append(source.diagnostic(("start",), f"start {document['start']!r} is not a node"))
+    for node_id, node in nodes.items():
+        for label, target in out_edges(node):
+            if target not in nodes:
+                problems.append(
+                    source.diagnostic(
+                        ("nodes", node_id), f"node {node_id!r}: {label} {target!r} is not a node"
+                    )
+                )
+        if node["kind"] == "join" and nodes.get(node["fork"], {}).get("kind") not in (
+            "fork",
+            "foreach",
+        ):
+            problems.append(
+                source.diagnostic(("nodes", node_id), f"join {node_id!r}: fork is not a fork")
+            )
+    return problems
