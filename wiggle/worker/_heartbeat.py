@@ -1,0 +1,138 @@
+"""Leases the worker holds, and the background thread that keeps them alive.
+
+A task's lease is renewed by a Heartbeat at about a third of its length, so one lost heartbeat
+never costs the lease. AdvanceRun renews it too (`Lease.renewed`). When the server answers that
+the instance is no longer RUNNING, or that the lease is not ours any more, the lease is marked
+lost and whoever runs the task abandons it at its next check.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import grpc
+
+from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
+from wiggle.worker._rpc import Rpc, RpcFailed
+
+__all__ = ["Lease", "LeaseKeeper"]
+
+_log = logging.getLogger("wiggle.worker")
+
+_RUNNING = pb.InstanceStatus.RUNNING
+
+#: Codes a heartbeat answers with when the lease is gone for good: stop working on the task.
+_LOST = frozenset(
+    {grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.ABORTED}
+)
+
+
+class Lease:
+    """One leased task: its fencing token and when it runs out, on this host's monotonic clock."""
+
+    def __init__(self, task_id: str, lease: str, expires_at_ms: int, timeout_ms: int) -> None:
+        self.task_id = task_id
+        self.lease = lease
+        self._lock = threading.Lock()
+        self.lost_reason: str | None = None
+        self.length_ms = max(1, timeout_ms)
+        self._deadline = 0.0
+        self._renewed_at = 0.0
+        self.renewed(expires_at_ms)
+
+    def renewed(self, expires_at_ms: int) -> None:
+        """Record a renewal the server reported as an absolute expiry (database clock, ms)."""
+        now = time.monotonic()
+        # The server's clock is the database's; ours may differ a little. Measuring what is left
+        # against our wall clock, then anchoring it on the monotonic clock, keeps the deadline
+        # immune to later wall-clock jumps. A nonsense expiry falls back to one lease length.
+        left_ms = expires_at_ms - int(time.time() * 1000) if expires_at_ms > 0 else self.length_ms
+        if left_ms <= 0 or left_ms > 10 * self.length_ms:
+            left_ms = self.length_ms
+        with self._lock:
+            self._deadline = now + left_ms / 1000
+            self._renewed_at = now
+
+    def lose(self, reason: str) -> None:
+        with self._lock:
+            if self.lost_reason is None:
+                self.lost_reason = reason
+
+    @property
+    def lost(self) -> bool:
+        return self.lost_reason is not None
+
+    def remaining_ms(self) -> int:
+        with self._lock:
+            return int((self._deadline - time.monotonic()) * 1000)
+
+    def due(self, now: float) -> bool:
+        """Whether a heartbeat is due: a third of the lease has passed since the last renewal."""
+        with self._lock:
+            return now - self._renewed_at >= self.length_ms / 3000
+
+
+class LeaseKeeper:
+    """A daemon thread that heartbeats every held lease when it falls due."""
+
+    def __init__(self, rpc: Rpc) -> None:
+        self._rpc = rpc
+        self._leases: dict[str, Lease] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="wiggle-heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def hold(self, lease: Lease) -> None:
+        with self._lock:
+            self._leases[lease.task_id] = lease
+
+    def drop(self, lease: Lease) -> None:
+        with self._lock:
+            if self._leases.get(lease.task_id) is lease:
+                del self._leases[lease.task_id]
+
+    def beat(self, lease: Lease) -> None:
+        """Heartbeat one lease now (also used by tests)."""
+        try:
+            response = self._rpc.call(
+                "Heartbeat",
+                pb.HeartbeatRequest(task_id=lease.task_id, lease=lease.lease),
+                timeout=max(1.0, lease.length_ms / 3000),
+            )
+        except RpcFailed as exc:
+            if exc.code in _LOST:
+                lease.lose(f"heartbeat refused: {exc.detail}")
+            # Unreachable or slow: the next tick tries again; the lease budget check in a local
+            # run notices if the deadline comes close.
+            return
+        if response.instance_status != _RUNNING:
+            lease.lose(f"instance is {pb.InstanceStatus.Name(response.instance_status)}")
+            return
+        lease.renewed(response.lease_expires_at_ms)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            now = time.monotonic()
+            with self._lock:
+                due = [
+                    lease for lease in self._leases.values() if not lease.lost and lease.due(now)
+                ]
+            for lease in due:
+                if self._stop.is_set():
+                    return
+                try:
+                    self.beat(lease)
+                except Exception:  # never let one bad answer kill the keeper
+                    _log.exception("heartbeat for task %s failed", lease.task_id)
+            self._stop.wait(0.05)

@@ -1,0 +1,333 @@
+"""Running one leased task: a single SERVER step, or a LOCAL run that chains steps.
+
+A LOCAL run starts at the leased node and keeps executing nodes itself while the shared handback
+rule (`wiggle.traversal`) says the next node is a step this worker may run, reporting through
+AdvanceRun: after every step in LOCAL_SYNC; in LOCAL_ASYNC at handback, right after a
+`checkpoint` step, and whenever `local_batch_size` results are buffered. Between steps it checks
+whether the worker is draining (hand back with reason SHUTDOWN, flushing the buffer), whether
+the lease was lost (abandon: the server refuses our results anyway) and whether enough lease is
+left to start another step.
+
+What a crash costs follows from when results reach the server: one step in SERVER and
+LOCAL_SYNC, everything buffered since the last flush in LOCAL_ASYNC.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import orjson
+
+from wiggle import traversal
+from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
+from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
+from wiggle.traversal import Handback
+from wiggle.worker._activities import Outcome, Registry, run_handler
+from wiggle.worker._context import StepInfo
+from wiggle.worker._definitions import DefinitionCache
+from wiggle.worker._heartbeat import Lease, LeaseKeeper
+from wiggle.worker._rpc import Rpc, RpcFailed
+
+__all__ = ["LocalRun", "RunEnv", "run_task"]
+
+_log = logging.getLogger("wiggle.worker")
+
+_RUNNING = pb.InstanceStatus.RUNNING
+_MODES = {
+    pb.ExecutionMode.SERVER: ExecutionMode.SERVER,
+    pb.ExecutionMode.LOCAL_SYNC: ExecutionMode.LOCAL_SYNC,
+    pb.ExecutionMode.LOCAL_ASYNC: ExecutionMode.LOCAL_ASYNC,
+}
+#: Refusals that mean the task is not ours to report any more.
+_GONE = frozenset({grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND})
+
+
+@dataclass
+class RunEnv:
+    """What running a task needs from its worker (a plain bundle, so tests can build one)."""
+
+    rpc: Rpc
+    registry: Registry
+    queues: tuple[str, ...]
+    definitions: DefinitionCache
+    keeper: LeaseKeeper | None = None
+    local_batch_size: int = 64
+    #: Set when the worker drains: local runs hand back with reason SHUTDOWN at the next check.
+    draining: threading.Event = field(default_factory=threading.Event)
+    #: Set when the worker stops without draining: local runs drop their buffer and return.
+    aborted: threading.Event = field(default_factory=threading.Event)
+    #: None until the server first answers AdvanceRun; False once it answered UNIMPLEMENTED.
+    advance_run_supported: bool | None = None
+
+
+def run_task(env: RunEnv, task: pb.Task) -> None:
+    """Run `task` to its report. Never raises: failures are logged, the lease then expires."""
+    lease = Lease(task.task_id, task.lease, task.lease_expires_at_ms, task.timeout_ms or 60_000)
+    if env.keeper is not None:
+        env.keeper.hold(lease)
+    try:
+        graph = _local_graph(env, task)
+        if graph is not None:
+            LocalRun(env, task, graph, lease).run()
+        else:
+            run_server_step(env, task, lease)
+    except Exception:
+        _log.exception(
+            "task %s (%s/%s) crashed in the worker", task.task_id, task.flow, task.node_id
+        )
+    finally:
+        if env.keeper is not None:
+            env.keeper.drop(lease)
+
+
+def _local_graph(env: RunEnv, task: pb.Task) -> Graph | None:
+    """The graph to chain on, or None to run the task as one SERVER step."""
+    if task.execution_mode not in (pb.ExecutionMode.LOCAL_SYNC, pb.ExecutionMode.LOCAL_ASYNC):
+        return None
+    if env.advance_run_supported is False:
+        return None
+    graph = env.definitions.get(task.flow, task.version)
+    if graph is None:
+        return None
+    node = graph.nodes.get(task.node_id)
+    if isinstance(node, Task | Predicate | Join) or (isinstance(node, Await) and node.apply):
+        return graph
+    _log.warning("task %s is at node %r, which a worker does not run", task.task_id, task.node_id)
+    return None
+
+
+def _decode(raw: bytes) -> Any:
+    return orjson.loads(raw) if raw else None
+
+
+def _step_result(node_id: str, outcome: Outcome) -> pb.StepResult:
+    if outcome.failure is not None:
+        f = outcome.failure
+        return pb.StepResult(
+            node_id=node_id,
+            failure=pb.StepFailure(
+                message=f.message, non_retryable=f.non_retryable, error_type=f.error_type
+            ),
+        )
+    if outcome.predicate is not None:
+        return pb.StepResult(node_id=node_id, predicate=outcome.predicate)
+    return pb.StepResult(node_id=node_id, context=outcome.context or b"null")
+
+
+def run_server_step(env: RunEnv, task: pb.Task, lease: Lease) -> None:
+    """SERVER mode: run the one step, then CompleteTask or FailTask."""
+    info = _info(task, task.node_id, task.activity, task.attempt, ExecutionMode.SERVER)
+    # Without the graph the worker cannot tell a predicate from a task; a predicate's bool
+    # encodes as JSON true/false, which is exactly what CompleteTask expects for it.
+    outcome = run_handler(
+        env.registry.get(task.activity), task.activity, _decode(task.input), info, predicate=False
+    )
+    _report_single(env, task, lease, outcome)
+
+
+def _report_single(env: RunEnv, task: pb.Task, lease: Lease, outcome: Outcome) -> None:
+    if lease.lost:
+        _log.info("task %s dropped: %s", task.task_id, lease.lost_reason)
+        return
+    try:
+        if outcome.failure is not None:
+            f = outcome.failure
+            env.rpc.call(
+                "FailTask",
+                pb.FailTaskRequest(
+                    task_id=task.task_id,
+                    lease=task.lease,
+                    failure=pb.StepFailure(
+                        message=f.message, non_retryable=f.non_retryable, error_type=f.error_type
+                    ),
+                ),
+                retry_for=_retry_window(lease),
+            )
+        else:
+            result = outcome.context
+            if result is None:  # a predicate's value, reported in SERVER form
+                result = b"true" if outcome.predicate else b"false"
+            env.rpc.call(
+                "CompleteTask",
+                pb.CompleteTaskRequest(task_id=task.task_id, lease=task.lease, result=result),
+                retry_for=_retry_window(lease),
+            )
+    except RpcFailed as exc:
+        level = logging.INFO if exc.code in _GONE else logging.ERROR
+        _log.log(level, "report of task %s refused: %s", task.task_id, exc)
+
+
+def _retry_window(lease: Lease) -> float:
+    # Retrying a report past the lease's end is pointless: by then the task belongs to someone
+    # else and the report would be refused as stale.
+    return max(1.0, lease.remaining_ms() / 1000)
+
+
+def _info(
+    task: pb.Task, node_id: str, activity: str, attempt: int, mode: ExecutionMode
+) -> StepInfo:
+    return StepInfo(
+        instance_id=task.instance_id,
+        node_id=node_id,
+        attempt=attempt,
+        flow=task.flow,
+        version=task.version,
+        activity=activity,
+        execution_mode=mode,
+        task_id=task.task_id,
+    )
+
+
+class LocalRun:
+    """One local run from a leased task to its handback."""
+
+    def __init__(self, env: RunEnv, task: pb.Task, graph: Graph, lease: Lease) -> None:
+        self.env = env
+        self.task = task
+        self.graph = graph
+        self.lease = lease
+        self.mode = _MODES.get(task.execution_mode, ExecutionMode.LOCAL_SYNC)
+        self.buffer: list[pb.StepResult] = []
+        self.flushes = 0
+        self.handback: str | None = None  # why the run ended, for logs and tests
+
+    def run(self) -> None:
+        task, graph, env = self.task, self.graph, self.env
+        node_id = task.node_id
+        activity = task.activity
+        attempt = task.attempt
+        ctx = _decode(task.input)
+        loop_counts: Mapping[str, int] = _decode(task.loop_counts) or {}
+        while True:
+            node = graph.nodes[node_id]
+            info = _info(task, node_id, activity, attempt, self.mode)
+            is_predicate = isinstance(node, Predicate)
+            outcome = run_handler(
+                env.registry.get(activity), activity, ctx, info, predicate=is_predicate
+            )
+            self.buffer.append(_step_result(node_id, outcome))
+
+            if outcome.failure is not None:
+                # The successful prefix and the failure go together, so the server applies the
+                # prefix and then the step's retry policy in one transaction.
+                self._finish(Handback.STEP_FAILED)
+                return
+
+            move = traversal.advance(
+                graph,
+                node_id,
+                env.queues,
+                predicate_value=outcome.predicate,
+                loop_counts=loop_counts,
+            )
+            reason = move.handback or self._between_steps()
+            if reason == "abandon":
+                return
+            if reason is not None:
+                self._finish(reason)
+                return
+            if self._must_flush(node):
+                response = self._flush(final=False, reason="")
+                if response is None or not response.keep_going:
+                    return
+            assert move.next_node is not None
+            if not is_predicate:
+                ctx = outcome.value
+            node_id = move.next_node
+            next_node = graph.nodes[node_id]
+            assert isinstance(next_node, Task | Predicate)
+            activity = next_node.activity
+            attempt = 1
+            loop_counts = move.loop_counts
+
+    def _between_steps(self) -> Handback | str | None:
+        """Why not to start another step: a drain, a lost lease, a spent lease budget."""
+        if self.env.aborted.is_set():
+            self.handback = "aborted"
+            return "abandon"  # stopped without draining: behave like a crash
+        if self.lease.lost:
+            _log.info(
+                "local run of task %s abandoned: %s", self.task.task_id, self.lease.lost_reason
+            )
+            self.handback = Handback.NOT_RUNNING
+            return "abandon"
+        if self.env.draining.is_set():
+            return Handback.SHUTDOWN
+        if not traversal.lease_budget_left(self.lease.remaining_ms(), self.lease.length_ms):
+            return Handback.LEASE_BUDGET
+        return None
+
+    def _must_flush(self, node: object) -> bool:
+        if self.mode is ExecutionMode.LOCAL_SYNC:
+            return True
+        if isinstance(node, Task) and node.checkpoint:
+            return True
+        if len(self.buffer) >= max(1, self.env.local_batch_size):
+            return True
+        # Until the server has answered one AdvanceRun we do not know it implements it; report
+        # the first step alone so that an UNIMPLEMENTED answer can still fall back to
+        # CompleteTask for exactly that step.
+        return self.env.advance_run_supported is None
+
+    def _finish(self, reason: str) -> None:
+        self.handback = reason
+        self._flush(final=True, reason=reason)
+
+    def _flush(self, *, final: bool, reason: str) -> pb.AdvanceRunResponse | None:
+        """Send the buffer; None when the run must stop (refused, not RUNNING, fallen back)."""
+        request = pb.AdvanceRunRequest(
+            task_id=self.task.task_id,
+            lease=self.task.lease,
+            steps=self.buffer,
+            final=final,
+            handback_reason=str(reason),
+        )
+        try:
+            response: pb.AdvanceRunResponse = self.env.rpc.call(
+                "AdvanceRun", request, retry_for=_retry_window(self.lease)
+            )
+        except RpcFailed as exc:
+            self._flush_refused(exc)
+            return None
+        self.flushes += 1
+        self.buffer.clear()
+        self.env.advance_run_supported = True
+        if response.instance_status != _RUNNING:
+            self.handback = self.handback or Handback.NOT_RUNNING
+            return None
+        if not final:
+            self.lease.renewed(response.lease_expires_at_ms)
+        return response
+
+    def _flush_refused(self, exc: RpcFailed) -> None:
+        if exc.code == grpc.StatusCode.UNIMPLEMENTED and len(self.buffer) == 1:
+            # An older server: report this one step the SERVER way, and stop trying LOCAL runs.
+            self.env.advance_run_supported = False
+            _log.warning("server does not implement AdvanceRun; running tasks in SERVER mode")
+            step = self.buffer[0]
+            outcome = _outcome_of(step)
+            self.buffer.clear()
+            self.handback = "fallback"
+            _report_single(self.env, self.task, self.lease, outcome)
+            return None
+        level = logging.INFO if exc.code in _GONE else logging.ERROR
+        _log.log(level, "AdvanceRun for task %s refused: %s", self.task.task_id, exc)
+        self.handback = self.handback or "refused"
+        return None
+
+
+def _outcome_of(step: pb.StepResult) -> Outcome:
+    from wiggle.worker._activities import Failure
+
+    which = step.WhichOneof("outcome")
+    if which == "failure":
+        f = step.failure
+        return Outcome(failure=Failure(f.message, f.non_retryable, f.error_type))
+    if which == "predicate":
+        return Outcome(predicate=step.predicate)
+    return Outcome(context=bytes(step.context))

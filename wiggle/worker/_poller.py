@@ -1,0 +1,131 @@
+"""The poll loop: take free slots, long-poll for that many tasks, hand each to the pool.
+
+Slots are taken before the call, so the server never leases this worker more tasks than it can
+start at once. One loop per worker; it ends when the worker stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
+from wiggle.worker._eager import Slots
+from wiggle.worker._rpc import RETRYABLE, Backoff, Rpc, code_of
+
+__all__ = ["Poller"]
+
+_log = logging.getLogger("wiggle.worker")
+
+
+class Poller:
+    def __init__(
+        self,
+        rpc: Rpc,
+        slots: Slots,
+        submit: Callable[[pb.Task], bool],
+        *,
+        worker_id: str,
+        queues: tuple[str, ...],
+        wait_ms: int = 10_000,
+    ) -> None:
+        self._rpc = rpc
+        self._slots = slots
+        self._submit = submit
+        self._worker_id = worker_id
+        self._queues = queues
+        self._wait_ms = wait_ms
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._call: Any = None  # the in-flight PollTasks future, cancelled by stop()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="wiggle-poller", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop polling and cancel the poll in flight.
+
+        Races: the server may have claimed tasks for a poll we cancel before its answer arrives;
+        those leases simply expire and the tasks are redelivered to another worker.
+        """
+        self._stop.set()
+        with self._lock:
+            call = self._call
+        if call is not None:
+            call.cancel()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        backoff = Backoff()
+        while not self._stop.is_set():
+            if not self._slots.wait_free(0.25):
+                continue
+            taken = self._slots.take(self._slots.capacity)
+            if taken == 0:
+                continue
+            try:
+                tasks = self._poll(taken)
+            except grpc.RpcError as exc:
+                self._slots.give(taken)
+                if self._stop.is_set():
+                    return
+                code = code_of(exc)
+                if code in RETRYABLE:
+                    self._rpc.outage.failed(exc)
+                elif code != grpc.StatusCode.CANCELLED:
+                    _log.error("PollTasks failed: %s", exc)
+                self._stop.wait(backoff.next_delay())
+                continue
+            except Exception:
+                self._slots.give(taken)
+                if self._stop.is_set():
+                    return
+                _log.exception("PollTasks failed")
+                self._stop.wait(backoff.next_delay())
+                continue
+            self._rpc.outage.succeeded()
+            backoff.reset()
+            if len(tasks) < taken:
+                self._slots.give(taken - len(tasks))
+            elif len(tasks) > taken:
+                self._slots.take_over(len(tasks) - taken)
+            # More tasks than asked for is a server bug; run them anyway rather than let their
+            # leases lapse (the pool grows past `concurrency` only for that moment).
+            for task in tasks:
+                if not self._submit(task):
+                    _log.error("task %s could not be started; its lease will expire", task.task_id)
+                    self._slots.give(1)
+
+    def _poll(self, max_tasks: int) -> list[pb.Task]:
+        request = pb.PollTasksRequest(
+            worker_id=self._worker_id,
+            queues=list(self._queues),
+            max_tasks=max_tasks,
+            wait_ms=self._wait_ms,
+        )
+        method = self._rpc.stub.PollTasks
+        timeout = self._wait_ms / 1000 + 10.0
+        future_of = getattr(method, "future", None)
+        if future_of is None:  # a test double without futures
+            response = method(request, timeout=timeout, metadata=self._rpc.metadata)
+            return list(response.tasks)
+        call = future_of(request, timeout=timeout, metadata=self._rpc.metadata)
+        with self._lock:
+            self._call = call
+        if self._stop.is_set():
+            call.cancel()
+        try:
+            response = call.result()
+        except grpc.FutureCancelledError:
+            return []
+        finally:
+            with self._lock:
+                self._call = None
+        return list(response.tasks)

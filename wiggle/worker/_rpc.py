@@ -1,0 +1,157 @@
+"""The worker's one I/O seam: calls on the generated stub, with auth, deadlines and retries.
+
+Everything else in the worker talks to `Rpc`; unit tests hand it an in-memory stand-in for the
+generated `WiggleStub` (any object with the same methods taking `(request, timeout=, metadata=)`).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import grpc
+
+__all__ = ["Backoff", "Outage", "Rpc", "RpcFailed", "code_of"]
+
+_log = logging.getLogger("wiggle.worker")
+
+T = TypeVar("T")
+
+#: Codes that mean "the server is not reachable right now": try again after a pause.
+RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+
+def code_of(exc: BaseException) -> grpc.StatusCode | None:
+    """The gRPC status code of an RpcError (or of a test double with a `code()` method)."""
+    code = getattr(exc, "code", None)
+    if callable(code):
+        value = code()
+        if isinstance(value, grpc.StatusCode):
+            return value
+    return None
+
+
+class RpcFailed(Exception):
+    """A call that failed for good (or whose retries ran out): `code` says why."""
+
+    def __init__(self, method: str, code: grpc.StatusCode | None, detail: str) -> None:
+        super().__init__(f"{method}: {code.name if code else 'error'}: {detail}")
+        self.method = method
+        self.code = code
+        self.detail = detail
+
+
+class Backoff:
+    """Capped exponential backoff with jitter: 0.1 s, 0.2 s, ... up to `cap` seconds."""
+
+    def __init__(self, initial: float = 0.1, cap: float = 5.0) -> None:
+        self.initial = initial
+        self.cap = cap
+        self._next = initial
+
+    def next_delay(self) -> float:
+        delay = self._next
+        self._next = min(self.cap, self._next * 2)
+        return delay * random.uniform(0.8, 1.2)
+
+    def reset(self) -> None:
+        self._next = self.initial
+
+
+class Outage:
+    """Logs once when the server becomes unreachable and once when it is back, not per attempt.
+
+    Shared by every thread of a worker: many calls failing during one outage make one line.
+    """
+
+    def __init__(self, address: str) -> None:
+        self._address = address
+        self._lock = threading.Lock()
+        self._down_since: float | None = None
+
+    def failed(self, exc: BaseException) -> None:
+        with self._lock:
+            if self._down_since is not None:
+                return
+            self._down_since = time.monotonic()
+        _log.warning("server at %s unreachable (%s); retrying with backoff", self._address, exc)
+
+    def succeeded(self) -> None:
+        if self._down_since is None:  # the common case, without taking the lock
+            return
+        with self._lock:
+            since, self._down_since = self._down_since, None
+        if since is not None:
+            _log.warning(
+                "server at %s reachable again after %.1f s", self._address, time.monotonic() - since
+            )
+
+    @property
+    def down(self) -> bool:
+        return self._down_since is not None
+
+
+class Rpc:
+    """Calls on the stub with the bearer token and a deadline; retries while unreachable."""
+
+    def __init__(
+        self,
+        stub: Any,
+        *,
+        address: str = "",
+        token: str | None = None,
+        call_timeout: float = 30.0,
+        stopped: threading.Event | None = None,
+    ) -> None:
+        self.stub = stub
+        self.metadata: tuple[tuple[str, str], ...] = (
+            (("authorization", f"Bearer {token}"),) if token else ()
+        )
+        self.call_timeout = call_timeout
+        self.outage = Outage(address)
+        # Set when the worker is torn down without draining: retry loops give up at once.
+        self.stopped = stopped or threading.Event()
+
+    def call(
+        self,
+        method: str,
+        request: Any,
+        *,
+        timeout: float | None = None,
+        retry_for: float = 0.0,
+    ) -> Any:
+        """Call `method`; while UNAVAILABLE, retry with backoff for up to `retry_for` seconds.
+
+        Raises RpcFailed for every other status, and when the retry time is spent.
+        """
+        fn: Callable[..., Any] = getattr(self.stub, method)
+        give_up_at = time.monotonic() + retry_for
+        backoff = Backoff()
+        while True:
+            try:
+                response = fn(request, timeout=timeout or self.call_timeout, metadata=self.metadata)
+            except grpc.RpcError as exc:
+                code = code_of(exc)
+                detail = _details(exc)
+                if code in RETRYABLE:
+                    self.outage.failed(exc if detail == "" else RpcFailed(method, code, detail))
+                    delay = backoff.next_delay()
+                    if time.monotonic() + delay < give_up_at and not self.stopped.is_set():
+                        self.stopped.wait(delay)
+                        continue
+                raise RpcFailed(method, code, detail) from exc
+            self.outage.succeeded()
+            return response
+
+
+def _details(exc: BaseException) -> str:
+    details = getattr(exc, "details", None)
+    if callable(details):
+        value = details()
+        if isinstance(value, str):
+            return value
+    return str(exc)

@@ -1,0 +1,298 @@
+"""`Worker`: serves queues, runs tasks with a concurrency limit, drains on stop."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import uuid
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+import grpc
+
+from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
+from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
+from wiggle.graph import Graph
+from wiggle.worker._activities import Registry, default_registry
+from wiggle.worker._definitions import DefinitionCache
+from wiggle.worker._eager import EagerSlot, Slots
+from wiggle.worker._heartbeat import LeaseKeeper
+from wiggle.worker._local_run import RunEnv, run_task
+from wiggle.worker._poller import Poller
+from wiggle.worker._rpc import Rpc
+
+__all__ = ["TlsConfig", "Worker"]
+
+_log = logging.getLogger("wiggle.worker")
+
+_MAX_MESSAGE = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    """TLS to the server. Paths to PEM files; `cert` + `key` present a client certificate (mTLS).
+
+    No `ca`: the system's trust roots. `server_name` overrides the name checked in the
+    server's certificate (for an address that is an IP).
+    """
+
+    ca: str | os.PathLike[str] | None = None
+    cert: str | os.PathLike[str] | None = None
+    key: str | os.PathLike[str] | None = None
+    server_name: str | None = None
+
+
+def _read(path: str | os.PathLike[str] | None) -> bytes | None:
+    return None if path is None else Path(path).read_bytes()
+
+
+def open_channel(address: str, tls: TlsConfig | bool | None) -> grpc.Channel:
+    options: list[tuple[str, Any]] = [
+        ("grpc.max_send_message_length", _MAX_MESSAGE),
+        ("grpc.max_receive_message_length", _MAX_MESSAGE),
+        # Reconnect quickly after a server restart; the worker's own backoff paces the calls.
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 5000),
+    ]
+    if not tls:
+        return grpc.insecure_channel(address, options=options)
+    config = tls if isinstance(tls, TlsConfig) else TlsConfig()
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=_read(config.ca),
+        private_key=_read(config.key),
+        certificate_chain=_read(config.cert),
+    )
+    if config.server_name:
+        options.append(("grpc.ssl_target_name_override", config.server_name))
+    return grpc.secure_channel(address, credentials, options=options)
+
+
+class Worker:
+    """Pulls tasks from the queues it serves and runs their activities.
+
+    SERVER tasks run one step and report it; LOCAL_SYNC / LOCAL_ASYNC tasks start a local run
+    (see `wiggle.worker._local_run`). `stop()` drains: polling stops, local runs hand back at
+    their next step boundary with whatever they buffered, and steps already running finish and
+    are reported before it returns.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        queues: Iterable[str] = ("default",),
+        registry: Registry | None = None,
+        activities: Registry | None = None,
+        concurrency: int = 16,
+        local_batch_size: int = 64,
+        token: str | None = None,
+        worker_id: str | None = None,
+        tls: TlsConfig | bool | None = None,
+        poll_wait_ms: int = 10_000,
+        stub: Any = None,
+    ) -> None:
+        if registry is not None and activities is not None and registry is not activities:
+            raise TypeError("pass the handlers as `registry` or as `activities`, not both")
+        if isinstance(queues, str):
+            queues = (queues,)
+        self.address = address
+        self.queues: tuple[str, ...] = tuple(queues)
+        if not self.queues:
+            raise ValueError("a worker needs at least one queue")
+        self.registry: Registry = registry or activities or default_registry
+        self.concurrency = concurrency
+        self.local_batch_size = local_batch_size
+        self.worker_id: str = (
+            worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        )
+        self._token = token
+        self._tls = tls
+        self._poll_wait_ms = poll_wait_ms
+        self._stub_override = stub  # tests inject an in-memory stub
+        self._slots = Slots(concurrency)
+        self._lock = threading.Lock()
+        self._state = "new"  # new -> running -> stopping -> stopped
+        self._channel: grpc.Channel | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._poller: Poller | None = None
+        self._keeper: LeaseKeeper | None = None
+        self._env: RunEnv | None = None
+        self._stopped = threading.Event()
+        self._seed: list[Graph] = []
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        with self._lock:
+            if self._state != "new":
+                raise RuntimeError(f"worker is {self._state}; a Worker starts once")
+            self._state = "running"
+        stub = self._stub_override
+        if stub is None:
+            self._channel = open_channel(self.address, self._tls)
+            stub = pb_grpc.WiggleStub(self._channel)  # type: ignore[no-untyped-call]
+        rpc = Rpc(stub, address=self.address, token=self._token)
+        definitions = DefinitionCache(rpc)
+        for graph in self._seed:
+            definitions.put(graph)
+        self._keeper = LeaseKeeper(rpc)
+        self._env = RunEnv(
+            rpc=rpc,
+            registry=self.registry,
+            queues=self.queues,
+            definitions=definitions,
+            keeper=self._keeper,
+            local_batch_size=self.local_batch_size,
+        )
+        self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="wiggle-task")
+        self._keeper.start()
+        self._poller = Poller(
+            rpc,
+            self._slots,
+            self._submit,
+            worker_id=self.worker_id,
+            queues=self.queues,
+            wait_ms=self._poll_wait_ms,
+        )
+        self._poller.start()
+        _log.info("worker %s serving %s at %s", self.worker_id, ",".join(self.queues), self.address)
+
+    def stop(self, drain: bool = True) -> None:
+        """Stop the worker. `drain`: hand back local runs and finish running steps first.
+
+        Without `drain` the worker behaves like a crash for whatever it holds: buffered LOCAL_ASYNC
+        results are dropped and the leases expire. Idempotent.
+        """
+        with self._lock:
+            if self._state in ("stopping", "stopped"):
+                state = self._state
+            else:
+                state, self._state = self._state, "stopping"
+        if state == "stopped":
+            return
+        if state == "stopping":  # another thread is stopping it: wait for that to finish
+            self._stopped.wait()
+            return
+        if state == "new":
+            self._finish_stop()
+            return
+        assert self._env is not None and self._executor is not None
+        if drain:
+            self._env.draining.set()
+        else:
+            self._env.aborted.set()
+            self._env.rpc.stopped.set()
+        if self._poller is not None:
+            self._poller.stop()
+        # Ordering: the poller is stopped before the pool shuts down, so no new task arrives
+        # after this point except an eager dispatch racing us, which the shut pool refuses.
+        self._executor.shutdown(wait=drain, cancel_futures=not drain)
+        self._finish_stop()
+        _log.info("worker %s stopped", self.worker_id)
+
+    def _finish_stop(self) -> None:
+        if self._keeper is not None:
+            self._keeper.stop()
+        if self._channel is not None:
+            self._channel.close()
+        with self._lock:
+            self._state = "stopped"
+        self._stopped.set()
+
+    def run(self) -> None:
+        """Start, serve until SIGTERM or SIGINT, then drain and return.
+
+        A second signal while draining stops without draining (like a crash for what is held).
+        """
+        wake = threading.Event()
+        signals = 0
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            nonlocal signals
+            signals += 1
+            if signals > 1 and self._env is not None:
+                self._env.aborted.set()
+                self._env.rpc.stopped.set()
+            wake.set()
+
+        previous: dict[signal.Signals, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                previous[signum] = signal.signal(signum, on_signal)
+        try:
+            self.start()
+            while not wake.wait(0.5):
+                if self._stopped.is_set():
+                    break
+            self.stop(drain=True)
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def __enter__(self) -> Worker:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop(drain=True)
+
+    # -- state -------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._state == "running"
+
+    @property
+    def free_slots(self) -> int:
+        return max(0, self._slots.free)
+
+    def add_definition(self, graph: Graph) -> None:
+        """Give the worker a compiled graph up front (saves a GetDefinition per version)."""
+        if self._env is not None:
+            self._env.definitions.put(graph)
+        else:
+            self._seed.append(graph)
+
+    # -- tasks -------------------------------------------------------------------------------
+
+    def reserve_eager_slot(self) -> EagerSlot | None:
+        """Reserve a slot for a task an eager start will hand back (seed note 002).
+
+        None when the worker is not running, is shutting down, or has no free slot: the caller
+        then starts the instance without asking for eager dispatch.
+        """
+        if not self.running or self._slots.take(1) != 1:
+            return None
+        if not self.running:  # stop() began between the check and the take
+            self._slots.give(1)
+            return None
+        return EagerSlot(self._submit, self._slots.give)
+
+    def _submit(self, task: pb.Task) -> bool:
+        """Run `task` on a slot the caller already holds; False when the pool is shut."""
+        executor, env = self._executor, self._env
+        if executor is None or env is None or self._state == "stopped":
+            return False
+        try:
+            executor.submit(self._run_on_slot, env, task)
+        except RuntimeError:  # the pool shut down under us
+            return False
+        return True
+
+    def _run_on_slot(self, env: RunEnv, task: pb.Task) -> None:
+        try:
+            run_task(env, task)
+        finally:
+            self._slots.give(1)
