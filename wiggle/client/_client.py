@@ -1,0 +1,292 @@
+"""`Client`: deploy flows and start, signal, cancel, describe and wait for instances."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+import grpc
+import orjson
+
+from wiggle import errors
+from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
+from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
+from wiggle.client._channel import TlsConfig, open_channel, token_metadata
+from wiggle.client._errors import from_rpc_error
+from wiggle.client._types import (
+    Definition,
+    Deployment,
+    Event,
+    Instance,
+    InstanceStatus,
+    Started,
+    Token,
+    TokenState,
+)
+
+if TYPE_CHECKING:
+    from wiggle.compiler import CompiledFlow
+
+__all__ = ["Client", "EagerSlotLike", "EagerWorker"]
+
+_log = logging.getLogger("wiggle.client")
+
+T = TypeVar("T")
+
+DEFAULT_ADDRESS = "127.0.0.1:7233"
+
+
+class EagerSlotLike(Protocol):
+    def dispatch(self, task: pb.Task) -> bool: ...
+    def release(self) -> None: ...
+
+
+class EagerWorker(Protocol):
+    """What `start(worker=...)` needs of a worker living in this process (seed note 002)."""
+
+    @property
+    def worker_id(self) -> str: ...
+    @property
+    def queues(self) -> tuple[str, ...]: ...
+    def reserve_eager_slot(self) -> EagerSlotLike | None: ...
+
+
+def _json(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except TypeError as exc:
+        raise errors.InvalidRequest(f"not JSON-serialisable: {exc}") from None
+
+
+def _loads(data: bytes) -> Any:
+    return orjson.loads(data) if data else None
+
+
+def _instance(msg: pb.Instance) -> Instance:
+    return Instance(
+        instance_id=msg.instance_id,
+        flow=msg.flow,
+        version=msg.version,
+        status=InstanceStatus(pb.InstanceStatus.Name(msg.status)),
+        context=_loads(msg.context),
+        reason=msg.reason,
+        execution_mode=pb.ExecutionMode.Name(msg.execution_mode),
+        parent_instance_id=msg.parent_instance_id,
+        created_at_ms=msg.created_at_ms,
+        updated_at_ms=msg.updated_at_ms,
+        tokens=[
+            Token(
+                t.token_id,
+                t.node_id,
+                TokenState(pb.TokenState.Name(t.state)),
+                t.attempt,
+                t.lease_owner,
+                t.lease_expires_at_ms,
+                t.wake_at_ms,
+                t.branch,
+            )
+            for t in msg.tokens
+        ],
+        events=[
+            Event(e.seq, e.at_ms, e.kind, e.node_id, e.attempt, _loads(e.detail))
+            for e in msg.events
+        ],
+    )
+
+
+class Client:
+    """A connection to one Wiggle server. Thread-safe; close it (or use `with`) when done.
+
+    Every method raises the wiggle.errors class the server's status maps to. Calls that are safe
+    to repeat (reads, deploy, cancel, a start with a caller-chosen id) are retried with backoff
+    for up to `retry_for` seconds while the server is UNAVAILABLE.
+    """
+
+    def __init__(
+        self,
+        address: str = DEFAULT_ADDRESS,
+        *,
+        token: str | None = None,
+        tls: TlsConfig | None = None,
+        timeout: float = 30.0,
+        retry_for: float = 10.0,
+    ) -> None:
+        self.address = address
+        self._channel = open_channel(address, tls)
+        self._stub = pb_grpc.WiggleStub(self._channel)
+        self._metadata = token_metadata(token)
+        self._timeout = timeout
+        self._retry_for = retry_for
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _call(self, method: Callable[..., T], request: Any, *, idempotent: bool) -> T:
+        give_up_at = time.monotonic() + (self._retry_for if idempotent else 0.0)
+        delay = 0.05
+        while True:
+            try:
+                return method(request, timeout=self._timeout, metadata=self._metadata)
+            except grpc.RpcError as exc:
+                code = exc.code() if callable(getattr(exc, "code", None)) else None
+                if code is grpc.StatusCode.UNAVAILABLE and time.monotonic() + delay < give_up_at:
+                    time.sleep(delay * random.uniform(0.8, 1.2))
+                    delay = min(delay * 2, 2.0)
+                    continue
+                raise from_rpc_error(exc, self.address) from None
+
+    # -- definitions -------------------------------------------------------------------------
+
+    def deploy(
+        self, flow: str | os.PathLike[str] | bytes | CompiledFlow, *, filename: str = ""
+    ) -> Deployment:
+        """Register a flow: a path to a YAML/JSON file, its source bytes, or a CompiledFlow.
+
+        Registering a version that exists already is a no-op (`created` is False).
+        """
+        if isinstance(flow, bytes):
+            request = pb.RegisterDefinitionRequest(source=flow, filename=filename or "<flow>")
+        elif isinstance(flow, str | os.PathLike):
+            path = Path(flow)
+            try:
+                source = path.read_bytes()
+            except OSError as exc:
+                raise errors.InvalidRequest(f"cannot read {path}: {exc.strerror}") from None
+            request = pb.RegisterDefinitionRequest(source=source, filename=filename or str(path))
+        else:
+            request = pb.RegisterDefinitionRequest(graph=flow.canonical)
+        response = self._call(self._stub.RegisterDefinition, request, idempotent=True)
+        return Deployment(response.name, response.version, response.created)
+
+    def get_definition(self, name: str, version: str | None = None) -> Definition:
+        request = pb.GetDefinitionRequest(name=name, version=version or "")
+        msg = self._call(self._stub.GetDefinition, request, idempotent=True)
+        return Definition(msg.name, msg.version, msg.graph, msg.registered_at_ms)
+
+    # -- instances ---------------------------------------------------------------------------
+
+    def start(
+        self,
+        flow: str,
+        input: Any = None,
+        *,
+        version: str | None = None,
+        instance_id: str | None = None,
+        worker: EagerWorker | None = None,
+    ) -> Started:
+        """Start an instance of `flow` with `input` (any JSON value).
+
+        With `worker` (a Worker running in this process), eager dispatch: a slot is reserved on
+        the worker first and the server hands the first task back in the start response, so it
+        runs without a poll round trip. Best effort: no free slot, a task on a queue the worker
+        does not serve, or a worker that declines all fall back to ordinary dispatch. A declined
+        task stays leased to the worker until its lease expires, then is redelivered.
+        """
+        request = pb.StartInstanceRequest(
+            flow=flow, version=version or "", input=_json(input), instance_id=instance_id or ""
+        )
+        slot = self._reserve(worker)
+        if slot is not None and worker is not None:
+            request.eager.worker_id = worker.worker_id
+            request.eager.queues.extend(worker.queues)
+        try:
+            # Without a caller-chosen id a retried start could create a second instance.
+            response = self._call(
+                self._stub.StartInstance, request, idempotent=instance_id is not None
+            )
+        except BaseException:
+            if slot is not None:
+                slot.release()
+            raise
+        eager = False
+        if slot is not None:
+            eager = self._hand_over(slot, response)
+        return Started(response.instance_id, response.version, response.created, eager)
+
+    @staticmethod
+    def _reserve(worker: EagerWorker | None) -> EagerSlotLike | None:
+        if worker is None:
+            return None
+        try:
+            return worker.reserve_eager_slot()
+        except Exception:  # eager is an optimisation: never fail a start over it
+            _log.warning("could not reserve an eager slot; starting without", exc_info=True)
+            return None
+
+    @staticmethod
+    def _hand_over(slot: EagerSlotLike, response: pb.StartInstanceResponse) -> bool:
+        try:
+            if response.HasField("eager_task"):
+                return slot.dispatch(response.eager_task)
+            return False
+        except Exception:
+            _log.warning("eager dispatch failed; the task will be redelivered", exc_info=True)
+            return False
+        finally:
+            slot.release()  # a no-op after a dispatch
+
+    def signal(self, instance_id: str, name: str, payload: Any = None) -> bool:
+        """Send signal `name`; True when an await took it now, False when buffered for later."""
+        request = pb.SignalInstanceRequest(
+            instance_id=instance_id, name=name, payload=_json(payload)
+        )
+        # Not retried: a signal that did arrive would be delivered twice.
+        return self._call(self._stub.SignalInstance, request, idempotent=False).delivered
+
+    def cancel(self, instance_id: str, reason: str = "") -> InstanceStatus:
+        request = pb.CancelInstanceRequest(instance_id=instance_id, reason=reason)
+        response = self._call(self._stub.CancelInstance, request, idempotent=True)
+        return InstanceStatus(pb.InstanceStatus.Name(response.status))
+
+    def describe(self, instance_id: str, *, events: bool = False) -> Instance:
+        request = pb.DescribeInstanceRequest(instance_id=instance_id, include_events=events)
+        return _instance(self._call(self._stub.DescribeInstance, request, idempotent=True))
+
+    def list_instances(
+        self,
+        *,
+        flow: str | None = None,
+        status: InstanceStatus | str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[Instance]:
+        """One page of instances (without tokens and events), in id order after `after`."""
+        request = pb.ListInstancesRequest(
+            flow=flow or "",
+            status=pb.InstanceStatus.Value(str(status)) if status else 0,
+            page_size=limit,
+            page_token=after or "",
+        )
+        response = self._call(self._stub.ListInstances, request, idempotent=True)
+        return [_instance(m) for m in response.instances]
+
+    def wait(
+        self, instance_id: str, timeout: float | None = None, *, events: bool = False
+    ) -> Instance:
+        """Block until the instance is no longer RUNNING; TimeoutError after `timeout` s."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.02
+        while True:
+            view = self.describe(instance_id, events=events)
+            if view.status.finished:
+                return view
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"instance {instance_id!r} still RUNNING after {timeout} s")
+                delay = min(delay, left)
+            time.sleep(delay)
+            delay = min(delay * 1.5, 1.0)  # capped: a long instance costs one describe a second

@@ -1,0 +1,7 @@
+"""The gRPC server: Wiggle's wire protocol over one Engine (see _server for the design)."""
+
+from __future__ import annotations
+
+from wiggle.server._server import Server, ServerConfig, ServerConfigError, serve
+
+__all__ = ["Server", "ServerConfig", "ServerConfigError", "serve"]

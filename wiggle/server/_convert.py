@@ -1,0 +1,120 @@
+"""Between wire messages and the engine's records. JSON bytes are decoded here, once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
+from wiggle.engine import (
+    EventView,
+    InstanceView,
+    StepFailure,
+    StepOutcome,
+    TaskActivation,
+    TokenView,
+)
+from wiggle.errors import InvalidRequest, PayloadTooLarge
+
+__all__ = [
+    "decode_json",
+    "failure_from_pb",
+    "instance_to_pb",
+    "outcome_from_pb",
+    "task_to_pb",
+]
+
+
+def decode_json(data: bytes, what: str, limit: int) -> Any:
+    """Decode a JSON field; empty means null. Oversized or malformed input is refused."""
+    if len(data) > limit:
+        raise PayloadTooLarge(f"{what} is {len(data)} bytes; the limit is {limit} bytes")
+    if not data:
+        return None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(f"{what} is not valid JSON: {exc}") from None
+
+
+def encode_json(value: Any) -> bytes:
+    return orjson.dumps(value)
+
+
+def failure_from_pb(msg: pb.StepFailure) -> StepFailure:
+    return StepFailure(msg.message, msg.non_retryable, msg.error_type)
+
+
+def outcome_from_pb(msg: pb.StepResult, limit: int) -> StepOutcome:
+    which = msg.WhichOneof("outcome")
+    if which == "context":
+        what = f"the context of step {msg.node_id!r}"
+        return StepOutcome(msg.node_id, context=decode_json(msg.context, what, limit))
+    if which == "predicate":
+        return StepOutcome(msg.node_id, predicate=msg.predicate)
+    if which == "failure":
+        return StepOutcome(msg.node_id, failure=failure_from_pb(msg.failure))
+    raise InvalidRequest(f"step {msg.node_id!r} carries no outcome (context, predicate or failure)")
+
+
+def task_to_pb(task: TaskActivation) -> pb.Task:
+    return pb.Task(
+        task_id=task.task_id,
+        lease=task.lease,
+        lease_expires_at_ms=task.lease_expires_at_ms,
+        instance_id=task.instance_id,
+        flow=task.flow,
+        version=task.version,
+        node_id=task.node_id,
+        activity=task.activity,
+        queue=task.queue,
+        attempt=task.attempt,
+        input=encode_json(task.input),
+        execution_mode=pb.ExecutionMode.Value(str(task.execution_mode)),
+        loop_counts=encode_json(dict(task.loop_counts)),
+        timeout_ms=task.timeout_ms,
+    )
+
+
+def _token_to_pb(token: TokenView) -> pb.Token:
+    return pb.Token(
+        token_id=token.token_id,
+        node_id=token.node_id,
+        state=pb.TokenState.Value(str(token.state)),
+        attempt=token.attempt,
+        lease_owner=token.lease_owner,
+        lease_expires_at_ms=token.lease_expires_at_ms,
+        wake_at_ms=token.wake_at_ms,
+        branch=token.branch,
+    )
+
+
+def _event_to_pb(event: EventView) -> pb.Event:
+    return pb.Event(
+        seq=event.seq,
+        at_ms=event.at_ms,
+        kind=event.kind,
+        node_id=event.node_id,
+        attempt=event.attempt,
+        detail=b"" if event.detail is None else encode_json(event.detail),
+    )
+
+
+def instance_to_pb(view: InstanceView, *, full: bool = True) -> pb.Instance:
+    msg = pb.Instance(
+        instance_id=view.instance_id,
+        flow=view.flow,
+        version=view.version,
+        status=pb.InstanceStatus.Value(str(view.status)),
+        context=encode_json(view.context),
+        reason=view.reason,
+        execution_mode=pb.ExecutionMode.Value(str(view.execution_mode)),
+        parent_instance_id=view.parent_instance_id,
+        created_at_ms=view.created_at_ms,
+        updated_at_ms=view.updated_at_ms,
+    )
+    if full:
+        msg.tokens.extend(_token_to_pb(t) for t in view.tokens)
+        msg.events.extend(_event_to_pb(e) for e in view.events)
+    return msg

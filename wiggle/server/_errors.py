@@ -1,0 +1,74 @@
+"""Wiggle errors on the wire: one status code per branch of the tree, plus a stable reason.
+
+The reason is the proto `ErrorCode` name in the trailing metadata key `wiggle-error-code`. The
+typed fields an error carries (a FlowError's diagnostics, an instance id, a lease's task id) ride
+along as JSON in `wiggle-error-detail-bin`, so the client can rebuild the same class with the
+same fields. Anything that is not a WiggleError is a bug: it is logged here and the caller gets
+INTERNAL with a short message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from typing import Any
+
+import grpc
+import orjson
+
+from wiggle import errors
+
+__all__ = ["DETAIL_KEY", "ERROR_CODE_KEY", "abort_with", "status_for"]
+
+_log = logging.getLogger("wiggle.server")
+
+ERROR_CODE_KEY = "wiggle-error-code"
+DETAIL_KEY = "wiggle-error-detail-bin"
+
+# Most specific first: the first isinstance match wins.
+_TABLE: tuple[tuple[type[errors.WiggleError], grpc.StatusCode, str], ...] = (
+    (errors.FlowError, grpc.StatusCode.INVALID_ARGUMENT, "FLOW_INVALID"),
+    (errors.DefinitionNotFound, grpc.StatusCode.NOT_FOUND, "DEFINITION_NOT_FOUND"),
+    (errors.InstanceNotFound, grpc.StatusCode.NOT_FOUND, "INSTANCE_NOT_FOUND"),
+    (errors.NotFound, grpc.StatusCode.NOT_FOUND, "ERROR_CODE_UNSPECIFIED"),
+    (errors.InputRejected, grpc.StatusCode.INVALID_ARGUMENT, "INPUT_REJECTED"),
+    (errors.WrongPath, grpc.StatusCode.INVALID_ARGUMENT, "WRONG_PATH"),
+    (errors.InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST"),
+    (errors.StaleLease, grpc.StatusCode.FAILED_PRECONDITION, "STALE_LEASE"),
+    (errors.InstanceNotRunning, grpc.StatusCode.FAILED_PRECONDITION, "INSTANCE_NOT_RUNNING"),
+    (errors.Conflict, grpc.StatusCode.FAILED_PRECONDITION, "ERROR_CODE_UNSPECIFIED"),
+    (errors.PayloadTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED, "PAYLOAD_TOO_LARGE"),
+    (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED"),
+    (errors.Unavailable, grpc.StatusCode.UNAVAILABLE, "ERROR_CODE_UNSPECIFIED"),
+)
+
+
+def status_for(exc: errors.WiggleError) -> tuple[grpc.StatusCode, str]:
+    """The status code and ErrorCode name for a Wiggle error."""
+    for cls, code, reason in _TABLE:
+        if isinstance(exc, cls):
+            return code, reason
+    return grpc.StatusCode.UNKNOWN, "ERROR_CODE_UNSPECIFIED"
+
+
+def _detail(exc: errors.WiggleError) -> dict[str, Any]:
+    if isinstance(exc, errors.FlowError):
+        return {"diagnostics": [asdict(d) for d in exc.diagnostics]}
+    fields = ("name", "version", "instance_id", "status", "task_id")
+    return {f: getattr(exc, f) for f in fields if isinstance(getattr(exc, f, None), str)}
+
+
+def abort_with(context: grpc.ServicerContext, exc: BaseException) -> None:
+    """End the call with the status `exc` maps to; always raises."""
+    if isinstance(exc, errors.WiggleError):
+        code, reason = status_for(exc)
+        metadata: list[tuple[str, str | bytes]] = [(ERROR_CODE_KEY, reason)]
+        detail = _detail(exc)
+        if detail:
+            metadata.append((DETAIL_KEY, orjson.dumps(detail)))
+        context.set_trailing_metadata(tuple(metadata))
+        context.abort(code, str(exc) or type(exc).__name__)
+    _log.error("unexpected error in a request", exc_info=exc)
+    context.abort(
+        grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}); see the server log"
+    )

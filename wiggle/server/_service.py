@@ -1,0 +1,253 @@
+"""The Wiggle gRPC service: decode, call the engine, encode. No state of its own.
+
+Handlers run on the gRPC server's thread pool and call the (blocking, thread-safe) engine
+directly. Nothing here assumes this process is the only server over the database: every
+decision that needs coordination (claims, leases, timers) is the engine's, inside the database.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import grpc
+
+from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
+from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
+from wiggle.engine import EagerRequest, Engine, InstanceStatus
+from wiggle.errors import InvalidRequest, PayloadTooLarge
+from wiggle.server._convert import (
+    decode_json,
+    failure_from_pb,
+    instance_to_pb,
+    outcome_from_pb,
+    task_to_pb,
+)
+from wiggle.server._errors import abort_with
+
+__all__ = ["WiggleService"]
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+#: PollTasks never hands out more than this many tasks in one response.
+MAX_TASKS_PER_POLL = 256
+#: A long poll waits in slices of at most this long, re-checking shutdown and the caller between
+#: them; a new task ends the wait at once whatever the slice.
+POLL_SLICE_S = 1.0
+#: Answer a long poll this long before the caller's deadline, so it gets a response, not an error.
+DEADLINE_MARGIN_S = 0.2
+
+
+def _rpc(
+    method: Callable[[WiggleService, Req, grpc.ServicerContext], Resp],
+) -> Callable[[WiggleService, Req, grpc.ServicerContext], Resp]:
+    """Map every exception a handler raises to a status (see _errors)."""
+
+    @functools.wraps(method)
+    def wrapper(self: WiggleService, request: Req, context: grpc.ServicerContext) -> Resp:
+        try:
+            return method(self, request, context)
+        except Exception as exc:
+            abort_with(context, exc)
+            raise  # unreachable: abort_with raises
+
+    return wrapper
+
+
+def _status(status: InstanceStatus) -> pb.InstanceStatus:
+    return pb.InstanceStatus.Value(str(status))
+
+
+class WiggleService(pb_grpc.WiggleServicer):
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        max_payload_bytes: int,
+        max_poll_wait_s: float,
+        stopping: threading.Event,
+    ) -> None:
+        self._engine = engine
+        self._limit = max_payload_bytes
+        self._max_wait = max_poll_wait_s
+        self._stopping = stopping
+
+    def _json(self, data: bytes, what: str) -> Any:
+        return decode_json(data, what, self._limit)
+
+    # -- definitions -----------------------------------------------------------------------
+
+    @_rpc
+    def RegisterDefinition(
+        self, request: pb.RegisterDefinitionRequest, context: grpc.ServicerContext
+    ) -> pb.RegisterDefinitionResponse:
+        from wiggle.compiler import graph_from_canonical, load_flow
+
+        which = request.WhichOneof("definition")
+        if which == "source":
+            if len(request.source) > self._limit:
+                raise PayloadTooLarge(f"the flow source is over {self._limit} bytes")
+            flow = load_flow(request.source, request.filename or "<flow>")
+        elif which == "graph":
+            if len(request.graph) > self._limit:
+                raise PayloadTooLarge(f"the graph is over {self._limit} bytes")
+            flow = graph_from_canonical(request.graph)
+        else:
+            raise InvalidRequest("RegisterDefinition needs a `source` or a `graph`")
+        version, created = self._engine.register(flow)
+        return pb.RegisterDefinitionResponse(name=flow.name, version=version, created=created)
+
+    @_rpc
+    def GetDefinition(
+        self, request: pb.GetDefinitionRequest, context: grpc.ServicerContext
+    ) -> pb.Definition:
+        if not request.name:
+            raise InvalidRequest("GetDefinition needs a flow name")
+        stored = self._engine.get_definition(request.name, request.version or None)
+        return pb.Definition(
+            name=stored.name,
+            version=stored.version,
+            graph=stored.canonical,
+            registered_at_ms=stored.registered_at_ms,
+        )
+
+    # -- instances -------------------------------------------------------------------------
+
+    @_rpc
+    def StartInstance(
+        self, request: pb.StartInstanceRequest, context: grpc.ServicerContext
+    ) -> pb.StartInstanceResponse:
+        if not request.flow:
+            raise InvalidRequest("StartInstance needs a flow name")
+        value = self._json(request.input, "the start input")
+        eager = None
+        if request.HasField("eager") and request.eager.worker_id:
+            eager = EagerRequest(request.eager.worker_id, tuple(request.eager.queues))
+        result = self._engine.start(
+            request.flow,
+            value,
+            version=request.version or None,
+            instance_id=request.instance_id or None,
+            eager=eager,
+        )
+        response = pb.StartInstanceResponse(
+            instance_id=result.instance_id, version=result.version, created=result.created
+        )
+        if result.eager_task is not None:
+            response.eager_task.CopyFrom(task_to_pb(result.eager_task))
+        return response
+
+    @_rpc
+    def SignalInstance(
+        self, request: pb.SignalInstanceRequest, context: grpc.ServicerContext
+    ) -> pb.SignalInstanceResponse:
+        if not request.instance_id or not request.name:
+            raise InvalidRequest("SignalInstance needs an instance id and a signal name")
+        payload = self._json(request.payload, f"the payload of signal {request.name!r}")
+        delivered = self._engine.signal(request.instance_id, request.name, payload)
+        return pb.SignalInstanceResponse(delivered=delivered)
+
+    @_rpc
+    def CancelInstance(
+        self, request: pb.CancelInstanceRequest, context: grpc.ServicerContext
+    ) -> pb.CancelInstanceResponse:
+        status = self._engine.cancel(request.instance_id, request.reason)
+        return pb.CancelInstanceResponse(status=_status(status))
+
+    @_rpc
+    def DescribeInstance(
+        self, request: pb.DescribeInstanceRequest, context: grpc.ServicerContext
+    ) -> pb.Instance:
+        view = self._engine.describe(request.instance_id, include_events=request.include_events)
+        return instance_to_pb(view)
+
+    @_rpc
+    def ListInstances(
+        self, request: pb.ListInstancesRequest, context: grpc.ServicerContext
+    ) -> pb.ListInstancesResponse:
+        size = request.page_size if 0 < request.page_size <= 1000 else 100
+        status = None
+        if request.status != pb.INSTANCE_STATUS_UNSPECIFIED:
+            status = InstanceStatus(pb.InstanceStatus.Name(request.status))
+        views = self._engine.list_instances(
+            flow=request.flow or None, status=status, limit=size, after=request.page_token or None
+        )
+        response = pb.ListInstancesResponse(
+            instances=[instance_to_pb(v, full=False) for v in views]
+        )
+        if len(views) == size:
+            response.next_page_token = views[-1].instance_id
+        return response
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    @_rpc
+    def PollTasks(
+        self, request: pb.PollTasksRequest, context: grpc.ServicerContext
+    ) -> pb.PollTasksResponse:
+        if not request.worker_id:
+            raise InvalidRequest("PollTasks needs a worker id")
+        queues = tuple(request.queues) or ("default",)
+        max_tasks = min(max(request.max_tasks, 1), MAX_TASKS_PER_POLL)
+        wait = min(max(request.wait_ms, 0) / 1000, self._max_wait)
+        remaining = context.time_remaining()
+        if remaining is not None:
+            wait = min(wait, max(remaining - DEADLINE_MARGIN_S, 0.0))
+        deadline = time.monotonic() + wait
+        while True:
+            tasks = self._engine.poll(queues, request.worker_id, max_tasks)
+            if tasks:
+                return pb.PollTasksResponse(tasks=[task_to_pb(t) for t in tasks])
+            left = deadline - time.monotonic()
+            # A caller that went away must not be handed tasks: they would sit leased to
+            # nobody until the lease expired.
+            if left <= 0 or self._stopping.is_set() or not context.is_active():
+                return pb.PollTasksResponse()
+            self._engine.wait_for_tasks(queues, min(left, POLL_SLICE_S))
+
+    @_rpc
+    def CompleteTask(
+        self, request: pb.CompleteTaskRequest, context: grpc.ServicerContext
+    ) -> pb.TaskReportResponse:
+        result = self._json(request.result, f"the result of task {request.task_id!r}")
+        status = self._engine.complete(request.task_id, request.lease, result)
+        return pb.TaskReportResponse(instance_status=_status(status))
+
+    @_rpc
+    def FailTask(
+        self, request: pb.FailTaskRequest, context: grpc.ServicerContext
+    ) -> pb.TaskReportResponse:
+        status = self._engine.fail(request.task_id, request.lease, failure_from_pb(request.failure))
+        return pb.TaskReportResponse(instance_status=_status(status))
+
+    @_rpc
+    def Heartbeat(
+        self, request: pb.HeartbeatRequest, context: grpc.ServicerContext
+    ) -> pb.HeartbeatResponse:
+        result = self._engine.heartbeat(request.task_id, request.lease)
+        return pb.HeartbeatResponse(
+            lease_expires_at_ms=result.lease_expires_at_ms,
+            instance_status=_status(result.instance_status),
+        )
+
+    @_rpc
+    def AdvanceRun(
+        self, request: pb.AdvanceRunRequest, context: grpc.ServicerContext
+    ) -> pb.AdvanceRunResponse:
+        steps = [outcome_from_pb(s, self._limit) for s in request.steps]
+        result = self._engine.advance_run(
+            request.task_id,
+            request.lease,
+            steps,
+            final=request.final,
+            handback_reason=request.handback_reason,
+        )
+        return pb.AdvanceRunResponse(
+            instance_status=_status(result.instance_status),
+            lease_expires_at_ms=result.lease_expires_at_ms,
+            keep_going=result.keep_going,
+        )

@@ -1,0 +1,49 @@
+"""The background duty loop: leader election, due timers, expired leases.
+
+Every server process runs one; the engine elects a leader over a table, so on a shared
+database the duties happen once however many servers tick.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from wiggle.engine import Engine
+
+__all__ = ["Ticker"]
+
+_log = logging.getLogger("wiggle.server")
+
+#: Upper bound on a sleep: another server may create earlier timers, and a standby must notice
+#: a dead leader, neither of which this process hears about.
+MAX_SLEEP_S = 1.0
+MIN_SLEEP_S = 0.01
+ERROR_SLEEP_S = 1.0
+
+
+class Ticker:
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="wiggle-ticker", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                done = self._engine.tick()
+                delay = 0.0 if done else self._engine.next_wakeup_s()
+            except Exception:
+                _log.exception("tick failed; retrying in %.0f s", ERROR_SLEEP_S)
+                delay = ERROR_SLEEP_S
+            # Work done means more may be due at once: go round again without sleeping.
+            if delay > 0:
+                self._stop.wait(min(max(delay, MIN_SLEEP_S), MAX_SLEEP_S))
