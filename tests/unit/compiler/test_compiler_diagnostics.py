@@ -1,0 +1,230 @@
+"""Bad documents: each rejected with a FlowError naming the problem at its line and column."""
+
+from __future__ import annotations
+
+import pytest
+
+from wiggle.compiler import load_flow
+from wiggle.errors import FlowError
+
+H = "wiggle: 1\nname: x\n"
+PIN = "sha256:" + "0" * 64
+
+# (case id, document, [(line, column, message substring), ...]) — every diagnostic, in order.
+BAD: list[tuple[str, str, list[tuple[int, int, str]]]] = [
+    ("syntax", "wiggle: 1\nname: [x\nsteps:\n", [(3, 6, "syntax error")]),
+    ("tab-indent", "wiggle: 1\n\tname: x\n", [(2, 1, "syntax error")]),
+    ("duplicate-key", H + "name: y\nsteps: [{task: a}]\n", [(3, 1, "duplicate key 'name'")]),
+    ("anchor", "wiggle: 1\nname: &n x\nsteps: [{task: a}]\n", [(2, 7, "anchors and aliases")]),
+    ("multi-doc", H + "steps: [{task: a}]\n---\nwiggle: 1\n", [(4, 1, "only one YAML document")]),
+    ("empty", "# nothing\n", [(1, 1, "the document is empty")]),
+    ("tag", H + "steps: [{task: !!binary YQ==}]\n", [(3, 16, "YAML tags are not allowed")]),
+    ("not-a-mapping", "- task: a\n", [(1, 1, "must be of type object")]),
+    ("missing-name", "wiggle: 1\nsteps: [{task: a}]\n", [(1, 1, "missing required key 'name'")]),
+    ("format-version", "wiggle: 2\nname: x\nsteps: [{task: a}]\n", [(1, 9, "must be 1")]),
+    ("bad-name", "wiggle: 1\nname: Order\nsteps: [{task: a}]\n", [(2, 7, "not a valid flow name")]),
+    (
+        "unknown-top-key",
+        H + "step: []\nsteps: [{task: a}]\n",
+        [(3, 1, "unknown key 'step'")],
+    ),
+    (
+        "unknown-step-key",
+        H + "steps:\n  - task: a\n    retries: 3\n",
+        [(5, 5, "unknown key 'retries'")],
+    ),
+    (
+        "two-unknown-keys-both-reported",
+        H + "steps:\n  - task: a\n    retries: 3\n  - task: b\n    timout: 1s\n",
+        [(5, 5, "unknown key 'retries'"), (7, 5, "unknown key 'timout'")],
+    ),
+    ("no-block-key", H + "steps:\n  - id: a\n", [(4, 5, "a step needs one block key")]),
+    (
+        "two-block-keys",
+        H + "steps:\n  - task: a\n    filter: b\n",
+        [(4, 5, "exactly one block key; found task, filter")],
+    ),
+    ("step-not-mapping", H + "steps:\n  - task\n", [(4, 5, "a step must be a mapping")]),
+    ("empty-steps", H + "steps: []\n", [(3, 8, "steps must not be empty")]),
+    (
+        "parallel-without-combine",
+        H + "steps:\n  - parallel: {a: [{task: a}]}\n",
+        [(4, 5, "missing required key 'combine'")],
+    ),
+    (
+        "for_each-without-combine",
+        H + "steps:\n  - for_each: /xs\n    steps: [{task: a}]\n",
+        [(4, 5, "missing required key 'combine'")],
+    ),
+    (
+        "empty-branch",
+        H + "steps:\n  - parallel: {a: [], b: [{task: b}]}\n    combine: c\n",
+        [(4, 19, "must not be empty")],
+    ),
+    (
+        "empty-parallel",
+        H + "steps:\n  - parallel: {}\n    combine: c\n",
+        [(4, 15, "must not be empty")],
+    ),
+    (
+        "empty-otherwise",
+        H + "steps:\n  - choice: [{when: p, steps: [{task: a}]}]\n    otherwise: []\n",
+        [(5, 16, "must not be empty")],
+    ),
+    (
+        "loop-without-while",
+        H + "steps:\n  - loop:\n      steps: [{task: a}]\n",
+        [(5, 7, "missing required key 'while'")],
+    ),
+    (
+        "loop-zero-iterations",
+        H + "steps:\n  - loop: {steps: [{task: a}], while: p, max_iterations: 0}\n",
+        [(4, 58, "less than the minimum of 1")],
+    ),
+    (
+        "loop-absurd-iterations",
+        H + "steps:\n  - loop: {steps: [{task: a}], while: p, max_iterations: 1000001}\n",
+        [(4, 58, "greater than the maximum of 1000000")],
+    ),
+    (
+        "bad-pointer",
+        H + "steps:\n  - for_each: items\n    steps: [{task: a}]\n    combine: c\n",
+        [(4, 15, "not a valid json pointer")],
+    ),
+    (
+        "bad-pointer-escape",
+        H + "steps:\n  - sleep: {until: /a~2}\n",
+        [(4, 20, "not a valid json pointer")],
+    ),
+    ("bad-duration", H + "steps:\n  - sleep: 5 minutes\n", [(4, 12, "not a valid duration")]),
+    ("zero-duration", H + "steps:\n  - sleep: 0s\n", [(4, 12, "must be greater than zero")]),
+    (
+        "long-duration",
+        H + "steps:\n  - sleep: 366d\n",
+        [(4, 12, "longer than the maximum of 365d")],
+    ),
+    (
+        "bad-timeout-and-retry-durations",
+        H + "steps:\n  - task: a\n    timeout: 0ms\n    retry: {initial: 400d}\n",
+        [(5, 14, "greater than zero"), (6, 22, "longer than the maximum")],
+    ),
+    (
+        "retry-initial-over-max",
+        H + "steps:\n  - task: a\n    retry: {initial: 10s, max: 5s}\n",
+        [(5, 22, "retry initial 10s is longer than max 5s")],
+    ),
+    (
+        "retry-initial-over-default-max",
+        H + "steps:\n  - task: a\n    retry: {initial: 2m}\n",
+        [(5, 22, "longer than max 60000ms (the default)")],
+    ),
+    (
+        "retry-bad-backoff",
+        H + "steps:\n  - task: a\n    retry: {backoff: linear}\n",
+        [(5, 22, "'linear' is not a valid backoff")],
+    ),
+    (
+        "float-for-integer",
+        H + "steps:\n  - task: a\n    retry: {max_attempts: 3.0}\n",
+        [(5, 27, "must be of type integer, not number")],
+    ),
+    (
+        "huge-integer",
+        H + "steps:\n  - task: a\n    retry: {max_attempts: 9007199254740993}\n",
+        [(5, 27, "out of range")],
+    ),
+    (
+        "sleep-both",
+        H + "steps:\n  - sleep: {until: /t, duration: 5s}\n",
+        [(4, 24, "unknown key 'duration'")],
+    ),
+    ("sleep-neither", H + "steps:\n  - sleep: {}\n", [(4, 12, "missing required key 'until'")]),
+    (
+        "on-timeout-without-timeout",
+        H + "steps:\n  - await: s\n    on_timeout: [{task: a}]\n",
+        [(5, 5, "has on_timeout steps but no timeout")],
+    ),
+    (
+        "subflow-name-cannot-exist",
+        H + "steps:\n  - subflow: Billing_Run\n",
+        [(4, 14, "not a valid flow name")],
+    ),
+    (
+        "version-pin",
+        H + "steps:\n  - subflow: y\n    version: sha256:abc\n",
+        [(5, 14, "not a valid version pin")],
+    ),
+    (
+        "duplicate-ids",
+        H + "steps:\n  - task: a\n  - task: b\n  - task: a\n",
+        [(6, 11, "duplicate node id 'a' (also used at line 4, column 11)")],
+    ),
+    ("reserved-end", H + "steps:\n  - task: end\n", [(4, 11, "'end' is reserved")]),
+    (
+        "join-clash",
+        H + "steps:\n  - parallel: {a: [{task: a}]}\n    combine: c\n  - task: t\n"
+        "    id: parallel-1.join\n",
+        [(7, 9, "duplicate node id 'parallel-1.join'")],
+    ),
+    (
+        "choice-arm-clash",
+        H + "steps:\n  - choice:\n      - when: p\n        steps: [{task: a}]\n"
+        "      - when: p\n        steps: [{task: b}]\n",
+        [(7, 15, "duplicate node id 'p'")],
+    ),
+    (
+        "bad-execution",
+        H + "execution: FAST\nsteps: [{task: a}]\n",
+        [(3, 12, "expected one of SERVER, LOCAL_SYNC, LOCAL_ASYNC, DEFAULT")],
+    ),
+    (
+        "bad-input-schema",
+        H + "input: {type: objekt}\nsteps: [{task: a}]\n",
+        [(3, 15, "input is not a valid JSON Schema")],
+    ),
+    (
+        "activity-not-string",
+        H + "steps:\n  - task: 5\n",
+        [(4, 11, "must be of type string, not integer")],
+    ),
+    (
+        "bad-node-id",
+        H + "steps:\n  - task: a\n    id: has space\n",
+        [(5, 9, "not a valid node id")],
+    ),
+    (
+        "infinity",
+        H + "input: {maximum: .inf}\nsteps: [{task: a}]\n",
+        [(3, 18, "not a JSON number")],
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), [(t, e) for _, t, e in BAD], ids=[b[0] for b in BAD])
+def test_bad_document_is_located(text: str, expected: list[tuple[int, int, str]]) -> None:
+    with pytest.raises(FlowError) as caught:
+        load_flow(text, "bad.yaml")
+    found = caught.value.diagnostics
+    assert len(found) == len(expected), [str(d) for d in found]
+    for diagnostic, (line, column, message) in zip(found, expected, strict=True):
+        assert diagnostic.file == "bad.yaml"
+        assert (diagnostic.line, diagnostic.column) == (line, column), str(diagnostic)
+        assert message in diagnostic.message, str(diagnostic)
+
+
+def test_every_problem_is_reported_in_source_order() -> None:
+    text = (
+        H + "queue: 5\nsteps:\n  - task: a\n    retry: {max_attempts: 0}\n  - sleep: later\n"
+        "  - bogus: 1\n"
+    )
+    with pytest.raises(FlowError) as caught:
+        load_flow(text, "f.yaml")
+    lines = [d.line for d in caught.value.diagnostics]
+    assert lines == [3, 6, 7, 8]
+    assert str(caught.value).startswith("f.yaml:3:8: ")
+
+
+def test_diagnostics_carry_json_pointer_paths() -> None:
+    with pytest.raises(FlowError) as caught:
+        load_flow(H + "steps:\n  - task: a\n    retry: {max_attempts: 0}\n")
+    assert caught.value.diagnostics[0].path == "/steps/0/retry/max_attempts"
