@@ -54,14 +54,14 @@ def duration(ms: int) -> str:
 
 
 def retry_text(retry: Retry) -> str:
-    """'' for the default policy, else e.g. 'retry 5{times} exp 100ms→10s' (5 attempts in all)."""
+    """'' for the default policy, else e.g. 'retry 5{times} exp 100ms..10s' (5 attempts in all)."""
     if retry == DEFAULT_RETRY:
         return ""
     if retry.max_attempts <= 1:
         return "no retry"
     if retry.backoff == "fixed":
         return f"retry {retry.max_attempts}{_TIMES} every {duration(retry.initial_ms)}"
-    span = f"{duration(retry.initial_ms)}→{duration(retry.max_ms)}"
+    span = f"{duration(retry.initial_ms)}..{duration(retry.max_ms)}"
     return f"retry {retry.max_attempts}{_TIMES} exp {span}"
 
 

@@ -27,7 +27,8 @@ __all__ = [
 FONT = "Helvetica,Arial,sans-serif"
 
 # One shape per node kind. Fork and join are mirror-image trapezia (spreading out, gathering in)
-# filled with their pair's colour; the hexagon is the flowchart "preparation" symbol used for loops
+# filled with their pair's colour; a sleep is an ellipse with a clock glyph (a circle would swell
+# around a long `until` pointer); the hexagon is the flowchart "preparation" symbol used for loops
 # over a collection; the end is a double circle as in most process notations.
 KIND_SHAPES: Mapping[str, str] = {
     "task": "box",
@@ -35,7 +36,7 @@ KIND_SHAPES: Mapping[str, str] = {
     "fork": "trapezium",
     "join": "invtrapezium",
     "foreach": "hexagon",
-    "sleep": "circle",
+    "sleep": "ellipse",
     "await": "cds",
     "subflow": "box3d",
     "end": "doublecircle",
@@ -51,7 +52,8 @@ _KIND_EXTRA: Mapping[str, Mapping[str, str]] = {
     "join": {"style": "filled", "fontcolor": "#ffffff"},
     "foreach": {"style": "filled", "fontcolor": "#ffffff"},
     "sleep": {"style": "filled", "fillcolor": "#eef3fb"},
-    "await": {"style": "filled", "fillcolor": "#f3e5f5"},
+    # The cds outline eats into its box, so the label needs more room than the default margin.
+    "await": {"style": "filled", "fillcolor": "#f3e5f5", "margin": "0.25,0.1"},
     "subflow": {"style": "filled", "fillcolor": "#e8f5e9"},
     "end": {"style": "filled", "fillcolor": "#eeeeee", "width": "0.3"},
 }
