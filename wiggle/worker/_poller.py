@@ -1,7 +1,7 @@
-"""The poll loop: take free slots, long-poll for that many tasks, hand each to the pool.
+"""The poll loop: long-poll for as many tasks as there are free slots, hand each to the pool.
 
-Slots are taken before the call, so the server never leases this worker more tasks than it can
-start at once. One loop per worker; it ends when the worker stops.
+The server never leases this worker more tasks than it had free slots when it asked (give or
+take an eager start racing the poll). One loop per worker; it ends when the worker stops.
 """
 
 from __future__ import annotations
@@ -67,13 +67,16 @@ class Poller:
         while not self._stop.is_set():
             if not self._slots.wait_free(0.25):
                 continue
-            taken = self._slots.take(self._slots.capacity)
-            if taken == 0:
+            # Slots are counted, not held, while the poll is open: an eager start in this process
+            # must be able to reserve one during a long poll. If it does, the poll may bring back
+            # one task more than there are free slots; we run it anyway (the pool has headroom)
+            # rather than let its lease lapse.
+            want = self._slots.free
+            if want <= 0:
                 continue
             try:
-                tasks = self._poll(taken)
+                tasks = self._poll(want)
             except grpc.RpcError as exc:
-                self._slots.give(taken)
                 if self._stop.is_set():
                     return
                 code = code_of(exc)
@@ -84,7 +87,6 @@ class Poller:
                 self._stop.wait(backoff.next_delay())
                 continue
             except Exception:
-                self._slots.give(taken)
                 if self._stop.is_set():
                     return
                 _log.exception("PollTasks failed")
@@ -92,12 +94,9 @@ class Poller:
                 continue
             self._rpc.outage.succeeded()
             backoff.reset()
-            if len(tasks) < taken:
-                self._slots.give(taken - len(tasks))
-            elif len(tasks) > taken:
-                self._slots.take_over(len(tasks) - taken)
-            # More tasks than asked for is a server bug; run them anyway rather than let their
-            # leases lapse (the pool grows past `concurrency` only for that moment).
+            if not tasks:
+                continue
+            self._slots.take_over(len(tasks))
             for task in tasks:
                 if not self._submit(task):
                     _log.error("task %s could not be started; its lease will expire", task.task_id)

@@ -151,7 +151,10 @@ class Worker:
             keeper=self._keeper,
             local_batch_size=self.local_batch_size,
         )
-        self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="wiggle-task")
+        # Headroom over `concurrency`: a poll racing an eager reservation may start one task more
+        # than there are slots (see _poller), and it must not wait in a queue with its lease
+        # running out.
+        self._executor = ThreadPoolExecutor(2 * self.concurrency, thread_name_prefix="wiggle-task")
         self._keeper.start()
         self._poller = Poller(
             rpc,
