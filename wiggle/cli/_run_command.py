@@ -1,0 +1,213 @@
+"""`wiggle run`: engine, gRPC server and a Python worker in one process, for one instance.
+
+The pieces are the real ones, wired over a loopback socket on an ephemeral port: an Engine on
+an embedded SQLite file in a temporary directory (or `--database`), the gRPC server, a Worker
+running the handlers, and a Client that deploys the flows and starts the instance with eager
+dispatch to that worker. Progress is one line per step event; the exit status is 0 only when
+the instance COMPLETED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from wiggle.cli._remote_commands import EventPrinter, env, env_flag, load_registry, parse_json
+from wiggle.errors import Diagnostic, FlowError, InvalidRequest
+
+if TYPE_CHECKING:
+    from wiggle.compiler import CompiledFlow
+    from wiggle.graph import Graph
+
+__all__ = ["register"]
+
+MODES = ("SERVER", "LOCAL_SYNC", "LOCAL_ASYNC")
+
+_MODE_HELP = (
+    "run every flow of this run in execution mode M, whatever the flow says "
+    "(SERVER, LOCAL_SYNC or LOCAL_ASYNC; env WIGGLE_EXECUTION_MODE). The mode is part of a "
+    "flow's version, so the override registers a variant of the flow with its own version hash; "
+    "with the default temporary database nothing else sees it"
+)
+
+
+def _compile(path: str, mode: str | None) -> CompiledFlow:
+    from wiggle.compiler import canonical_json, graph_from_canonical, load_flow_file
+
+    try:
+        flow = load_flow_file(path)
+    except OSError as exc:
+        raise FlowError([Diagnostic(path, 0, 0, f"cannot read the flow: {exc.strerror}")]) from None
+    if mode is None or flow.document.get("execution") == mode:
+        return flow
+    return graph_from_canonical(canonical_json({**flow.document, "execution": mode}))
+
+
+def _queues(graphs: list[Graph]) -> list[str]:
+    """Every queue a step of these graphs runs on: the in-process worker serves them all."""
+    queues: set[str] = set()
+    for graph in graphs:
+        for node in graph:
+            queue = getattr(node, "queue", None)
+            if isinstance(queue, str):
+                queues.add(queue)
+            apply = getattr(node, "apply", None)
+            if apply is not None:
+                queues.add(apply.queue)
+    return sorted(queues) or ["default"]
+
+
+def _signals(values: list[str]) -> Iterator[tuple[str, Any]]:
+    for value in values:
+        name, sep, payload = value.partition("=")
+        if not sep or not name:
+            raise InvalidRequest(f"--signal {value!r}: expected NAME=JSON")
+        yield name, parse_json(payload, f"the payload of --signal {name}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    # Check everything the user typed before starting anything.
+    value = parse_json(args.input, "--input")
+    signals = list(_signals(args.signal or []))
+    try:
+        flows = [_compile(p, args.mode) for p in [*(args.register or []), args.flow]]
+    except FlowError as exc:
+        for diagnostic in exc.diagnostics:
+            print(diagnostic, file=sys.stderr)
+        return 1
+    registry = load_registry(args.handlers)
+
+    from wiggle.client import Client
+    from wiggle.engine import Engine
+    from wiggle.graph import ExecutionMode
+    from wiggle.server import Server, ServerConfig
+    from wiggle.worker import Worker
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    progress = sys.stderr if args.json else sys.stdout
+    main = flows[-1]
+    with ExitStack() as stack:
+        database = args.database
+        if database is None:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="wiggle-run-"))
+            database = f"sqlite:///{Path(tmp) / 'wiggle.db'}"
+        mode = ExecutionMode(args.mode) if args.mode else ExecutionMode.SERVER
+        engine = Engine(database, default_mode=mode)
+        stack.callback(engine.close)
+        server = Server(engine, ServerConfig(address="127.0.0.1:0", grace_s=2.0))
+        port = server.start()
+        stack.callback(server.stop)
+        address = f"127.0.0.1:{port}"
+        worker = Worker(
+            address,
+            queues=_queues([f.graph for f in flows]),
+            registry=registry,
+            concurrency=args.concurrency,
+            poll_wait_ms=5_000,
+        )
+        for flow in flows:
+            worker.add_definition(flow.graph)
+        worker.start()
+        stack.callback(worker.stop)
+        client = stack.enter_context(Client(address))
+        for flow in flows:
+            client.deploy(flow)
+        print(f"{main.name} {main.version} ({main.graph.execution})", file=progress, flush=True)
+        started = client.start(main.name, value, version=main.version, worker=worker)
+        for name, payload in signals:  # buffered by the engine until their await is reached
+            client.signal(started.instance_id, name, payload)
+        printer = EventPrinter(progress)
+        deadline = None if args.timeout is None else time.monotonic() + args.timeout
+        delay = 0.02
+        while True:
+            view = client.describe(started.instance_id, events=True)
+            printer.print_new(view.events)
+            if view.status.finished:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                print(f"wiggle: gave up after {args.timeout} s; still RUNNING", file=sys.stderr)
+                return 1
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.25)
+    reason = f" ({view.reason})" if view.reason else ""
+    if args.json:
+        print(orjson.dumps({"status": view.status, "context": view.context}).decode())
+    else:
+        print(f"{view.status}{reason}")
+        print(orjson.dumps(view.context, option=orjson.OPT_INDENT_2).decode())
+    return 0 if view.status == "COMPLETED" else 1
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "run",
+        help="run one flow end to end in this process",
+        description="Start an engine (embedded SQLite in a temporary file unless --database), "
+        "a gRPC server on a loopback port and a Python worker, run one instance of FLOW and "
+        "print each step as it finishes. Exit 0 only when the instance COMPLETED.",
+    )
+    p.add_argument("flow", metavar="FLOW", help="the flow file (YAML or JSON)")
+    p.add_argument(
+        "--handlers",
+        default=env("WIGGLE_HANDLERS"),
+        required=env("WIGGLE_HANDLERS") is None,
+        help="a .py file or a module name defining the activities (env WIGGLE_HANDLERS)",
+    )
+    p.add_argument(
+        "--input",
+        default=env("WIGGLE_INPUT", "null"),
+        help="the start input: JSON, or @FILE (env WIGGLE_INPUT; default null)",
+    )
+    p.add_argument(
+        "--mode",
+        type=str.upper,
+        choices=MODES,
+        default=(env("WIGGLE_EXECUTION_MODE") or "").upper() or None,
+        help=_MODE_HELP,
+    )
+    p.add_argument(
+        "--database",
+        default=env("WIGGLE_DATABASE_URL"),
+        help="use this database instead of a temporary SQLite file (env WIGGLE_DATABASE_URL)",
+    )
+    p.add_argument(
+        "--signal",
+        action="append",
+        metavar="NAME=JSON",
+        help="send signal NAME with a JSON payload right after the start; repeatable "
+        "(buffered until the flow awaits it)",
+    )
+    p.add_argument(
+        "--register",
+        action="append",
+        metavar="OTHER_FLOW",
+        help="also register this flow (so subflows resolve); repeatable",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=int(env("WIGGLE_CONCURRENCY", "16") or 16),
+        help="worker concurrency (env WIGGLE_CONCURRENCY; default %(default)s)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=float(env("WIGGLE_RUN_TIMEOUT", "0") or 0) or None,
+        help="give up (exit 1) after this many seconds (env WIGGLE_RUN_TIMEOUT)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        default=env_flag("WIGGLE_JSON"),
+        help='progress on stderr; the last stdout line is {"status": ..., "context": ...}',
+    )
+    p.set_defaults(handler=_run)
