@@ -97,10 +97,21 @@ def _pos(event: Event) -> tuple[int, int]:
     return (mark.line + 1, mark.column + 1)
 
 
+def _check_escapes(event: ScalarEvent, file: str) -> None:
+    # Only a double-quoted scalar can spell a lone surrogate (`"\\ud800"`); it has no UTF-8
+    # form, so it could never be hashed.
+    try:
+        event.value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _fail(file, *_pos(event), "string contains an unpaired surrogate escape") from None
+
+
 def _scalar(event: ScalarEvent, file: str) -> Any:
     text: str = event.value
     if event.tag is not None and event.tag != _STR_TAG:
         raise _fail(file, *_pos(event), f"YAML tags are not allowed (found {event.tag})")
+    if event.style == '"':
+        _check_escapes(event, file)
     if event.style is not None or event.tag == _STR_TAG:
         return text
     if _NULL.match(text):
@@ -194,6 +205,8 @@ class _Builder:
     def _key(self, event: ScalarEvent) -> None:
         frame = self.stack[-1]
         key: str = event.value
+        if event.style == '"':
+            _check_escapes(event, self.file)
         if event.tag is not None and event.tag != _STR_TAG:
             raise _fail(self.file, *_pos(event), f"YAML tags are not allowed (found {event.tag})")
         if key in frame[0]:
