@@ -42,9 +42,15 @@ class Lease:
         self._renewed_at = 0.0
         self.renewed(expires_at_ms)
 
-    def renewed(self, expires_at_ms: int) -> None:
-        """Record a renewal the server reported as an absolute expiry (database clock, ms)."""
+    def renewed(self, expires_at_ms: int, length_ms: int | None = None) -> None:
+        """Record a renewal the server reported as an absolute expiry (database clock, ms).
+
+        `length_ms`: the lease's new length, when the token moved to a node with another timeout
+        (the server renews a lease by the timeout of the node the token is at).
+        """
         now = time.monotonic()
+        if length_ms is not None and length_ms > 0:
+            self.length_ms = length_ms
         # The server's clock is the database's; ours may differ a little. Measuring what is left
         # against our wall clock, then anchoring it on the monotonic clock, keeps the deadline
         # immune to later wall-clock jumps. A nonsense expiry falls back to one lease length.

@@ -231,11 +231,11 @@ class LocalRun:
             if reason is not None:
                 self._finish(reason)
                 return
+            assert move.next_node is not None
             if self._must_flush(node):
-                response = self._flush(final=False, reason="")
+                response = self._flush(final=False, reason="", next_node=move.next_node)
                 if response is None or not response.keep_going:
                     return
-            assert move.next_node is not None
             if not is_predicate:
                 ctx = outcome.value
             node_id = move.next_node
@@ -278,7 +278,9 @@ class LocalRun:
         self.handback = reason
         self._flush(final=True, reason=reason)
 
-    def _flush(self, *, final: bool, reason: str) -> pb.AdvanceRunResponse | None:
+    def _flush(
+        self, *, final: bool, reason: str, next_node: str | None = None
+    ) -> pb.AdvanceRunResponse | None:
         """Send the buffer; None when the run must stop (refused, not RUNNING, fallen back)."""
         request = pb.AdvanceRunRequest(
             task_id=self.task.task_id,
@@ -300,8 +302,10 @@ class LocalRun:
         if response.instance_status != _RUNNING:
             self.handback = self.handback or Handback.NOT_RUNNING
             return None
-        if not final:
-            self.lease.renewed(response.lease_expires_at_ms)
+        if not final and next_node is not None:
+            # The server moved the token to `next_node` and renewed the lease by its timeout.
+            node = self.graph.nodes[next_node]
+            self.lease.renewed(response.lease_expires_at_ms, getattr(node, "timeout_ms", None))
         return response
 
     def _flush_refused(self, exc: RpcFailed) -> None:

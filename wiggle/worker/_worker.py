@@ -10,8 +10,6 @@ import threading
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -19,6 +17,7 @@ import grpc
 
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
+from wiggle.client import TlsConfig
 from wiggle.graph import Graph
 from wiggle.worker._activities import Registry, default_registry
 from wiggle.worker._definitions import DefinitionCache
@@ -28,29 +27,11 @@ from wiggle.worker._local_run import RunEnv, run_task
 from wiggle.worker._poller import Poller
 from wiggle.worker._rpc import Rpc
 
-__all__ = ["TlsConfig", "Worker"]
+__all__ = ["TlsConfig", "Worker", "open_channel"]
 
 _log = logging.getLogger("wiggle.worker")
 
 _MAX_MESSAGE = 64 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class TlsConfig:
-    """TLS to the server. Paths to PEM files; `cert` + `key` present a client certificate (mTLS).
-
-    No `ca`: the system's trust roots. `server_name` overrides the name checked in the
-    server's certificate (for an address that is an IP).
-    """
-
-    ca: str | os.PathLike[str] | None = None
-    cert: str | os.PathLike[str] | None = None
-    key: str | os.PathLike[str] | None = None
-    server_name: str | None = None
-
-
-def _read(path: str | os.PathLike[str] | None) -> bytes | None:
-    return None if path is None else Path(path).read_bytes()
 
 
 def open_channel(address: str, tls: TlsConfig | bool | None) -> grpc.Channel:
@@ -63,12 +44,9 @@ def open_channel(address: str, tls: TlsConfig | bool | None) -> grpc.Channel:
     ]
     if not tls:
         return grpc.insecure_channel(address, options=options)
+    # One TlsConfig for the client and the worker, so a process configures TLS once.
     config = tls if isinstance(tls, TlsConfig) else TlsConfig()
-    credentials = grpc.ssl_channel_credentials(
-        root_certificates=_read(config.ca),
-        private_key=_read(config.key),
-        certificate_chain=_read(config.cert),
-    )
+    credentials = config.credentials()
     if config.server_name:
         options.append(("grpc.ssl_target_name_override", config.server_name))
     return grpc.secure_channel(address, credentials, options=options)
