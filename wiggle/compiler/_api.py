@@ -49,10 +49,9 @@ def load_flow(source: str | bytes, filename: str = "<flow>") -> CompiledFlow:
     loaded = load_document(source, filename)
     flow, where = loaded.value, loaded.source
     problems = schema_diagnostics(flow_validator(), flow, where)
-    if problems:
-        raise FlowError(problems)
-    for doc_check in DOCUMENT_CHECKS:
-        problems.extend(doc_check(flow, where))
+    if isinstance(flow, dict):
+        for doc_check in DOCUMENT_CHECKS:
+            problems.extend(doc_check(flow, where))
     if problems:
         raise FlowError(problems)
     compiled = compile_flow(flow)

@@ -13,7 +13,7 @@ import networkx as nx
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 
 from wiggle.compiler._compile import DEFAULT_RETRY, END, Compiled, branch_order
-from wiggle.compiler._durations import parse_duration
+from wiggle.compiler._durations import is_duration_syntax, parse_duration
 from wiggle.compiler._loader import Path, SourceMap
 from wiggle.errors import Diagnostic
 
@@ -22,66 +22,79 @@ __all__ = ["DOCUMENT_CHECKS", "GRAPH_CHECKS", "iter_steps"]
 Step = dict[str, Any]
 
 
-def iter_steps(steps: list[Step], path: Path) -> Iterator[tuple[Step, Path]]:
-    """Every step, nested ones included, in document order, with its path."""
-    for i, step in enumerate(steps):
-        here = (*path, i)
-        yield step, here
-        for sub, sub_path in _nested(step, here):
-            yield from iter_steps(sub, sub_path)
+# These checks also run on documents that failed the schema, so that one pass reports every
+# problem; they therefore look before they index and skip whatever has the wrong shape.
 
 
-def _nested(step: Step, path: Path) -> Iterator[tuple[list[Step], Path]]:
-    if "choice" in step:
-        for i, arm in enumerate(step["choice"]):
-            yield arm["steps"], (*path, "choice", i, "steps")
-    if "otherwise" in step:
-        yield step["otherwise"], (*path, "otherwise")
-    if "parallel" in step:
-        for name in branch_order(step["parallel"]):
-            yield step["parallel"][name], (*path, "parallel", name)
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def iter_steps(steps: Any, path: Path) -> Iterator[tuple[Step, Path]]:
+    """Every step (a mapping), nested ones included, in document order, with its path."""
+    for i, step in enumerate(_list(steps)):
+        if isinstance(step, dict):
+            here = (*path, i)
+            yield step, here
+            for sub, sub_path in _nested(step, here):
+                yield from iter_steps(sub, sub_path)
+
+
+def _nested(step: Step, path: Path) -> Iterator[tuple[Any, Path]]:
+    for i, arm in enumerate(_list(step.get("choice"))):
+        yield _dict(arm).get("steps"), (*path, "choice", i, "steps")
+    yield step.get("otherwise"), (*path, "otherwise")
+    branches = _dict(step.get("parallel"))
+    for name in branch_order(branches):
+        yield branches[name], (*path, "parallel", name)
     if "for_each" in step:
-        yield step["steps"], (*path, "steps")
-    if "on_timeout" in step:
-        yield step["on_timeout"], (*path, "on_timeout")
-    if "loop" in step:
-        yield step["loop"]["steps"], (*path, "loop", "steps")
+        yield step.get("steps"), (*path, "steps")
+    yield step.get("on_timeout"), (*path, "on_timeout")
+    yield _dict(step.get("loop")).get("steps"), (*path, "loop", "steps")
 
 
 def _settings(step: Step, path: Path) -> Iterator[tuple[Step, Path]]:
     """The step and its choice arms: everything that may carry `retry` / `timeout`."""
     yield step, path
-    for i, arm in enumerate(step.get("choice", ())):
-        yield arm, (*path, "choice", i)
+    for i, arm in enumerate(_list(step.get("choice"))):
+        if isinstance(arm, dict):
+            yield arm, (*path, "choice", i)
 
 
-def _durations(step: Step, path: Path) -> Iterator[tuple[str, Path]]:
+def _durations(step: Step, path: Path) -> Iterator[tuple[Any, Path]]:
     for owner, where in _settings(step, path):
         if "timeout" in owner:
             yield owner["timeout"], (*where, "timeout")
+        retry = _dict(owner.get("retry"))
         for key in ("initial", "max"):
-            if key in owner.get("retry", {}):
-                yield owner["retry"][key], (*where, "retry", key)
-    if isinstance(step.get("sleep"), str):
-        yield step["sleep"], (*path, "sleep")
+            if key in retry:
+                yield retry[key], (*where, "retry", key)
+    yield step.get("sleep"), (*path, "sleep")
 
 
 def check_durations(flow: dict[str, Any], source: SourceMap) -> Iterator[Diagnostic]:
-    """Every duration is > 0 and at most 365 days (the schema already checked the syntax)."""
-    for step, path in iter_steps(flow["steps"], ("steps",)):
+    """Every duration is > 0 and at most 365 days (malformed ones are the schema's to report)."""
+    for step, path in iter_steps(flow.get("steps"), ("steps",)):
         for text, where in _durations(step, path):
-            try:
-                parse_duration(text)
-            except ValueError as exc:
-                yield source.diagnostic(where, str(exc))
+            if isinstance(text, str) and is_duration_syntax(text):
+                try:
+                    parse_duration(text)
+                except ValueError as exc:
+                    yield source.diagnostic(where, str(exc))
 
 
 def check_retry_bounds(flow: dict[str, Any], source: SourceMap) -> Iterator[Diagnostic]:
     """An exponential backoff may not start above its cap (a fixed one only when max is written)."""
-    for step, path in iter_steps(flow["steps"], ("steps",)):
+    for step, path in iter_steps(flow.get("steps"), ("steps",)):
         for owner, where in _settings(step, path):
-            retry = owner.get("retry", {})
-            if "initial" not in retry:
+            retry = _dict(owner.get("retry"))
+            if not isinstance(retry.get("initial"), str) or not isinstance(
+                retry.get("max", ""), str
+            ):
                 continue
             if retry.get("backoff", DEFAULT_RETRY["backoff"]) == "fixed" and "max" not in retry:
                 continue
@@ -100,7 +113,7 @@ def check_retry_bounds(flow: dict[str, Any], source: SourceMap) -> Iterator[Diag
 
 def check_await_timeout(flow: dict[str, Any], source: SourceMap) -> Iterator[Diagnostic]:
     """`on_timeout` steps can only run at a deadline, so they need `timeout`."""
-    for step, path in iter_steps(flow["steps"], ("steps",)):
+    for step, path in iter_steps(flow.get("steps"), ("steps",)):
         if "await" in step and "on_timeout" in step and "timeout" not in step:
             yield source.diagnostic(
                 (*path, "on_timeout"),
@@ -114,6 +127,8 @@ def check_input_schema(flow: dict[str, Any], source: SourceMap) -> Iterator[Diag
     if "input" not in flow:
         return
     schema = flow["input"]
+    if not isinstance(schema, dict | bool):
+        return  # the schema reports the type
     try:
         cls = validator_for(schema) if isinstance(schema, dict) else validator_for(True)
         meta = cls(cls.META_SCHEMA)

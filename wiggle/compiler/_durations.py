@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["DURATION_PATTERN", "MAX_DURATION_MS", "parse_duration"]
+__all__ = ["DURATION_PATTERN", "MAX_DURATION_MS", "is_duration_syntax", "parse_duration"]
 
 DURATION_PATTERN = r"^[0-9]+(ms|s|m|h|d)$"
 _DURATION = re.compile(DURATION_PATTERN)
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 MAX_DURATION_MS = 365 * _UNIT_MS["d"]
+
+
+def is_duration_syntax(text: str) -> bool:
+    return _DURATION.match(text) is not None
 
 
 def parse_duration(text: str) -> int:

@@ -270,6 +270,18 @@ def load_document(source: str | bytes, file: str) -> Loaded:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
         what = " ".join(p for p in (exc.context, exc.problem) if p)
+        start = exc.context_mark
+        if (
+            start is not None
+            and mark is not None
+            and (start.line, start.column)
+            != (
+                mark.line,
+                mark.column,
+            )
+        ):
+            # The parser stops where it noticed; where the construct began is the useful hint.
+            what += f" (the construct started at line {start.line + 1}, column {start.column + 1})"
         raise _fail(file, line, column, f"syntax error: {what}") from None
     except YAMLError as exc:
         raise _fail(file, 0, 0, f"syntax error: {exc}") from None
