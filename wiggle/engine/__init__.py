@@ -1,0 +1,45 @@
+"""The durable state machine: tokens, leases, timers, fork/join, signals, the leader.
+
+`Engine` is the whole API (docs/internals.md); the records it takes and returns are below.
+"""
+
+from __future__ import annotations
+
+from ._engine import Engine
+from ._schema import SCHEMA_VERSION, IncompatibleSchema
+from ._types import (
+    AdvanceResult,
+    EagerRequest,
+    EventView,
+    HeartbeatResult,
+    InstanceStatus,
+    InstanceView,
+    Json,
+    StartResult,
+    StepFailure,
+    StepOutcome,
+    StoredDefinition,
+    TaskActivation,
+    TokenState,
+    TokenView,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "AdvanceResult",
+    "EagerRequest",
+    "Engine",
+    "EventView",
+    "HeartbeatResult",
+    "IncompatibleSchema",
+    "InstanceStatus",
+    "InstanceView",
+    "Json",
+    "StartResult",
+    "StepFailure",
+    "StepOutcome",
+    "StoredDefinition",
+    "TaskActivation",
+    "TokenState",
+    "TokenView",
+]

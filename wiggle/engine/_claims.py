@@ -1,0 +1,138 @@
+"""Handing tasks to workers: the claim (many per statement), the activation, the heartbeat."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, bindparam, literal_column, select, update
+
+from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
+
+from . import _schema as s
+from ._db import Database
+from ._tx import loads
+from ._types import TaskActivation, TokenState, resolve_mode
+
+__all__ = ["activation", "claim", "heartbeat_stmt"]
+
+_t = s.tokens
+_RETURNING = (
+    _t.c.id,
+    _t.c.lease,
+    _t.c.lease_expires_at_ms,
+    _t.c.instance_id,
+    _t.c.version,
+    _t.c.node_id,
+    _t.c.queue,
+    _t.c.attempt,
+    _t.c.context,
+    _t.c.input,
+    _t.c.loop_counts,
+    _t.c.timeout_ms,
+)
+
+
+def claim_stmt(db: Database, queues: Sequence[str], worker_id: str, limit: int) -> Any:
+    """One UPDATE leases up to `limit` READY tokens, oldest first.
+
+    On PostgreSQL the inner SELECT skips rows another claimer holds (SKIP LOCKED), so racing
+    pollers never wait on or double-claim a token; every row gets a fresh lease id from the
+    database and an expiry from the database clock plus the step's timeout.
+    """
+    pick = (
+        select(_t.c.id)
+        .where(_t.c.state == TokenState.READY.value, _t.c.queue.in_(list(queues)))
+        .order_by(_t.c.ready_at_ms)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    return (
+        update(_t)
+        .where(_t.c.id.in_(pick.scalar_subquery()), _t.c.state == TokenState.READY.value)
+        .values(
+            state=TokenState.LEASED.value,
+            lease=literal_column(db.lease_id_sql),
+            lease_owner=worker_id,
+            lease_expires_at_ms=literal_column(db.now_sql) + _t.c.timeout_ms,
+        )
+        .returning(*_RETURNING)
+    )
+
+
+def claim(
+    conn: Connection,
+    db: Database,
+    queues: Sequence[str],
+    worker_id: str,
+    limit: int,
+    graph_of: Callable[[Connection, str], Graph],
+    default_mode: ExecutionMode,
+) -> list[TaskActivation]:
+    rows = conn.execute(claim_stmt(db, queues, worker_id, limit)).all()
+    tasks = [activation(r._mapping, graph_of(conn, r.version), default_mode) for r in rows]
+    if tasks:
+        conn.execute(
+            s.events.insert(),
+            [
+                {
+                    "instance_id": a.instance_id,
+                    "at_ms": a.lease_expires_at_ms - a.timeout_ms,
+                    "kind": "step_started",
+                    "node_id": a.node_id,
+                    "attempt": a.attempt,
+                    "detail": '{"worker":' + _json_str(worker_id) + "}",
+                }
+                for a in tasks
+            ],
+        )
+    tasks.sort(key=lambda a: a.lease_expires_at_ms - a.timeout_ms)
+    return tasks
+
+
+def _json_str(text: str) -> str:
+    return orjson.dumps(text).decode()
+
+
+def activity_of(graph: Graph, node_id: str) -> str:
+    node = graph.nodes[node_id]
+    if isinstance(node, Await):
+        assert node.apply is not None
+        return node.apply.activity
+    assert isinstance(node, Task | Predicate | Join)
+    return node.activity
+
+
+def activation(m: Any, graph: Graph, default_mode: ExecutionMode) -> TaskActivation:
+    raw_input = m["input"] if m["input"] is not None else m["context"]
+    return TaskActivation(
+        task_id=m["id"],
+        lease=m["lease"],
+        lease_expires_at_ms=int(m["lease_expires_at_ms"]),
+        instance_id=m["instance_id"],
+        flow=graph.name,
+        version=m["version"],
+        node_id=m["node_id"],
+        activity=activity_of(graph, m["node_id"]),
+        queue=m["queue"],
+        attempt=m["attempt"],
+        input=loads(raw_input),
+        execution_mode=resolve_mode(graph, default_mode),
+        loop_counts=loads(m["loop_counts"]),
+        timeout_ms=int(m["timeout_ms"]),
+    )
+
+
+def heartbeat_stmt(db: Database) -> Any:
+    """Renew a lease: the lease must be checked in the same UPDATE that extends it."""
+    return (
+        update(_t)
+        .where(
+            _t.c.id == bindparam("tid"),
+            _t.c.lease == bindparam("lease"),
+            _t.c.state == TokenState.LEASED.value,
+        )
+        .values(lease_expires_at_ms=literal_column(db.now_sql) + _t.c.timeout_ms)
+        .returning(_t.c.lease_expires_at_ms)
+    )

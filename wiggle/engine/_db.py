@@ -1,0 +1,168 @@
+"""The database seam: connections, transactions, the database clock and wake-ups.
+
+Dialect differences stay here. SQLite: WAL, a busy timeout, `BEGIN IMMEDIATE` for every write
+transaction, one in-process write lock (so threads queue in Python instead of spinning on
+SQLITE_BUSY) and a retry when another process holds the lock, so "database is locked" never
+reaches a caller. PostgreSQL: READ COMMITTED, row locks, a retry on deadlock or serialisation
+failure, and LISTEN/NOTIFY to wake pollers in other processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import psycopg
+from sqlalchemy import ColumnElement, Connection, create_engine, event, literal_column, make_url
+from sqlalchemy.engine import Engine as SAEngine
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.pool import StaticPool
+
+__all__ = ["NOTIFY_CHANNEL", "Database"]
+
+T = TypeVar("T")
+
+NOTIFY_CHANNEL = "wiggle_ready"
+
+# Milliseconds since the Unix epoch from the database's own clock. PostgreSQL's
+# clock_timestamp() moves within a transaction (now() does not), which is what a lease needs.
+_PG_NOW = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
+_SQLITE_NOW = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
+
+_PG_RETRY_CODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
+
+
+def _normalise(url: str) -> str:
+    u = make_url(url)
+    if u.drivername in ("postgresql", "postgres"):
+        u = u.set(drivername="postgresql+psycopg")
+    return u.render_as_string(hide_password=False)
+
+
+class Database:
+    """One SQLAlchemy engine plus the dialect-specific pieces the engine needs."""
+
+    def __init__(self, url: str) -> None:
+        self.url = _normalise(url)
+        u = make_url(self.url)
+        self.is_sqlite = u.get_backend_name() == "sqlite"
+        self.is_postgres = u.get_backend_name() == "postgresql"
+        if not (self.is_sqlite or self.is_postgres):
+            raise ValueError(
+                f"unsupported database {u.get_backend_name()!r}: use sqlite or postgresql"
+            )
+        self._write_lock = threading.RLock()
+        self._memory = self.is_sqlite and u.database in (None, "", ":memory:")
+        self.sa: SAEngine
+        if self.is_sqlite:
+            kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
+            if self._memory:
+                kwargs["poolclass"] = StaticPool
+            self.sa = create_engine(self.url, **kwargs)
+            event.listen(self.sa, "connect", self._sqlite_connect)
+            event.listen(self.sa, "begin", self._sqlite_begin)
+            self.now_sql = _SQLITE_NOW
+        else:
+            self.sa = create_engine(self.url, pool_size=16, max_overflow=32, pool_pre_ping=False)
+            self.now_sql = _PG_NOW
+        self.now: ColumnElement[int] = literal_column(self.now_sql).label("now_ms")
+        self.lease_id_sql = (
+            "lower(hex(randomblob(16)))"
+            if self.is_sqlite
+            else "replace(gen_random_uuid()::text, '-', '')"
+        )
+
+    # -- SQLite plumbing ------------------------------------------------------------------------
+
+    @staticmethod
+    def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Take transaction control away from pysqlite: we issue BEGIN ourselves.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @staticmethod
+    def _sqlite_begin(conn: Connection) -> None:
+        # A write transaction takes the database lock up front: a deferred one that upgrades
+        # later can fail with SQLITE_BUSY without waiting on the busy timeout.
+        if conn.get_execution_options().get("wiggle_read"):
+            conn.exec_driver_sql("BEGIN")
+        else:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    # -- transactions ---------------------------------------------------------------------------
+
+    def write(self, fn: Callable[[Connection], T]) -> T:
+        """Run `fn` in one write transaction, retrying transient lock conflicts."""
+        return self._run(fn, read=False)
+
+    def read(self, fn: Callable[[Connection], T]) -> T:
+        return self._run(fn, read=True)
+
+    def _run(self, fn: Callable[[Connection], T], *, read: bool) -> T:
+        deadline = time.monotonic() + 120.0
+        delay = 0.005
+        while True:
+            try:
+                return self._once(fn, read=read)
+            except (OperationalError, DBAPIError) as exc:
+                if not self._transient(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+
+    def _once(self, fn: Callable[[Connection], T], *, read: bool) -> T:
+        lock = self._write_lock if (self.is_sqlite and (not read or self._memory)) else None
+        guard = lock if lock is not None else contextlib.nullcontext()
+        with guard, self.sa.connect() as conn:
+            if read:
+                conn = conn.execution_options(wiggle_read=True)
+            with conn.begin():
+                return fn(conn)
+
+    def _transient(self, exc: DBAPIError) -> bool:
+        if self.is_sqlite:
+            msg = str(exc.orig).lower()
+            return "database is locked" in msg or "database table is locked" in msg or "busy" in msg
+        code = getattr(exc.orig, "sqlstate", None)
+        return code in _PG_RETRY_CODES
+
+    # -- wake-ups -------------------------------------------------------------------------------
+
+    def notify(self, conn: Connection, queues: Iterable[str]) -> None:
+        """PostgreSQL: tell other processes a task became READY (delivered at commit)."""
+        if not self.is_postgres:
+            return
+        for q in sorted(set(queues)):
+            conn.exec_driver_sql("SELECT pg_notify(%(c)s, %(q)s)", {"c": NOTIFY_CHANNEL, "q": q})
+
+    def libpq_url(self) -> str:
+        return make_url(self.url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+    def listen(self, on_notify: Callable[[], None], stop: threading.Event) -> threading.Thread:
+        """Start a daemon thread that calls `on_notify` for every NOTIFY on our channel."""
+
+        def run() -> None:
+            while not stop.is_set():
+                try:
+                    with psycopg.connect(self.libpq_url(), autocommit=True) as pc:
+                        pc.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                        on_notify()  # we may have missed some while (re)connecting
+                        while not stop.is_set():
+                            for _ in pc.notifies(timeout=0.5, stop_after=1):
+                                on_notify()
+                except psycopg.Error:
+                    stop.wait(0.5)
+
+        t = threading.Thread(target=run, name="wiggle-listen", daemon=True)
+        t.start()
+        return t
+
+    def dispose(self) -> None:
+        self.sa.dispose()

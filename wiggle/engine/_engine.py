@@ -1,0 +1,392 @@
+"""`Engine`: the durable state machine's public face (docs/internals.md).
+
+Every method is one short transaction (retried on transient lock conflicts) and thread-safe.
+Transitions of one instance are serialised by a row lock on its root instance; claims and
+heartbeats touch only token rows and never wait on that lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+import orjson
+from sqlalchemy import Connection, select, text
+from sqlalchemy.exc import IntegrityError
+
+from wiggle.errors import DefinitionNotFound, InputRejected, StaleLease
+from wiggle.graph import ExecutionMode, Graph
+
+from . import _instances, _ticker
+from . import _schema as s
+from ._claims import claim, heartbeat_stmt
+from ._db import Database
+from ._drive import place
+from ._reports import apply_steps, fence_lease, read_locked, refuse_unless_current, server_outcome
+from ._tx import FenceLost, Inst, Tok, Tx, dumps, new_id
+from ._types import (
+    AdvanceResult,
+    EagerRequest,
+    HeartbeatResult,
+    InstanceStatus,
+    InstanceView,
+    Json,
+    StartResult,
+    StepFailure,
+    StepOutcome,
+    StoredDefinition,
+    TaskActivation,
+    TokenState,
+)
+
+__all__ = ["Engine"]
+
+_StepsFor = Callable[[Tok, Inst], Sequence[StepOutcome]]
+_d = s.definitions
+_t = s.tokens
+
+
+class Engine:
+    """Runs compiled flows durably over one SQLite or PostgreSQL database."""
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        default_mode: ExecutionMode = ExecutionMode.SERVER,
+        node_id: str | None = None,
+        leader_ttl_s: float = 10.0,
+    ) -> None:
+        self.db = Database(database_url)
+        self.default_mode = default_mode
+        self.node_id = node_id or f"engine-{new_id()[:12]}"
+        self.leader_ttl_s = leader_ttl_s
+        self._graphs: dict[str, Graph] = {}
+        self._validators: dict[str, Any] = {}
+        self._cond = threading.Condition()
+        self._gen = 0
+        self._local = threading.local()
+        self._stop = threading.Event()
+        self._listener: threading.Thread | None = None
+        self._listener_lock = threading.Lock()
+        self.db.write(self._ensure_schema)
+
+    def _ensure_schema(self, conn: Connection) -> None:
+        if self.db.is_postgres:
+            conn.exec_driver_sql(s.advisory_lock_sql())
+        now = int(conn.execute(select(self.db.now)).scalar_one())
+        s.ensure_schema(conn, now)
+
+    @property
+    def sa_engine(self) -> Any:
+        """The SQLAlchemy engine (benchmarks count its commits)."""
+        return self.db.sa
+
+    def close(self) -> None:
+        """Give up leadership (so another engine takes over at once) and close connections."""
+        self._stop.set()
+        try:
+            self.db.write(lambda c: c.execute(_ticker.release_stmt(), {"me": self.node_id}))
+        finally:
+            self.db.dispose()
+
+    # -- definitions ----------------------------------------------------------------------------
+
+    def graph_of(self, conn: Connection, version: str) -> Graph:
+        """The parsed graph of a version, cached: versions are immutable."""
+        graph = self._graphs.get(version)
+        if graph is None:
+            canonical = conn.execute(select(_d.c.canonical).where(_d.c.version == version)).scalar()
+            if canonical is None:
+                raise DefinitionNotFound("?", version)
+            graph = Graph.from_json(orjson.loads(canonical), version)
+            self._graphs[version] = graph
+        return graph
+
+    def register(self, flow: Any) -> tuple[str, bool]:
+        """Store a CompiledFlow; registering a known version is a no-op (created False)."""
+
+        def fn(conn: Connection) -> bool:
+            if conn.execute(select(_d.c.seq).where(_d.c.version == flow.version)).first():
+                return False
+            now = int(conn.execute(select(self.db.now)).scalar_one())
+            conn.execute(
+                _d.insert().values(
+                    version=flow.version,
+                    name=flow.name,
+                    canonical=bytes(flow.canonical),
+                    registered_at_ms=now,
+                )
+            )
+            return True
+
+        try:
+            created = self.db.write(fn)
+        except IntegrityError:  # another engine registered the same version just now
+            created = False
+        self._graphs.setdefault(flow.version, flow.graph)
+        return flow.version, created
+
+    def get_definition(self, name: str, version: str | None = None) -> StoredDefinition:
+        def fn(conn: Connection) -> Any:
+            q = select(_d.c.name, _d.c.version, _d.c.canonical, _d.c.registered_at_ms)
+            if version:
+                q = q.where(_d.c.version == version, _d.c.name == name)
+            else:
+                q = q.where(_d.c.name == name).order_by(_d.c.seq.desc()).limit(1)
+            return conn.execute(q).first()
+
+        row = self.db.read(fn)
+        if row is None:
+            raise DefinitionNotFound(name, version)
+        from wiggle.compiler import graph_from_canonical  # the compiler is optional at import
+
+        canonical = bytes(row.canonical)
+        return StoredDefinition(
+            row.name,
+            row.version,
+            canonical,
+            int(row.registered_at_ms),
+            graph_from_canonical(canonical),
+        )
+
+    def _check_input(self, graph: Graph, value: Json) -> None:
+        if graph.input_schema is None:
+            return
+        validator = self._validators.get(graph.version)
+        if validator is None:
+            cls = jsonschema.validators.validator_for(graph.input_schema)
+            validator = cls(graph.input_schema)
+            self._validators[graph.version] = validator
+        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+        if error is not None:
+            where = (
+                "/" + "/".join(str(p) for p in error.absolute_path) if error.absolute_path else ""
+            )
+            raise InputRejected(
+                f"input rejected by flow {graph.name!r}{' at ' + where if where else ''}: "
+                f"{error.message}"
+            )
+
+    # -- instances ------------------------------------------------------------------------------
+
+    def start(
+        self,
+        flow: str,
+        input: Json,
+        *,
+        version: str | None = None,
+        instance_id: str | None = None,
+        eager: EagerRequest | None = None,
+    ) -> StartResult:
+        """Start an instance (idempotent on `instance_id`); optionally claim its first task."""
+
+        def fn(conn: Connection) -> tuple[StartResult, set[str]]:
+            q = select(_d.c.version, self.db.now).where(_d.c.name == flow)
+            q = q.where(_d.c.version == version) if version else q.order_by(_d.c.seq.desc())
+            row = conn.execute(q.limit(1)).first()
+            if row is None:
+                raise DefinitionNotFound(flow, version)
+            graph = self.graph_of(conn, row.version)
+            self._check_input(graph, input)
+            if instance_id is not None:
+                i = s.instances
+                known = conn.execute(select(i.c.version).where(i.c.id == instance_id)).scalar()
+                if known is not None:
+                    return StartResult(instance_id, known, False), set()
+            tx = Tx(conn, self.db, int(row.now_ms), self.graph_of)
+            inst = _instances.insert_instance(
+                tx, graph, instance_id or new_id(), input, self.default_mode
+            )
+            root = tx.new_token(inst, graph.start, input)
+            place(tx, inst, root)
+            task = self._eager(tx, inst, eager) if eager is not None else None
+            tx.finish()
+            return StartResult(inst.id, graph.version, True, task), tx.ready_queues
+
+        result, queues = self.db.write(fn)
+        self._wake(queues)
+        return result
+
+    def _eager(self, tx: Tx, inst: Inst, eager: EagerRequest) -> TaskActivation | None:
+        """Lease the new instance's first READY task to the starting worker, in this transaction."""
+        for tok in tx.tokens.values():
+            if (
+                tok.instance_id == inst.id
+                and tok.state is TokenState.READY
+                and tok.queue in eager.queues
+            ):
+                tok.state = TokenState.LEASED
+                tok.lease = new_id()
+                tok.lease_owner = eager.worker_id
+                tok.lease_expires_at_ms = tx.now + tok.timeout_ms
+                tx.save(tok)
+                tx.event(
+                    inst.id,
+                    "step_started",
+                    tok.node_id,
+                    tok.attempt,
+                    worker=eager.worker_id,
+                    eager=True,
+                )
+                from ._claims import activation
+
+                return activation(
+                    {**tok.row(), "lease_expires_at_ms": tok.lease_expires_at_ms},
+                    inst.graph,
+                    self.default_mode,
+                )
+        return None
+
+    def signal(self, instance_id: str, name: str, payload: Json) -> bool:
+        """Deliver a signal now (True) or buffer it for a later await (False)."""
+        delivered, queues = self.db.write(
+            lambda c: _instances.signal(self, c, instance_id, name, payload)
+        )
+        self._wake(queues)
+        return delivered
+
+    def cancel(self, instance_id: str, reason: str = "") -> InstanceStatus:
+        """Cancel an instance with its tokens, timers and children. Cancelling an already
+        cancelled instance answers CANCELLED again; a completed or failed one is refused."""
+        return self.db.write(lambda c: _instances.cancel(self, c, instance_id, reason))
+
+    def describe(self, instance_id: str, *, include_events: bool = False) -> InstanceView:
+        return self.db.read(lambda c: _instances.describe(c, instance_id, include_events))
+
+    def list_instances(
+        self,
+        *,
+        flow: str | None = None,
+        status: InstanceStatus | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[InstanceView]:
+        """Instances ordered by id; `after` is the last id of the previous page."""
+        return self.db.read(lambda c: _instances.list_instances(c, flow, status, limit, after))
+
+    # -- workers --------------------------------------------------------------------------------
+
+    def poll(self, queues: Sequence[str], worker_id: str, max_tasks: int) -> list[TaskActivation]:
+        """Claim up to `max_tasks` READY tasks on `queues` (never blocks; see wait_for_tasks)."""
+        with self._cond:
+            self._local.gen = self._gen
+        if not queues or max_tasks <= 0:
+            return []
+        if self.db.is_sqlite and not self.db.read(lambda c: self._any_ready(c, queues)):
+            return []  # do not take SQLite's write lock just to find nothing
+        return self.db.write(
+            lambda c: claim(
+                c, self.db, queues, worker_id, max_tasks, self.graph_of, self.default_mode
+            )
+        )
+
+    @staticmethod
+    def _any_ready(conn: Connection, queues: Sequence[str]) -> bool:
+        q = select(_t.c.id).where(
+            _t.c.state == TokenState.READY.value, _t.c.queue.in_(list(queues))
+        )
+        return conn.execute(q.limit(1)).first() is not None
+
+    def complete(self, task_id: str, lease: str, result: Json) -> InstanceStatus:
+        steps: _StepsFor = lambda tok, inst: [server_outcome(tok, inst, result)]  # noqa: E731
+        return self._report(task_id, lease, steps, final=True, reason=None).instance_status
+
+    def fail(self, task_id: str, lease: str, failure: StepFailure) -> InstanceStatus:
+        steps: _StepsFor = lambda tok, _inst: [StepOutcome(tok.node_id, failure=failure)]  # noqa: E731
+        return self._report(task_id, lease, steps, final=True, reason=None).instance_status
+
+    def advance_run(
+        self,
+        task_id: str,
+        lease: str,
+        steps: Sequence[StepOutcome],
+        *,
+        final: bool,
+        handback_reason: str = "",
+    ) -> AdvanceResult:
+        """Apply a batch of locally run steps atomically (seed note 000 §6, §9)."""
+        return self._report(
+            task_id, lease, lambda _t, _i: steps, final=final, reason=handback_reason
+        )
+
+    def _report(
+        self, task_id: str, lease: str, steps_for: _StepsFor, *, final: bool, reason: str | None
+    ) -> AdvanceResult:
+        def fn(conn: Connection) -> tuple[AdvanceResult, set[str]]:
+            tx = Tx(conn, self.db, 0, self.graph_of)
+            got = read_locked(tx, conn, task_id)
+            tok, inst = got if got is not None else (None, None)
+            if not refuse_unless_current(tok, inst, task_id, lease):
+                assert inst is not None
+                return AdvanceResult(inst.status, 0, False), set()
+            assert tok is not None and inst is not None
+            fence_lease(tok, lease)
+            result = apply_steps(tx, inst, tok, steps_for(tok, inst), final=final, reason=reason)
+            tx.finish()
+            return result, tx.ready_queues
+
+        try:
+            result, queues = self.db.write(fn)
+        except FenceLost as exc:
+            raise StaleLease(task_id, "the task moved on while this report was applied") from exc
+        self._wake(queues)
+        return result
+
+    def heartbeat(self, task_id: str, lease: str) -> HeartbeatResult:
+        """Renew a lease by the task's timeout; says so when the instance is no longer RUNNING."""
+
+        def fn(conn: Connection) -> HeartbeatResult:
+            row = conn.execute(heartbeat_stmt(self.db), {"tid": task_id, "lease": lease}).first()
+            if row is not None:
+                return HeartbeatResult(int(row[0]), InstanceStatus.RUNNING)
+            i = s.instances
+            seen = conn.execute(
+                select(_t.c.lease, i.c.status)
+                .select_from(_t.join(i, i.c.id == _t.c.instance_id))
+                .where(_t.c.id == task_id)
+            ).first()
+            if seen is None or seen.lease != lease or seen.status == InstanceStatus.RUNNING.value:
+                raise StaleLease(task_id)
+            return HeartbeatResult(0, InstanceStatus(seen.status))
+
+        return self.db.write(fn)
+
+    # -- wake-ups -------------------------------------------------------------------------------
+
+    def _wake(self, queues: set[str] | None = None) -> None:
+        if queues is not None and not queues:
+            return
+        with self._cond:
+            self._gen += 1
+            self._cond.notify_all()
+
+    def wait_for_tasks(self, queues: Sequence[str], timeout_s: float) -> None:
+        """Return when a task may have become READY since this thread's last poll, or after
+        `timeout_s`. Other processes' tasks wake us through LISTEN/NOTIFY on PostgreSQL."""
+        if self.db.is_postgres and self._listener is None:
+            with self._listener_lock:
+                if self._listener is None:
+                    self._listener = self.db.listen(self._wake, self._stop)
+        with self._cond:
+            seen = getattr(self._local, "gen", -1)
+            if self._gen == seen:
+                self._cond.wait(timeout_s)
+
+    # -- leader duties --------------------------------------------------------------------------
+
+    def tick(self) -> int:
+        """Leader election, then due timers and expired leases; returns how many were handled."""
+        work, queues = _ticker.tick(self)
+        self._wake(queues)
+        return work
+
+    def next_wakeup_s(self) -> float:
+        """Seconds until the earliest timer or lease expiry (capped by the leader renewal)."""
+        cap = self.leader_ttl_s / 3
+        return self.db.read(lambda c: _ticker.next_wakeup(c, self.db, cap))
+
+
+_ = (text, dumps, TaskActivation)

@@ -1,0 +1,204 @@
+"""Instance-level operations: create, signal, cancel, describe, list."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, select
+
+from wiggle.errors import InstanceNotFound, InstanceNotRunning
+from wiggle.graph import Await, ExecutionMode, Graph
+
+from . import _schema as s
+from ._drive import deliver, finish_instance, inst_from_row, place
+from ._tx import TOKEN_COLUMNS, Inst, Tx, dumps, loads
+from ._types import (
+    EventView,
+    InstanceStatus,
+    InstanceView,
+    Json,
+    TokenState,
+    TokenView,
+    resolve_mode,
+)
+
+if TYPE_CHECKING:
+    from ._engine import Engine
+
+__all__ = ["cancel", "describe", "insert_instance", "list_instances", "signal"]
+
+_i = s.instances
+_r = s.instances.alias("root")
+_t = s.tokens
+
+
+def insert_instance(
+    tx: Tx, graph: Graph, instance_id: str, input: Json, default_mode: ExecutionMode
+) -> Inst:
+    mode = resolve_mode(graph, default_mode)
+    tx.conn.execute(
+        _i.insert().values(
+            id=instance_id,
+            root_id=instance_id,
+            flow=graph.name,
+            version=graph.version,
+            status=InstanceStatus.RUNNING.value,
+            context=dumps(input),
+            reason="",
+            mode=mode.value,
+            created_at_ms=tx.now,
+            updated_at_ms=tx.now,
+        )
+    )
+    inst = Inst(
+        instance_id,
+        instance_id,
+        graph.name,
+        graph.version,
+        InstanceStatus.RUNNING,
+        mode,
+        graph,
+        None,
+        None,
+    )
+    tx.instances[inst.id] = inst
+    tx.event(inst.id, "instance_started", "", 0, version=graph.version, mode=mode.value)
+    return inst
+
+
+def lock_instance(eng: Engine, conn: Connection, instance_id: str) -> tuple[Tx, Inst]:
+    """Lock the instance's root row (PostgreSQL) and read the database clock with it."""
+    tx = Tx(conn, eng.db, 0, eng.graph_of)
+    row = conn.execute(
+        select(*_i.c, eng.db.now)
+        .select_from(_i.join(_r, _r.c.id == _i.c.root_id))
+        .where(_i.c.id == instance_id)
+        .with_for_update(of=_r)
+    ).first()
+    if row is None:
+        raise InstanceNotFound(instance_id)
+    tx.now = int(row.now_ms)
+    m: Any = row._mapping
+    if m["id"] != m["root_id"]:
+        m = conn.execute(select(*_i.c).where(_i.c.id == instance_id)).one()._mapping
+    return tx, inst_from_row(tx, m)
+
+
+def signal(
+    eng: Engine, conn: Connection, instance_id: str, name: str, payload: Json
+) -> tuple[bool, set[str]]:
+    tx, inst = lock_instance(eng, conn, instance_id)
+    if inst.status is not InstanceStatus.RUNNING:
+        raise InstanceNotRunning(instance_id, inst.status.value)
+    rows = conn.execute(
+        select(*TOKEN_COLUMNS)
+        .where(_t.c.instance_id == inst.id, _t.c.state == TokenState.AWAITING.value)
+        .order_by(_t.c.seq, _t.c.id)
+    ).all()
+    target = None
+    for row in rows:
+        node = inst.graph.nodes[row._mapping["node_id"]]
+        if isinstance(node, Await) and node.signal == name:
+            target = (tx.adopt(row), node)
+            break
+    consumed = None if target is None else tx.now
+    seq = conn.execute(
+        s.signals.insert()
+        .values(
+            instance_id=inst.id,
+            name=name,
+            payload=dumps(payload),
+            received_at_ms=tx.now,
+            consumed_at_ms=consumed,
+            token_id=None if target is None else target[0].id,
+        )
+        .returning(s.signals.c.seq)
+    ).scalar_one()
+    tx.event(inst.id, "signal_received", "", 0, signal=name, seq=seq, buffered=target is None)
+    if target is not None:
+        tok, node = target
+        tx.event(inst.id, "signal_consumed", tok.node_id, 0, signal=name, seq=seq)
+        if not deliver(tx, inst, tok, node, payload):
+            place(tx, inst, tok)
+    tx.finish()
+    return target is not None, tx.ready_queues
+
+
+def cancel(eng: Engine, conn: Connection, instance_id: str, reason: str) -> InstanceStatus:
+    tx, inst = lock_instance(eng, conn, instance_id)
+    if inst.status is InstanceStatus.CANCELLED:
+        return inst.status  # idempotent: a retried cancel is not an error
+    if inst.status is not InstanceStatus.RUNNING:
+        raise InstanceNotRunning(instance_id, inst.status.value)
+    finish_instance(
+        tx, inst, InstanceStatus.CANCELLED, f"cancelled: {reason}" if reason else "cancelled"
+    )
+    tx.finish()
+    return InstanceStatus.CANCELLED
+
+
+def _view(m: Any) -> InstanceView:
+    return InstanceView(
+        instance_id=m["id"],
+        flow=m["flow"],
+        version=m["version"],
+        status=InstanceStatus(m["status"]),
+        context=loads(m["context"]),
+        reason=m["reason"],
+        execution_mode=ExecutionMode(m["mode"]),
+        parent_instance_id=m["parent_instance_id"] or "",
+        created_at_ms=int(m["created_at_ms"]),
+        updated_at_ms=int(m["updated_at_ms"]),
+    )
+
+
+def describe(conn: Connection, instance_id: str, include_events: bool) -> InstanceView:
+    row = conn.execute(select(*_i.c).where(_i.c.id == instance_id)).first()
+    if row is None:
+        raise InstanceNotFound(instance_id)
+    view = _view(row._mapping)
+    for t in conn.execute(
+        select(*TOKEN_COLUMNS).where(_t.c.instance_id == instance_id).order_by(_t.c.seq, _t.c.id)
+    ):
+        view.tokens.append(
+            TokenView(
+                token_id=t.id,
+                node_id=t.node_id,
+                state=TokenState(t.state),
+                attempt=t.attempt,
+                lease_owner=t.lease_owner or "",
+                lease_expires_at_ms=int(t.lease_expires_at_ms or 0),
+                wake_at_ms=int(t.wake_at_ms or 0),
+                branch=t.branch or "",
+                parent_token_id=t.parent_token_id or "",
+            )
+        )
+    if include_events:
+        e = s.events
+        for ev in conn.execute(
+            select(*e.c).where(e.c.instance_id == instance_id).order_by(e.c.seq)
+        ):
+            view.events.append(
+                EventView(
+                    int(ev.seq), int(ev.at_ms), ev.kind, ev.node_id, ev.attempt, loads(ev.detail)
+                )
+            )
+    return view
+
+
+def list_instances(
+    conn: Connection,
+    flow: str | None,
+    status: InstanceStatus | None,
+    limit: int,
+    after: str | None,
+) -> list[InstanceView]:
+    q = select(*_i.c)
+    if flow:
+        q = q.where(_i.c.flow == flow)
+    if status is not None:
+        q = q.where(_i.c.status == status.value)
+    if after:
+        q = q.where(_i.c.id > after)
+    rows = conn.execute(q.order_by(_i.c.id).limit(max(1, limit))).all()
+    return [_view(r._mapping) for r in rows]

@@ -1,0 +1,245 @@
+"""What a worker reports: complete, fail and advance_run, as one batch transition.
+
+A SERVER-mode CompleteTask is an AdvanceRun of one step with `final`; both go through
+`apply_steps`. The batch is validated against the graph before anything is written (a wrong path
+changes nothing), then applied in order: the successful prefix, then either the failed step's
+retry policy, or the token kept leased at the next worker node (`final` false), or the token
+released and driven to its next park.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, select
+
+from wiggle.errors import StaleLease, WrongPath
+from wiggle.graph import Predicate, Task
+from wiggle.traversal import Handback, Move, classify, successor
+
+from . import _schema as s
+from ._data import type_name
+from ._drive import (
+    apply_failure,
+    branch_filtered,
+    fail_token_instance,
+    inst_from_row,
+    place,
+    ready_again,
+)
+from ._tx import TOKEN_COLUMNS, Inst, Tok, Tx
+from ._types import AdvanceResult, InstanceStatus, Json, StepFailure, StepOutcome, TokenState
+
+__all__ = ["apply_steps", "lock_token", "plan_steps"]
+
+_i = s.instances
+_r = s.instances.alias("root")
+_INST_LABELLED = [c.label(f"i_{c.name}") for c in _i.c]
+
+
+def lock_token(tx: Tx) -> Any:
+    """SELECT the token and its instance, locking the root instance's row (PostgreSQL)."""
+    t = s.tokens
+    return (
+        select(*TOKEN_COLUMNS, *_INST_LABELLED, tx.db.now)
+        .select_from(t.join(_i, _i.c.id == t.c.instance_id).join(_r, _r.c.id == _i.c.root_id))
+        .where(t.c.id == bindparam("tid"))
+        .with_for_update(of=_r)
+    )
+
+
+def read_locked(tx: Tx, conn: Connection, task_id: str) -> tuple[Tok, Inst] | None:
+    """Lock by token id; sets `tx.now` from the database clock read in the same statement."""
+    row = conn.execute(lock_token(tx), {"tid": task_id}).first()
+    if row is None:
+        return None
+    m = row._mapping
+    tx.now = int(m["now_ms"])
+    inst_map = {k[2:]: v for k, v in m.items() if k.startswith("i_")}
+    if inst_map["id"] != inst_map["root_id"]:
+        # The instance row was read before the root's lock was granted; read it again now.
+        fresh = conn.execute(select(*_i.c).where(_i.c.id == inst_map["id"])).first()
+        assert fresh is not None
+        inst_map = dict(fresh._mapping)
+    inst = inst_from_row(tx, inst_map)
+    return tx.adopt(row), inst
+
+
+def fence_lease(tok: Tok, lease: str) -> None:
+    """The lease (and the node it was issued at) must still hold in the token's UPDATE."""
+    t = s.tokens
+    tok.fence = [
+        t.c.lease == lease,
+        t.c.state == TokenState.LEASED.value,
+        t.c.node_id == tok.node_id,
+    ]
+
+
+@dataclass
+class Plan:
+    completed: list[tuple[str, int, bool | None]]  # (node, attempt, predicate value)
+    context: Json
+    loop_counts: dict[str, int]
+    failure: tuple[str, StepFailure] | None
+    end: Move | None  # where the last successful step leads
+
+
+def plan_steps(inst: Inst, tok: Tok, steps: Sequence[StepOutcome]) -> Plan:
+    """Check the batch against the graph, without writing anything (WrongPath if it strays)."""
+    graph = inst.graph
+    cur: str | None = tok.node_id
+    stopped = ""
+    ctx = tok.context
+    counts = dict(tok.loop_counts)
+    plan = Plan([], ctx, counts, None, None)
+    for i, st in enumerate(steps, start=1):
+        if cur is None:
+            raise WrongPath(f"step {i} ({st.node_id!r}) comes after the run ended ({stopped})")
+        if st.node_id != cur:
+            raise WrongPath(
+                f"step {i} reports node {st.node_id!r}, but the graph path from the leased task "
+                f"is at {cur!r}"
+            )
+        node = graph.nodes[cur]
+        attempt = tok.attempt if i == 1 else 1
+        if st.failure is not None:
+            plan.failure = (cur, st.failure)
+            cur, stopped = None, f"{st.node_id!r} failed"
+            continue
+        if isinstance(node, Predicate):
+            value = st.predicate
+            if value is None and st.has_context and isinstance(st.context, bool):
+                value = st.context
+            if value is None:
+                got = type_name(st.context) if st.has_context else "nothing"
+                plan.failure = (
+                    cur,
+                    StepFailure(
+                        f"predicate {cur!r} returned {got}, not a JSON boolean",
+                        non_retryable=True,
+                        error_type="TypeError",
+                    ),
+                )
+                cur, stopped = None, f"{st.node_id!r} failed"
+                continue
+            move = successor(graph, cur, predicate_value=value, loop_counts=counts)
+            plan.completed.append((cur, attempt, value))
+        else:
+            if not st.has_context:
+                raise WrongPath(f"step {i} at {cur!r} must carry the step's result context")
+            ctx = st.context
+            move = successor(graph, cur, loop_counts=counts)
+            plan.completed.append((cur, attempt, None))
+        counts = dict(move.loop_counts)
+        plan.end = move
+        if move.next_node is None:
+            cur, stopped = None, f"{st.node_id!r} ended the token ({move.handback})"
+            continue
+        nxt = graph.nodes[move.next_node]
+        if isinstance(nxt, Task | Predicate):
+            cur = nxt.id
+        else:
+            cur, stopped = None, f"{nxt.id!r} is a {nxt.kind} the server drives"
+    plan.context = ctx
+    plan.loop_counts = counts
+    return plan
+
+
+def apply_steps(
+    tx: Tx,
+    inst: Inst,
+    tok: Tok,
+    steps: Sequence[StepOutcome],
+    *,
+    final: bool,
+    reason: str | None,
+) -> AdvanceResult:
+    """Apply a validated batch (see the module docstring). `reason` None: a SERVER report."""
+    plan = plan_steps(inst, tok, steps)
+    graph = inst.graph
+    for node_id, attempt, value in plan.completed:
+        if value is None:
+            tx.event(inst.id, "step_completed", node_id, attempt)
+        else:
+            tx.event(inst.id, "step_completed", node_id, attempt, predicate=value)
+    tok.context = plan.context
+    tok.loop_counts = plan.loop_counts
+    if plan.failure is not None:
+        node_id, failure = plan.failure
+        if node_id != tok.node_id:
+            _move_to(tok, graph.nodes[node_id])
+        apply_failure(tx, inst, tok, failure)
+        return AdvanceResult(inst.status, 0, False)
+    if not steps:
+        if not final:
+            tok.lease_expires_at_ms = tx.now + tok.timeout_ms
+            tx.save(tok)
+            return AdvanceResult(inst.status, tok.lease_expires_at_ms, True)
+        tx.event(inst.id, "handed_back", tok.node_id, tok.attempt, reason=reason or "")
+        ready_again(tx, tok)
+        return AdvanceResult(inst.status, 0, False)
+    end = plan.end
+    assert end is not None
+    if end.handback is Handback.FILTERED:
+        branch_filtered(tx, inst, tok)
+        return AdvanceResult(inst.status, 0, False)
+    if end.handback is Handback.LOOP_LIMIT:
+        pred = graph.nodes[plan.completed[-1][0]]
+        assert isinstance(pred, Predicate)
+        fail_token_instance(
+            tx, inst, tok, f"loop {pred.id!r} exceeded max_iterations {pred.max_iterations}"
+        )
+        return AdvanceResult(inst.status, 0, False)
+    assert end.next_node is not None
+    nxt = graph.nodes[end.next_node]
+    if not final and isinstance(nxt, Task | Predicate):
+        _move_to(tok, nxt)
+        tok.lease_expires_at_ms = tx.now + nxt.timeout_ms
+        tx.save(tok)
+        return AdvanceResult(inst.status, tok.lease_expires_at_ms, True)
+    if reason is not None:
+        why = reason or str(classify(graph, nxt.id, [tok.queue or ""]) or "")
+        tx.event(inst.id, "handed_back", nxt.id, 0, reason=why)
+    tok.node_id = nxt.id
+    tok.has_input = False
+    tok.input = None
+    tok.lease = None
+    tok.lease_owner = None
+    tok.lease_expires_at_ms = None
+    place(tx, inst, tok)
+    return AdvanceResult(inst.status, 0, False)
+
+
+def _move_to(tok: Tok, node: Any) -> None:
+    """The leased token moves on to the next worker step of the same run."""
+    tok.node_id = node.id
+    tok.attempt = 1
+    tok.queue = node.queue
+    tok.timeout_ms = node.timeout_ms
+    tok.has_input = False
+    tok.input = None
+
+
+def server_outcome(tok: Tok, inst: Inst, result: Json) -> StepOutcome:
+    """CompleteTask's single result as a step (a predicate's result is its boolean)."""
+    node = inst.graph.nodes[tok.node_id]
+    if isinstance(node, Predicate):
+        if isinstance(result, bool):
+            return StepOutcome(tok.node_id, predicate=result)
+        return StepOutcome(tok.node_id, context=result)  # plan_steps turns it into a failure
+    return StepOutcome(tok.node_id, context=result)
+
+
+def refuse_unless_current(tok: Tok | None, inst: Inst | None, task_id: str, lease: str) -> bool:
+    """Raise StaleLease unless `lease` is the token's; False when the instance has finished."""
+    if tok is None or inst is None:
+        raise StaleLease(task_id, "no such task")
+    if tok.lease != lease:
+        raise StaleLease(task_id)
+    if inst.status is not InstanceStatus.RUNNING:
+        return False
+    if tok.state is not TokenState.LEASED:
+        raise StaleLease(task_id, f"the task is {tok.state.value}, not leased")
+    return True

@@ -1,0 +1,203 @@
+"""The tables, the recorded schema version and the migrations between versions.
+
+Every row the engine keeps lives in one of the tables below. The schema carries a version in
+`wiggle_schema_version`; `ensure_schema` creates it on an empty database, upgrades an older one
+with the explicit steps in `MIGRATIONS`, and refuses a newer one. Nothing here ever drops data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    inspect,
+    select,
+)
+
+from wiggle.errors import WiggleError
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "IncompatibleSchema",
+    "definitions",
+    "ensure_schema",
+    "events",
+    "instances",
+    "leader",
+    "metadata",
+    "schema_version",
+    "signals",
+    "tokens",
+]
+
+#: The schema version this code writes. Bump it and add a MIGRATIONS entry for every change.
+SCHEMA_VERSION = 1
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants a BIGINT identity.
+_SeqType = BigInteger().with_variant(Integer(), "sqlite")
+
+metadata = MetaData()
+
+schema_version = Table(
+    "wiggle_schema_version",
+    metadata,
+    Column("version", Integer, primary_key=True),
+    Column("upgraded_at_ms", BigInteger, nullable=False),
+)
+
+definitions = Table(
+    "wiggle_definitions",
+    metadata,
+    Column("seq", _SeqType, primary_key=True, autoincrement=True),
+    Column("version", String(80), nullable=False, unique=True),
+    Column("name", String(200), nullable=False),
+    Column("canonical", LargeBinary, nullable=False),
+    Column("registered_at_ms", BigInteger, nullable=False),
+    Index("ix_wiggle_definitions_name", "name", "seq"),
+)
+
+instances = Table(
+    "wiggle_instances",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    # Every transition locks the root instance's row: a subflow tree is serialised as one unit,
+    # so a child finishing can resume its parent without a lock-order deadlock.
+    Column("root_id", String(64), nullable=False),
+    Column("flow", String(200), nullable=False),
+    Column("version", String(80), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("context", Text, nullable=False),  # JSON: the input, then the final context
+    Column("reason", Text, nullable=False, default=""),
+    Column("mode", String(16), nullable=False),
+    Column("parent_instance_id", String(64)),
+    Column("parent_token_id", String(64)),
+    Column("created_at_ms", BigInteger, nullable=False),
+    Column("updated_at_ms", BigInteger, nullable=False),
+    Index("ix_wiggle_instances_flow", "flow", "id"),
+    Index("ix_wiggle_instances_status", "status", "id"),
+    Index("ix_wiggle_instances_parent", "parent_instance_id"),
+)
+
+tokens = Table(
+    "wiggle_tokens",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("instance_id", String(64), nullable=False),
+    Column("version", String(80), nullable=False),  # denormalised: a claim needs no join
+    Column("node_id", String(200), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("context", Text, nullable=False),  # JSON
+    Column("input", Text),  # JSON for a combine / apply step; null: the input is the context
+    Column("attempt", Integer, nullable=False),
+    Column("queue", String(200)),
+    Column("timeout_ms", BigInteger, nullable=False),
+    Column("ready_at_ms", BigInteger),
+    Column("lease", String(64)),
+    Column("lease_owner", String(200)),
+    Column("lease_expires_at_ms", BigInteger),
+    Column("wake_at_ms", BigInteger),
+    # Why a WAITING token waits: sleep | retry | child | held (a for_each element over the
+    # max_concurrency limit, released when a sibling finishes).
+    Column("wait_kind", String(16)),
+    Column("parent_token_id", String(64)),  # the fork / foreach token this branch belongs to
+    Column("branch", String(400)),  # branch name, list index or object key
+    Column("seq", Integer, nullable=False),  # the branch's position (results keep this order)
+    Column("pending", Integer, nullable=False),  # a fork parent: branches not yet finished
+    Column("loop_counts", Text, nullable=False),  # JSON object
+    Column("child_instance_id", String(64)),
+    Column("aux", Text),  # JSON: a foreach parent's collection shape
+    Index("ix_wiggle_tokens_instance", "instance_id", "state"),
+    Index("ix_wiggle_tokens_parent", "parent_token_id", "state", "seq"),
+    Index("ix_wiggle_tokens_ready", "state", "queue", "ready_at_ms"),
+    Index("ix_wiggle_tokens_wake", "state", "wake_at_ms"),
+    Index("ix_wiggle_tokens_lease", "state", "lease_expires_at_ms"),
+)
+
+signals = Table(
+    "wiggle_signals",
+    metadata,
+    Column("seq", _SeqType, primary_key=True, autoincrement=True),
+    Column("instance_id", String(64), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("received_at_ms", BigInteger, nullable=False),
+    Column("consumed_at_ms", BigInteger),
+    Column("token_id", String(64)),
+    Index("ix_wiggle_signals_inbox", "instance_id", "name", "consumed_at_ms", "seq"),
+)
+
+events = Table(
+    "wiggle_events",
+    metadata,
+    Column("seq", _SeqType, primary_key=True, autoincrement=True),
+    Column("instance_id", String(64), nullable=False),
+    Column("at_ms", BigInteger, nullable=False),
+    Column("kind", String(40), nullable=False),
+    Column("node_id", String(200), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("detail", Text, nullable=False),
+    Index("ix_wiggle_events_instance", "instance_id", "seq"),
+)
+
+leader = Table(
+    "wiggle_leader",
+    metadata,
+    Column("name", String(32), primary_key=True),
+    Column("holder", String(200), nullable=False),
+    Column("term", BigInteger, nullable=False),  # strictly increasing with every new holder
+    Column("expires_at_ms", BigInteger, nullable=False),
+)
+
+
+class IncompatibleSchema(WiggleError):
+    """The database was written by a newer Wiggle (or is not a Wiggle database)."""
+
+
+#: MIGRATIONS[v] upgrades a database at version v to v + 1, inside the creation transaction.
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+
+def ensure_schema(conn: Connection, now_ms: int) -> int:
+    """Create, upgrade or check the schema; returns the version found before (0: empty).
+
+    The caller runs this inside one write transaction that it serialises across processes
+    (BEGIN IMMEDIATE on SQLite, an advisory lock on PostgreSQL), so two engines starting on one
+    empty database do not both create it.
+    """
+    existing = set(inspect(conn).get_table_names())
+    if schema_version.name not in existing:
+        ours = {t.name for t in metadata.sorted_tables} & existing
+        if ours:
+            raise IncompatibleSchema(
+                f"the database has Wiggle tables ({', '.join(sorted(ours))}) but no schema "
+                "version; refusing to touch it"
+            )
+        metadata.create_all(conn)
+        conn.execute(schema_version.insert().values(version=SCHEMA_VERSION, upgraded_at_ms=now_ms))
+        conn.execute(leader.insert().values(name="main", holder="", term=0, expires_at_ms=0))
+        return 0
+    found = conn.execute(select(schema_version.c.version)).scalar_one()
+    if found > SCHEMA_VERSION:
+        raise IncompatibleSchema(
+            f"the database has schema version {found}, newer than this Wiggle understands "
+            f"({SCHEMA_VERSION}); upgrade Wiggle"
+        )
+    for version in range(found, SCHEMA_VERSION):
+        MIGRATIONS[version](conn)
+        conn.execute(schema_version.update().values(version=version + 1, upgraded_at_ms=now_ms))
+    return int(found)
+
+
+def advisory_lock_sql() -> str:
+    """PostgreSQL: serialise schema creation across processes (released at commit)."""
+    return "SELECT pg_advisory_xact_lock(8245001)"

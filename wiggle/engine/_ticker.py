@@ -1,0 +1,129 @@
+"""The leader's duties, each item in its own small transaction (see _leader for the SQL)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection
+
+from wiggle.graph import Await, Sleep
+
+from . import _schema as s
+from ._drive import apply_failure, place, ready_again
+from ._leader import acquire_stmt, due_leases_stmt, due_timers_stmt, next_wakeup, release_stmt
+from ._reports import read_locked
+from ._tx import FenceLost, Tx
+from ._types import InstanceStatus, StepFailure, TokenState
+
+if TYPE_CHECKING:
+    from ._engine import Engine
+
+__all__ = ["next_wakeup", "release_stmt", "tick"]
+
+_t = s.tokens
+_BATCH = 256
+
+
+def tick(eng: Engine) -> tuple[int, set[str]]:
+    """Election, then due timers and expired leases. Returns (work done, queues made READY)."""
+    me = {"me": eng.node_id}
+    ttl_ms = int(eng.leader_ttl_s * 1000)
+    term = eng.db.write(
+        lambda c: c.execute(acquire_stmt(eng.db), {**me, "ttl_ms": ttl_ms}).scalar()
+    )
+    if term is None:
+        return 0, set()
+    params = {**me, "term": term, "limit": _BATCH}
+    work = 0
+    queues: set[str] = set()
+    timers = eng.db.read(lambda c: c.execute(due_timers_stmt(eng.db), params).all())
+    for row in timers:
+        work += _once(
+            eng,
+            queues,
+            functools.partial(_fire, eng, token_id=row.id, state=row.state, wake=row.wake_at_ms),
+        )
+    leases = eng.db.read(lambda c: c.execute(due_leases_stmt(eng.db), params).all())
+    for row in leases:
+        work += _once(
+            eng, queues, functools.partial(_reclaim, eng, token_id=row.id, lease=row.lease)
+        )
+    return work, queues
+
+
+def _once(eng: Engine, queues: set[str], fn: Callable[[Connection], tuple[bool, set[str]]]) -> int:
+    try:
+        done, ready = eng.db.write(fn)
+    except FenceLost:
+        return 0  # someone else moved the token first: nothing to do, by design
+    queues |= ready
+    return int(done)
+
+
+def _fire(
+    eng: Engine, conn: Connection, *, token_id: str, state: str, wake: int
+) -> tuple[bool, set[str]]:
+    """Fire one timer, exactly once: the UPDATE is conditional on the state and wake_at seen."""
+    tx = Tx(conn, eng.db, 0, eng.graph_of)
+    got = read_locked(tx, conn, token_id)
+    if got is None:
+        return False, set()
+    tok, inst = got
+    if (
+        inst.status is not InstanceStatus.RUNNING
+        or tok.state.value != state
+        or tok.wake_at_ms != wake
+        or wake > tx.now
+    ):
+        return False, set()
+    tok.fence = [_t.c.state == state, _t.c.wake_at_ms == wake]
+    node = inst.graph.nodes[tok.node_id]
+    kind = "await_timeout" if tok.state is TokenState.AWAITING else (tok.wait_kind or "")
+    tx.event(inst.id, "timer_fired", tok.node_id, tok.attempt, timer=kind)
+    tok.wake_at_ms = None
+    if isinstance(node, Await) and tok.state is TokenState.AWAITING:
+        assert node.on_timeout is not None
+        tok.node_id = node.on_timeout
+        place(tx, inst, tok)
+    elif tok.wait_kind == "retry":
+        ready_again(tx, tok)
+    else:
+        assert isinstance(node, Sleep)
+        tok.wait_kind = None
+        tok.node_id = node.next
+        place(tx, inst, tok)
+    tx.finish()
+    return True, tx.ready_queues
+
+
+def _reclaim(eng: Engine, conn: Connection, *, token_id: str, lease: str) -> tuple[bool, set[str]]:
+    """An expired lease is a failed, retryable attempt (docs/graph.md)."""
+    tx = Tx(conn, eng.db, 0, eng.graph_of)
+    got = read_locked(tx, conn, token_id)
+    if got is None:
+        return False, set()
+    tok, inst = got
+    expires = tok.lease_expires_at_ms
+    if (
+        inst.status is not InstanceStatus.RUNNING
+        or tok.state is not TokenState.LEASED
+        or tok.lease != lease
+        or expires is None
+        or expires >= tx.now
+    ):
+        return False, set()
+    # A heartbeat does not take the instance lock: the expiry we saw must still be the row's.
+    tok.fence = [
+        _t.c.lease == lease,
+        _t.c.state == TokenState.LEASED.value,
+        _t.c.lease_expires_at_ms == expires,
+    ]
+    tx.event(inst.id, "lease_expired", tok.node_id, tok.attempt, worker=tok.lease_owner or "")
+    failure = StepFailure(
+        f"lease expired: no report within {tok.timeout_ms} ms", error_type="LeaseExpired"
+    )
+    apply_failure(tx, inst, tok, failure)
+    tx.finish()
+    return True, tx.ready_queues

@@ -1,0 +1,260 @@
+"""One transition's working set: the locked instance, the tokens it touches, the events it logs.
+
+A transition runs inside one database transaction. Tokens read or created during it live in an
+identity map and are written back in one batch at `flush` (inserts as one multi-row INSERT),
+so a linear step costs one UPDATE. A token read from a report carries a *fence*: extra WHERE
+conditions (its lease, its state) checked by that same UPDATE, so a report that lost a race with
+a reclaim or a timer changes nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from sqlalchemy import ColumnElement, Connection, Row, bindparam, select, update
+
+from wiggle.graph import ExecutionMode, Graph
+
+from . import _schema as s
+from ._db import Database
+from ._types import InstanceStatus, Json, TokenState
+
+__all__ = ["FenceLost", "Inst", "Tok", "Tx", "dumps", "loads", "new_id"]
+
+
+class FenceLost(Exception):
+    """A fenced UPDATE matched no row: someone else moved the token first. Roll back."""
+
+    def __init__(self, token_id: str) -> None:
+        super().__init__(token_id)
+        self.token_id = token_id
+
+
+def dumps(value: Json) -> str:
+    return orjson.dumps(value).decode()
+
+
+def loads(text: str | bytes) -> Json:
+    return orjson.loads(text)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass
+class Inst:
+    """The instance a transition works on (its root's row is locked for the whole transaction)."""
+
+    id: str
+    root_id: str
+    flow: str
+    version: str
+    status: InstanceStatus
+    mode: ExecutionMode
+    graph: Graph
+    parent_instance_id: str | None
+    parent_token_id: str | None
+
+
+@dataclass
+class Tok:
+    """A token row in memory. `fence` holds the conditions its next UPDATE must also meet."""
+
+    id: str
+    instance_id: str
+    version: str
+    node_id: str
+    state: TokenState
+    context: Json
+    attempt: int = 1
+    input: Json = None
+    has_input: bool = False
+    queue: str | None = None
+    timeout_ms: int = 0
+    ready_at_ms: int | None = None
+    lease: str | None = None
+    lease_owner: str | None = None
+    lease_expires_at_ms: int | None = None
+    wake_at_ms: int | None = None
+    wait_kind: str | None = None
+    parent_token_id: str | None = None
+    branch: str | None = None
+    seq: int = 0
+    pending: int = 0
+    loop_counts: dict[str, int] = field(default_factory=dict)
+    child_instance_id: str | None = None
+    aux: Json = None
+    fence: list[ColumnElement[bool]] = field(default_factory=list)
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "instance_id": self.instance_id,
+            "version": self.version,
+            "node_id": self.node_id,
+            "state": self.state.value,
+            "context": dumps(self.context),
+            "input": dumps(self.input) if self.has_input else None,
+            "attempt": self.attempt,
+            "queue": self.queue,
+            "timeout_ms": self.timeout_ms,
+            "ready_at_ms": self.ready_at_ms,
+            "lease": self.lease,
+            "lease_owner": self.lease_owner,
+            "lease_expires_at_ms": self.lease_expires_at_ms,
+            "wake_at_ms": self.wake_at_ms,
+            "wait_kind": self.wait_kind,
+            "parent_token_id": self.parent_token_id,
+            "branch": self.branch,
+            "seq": self.seq,
+            "pending": self.pending,
+            "loop_counts": dumps(self.loop_counts),
+            "child_instance_id": self.child_instance_id,
+            "aux": None if self.aux is None else dumps(self.aux),
+        }
+
+    @staticmethod
+    def from_row(r: Row[Any] | Any) -> Tok:
+        m = r._mapping
+        return Tok(
+            id=m["id"],
+            instance_id=m["instance_id"],
+            version=m["version"],
+            node_id=m["node_id"],
+            state=TokenState(m["state"]),
+            context=loads(m["context"]),
+            attempt=m["attempt"],
+            input=None if m["input"] is None else loads(m["input"]),
+            has_input=m["input"] is not None,
+            queue=m["queue"],
+            timeout_ms=m["timeout_ms"],
+            ready_at_ms=m["ready_at_ms"],
+            lease=m["lease"],
+            lease_owner=m["lease_owner"],
+            lease_expires_at_ms=m["lease_expires_at_ms"],
+            wake_at_ms=m["wake_at_ms"],
+            wait_kind=m["wait_kind"],
+            parent_token_id=m["parent_token_id"],
+            branch=m["branch"],
+            seq=m["seq"],
+            pending=m["pending"],
+            loop_counts=loads(m["loop_counts"]),
+            child_instance_id=m["child_instance_id"],
+            aux=None if m["aux"] is None else loads(m["aux"]),
+        )
+
+
+TOKEN_COLUMNS = [c for c in s.tokens.c]
+_UPDATE_COLUMNS = [c.name for c in s.tokens.c if c.name != "id"]
+_UPDATE_TOKEN = (
+    update(s.tokens)
+    .where(s.tokens.c.id == bindparam("_id"))
+    .values({name: bindparam(name) for name in _UPDATE_COLUMNS})
+)
+
+
+class Tx:
+    """The unit of work of one transition."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        db: Database,
+        now: int,
+        graph_of: Callable[[Connection, str], Graph],
+    ) -> None:
+        self.conn = conn
+        self.db = db
+        self.now = now
+        self.graph_of = graph_of
+        self.tokens: dict[str, Tok] = {}
+        self._new: dict[str, Tok] = {}
+        self._dirty: dict[str, Tok] = {}
+        self._events: list[dict[str, Any]] = []
+        self.ready_queues: set[str] = set()
+        self.instances: dict[str, Inst] = {}
+
+    # -- tokens ---------------------------------------------------------------------------------
+
+    def new_token(self, inst: Inst, node_id: str, context: Json, **fields: Any) -> Tok:
+        tok = Tok(
+            id=new_id(),
+            instance_id=inst.id,
+            version=inst.version,
+            node_id=node_id,
+            state=TokenState.WAITING,
+            context=context,
+            **fields,
+        )
+        self.tokens[tok.id] = tok
+        self._new[tok.id] = tok
+        return tok
+
+    def adopt(self, row: Row[Any]) -> Tok:
+        """The in-memory token for a row read in this transaction (the map wins if known)."""
+        known = self.tokens.get(row._mapping["id"])
+        if known is not None:
+            return known
+        tok = Tok.from_row(row)
+        self.tokens[tok.id] = tok
+        return tok
+
+    def load_token(self, token_id: str) -> Tok | None:
+        if token_id in self.tokens:
+            return self.tokens[token_id]
+        row = self.conn.execute(select(*TOKEN_COLUMNS).where(s.tokens.c.id == token_id)).first()
+        return None if row is None else self.adopt(row)
+
+    def save(self, tok: Tok) -> None:
+        if tok.id not in self._new:
+            self._dirty[tok.id] = tok
+
+    def flush(self) -> None:
+        """Write pending inserts and updates; FenceLost when a fenced UPDATE matched no row."""
+        if self._new:
+            self.conn.execute(s.tokens.insert(), [t.row() for t in self._new.values()])
+            self._new.clear()
+        plain: list[dict[str, Any]] = []
+        for tok in self._dirty.values():
+            row = tok.row()
+            row["_id"] = row.pop("id")
+            if tok.fence:
+                stmt = _UPDATE_TOKEN.where(*tok.fence)
+                tok.fence = []
+                if self.conn.execute(stmt, row).rowcount != 1:
+                    raise FenceLost(tok.id)
+            else:
+                plain.append(row)
+        if plain:
+            self.conn.execute(_UPDATE_TOKEN, plain)
+        self._dirty.clear()
+
+    # -- events and wake-ups --------------------------------------------------------------------
+
+    def event(
+        self, instance_id: str, kind: str, node_id: str = "", attempt: int = 0, **detail: Any
+    ) -> None:
+        self._events.append(
+            {
+                "instance_id": instance_id,
+                "at_ms": self.now,
+                "kind": kind,
+                "node_id": node_id,
+                "attempt": attempt,
+                "detail": dumps(detail),
+            }
+        )
+
+    def finish(self) -> None:
+        """Flush tokens, append the events, queue the NOTIFYs (FenceLost: roll back)."""
+        self.flush()
+        if self._events:
+            self.conn.execute(s.events.insert(), self._events)
+            self._events = []
+        if self.ready_queues:
+            self.db.notify(self.conn, self.ready_queues)

@@ -1,0 +1,189 @@
+"""The engine's vocabulary: state enums and the plain records its API takes and returns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from wiggle.graph import ExecutionMode, Graph
+
+__all__ = [
+    "AdvanceResult",
+    "EagerRequest",
+    "EventView",
+    "HeartbeatResult",
+    "InstanceStatus",
+    "InstanceView",
+    "Json",
+    "StartResult",
+    "StepFailure",
+    "StepOutcome",
+    "StoredDefinition",
+    "TaskActivation",
+    "TokenState",
+    "TokenView",
+]
+
+Json = Any
+
+
+class InstanceStatus(StrEnum):
+    """Where an instance is in its life.
+
+    Legal transitions: RUNNING -> COMPLETED | FAILED | CANCELLED. The three others are final.
+    """
+
+    RUNNING = "RUNNING"  # at least one token is live
+    COMPLETED = "COMPLETED"  # reached the end, or a top-level filter was false (reason "filtered")
+    FAILED = "FAILED"  # a step failed for good, a loop ran over, a child failed, bad data
+    CANCELLED = "CANCELLED"  # cancelled by a user (or with its cancelled parent)
+
+
+class TokenState(StrEnum):
+    """Where one token is.
+
+    Legal transitions (every state may also go to DONE when its instance finishes):
+        READY -> LEASED                       a worker claims it
+        LEASED -> READY | WAITING | AWAITING | JOINED | DONE | LEASED (next node, same run)
+        LEASED -> WAITING                     a failed attempt waits for its retry
+        WAITING -> READY | AWAITING | ...     the timer fired / the child finished / released
+        AWAITING -> READY | ...               the signal arrived or the timeout fired
+        JOINED -> READY | DONE                a fork parent runs its combine; a branch is merged
+    """
+
+    READY = "READY"  # waiting for a worker to claim it
+    LEASED = "LEASED"  # leased to one worker (RUNNING on the wire)
+    WAITING = "WAITING"  # on a timer (sleep, retry backoff), a child instance, or held back
+    AWAITING = "AWAITING"  # on a signal (possibly with a timeout)
+    JOINED = "JOINED"  # a branch arrived at its join, or a fork parent waits for its branches
+    DONE = "DONE"  # finished; kept for the record
+
+
+@dataclass(frozen=True)
+class StoredDefinition:
+    name: str
+    version: str
+    canonical: bytes
+    registered_at_ms: int
+    flow: Any  # wiggle.compiler.CompiledFlow (imported lazily: the engine works without it)
+
+
+@dataclass(frozen=True)
+class EagerRequest:
+    """Claim the first task of a new instance for this worker (seed note 002)."""
+
+    worker_id: str
+    queues: Sequence[str]
+
+
+@dataclass(frozen=True)
+class TaskActivation:
+    """One claimed task, as the wire's `Task` with `input` a JSON value."""
+
+    task_id: str
+    lease: str
+    lease_expires_at_ms: int
+    instance_id: str
+    flow: str
+    version: str
+    node_id: str
+    activity: str
+    queue: str
+    attempt: int
+    input: Json
+    execution_mode: ExecutionMode
+    loop_counts: Mapping[str, int]
+    timeout_ms: int
+
+
+@dataclass(frozen=True)
+class StartResult:
+    instance_id: str
+    version: str
+    created: bool
+    eager_task: TaskActivation | None = None
+
+
+@dataclass(frozen=True)
+class StepFailure:
+    message: str
+    non_retryable: bool = False
+    error_type: str = ""
+
+
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """One step a worker ran: exactly one of `context`, `predicate`, `failure` is given."""
+
+    node_id: str
+    context: Json = _UNSET
+    predicate: bool | None = None
+    failure: StepFailure | None = None
+
+    @property
+    def has_context(self) -> bool:
+        return self.context is not _UNSET
+
+
+@dataclass(frozen=True)
+class AdvanceResult:
+    instance_status: InstanceStatus
+    lease_expires_at_ms: int
+    keep_going: bool
+
+
+@dataclass(frozen=True)
+class HeartbeatResult:
+    lease_expires_at_ms: int
+    instance_status: InstanceStatus
+
+
+@dataclass(frozen=True)
+class TokenView:
+    token_id: str
+    node_id: str
+    state: TokenState
+    attempt: int
+    lease_owner: str
+    lease_expires_at_ms: int
+    wake_at_ms: int
+    branch: str
+    parent_token_id: str
+
+
+@dataclass(frozen=True)
+class EventView:
+    seq: int
+    at_ms: int
+    kind: str
+    node_id: str
+    attempt: int
+    detail: Json
+
+
+@dataclass(frozen=True)
+class InstanceView:
+    instance_id: str
+    flow: str
+    version: str
+    status: InstanceStatus
+    context: Json  # the final context once finished, else the input
+    reason: str
+    execution_mode: ExecutionMode
+    parent_instance_id: str
+    created_at_ms: int
+    updated_at_ms: int
+    tokens: list[TokenView] = field(default_factory=list)
+    events: list[EventView] = field(default_factory=list)
+
+
+def resolve_mode(graph: Graph, default: ExecutionMode) -> ExecutionMode:
+    """The definition's mode wins; DEFAULT defers to the server's; DEFAULT there means SERVER."""
+    if graph.execution is not ExecutionMode.DEFAULT:
+        return graph.execution
+    return default if default is not ExecutionMode.DEFAULT else ExecutionMode.SERVER
