@@ -1,0 +1,308 @@
+"""Every RPC over a real loopback socket and a real Engine (SQLite and PostgreSQL), through the
+raw stub where the wire matters and through `Client` where the typed surface does."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import orjson
+import pytest
+
+from wiggle import errors
+from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
+from wiggle.client import Definition, Deployment, Instance, InstanceStatus, Started
+from wiggle.compiler import load_flow
+
+
+def _code(exc: grpc.RpcError) -> str:
+    return dict(exc.trailing_metadata() or ()).get("wiggle-error-code", "")
+
+
+def _poll(stub, queues=("default",), max_tasks=10, wait_ms=5_000):
+    request = pb.PollTasksRequest(
+        worker_id="w1", queues=list(queues), max_tasks=max_tasks, wait_ms=wait_ms
+    )
+    return list(stub.PollTasks(request, timeout=30).tasks)
+
+
+# -- definitions --------------------------------------------------------------------------------
+
+
+def test_register_and_get_definition(client, stub, flows):
+    first = client.deploy(flows["greet"])
+    assert isinstance(first, Deployment)
+    assert first.name == "greet" and first.version.startswith("sha256:") and first.created
+    again = client.deploy(load_flow(flows["greet"]))  # the compiled form: same version
+    assert again == Deployment("greet", first.version, False)
+
+    definition = client.get_definition("greet")
+    assert isinstance(definition, Definition)
+    assert definition.version == first.version
+    assert definition.canonical == load_flow(flows["greet"]).canonical
+    assert definition.graph["name"] == "greet"
+    assert client.get_definition("greet", first.version).version == first.version
+
+    reply = stub.RegisterDefinition(pb.RegisterDefinitionRequest(graph=definition.canonical))
+    assert (reply.name, reply.version, reply.created) == ("greet", first.version, False)
+
+
+def test_deploy_a_file(client, flows, tmp_path):
+    path = tmp_path / "greet.yaml"
+    path.write_bytes(flows["greet"])
+    assert client.deploy(path).name == "greet"
+    assert client.deploy(str(path)).created is False
+
+
+def test_unknown_definition_is_not_found(client, stub):
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.GetDefinition(pb.GetDefinitionRequest(name="nope"))
+    assert exc.value.code() is grpc.StatusCode.NOT_FOUND
+    assert _code(exc.value) == "DEFINITION_NOT_FOUND"
+    with pytest.raises(errors.DefinitionNotFound) as typed:
+        client.get_definition("nope")
+    assert typed.value.name == "nope"
+
+
+def test_bad_flow_is_invalid_argument_with_every_diagnostic(client, stub):
+    bad = b"wiggle: 1\nname: Bad Name\nsteps: []\n"
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.RegisterDefinition(pb.RegisterDefinitionRequest(source=bad, filename="bad.yaml"))
+    assert exc.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert _code(exc.value) == "FLOW_INVALID"
+    with pytest.raises(errors.FlowError) as typed:
+        client.deploy(bad, filename="bad.yaml")
+    assert typed.value.diagnostics
+    assert all(d.file == "bad.yaml" for d in typed.value.diagnostics)
+    assert all(d.line > 0 for d in typed.value.diagnostics)
+
+
+def test_register_needs_a_definition(stub):
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.RegisterDefinition(pb.RegisterDefinitionRequest())
+    assert exc.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+
+
+# -- instances ----------------------------------------------------------------------------------
+
+
+def test_start_describe_and_list(client, flows):
+    client.deploy(flows["greet"])
+    started = client.start("greet", {"name": "ada"}, instance_id="order-1")
+    assert isinstance(started, Started)
+    assert started == Started("order-1", started.version, True, False)
+    assert client.start("greet", {"name": "ada"}, instance_id="order-1").created is False
+
+    view = client.describe("order-1", events=True)
+    assert isinstance(view, Instance)
+    assert view.status is InstanceStatus.RUNNING
+    assert view.flow == "greet" and view.context == {"name": "ada"}
+    assert view.execution_mode == "SERVER"
+    assert [t.node_id for t in view.tokens if t.state == "READY"] == ["hello"]
+
+    client.start("greet", {"name": "bob"}, instance_id="order-2")
+    listed = client.list_instances(flow="greet")
+    assert [i.instance_id for i in listed] == ["order-1", "order-2"]
+    assert listed[0].tokens == [] and listed[0].events == []
+    page = client.list_instances(flow="greet", limit=1)
+    assert [i.instance_id for i in page] == ["order-1"]
+    rest = client.list_instances(flow="greet", limit=1, after="order-1")
+    assert [i.instance_id for i in rest] == ["order-2"]
+    assert client.list_instances(status="COMPLETED") == []
+
+
+def test_start_errors(client, stub, flows):
+    client.deploy(flows["greet"])
+    with pytest.raises(errors.DefinitionNotFound):
+        client.start("nope", {})
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.StartInstance(pb.StartInstanceRequest(flow="nope"))
+    assert exc.value.code() is grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.StartInstance(pb.StartInstanceRequest(flow="greet", input=b'{"name": '))
+    assert exc.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert _code(exc.value) == "INVALID_REQUEST"
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.StartInstance(pb.StartInstanceRequest(flow="greet", input=b'{"nom": 1}'))
+    assert exc.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert _code(exc.value) == "INPUT_REJECTED"
+    with pytest.raises(errors.InputRejected):
+        client.start("greet", [1, 2])
+
+
+def test_unknown_instance_is_not_found(client, stub):
+    for call in (
+        lambda: client.describe("ghost"),
+        lambda: client.signal("ghost", "go"),
+        lambda: client.cancel("ghost"),
+    ):
+        with pytest.raises(errors.InstanceNotFound) as typed:
+            call()
+        assert typed.value.instance_id == "ghost"
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.DescribeInstance(pb.DescribeInstanceRequest(instance_id="ghost"))
+    assert exc.value.code() is grpc.StatusCode.NOT_FOUND
+    assert _code(exc.value) == "INSTANCE_NOT_FOUND"
+
+
+def test_signal_is_buffered_then_delivered(client, stub, flows):
+    client.deploy(flows["gate"])
+    early = client.start("gate", {"n": 1}).instance_id
+    assert client.signal(early, "go", {"ok": True}) in (True, False)
+    late = client.start("gate", {"n": 2}).instance_id
+    # The start already parked the token at the await: the signal is taken at once.
+    assert client.signal(late, "go") is True
+    tasks = _poll(stub)
+    assert sorted(orjson.loads(t.input)["n"] for t in tasks) == [1, 2]
+
+
+def test_cancel(client, flows):
+    client.deploy(flows["gate"])
+    iid = client.start("gate", None).instance_id
+    assert client.cancel(iid, "no longer needed") is InstanceStatus.CANCELLED
+    view = client.describe(iid)
+    assert view.status is InstanceStatus.CANCELLED
+    assert "no longer needed" in view.reason
+    with pytest.raises(errors.InstanceNotRunning) as exc:
+        client.signal(iid, "go")
+    assert exc.value.instance_id == iid
+
+
+# -- tasks ---------------------------------------------------------------------------------------
+
+
+def test_poll_complete_to_the_end(client, stub, flows):
+    client.deploy(flows["greet"])
+    iid = client.start("greet", {"name": "ada"}).instance_id
+    (task,) = _poll(stub)
+    assert (task.instance_id, task.node_id, task.activity, task.attempt) == (
+        iid,
+        "hello",
+        "hello",
+        1,
+    )
+    assert orjson.loads(task.input) == {"name": "ada"}
+    assert task.execution_mode == pb.SERVER and task.lease and task.lease_expires_at_ms > 0
+    reply = stub.CompleteTask(
+        pb.CompleteTaskRequest(task_id=task.task_id, lease=task.lease, result=b'{"step": 1}')
+    )
+    assert reply.instance_status == pb.RUNNING
+    (task,) = _poll(stub)
+    assert task.node_id == "bye" and orjson.loads(task.input) == {"step": 1}
+    stub.CompleteTask(pb.CompleteTaskRequest(task_id=task.task_id, lease=task.lease, result=b"2"))
+    view = client.wait(iid, timeout=10, events=True)
+    assert view.status is InstanceStatus.COMPLETED and view.context == 2
+    kinds = [e.kind for e in view.events]
+    assert "step_completed" in kinds
+
+
+def test_many_tasks_per_poll(client, stub, flows):
+    client.deploy(flows["greet"])
+    for i in range(7):
+        client.start("greet", {"name": f"n{i}"})
+    assert len(_poll(stub, max_tasks=5)) == 5
+    assert len(_poll(stub, max_tasks=5)) == 2
+
+
+def test_stale_lease_is_failed_precondition(client, stub, flows):
+    client.deploy(flows["greet"])
+    client.start("greet", {"name": "ada"})
+    (task,) = _poll(stub)
+    for call in (
+        lambda: stub.CompleteTask(
+            pb.CompleteTaskRequest(task_id=task.task_id, lease="not-the-lease", result=b"1")
+        ),
+        lambda: stub.Heartbeat(pb.HeartbeatRequest(task_id=task.task_id, lease="nope")),
+        lambda: stub.FailTask(
+            pb.FailTaskRequest(task_id=task.task_id, lease="nope", failure=pb.StepFailure())
+        ),
+    ):
+        with pytest.raises(grpc.RpcError) as exc:
+            call()
+        assert exc.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert _code(exc.value) == "STALE_LEASE"
+    # The real lease still works, once; then it is stale too.
+    ok = pb.CompleteTaskRequest(task_id=task.task_id, lease=task.lease, result=b"{}")
+    stub.CompleteTask(ok)
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.CompleteTask(ok)
+    assert exc.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+
+
+def test_heartbeat_and_fail(client, stub, flows):
+    client.deploy(flows["greet"])
+    iid = client.start("greet", {"name": "ada"}).instance_id
+    (task,) = _poll(stub)
+    beat = stub.Heartbeat(pb.HeartbeatRequest(task_id=task.task_id, lease=task.lease))
+    assert (
+        beat.instance_status == pb.RUNNING and beat.lease_expires_at_ms >= task.lease_expires_at_ms
+    )
+    failure = pb.StepFailure(message="card stolen", non_retryable=True, error_type="NonRetryable")
+    reply = stub.FailTask(
+        pb.FailTaskRequest(task_id=task.task_id, lease=task.lease, failure=failure)
+    )
+    assert reply.instance_status == pb.FAILED
+    view = client.describe(iid)
+    assert view.status is InstanceStatus.FAILED and "card stolen" in view.reason
+
+
+def test_advance_run(client, stub, flows):
+    client.deploy(flows["greet"])
+    iid = client.start("greet", {"name": "ada"}).instance_id
+    (task,) = _poll(stub)
+    steps = [
+        pb.StepResult(node_id="hello", context=b'{"a": 1}'),
+        pb.StepResult(node_id="bye", context=b'{"a": 2}'),
+    ]
+    reply = stub.AdvanceRun(
+        pb.AdvanceRunRequest(
+            task_id=task.task_id, lease=task.lease, steps=steps, final=True, handback_reason="END"
+        )
+    )
+    assert reply.instance_status == pb.COMPLETED and not reply.keep_going
+    assert client.describe(iid).context == {"a": 2}
+
+
+def test_advance_run_errors(client, stub, flows):
+    client.deploy(flows["greet"])
+    client.start("greet", {"name": "ada"})
+    (task,) = _poll(stub)
+
+    def advance(*steps, lease=task.lease):
+        return stub.AdvanceRun(
+            pb.AdvanceRunRequest(task_id=task.task_id, lease=lease, steps=list(steps), final=True)
+        )
+
+    for steps, code in (
+        ([pb.StepResult(node_id="hello", context=b"{bad")], "INVALID_REQUEST"),
+        ([pb.StepResult(node_id="hello")], "INVALID_REQUEST"),
+        ([pb.StepResult(node_id="elsewhere", context=b"{}")], "WRONG_PATH"),
+    ):
+        with pytest.raises(grpc.RpcError) as exc:
+            advance(*steps)
+        assert exc.value.code() is grpc.StatusCode.INVALID_ARGUMENT, steps
+        assert _code(exc.value) == code
+    with pytest.raises(grpc.RpcError) as exc:
+        advance(pb.StepResult(node_id="hello", context=b"{}"), lease="nope")
+    assert _code(exc.value) == "STALE_LEASE"
+
+
+def test_oversized_start_input(engine, start_server, flows):
+    from wiggle.client import Client
+
+    server = start_server(engine, max_payload_bytes=500)
+    with Client(server.address) as client:
+        client.deploy(flows["greet"])
+        with pytest.raises(errors.PayloadTooLarge):
+            client.start("greet", {"name": "x" * 1000})
+
+
+def test_long_poll_wakes_on_a_start(client, stub, flows):
+    import threading
+
+    client.deploy(flows["greet"])
+    threading.Timer(0.5, client.start, ("greet", {"name": "late"})).start()
+    began = time.monotonic()
+    tasks = _poll(stub, wait_ms=20_000)
+    assert len(tasks) == 1
+    assert time.monotonic() - began < 10  # woken by the start, well before the 20 s wait
