@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
             flow = load_flow_file(path)
             target = args.out / f"{path.stem}.{args.format}"
             target.write_bytes(render(flow.graph, args.format))
-            print(target)
+            print(target.relative_to(ROOT) if target.is_relative_to(ROOT) else target)
     except WiggleError as exc:
         print(exc, file=sys.stderr)
         return 1
