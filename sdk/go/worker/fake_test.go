@@ -1,0 +1,218 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/wiggle-engine/wiggle/sdk/go/graph"
+	"github.com/wiggle-engine/wiggle/sdk/go/wigglepb"
+)
+
+// fakeServer is an in-memory stand-in for the generated client: it records every report and
+// answers as a healthy server would. Methods the worker never calls panic (nil embedded).
+type fakeServer struct {
+	wigglepb.WiggleClient
+
+	mu          sync.Mutex
+	graphs      map[string][]byte // version -> canonical bytes
+	queue       []*wigglepb.Task  // what PollTasks hands out
+	advances    []*wigglepb.AdvanceRunRequest
+	completes   []*wigglepb.CompleteTaskRequest
+	fails       []*wigglepb.FailTaskRequest
+	heartbeats  int
+	auth        []string
+	advanceErr  error                   // AdvanceRun answers this error when set
+	getDefErr   error                   // GetDefinition answers this error when set
+	statusAfter wigglepb.InstanceStatus // AdvanceRun / Heartbeat status; 0 means RUNNING
+}
+
+func newFake() *fakeServer { return &fakeServer{graphs: map[string][]byte{}} }
+
+func (f *fakeServer) seen(ctx context.Context) {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	f.auth = append(f.auth, strings.Join(md.Get("authorization"), ","))
+}
+
+func (f *fakeServer) status() wigglepb.InstanceStatus {
+	if f.statusAfter == 0 {
+		return wigglepb.InstanceStatus_RUNNING
+	}
+	return f.statusAfter
+}
+
+func (f *fakeServer) GetDefinition(ctx context.Context, in *wigglepb.GetDefinitionRequest, _ ...grpc.CallOption) (*wigglepb.Definition, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen(ctx)
+	if f.getDefErr != nil {
+		return nil, f.getDefErr
+	}
+	g, ok := f.graphs[in.GetVersion()]
+	if !ok {
+		return nil, fmt.Errorf("no such version")
+	}
+	return &wigglepb.Definition{Name: in.GetName(), Version: in.GetVersion(), Graph: g}, nil
+}
+
+func (f *fakeServer) PollTasks(ctx context.Context, in *wigglepb.PollTasksRequest, _ ...grpc.CallOption) (*wigglepb.PollTasksResponse, error) {
+	for {
+		f.mu.Lock()
+		f.seen(ctx)
+		if len(f.queue) > 0 {
+			n := min(int(in.GetMaxTasks()), len(f.queue))
+			out := f.queue[:n]
+			f.queue = f.queue[n:]
+			f.mu.Unlock()
+			return &wigglepb.PollTasksResponse{Tasks: out}, nil
+		}
+		f.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func (f *fakeServer) CompleteTask(ctx context.Context, in *wigglepb.CompleteTaskRequest, _ ...grpc.CallOption) (*wigglepb.TaskReportResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen(ctx)
+	f.completes = append(f.completes, in)
+	return &wigglepb.TaskReportResponse{InstanceStatus: wigglepb.InstanceStatus_RUNNING}, nil
+}
+
+func (f *fakeServer) FailTask(ctx context.Context, in *wigglepb.FailTaskRequest, _ ...grpc.CallOption) (*wigglepb.TaskReportResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen(ctx)
+	f.fails = append(f.fails, in)
+	return &wigglepb.TaskReportResponse{InstanceStatus: wigglepb.InstanceStatus_RUNNING}, nil
+}
+
+func (f *fakeServer) Heartbeat(ctx context.Context, in *wigglepb.HeartbeatRequest, _ ...grpc.CallOption) (*wigglepb.HeartbeatResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen(ctx)
+	f.heartbeats++
+	return &wigglepb.HeartbeatResponse{
+		LeaseExpiresAtMs: time.Now().Add(time.Minute).UnixMilli(),
+		InstanceStatus:   f.status(),
+	}, nil
+}
+
+func (f *fakeServer) AdvanceRun(ctx context.Context, in *wigglepb.AdvanceRunRequest, _ ...grpc.CallOption) (*wigglepb.AdvanceRunResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen(ctx)
+	if f.advanceErr != nil {
+		return nil, f.advanceErr
+	}
+	f.advances = append(f.advances, in)
+	st := f.status()
+	return &wigglepb.AdvanceRunResponse{
+		InstanceStatus:   st,
+		LeaseExpiresAtMs: time.Now().Add(time.Minute).UnixMilli(),
+		KeepGoing:        !in.GetFinal() && st == wigglepb.InstanceStatus_RUNNING,
+	}, nil
+}
+
+// batches summarises the AdvanceRun calls as "a,b|c>end": node ids of each batch, "|" between
+// batches, ">reason" on the final one.
+func (f *fakeServer) batches() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var parts []string
+	for _, a := range f.advances {
+		var ids []string
+		for _, s := range a.GetSteps() {
+			id := s.GetNodeId()
+			if s.GetFailure() != nil {
+				id += "!"
+			}
+			ids = append(ids, id)
+		}
+		p := strings.Join(ids, ",")
+		if a.GetFinal() {
+			p += ">" + a.GetHandbackReason()
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, "|")
+}
+
+// flow builds a canonical-looking graph from "id:kind:queue[:options]" specs chained in order
+// to "end". Kinds: task, cp (checkpoint task), filter (predicate, alt null), sleep.
+func flow(t *testing.T, specs ...string) ([]byte, string) {
+	t.Helper()
+	nodes := map[string]any{"end": map[string]any{"kind": "end"}}
+	retry := map[string]any{"max_attempts": 3, "backoff": "exponential", "initial_ms": 1000, "max_ms": 60000}
+	for i, spec := range specs {
+		p := strings.Split(spec, ":")
+		next := "end"
+		if i+1 < len(specs) {
+			next = strings.Split(specs[i+1], ":")[0]
+		}
+		n := map[string]any{"activity": p[0], "queue": p[2], "retry": retry, "timeout_ms": 60000, "next": next}
+		switch p[1] {
+		case "task", "cp":
+			n["kind"], n["checkpoint"] = "task", p[1] == "cp"
+		case "filter":
+			n["kind"], n["alt"], n["max_iterations"] = "predicate", nil, nil
+		case "sleep":
+			n = map[string]any{"kind": "sleep", "duration_ms": 10, "until": nil, "next": next}
+		}
+		nodes[p[0]] = n
+	}
+	doc, err := json.Marshal(map[string]any{"format": 1, "name": "f", "execution": "DEFAULT",
+		"input": nil, "start": strings.Split(specs[0], ":")[0], "nodes": nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := graph.Parse(doc); err != nil {
+		t.Fatalf("test graph does not parse: %v", err)
+	}
+	return doc, graph.VersionOf(doc)
+}
+
+// testWorker is a worker on fake with appending handlers for every name given.
+func testWorker(f *fakeServer, opts Options, appenders ...string) *worker {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	w := New(f, opts).(*worker)
+	for _, name := range appenders {
+		w.Register(name, appendNode)
+	}
+	return w
+}
+
+// appendNode is the conformance "append": ctx with trail = trail + [node].
+func appendNode(ctx context.Context, in json.RawMessage) (json.RawMessage, error) {
+	info, _ := Step(ctx)
+	var c map[string]any
+	if err := json.Unmarshal(in, &c); err != nil || c == nil {
+		c = map[string]any{}
+	}
+	trail, _ := c["trail"].([]any)
+	c["trail"] = append(trail, info.NodeID)
+	return json.Marshal(c)
+}
+
+func task(version, node string, mode wigglepb.ExecutionMode) *wigglepb.Task {
+	return &wigglepb.Task{
+		TaskId: "t-" + node, Lease: "l1", LeaseExpiresAtMs: time.Now().Add(time.Minute).UnixMilli(),
+		InstanceId: "i1", Flow: "f", Version: version, NodeId: node, Activity: node, Queue: "default",
+		Attempt: 1, Input: []byte(`{}`), ExecutionMode: mode, TimeoutMs: 60000,
+	}
+}

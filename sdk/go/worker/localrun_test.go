@@ -1,0 +1,170 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/wiggle-engine/wiggle/sdk/go/wigglepb"
+)
+
+const (
+	lsync  = wigglepb.ExecutionMode_LOCAL_SYNC
+	lasync = wigglepb.ExecutionMode_LOCAL_ASYNC
+)
+
+// run runs one task to its report on a fresh worker over f, with AdvanceRun support already
+// known (known=true) or still to be discovered.
+func run(t *testing.T, f *fakeServer, opts Options, known bool, tk *wigglepb.Task, names ...string) *worker {
+	t.Helper()
+	w := testWorker(f, opts, names...)
+	if known {
+		w.advanceRun.Store(1)
+	}
+	w.runTask(tk)
+	return w
+}
+
+func TestLocalRunBatches(t *testing.T) {
+	cases := []struct {
+		name  string
+		specs []string
+		mode  wigglepb.ExecutionMode
+		known bool
+		batch int
+		want  string
+	}{
+		{"sync reports every step", []string{"a:task:default", "b:task:default", "c:task:default"}, lsync, true, 0, "a|b|c>end"},
+		{"async reports once at handback", []string{"a:task:default", "b:task:default", "c:task:default"}, lasync, true, 0, "a,b,c>end"},
+		{"async probes AdvanceRun with the first step alone", []string{"a:task:default", "b:task:default", "c:task:default"}, lasync, false, 0, "a|b,c>end"},
+		{"async flushes after a checkpoint", []string{"a:task:default", "b:cp:default", "c:task:default", "d:task:default"}, lasync, true, 0, "a,b|c,d>end"},
+		{"async flushes a full batch", []string{"a:task:default", "b:task:default", "c:task:default", "d:task:default", "e:task:default"}, lasync, true, 2, "a,b|c,d|e>end"},
+		{"sync hands back at a queue change", []string{"a:task:default", "b:task:other"}, lsync, true, 0, "a>other_queue"},
+		{"async hands back at a sleep", []string{"a:task:default", "b:task:default", "s:sleep:-", "c:task:default"}, lasync, true, 0, "a,b>sleep"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFake()
+			doc, version := flow(t, c.specs...)
+			f.graphs[version] = doc
+			run(t, f, Options{LocalBatchSize: c.batch}, c.known, task(version, "a", c.mode), "a", "b", "c", "d", "e")
+			if got := f.batches(); got != c.want {
+				t.Errorf("batches %q, want %q", got, c.want)
+			}
+			if len(f.completes)+len(f.fails) != 0 {
+				t.Errorf("a local run used CompleteTask/FailTask")
+			}
+		})
+	}
+}
+
+func TestLocalRunCarriesTheContext(t *testing.T) {
+	f := newFake()
+	doc, version := flow(t, "a:task:default", "b:task:default", "c:task:default")
+	f.graphs[version] = doc
+	run(t, f, Options{}, true, task(version, "a", lasync), "a", "b", "c")
+	steps := f.advances[0].GetSteps()
+	if got := string(steps[2].GetContext()); got != `{"trail":["a","b","c"]}` {
+		t.Errorf("final context %s", got)
+	}
+}
+
+func TestLocalRunFailureFlushesThePrefix(t *testing.T) {
+	f := newFake()
+	doc, version := flow(t, "a:task:default", "b:task:default", "c:task:default")
+	f.graphs[version] = doc
+	w := testWorker(f, Options{}, "a", "b")
+	w.Register("c", func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		return nil, NonRetryable(errors.New("card stolen"))
+	})
+	w.advanceRun.Store(1)
+	w.runTask(task(version, "a", lasync))
+	if got := f.batches(); got != "a,b,c!>step_failed" {
+		t.Fatalf("batches %q", got)
+	}
+	fl := f.advances[0].GetSteps()[2].GetFailure()
+	if fl.GetMessage() != "card stolen" || !fl.GetNonRetryable() {
+		t.Errorf("failure %v", fl)
+	}
+}
+
+func TestLocalRunFilter(t *testing.T) {
+	f := newFake()
+	doc, version := flow(t, "a:task:default", "ok:filter:default", "b:task:default")
+	f.graphs[version] = doc
+	w := testWorker(f, Options{}, "a", "b")
+	w.RegisterPredicate("ok", func(context.Context, json.RawMessage) (bool, error) { return false, nil })
+	w.advanceRun.Store(1)
+	w.runTask(task(version, "a", lsync))
+	if got := f.batches(); got != "a|ok>filtered" {
+		t.Fatalf("batches %q", got)
+	}
+	if p := f.advances[1].GetSteps()[0].GetOutcome(); p.(*wigglepb.StepResult_Predicate).Predicate {
+		t.Errorf("predicate reported true")
+	}
+}
+
+func TestLocalRunStopsWhenNotRunning(t *testing.T) {
+	f := newFake()
+	f.statusAfter = wigglepb.InstanceStatus_CANCELLED
+	doc, version := flow(t, "a:task:default", "b:task:default")
+	f.graphs[version] = doc
+	run(t, f, Options{}, true, task(version, "a", lsync), "a", "b")
+	if got := f.batches(); got != "a" {
+		t.Fatalf("batches %q, want only the first step", got)
+	}
+}
+
+func TestLocalRunLeaseBudget(t *testing.T) {
+	f := newFake()
+	doc, version := flow(t, "a:task:default", "b:task:default")
+	f.graphs[version] = doc
+	tk := task(version, "a", lasync)
+	tk.TimeoutMs = 1000
+	tk.LeaseExpiresAtMs = time.Now().Add(100 * time.Millisecond).UnixMilli() // < a quarter left
+	run(t, f, Options{}, true, tk, "a", "b")
+	if got := f.batches(); got != "a>lease_budget" {
+		t.Fatalf("batches %q", got)
+	}
+}
+
+func TestUnimplementedAdvanceRunFallsBackToServerMode(t *testing.T) {
+	f := newFake()
+	f.advanceErr = status.Error(codes.Unimplemented, "no AdvanceRun here")
+	doc, version := flow(t, "a:task:default", "b:task:default")
+	f.graphs[version] = doc
+	w := run(t, f, Options{}, false, task(version, "a", lsync), "a", "b")
+	if len(f.completes) != 1 || f.completes[0].GetTaskId() != "t-a" {
+		t.Fatalf("the probed step was not completed the SERVER way: %v", f.completes)
+	}
+	w.runTask(task(version, "b", lasync))
+	if len(f.completes) != 2 || f.completes[1].GetTaskId() != "t-b" {
+		t.Fatalf("a later task did not run in SERVER mode: %v", f.completes)
+	}
+	if string(f.completes[1].GetResult()) != `{"trail":["b"]}` {
+		t.Errorf("result %s", f.completes[1].GetResult())
+	}
+}
+
+func TestMissingDefinitionRunsServerStep(t *testing.T) {
+	for _, name := range []string{"unavailable", "wrong bytes"} {
+		t.Run(name, func(t *testing.T) {
+			f := newFake()
+			doc, version := flow(t, "a:task:default", "b:task:default")
+			if name == "unavailable" {
+				f.getDefErr = status.Error(codes.NotFound, "gone")
+			} else {
+				f.graphs[version] = append(doc, ' ') // hashes to another version
+			}
+			run(t, f, Options{}, true, task(version, "a", lsync), "a", "b")
+			if len(f.advances) != 0 || len(f.completes) != 1 {
+				t.Fatalf("advances %d completes %d", len(f.advances), len(f.completes))
+			}
+		})
+	}
+}
