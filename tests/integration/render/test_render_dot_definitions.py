@@ -1,0 +1,95 @@
+"""Every shipped definition rendered by the real `dot` into every format; outputs checked."""
+
+from __future__ import annotations
+
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from wiggle_render import ensure_dot, render, to_dot
+
+from wiggle.graph import Await, Graph, Join, Predicate, Task
+
+ROOT = Path(__file__).resolve().parents[3]
+DEFINITIONS = sorted((ROOT / "definitions").glob("*.yaml"))
+STEMS = [path.stem for path in DEFINITIONS]
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _names(graph: Graph) -> set[str]:
+    """The activity names a reader must find on the diagram."""
+    names = set()
+    for node in graph:
+        if isinstance(node, Task | Join):
+            names.add(node.activity)
+        elif isinstance(node, Predicate):
+            names.add(node.activity + "?")
+        elif isinstance(node, Await):
+            names.add(node.signal)
+    return names
+
+
+def test_there_are_at_least_six_definitions():
+    assert len(STEMS) >= 6
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_svg_is_xml_and_shows_every_step(stem, compiled):
+    graph = compiled[stem].graph
+    root = ET.fromstring(render(graph, "svg"))
+    assert root.tag == f"{SVG}svg"
+    texts = {"".join(t.itertext()).strip() for t in root.iter(f"{SVG}text")}
+    assert _names(graph) <= texts
+    assert graph.name in texts
+    # one <g class="node"> per graph node, plus the start marker and any filtered markers
+    drawn = {g.find(f"{SVG}title").text for g in root.iter(f"{SVG}g") if g.get("class") == "node"}
+    assert set(graph.nodes) <= drawn
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_png_has_the_png_signature(stem, compiled):
+    data = render(compiled[stem].graph, "png")
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert data[12:16] == b"IHDR"
+    assert len(data) > 1000
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_pdf_has_the_pdf_header_and_trailer(stem, compiled):
+    data = render(compiled[stem].graph, "pdf")
+    assert data.startswith(b"%PDF-")
+    assert b"%%EOF" in data[-64:]
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_dot_text_is_accepted_by_graphviz_without_warnings(stem, compiled):
+    source = render(compiled[stem].graph, "dot")
+    assert source == to_dot(compiled[stem].graph).encode()
+    done = subprocess.run(
+        [ensure_dot(), "-Tcanon"], input=source, capture_output=True, check=False, timeout=60
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stderr == b""
+
+
+def test_a_live_instance_renders_with_its_states(compiled):
+    graph = compiled["order-fulfilment"].graph
+    states = {"validate": "DONE", "authorise": {"RUNNING": 1}, "print_label": "JOINED"}
+    root = ET.fromstring(render(graph, "svg", instance=states))
+    texts = {"".join(t.itertext()).strip() for t in root.iter(f"{SVG}text")}
+    assert {"DONE", "RUNNING 1", "JOINED"} <= texts
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_the_committed_diagram_exists_and_is_for_this_flow(stem, compiled):
+    path = ROOT / "docs" / "flows" / f"{stem}.svg"
+    assert path.is_file(), "run python scripts/render_definitions.py"
+    root = ET.parse(path).getroot()
+    texts = {"".join(t.itertext()).strip() for t in root.iter(f"{SVG}text")}
+    # Graphviz versions differ in their bytes, so compare what the diagram says, not the file.
+    short_version = compiled[stem].version[:19] + "…"
+    assert any(text.startswith(short_version) for text in texts), (
+        "stale diagram: re-run scripts/render_definitions.py"
+    )
+    assert _names(compiled[stem].graph) <= texts
