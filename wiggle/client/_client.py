@@ -118,7 +118,7 @@ class Client:
     ) -> None:
         self.address = address
         self._channel = open_channel(address, tls)
-        self._stub = pb_grpc.WiggleStub(self._channel)
+        self._stub = pb_grpc.WiggleStub(self._channel)  # type: ignore[no-untyped-call]
         self._metadata = token_metadata(token)
         self._timeout = timeout
         self._retry_for = retry_for
@@ -244,7 +244,8 @@ class Client:
             instance_id=instance_id, name=name, payload=_json(payload)
         )
         # Not retried: a signal that did arrive would be delivered twice.
-        return self._call(self._stub.SignalInstance, request, idempotent=False).delivered
+        response = self._call(self._stub.SignalInstance, request, idempotent=False)
+        return bool(response.delivered)
 
     def cancel(self, instance_id: str, reason: str = "") -> InstanceStatus:
         request = pb.CancelInstanceRequest(instance_id=instance_id, reason=reason)
@@ -266,7 +267,7 @@ class Client:
         """One page of instances (without tokens and events), in id order after `after`."""
         request = pb.ListInstancesRequest(
             flow=flow or "",
-            status=pb.InstanceStatus.Value(str(status)) if status else 0,
+            status=str(status) if status else None,
             page_size=limit,
             page_token=after or "",
         )

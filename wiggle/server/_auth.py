@@ -9,7 +9,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -37,7 +37,9 @@ def _deny(context: grpc.ServicerContext, message: str) -> None:
     context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
 
-def _denying_handler(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHandler:
+def _denying_handler(
+    handler: grpc.RpcMethodHandler[Any, Any], message: str
+) -> grpc.RpcMethodHandler[Any, Any]:
     """A handler of the same shape as `handler` that refuses the call."""
 
     def unary(request: Any, context: grpc.ServicerContext) -> Any:
@@ -56,15 +58,21 @@ def _denying_handler(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMe
     return grpc.unary_unary_rpc_method_handler(unary, **kwargs)
 
 
-class TokenAuth(grpc.ServerInterceptor):  # type: ignore[misc]
+if TYPE_CHECKING:
+    _Interceptor = grpc.ServerInterceptor[Any, Any]
+else:  # generic only in the type stubs
+    _Interceptor = grpc.ServerInterceptor
+
+
+class TokenAuth(_Interceptor):
     def __init__(self, token: str) -> None:
         self._expected = f"Bearer {token}".encode()
 
     def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = continuation(handler_call_details)
         method: str = handler_call_details.method
         if handler is None or method.startswith(_EXEMPT_PREFIXES):

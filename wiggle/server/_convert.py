@@ -1,4 +1,8 @@
-"""Between wire messages and the engine's records. JSON bytes are decoded here, once."""
+"""Between wire messages and the engine's records. JSON bytes are decoded here, once.
+
+Enums are set by name: the engine's StrEnums carry the proto's enum names, and protobuf
+constructors accept names.
+"""
 
 from __future__ import annotations
 
@@ -71,7 +75,7 @@ def task_to_pb(task: TaskActivation) -> pb.Task:
         queue=task.queue,
         attempt=task.attempt,
         input=encode_json(task.input),
-        execution_mode=pb.ExecutionMode.Value(str(task.execution_mode)),
+        execution_mode=str(task.execution_mode),
         loop_counts=encode_json(dict(task.loop_counts)),
         timeout_ms=task.timeout_ms,
     )
@@ -81,7 +85,7 @@ def _token_to_pb(token: TokenView) -> pb.Token:
     return pb.Token(
         token_id=token.token_id,
         node_id=token.node_id,
-        state=pb.TokenState.Value(str(token.state)),
+        state=str(token.state),
         attempt=token.attempt,
         lease_owner=token.lease_owner,
         lease_expires_at_ms=token.lease_expires_at_ms,
@@ -106,10 +110,10 @@ def instance_to_pb(view: InstanceView, *, full: bool = True) -> pb.Instance:
         instance_id=view.instance_id,
         flow=view.flow,
         version=view.version,
-        status=pb.InstanceStatus.Value(str(view.status)),
+        status=str(view.status),
         context=encode_json(view.context),
         reason=view.reason,
-        execution_mode=pb.ExecutionMode.Value(str(view.execution_mode)),
+        execution_mode=str(view.execution_mode),
         parent_instance_id=view.parent_instance_id,
         created_at_ms=view.created_at_ms,
         updated_at_ms=view.updated_at_ms,

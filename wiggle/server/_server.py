@@ -119,7 +119,7 @@ class Server:
             max_poll_wait_s=config.max_poll_wait_s,
             stopping=self._stopping,
         )
-        pb_grpc.add_WiggleServicer_to_server(service, self._grpc)
+        pb_grpc.add_WiggleServicer_to_server(service, self._grpc)  # type: ignore[no-untyped-call]
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._grpc)
         reflection.enable_server_reflection(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self._grpc

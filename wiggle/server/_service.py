@@ -58,8 +58,8 @@ def _rpc(
     return wrapper
 
 
-def _status(status: InstanceStatus) -> pb.InstanceStatus:
-    return pb.InstanceStatus.Value(str(status))
+def _status(status: InstanceStatus) -> str:
+    return str(status)  # protobuf takes an enum's name
 
 
 class WiggleService(pb_grpc.WiggleServicer):
