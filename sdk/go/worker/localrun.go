@@ -53,7 +53,7 @@ func (r *localRun) run(ctx context.Context) {
 		isPredicate := node.Kind == graph.KindPredicate
 		h, found := w.reg.get(activity)
 		info := stepInfo(t, nodeID, activity, attempt, r.mode)
-		out := runHandler(withStep(ctx, info), h, found, activity, in, isPredicate)
+		out := runHandler(WithStep(ctx, info), h, found, activity, in, isPredicate)
 		r.buffer = append(r.buffer, stepResult(nodeID, out))
 		if out.failure != nil {
 			// The successful prefix and the failure go together, so the server applies the

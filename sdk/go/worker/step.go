@@ -25,7 +25,9 @@ type StepInfo struct {
 
 type stepKey struct{}
 
-func withStep(ctx context.Context, info StepInfo) context.Context {
+// WithStep returns ctx carrying info, as the worker passes it to a handler. Tests of handlers
+// use it to run them outside a worker.
+func WithStep(ctx context.Context, info StepInfo) context.Context {
 	return context.WithValue(ctx, stepKey{}, info)
 }
 

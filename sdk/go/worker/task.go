@@ -74,7 +74,7 @@ func stepInfo(t *wigglepb.Task, node, activity string, attempt int, mode graph.E
 func (w *worker) serverStep(ctx context.Context, t *wigglepb.Task, l *lease) {
 	info := stepInfo(t, t.GetNodeId(), t.GetActivity(), int(t.GetAttempt()), graph.ModeServer)
 	h, ok := w.reg.get(t.GetActivity())
-	out := runHandler(withStep(ctx, info), h, ok, t.GetActivity(), t.GetInput(), false)
+	out := runHandler(WithStep(ctx, info), h, ok, t.GetActivity(), t.GetInput(), false)
 	w.reportSingle(ctx, t, l, out)
 }
 

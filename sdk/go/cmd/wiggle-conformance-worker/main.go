@@ -1,0 +1,90 @@
+// Command wiggle-conformance-worker serves the conformance activities (spec/conformance/
+// ACTIVITIES.md) with the Go worker, so `wiggle conformance --worker CMD` can run the corpus
+// against it.
+//
+// Environment: WIGGLE_ADDRESS (host:port, required), WIGGLE_AUTH_TOKEN (optional bearer token),
+// WIGGLE_QUEUES (comma-separated, default "default,other"), WIGGLE_CONCURRENCY (default 64),
+// WIGGLE_CONFORMANCE_TRACE (the trace file the activities append to).
+//
+// SIGTERM or SIGINT drains (running steps finish, buffered runs are handed back) and exits 0; a
+// second signal stops at once, like a crash for whatever is still held.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/wiggle-engine/wiggle/sdk/go/conformance"
+	"github.com/wiggle-engine/wiggle/sdk/go/wigglepb"
+	"github.com/wiggle-engine/wiggle/sdk/go/worker"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "wiggle-conformance-worker:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	address := os.Getenv("WIGGLE_ADDRESS")
+	if address == "" {
+		return fmt.Errorf("set WIGGLE_ADDRESS to the server's host:port")
+	}
+	queues := []string{"default", "other"}
+	if q := os.Getenv("WIGGLE_QUEUES"); q != "" {
+		queues = strings.Split(q, ",")
+	}
+	concurrency := 64
+	if c := os.Getenv("WIGGLE_CONCURRENCY"); c != "" {
+		n, err := strconv.Atoi(c)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("WIGGLE_CONCURRENCY=%q is not a positive integer", c)
+		}
+		concurrency = n
+	}
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	w := worker.New(wigglepb.NewWiggleClient(conn), worker.Options{
+		Queues:      queues,
+		Concurrency: concurrency,
+		Token:       os.Getenv("WIGGLE_AUTH_TOKEN"),
+		Logger:      log,
+	})
+	conformance.Register(w)
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	serve, stop := context.WithCancel(context.Background())
+	drain, abort := context.WithCancel(context.Background())
+	go func() {
+		<-sigs
+		log.Info("signal: draining")
+		stop()
+		<-sigs
+		log.Info("second signal: stopping without draining")
+		abort()
+	}()
+	if err := w.Start(); err != nil {
+		return err
+	}
+	<-serve.Done()
+	if err := w.Close(drain); err != nil {
+		return fmt.Errorf("drain cut short: %w", err)
+	}
+	return nil
+}
