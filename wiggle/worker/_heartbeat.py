@@ -15,7 +15,7 @@ import time
 import grpc
 
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
-from wiggle.worker._rpc import Rpc, RpcFailed
+from wiggle.worker._rpc import RETRYABLE, Rpc, RpcFailed
 
 __all__ = ["Lease", "LeaseKeeper"]
 
@@ -37,6 +37,7 @@ class Lease:
         self.lease = lease
         self._lock = threading.Lock()
         self.lost_reason: str | None = None
+        self.warned = False
         self.length_ms = max(1, timeout_ms)
         self._deadline = 0.0
         self._renewed_at = 0.0
@@ -119,6 +120,9 @@ class LeaseKeeper:
         except RpcFailed as exc:
             if exc.code in _LOST:
                 lease.lose(f"heartbeat refused: {exc.detail}")
+            elif exc.code not in RETRYABLE and not lease.warned:
+                lease.warned = True  # once per lease: a broken server would flood the log
+                _log.warning("heartbeat for task %s failed: %s", lease.task_id, exc)
             # Unreachable or slow: the next tick tries again; the lease budget check in a local
             # run notices if the deadline comes close.
             return

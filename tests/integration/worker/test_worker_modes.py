@@ -149,7 +149,8 @@ def test_filtered_and_failed_instances(stack, mode):
         raise NonRetryable("card reported stolen")
 
     filtered = stack.deploy(
-        f"wiggle: 1\nname: filt\nexecution: {mode}\nsteps: [{{task: validate}}, {{filter: in_stock}}]\n"
+        f"wiggle: 1\nname: filt\nexecution: {mode}\n"
+        "steps: [{task: validate}, {filter: in_stock}]\n"
     )
     failing = stack.deploy(
         f"wiggle: 1\nname: fail\nexecution: {mode}\nsteps: [{{task: validate}}, {{task: charge}}]\n"
