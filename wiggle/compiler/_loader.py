@@ -25,6 +25,7 @@ from ruamel.yaml.events import (
     SequenceEndEvent,
     SequenceStartEvent,
 )
+from ruamel.yaml.reader import ReaderError
 
 from wiggle.errors import Diagnostic, FlowError
 
@@ -97,21 +98,26 @@ def _pos(event: Event) -> tuple[int, int]:
     return (mark.line + 1, mark.column + 1)
 
 
-def _check_escapes(event: ScalarEvent, file: str) -> None:
-    # Only a double-quoted scalar can spell a lone surrogate (`"\\ud800"`); it has no UTF-8
-    # form, so it could never be hashed.
+def _double_quoted(event: ScalarEvent, file: str) -> str:
+    """The text of a double-quoted scalar with JSON-style surrogate pair escapes joined.
+
+    The scanner decodes `"\\ud83d\\ude00"` as two lone surrogates, where JSON means one
+    character; a surrogate left unpaired has no UTF-8 form and could never be hashed.
+    """
+    text: str = event.value
     try:
-        event.value.encode("utf-8")
+        text.encode("utf-8")
     except UnicodeEncodeError:
-        raise _fail(file, *_pos(event), "string contains an unpaired surrogate escape") from None
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        if "\ufffd" in text and "\ufffd" not in event.value:
+            raise _fail(file, *_pos(event), "string has an unpaired surrogate escape") from None
+    return text
 
 
 def _scalar(event: ScalarEvent, file: str) -> Any:
-    text: str = event.value
+    text: str = _double_quoted(event, file) if event.style == '"' else event.value
     if event.tag is not None and event.tag != _STR_TAG:
         raise _fail(file, *_pos(event), f"YAML tags are not allowed (found {event.tag})")
-    if event.style == '"':
-        _check_escapes(event, file)
     if event.style is not None or event.tag == _STR_TAG:
         return text
     if _NULL.match(text):
@@ -204,9 +210,7 @@ class _Builder:
 
     def _key(self, event: ScalarEvent) -> None:
         frame = self.stack[-1]
-        key: str = event.value
-        if event.style == '"':
-            _check_escapes(event, self.file)
+        key: str = _double_quoted(event, self.file) if event.style == '"' else event.value
         if event.tag is not None and event.tag != _STR_TAG:
             raise _fail(self.file, *_pos(event), f"YAML tags are not allowed (found {event.tag})")
         if key in frame[0]:
@@ -283,6 +287,11 @@ def load_document(source: str | bytes, file: str) -> Loaded:
             # The parser stops where it noticed; where the construct began is the useful hint.
             what += f" (the construct started at line {start.line + 1}, column {start.column + 1})"
         raise _fail(file, line, column, f"syntax error: {what}") from None
+    except ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        message = f"character U+{exc.character:04X} is not allowed in YAML"
+        raise _fail(file, line, column, message) from None
     except YAMLError as exc:
         raise _fail(file, 0, 0, f"syntax error: {exc}") from None
     except RecursionError:

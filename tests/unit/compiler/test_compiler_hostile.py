@@ -76,10 +76,10 @@ def test_invalid_utf8_is_refused() -> None:
 
 
 def test_unpaired_surrogate_is_refused() -> None:
-    assert "evil.yaml:3:9: string contains an unpaired surrogate" in _reject(
+    assert "evil.yaml:3:9: string has an unpaired surrogate" in _reject(
         'wiggle: 1\nname: x\ninput: {"\\udc00": 1}\n'
     )
-    assert "evil.yaml:2:14: string contains an unpaired surrogate" in _reject(
+    assert "evil.yaml:2:14: string has an unpaired surrogate" in _reject(
         'wiggle: 1\ndescription: "\\ud800"\n'
     )
 
