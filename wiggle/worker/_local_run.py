@@ -311,8 +311,9 @@ class LocalRun:
     def _flush_refused(self, exc: RpcFailed) -> None:
         if exc.code == grpc.StatusCode.UNIMPLEMENTED and len(self.buffer) == 1:
             # An older server: report this one step the SERVER way, and stop trying LOCAL runs.
+            if self.env.advance_run_supported is not False:  # say it once, not per run
+                _log.warning("server does not implement AdvanceRun; running tasks in SERVER mode")
             self.env.advance_run_supported = False
-            _log.warning("server does not implement AdvanceRun; running tasks in SERVER mode")
             step = self.buffer[0]
             outcome = _outcome_of(step)
             self.buffer.clear()
