@@ -7,6 +7,9 @@ compile flows with `load_flow` / `load_flow_file`. Everything else is internal.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from wiggle.errors import (
     Conflict,
     DefinitionNotFound,
@@ -26,9 +29,39 @@ from wiggle.errors import (
 )
 from wiggle.graph import ExecutionMode
 
+if TYPE_CHECKING:
+    from wiggle.client import Client
+    from wiggle.compiler import CompiledFlow, load_flow, load_flow_file
+    from wiggle.worker import NonRetryable, Registry, StepInfo, Worker, activity, step
+
 __version__ = "0.1.0"
 
+# The worker, client and compiler pull in grpc, jsonschema and networkx; they are imported on
+# first use so that `import wiggle` (and every `wiggle` command) stays quick.
+_LAZY = {
+    "Client": "wiggle.client",
+    "CompiledFlow": "wiggle.compiler",
+    "load_flow": "wiggle.compiler",
+    "load_flow_file": "wiggle.compiler",
+    "NonRetryable": "wiggle.worker",
+    "Registry": "wiggle.worker",
+    "StepInfo": "wiggle.worker",
+    "Worker": "wiggle.worker",
+    "activity": "wiggle.worker",
+    "step": "wiggle.worker",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'wiggle' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
+    "Client",
+    "CompiledFlow",
     "Conflict",
     "DefinitionNotFound",
     "Diagnostic",
@@ -38,14 +71,20 @@ __all__ = [
     "InstanceNotFound",
     "InstanceNotRunning",
     "InvalidRequest",
+    "NonRetryable",
     "NotFound",
     "PayloadTooLarge",
+    "Registry",
     "StaleLease",
+    "StepInfo",
     "Unauthenticated",
     "Unavailable",
     "WiggleError",
+    "Worker",
     "WrongPath",
     "__version__",
+    "activity",
+    "load_flow",
+    "load_flow_file",
+    "step",
 ]
-# The worker SDK names (activity, step, NonRetryable, Worker), the Client and the compiler entry
-# points are re-exported here once those packages exist; tests/unit/test_public_api.py pins them.
