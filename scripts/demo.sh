@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 exec wiggle run definitions/order-fulfilment.yaml \
     --handlers definitions/handlers/order_fulfilment.py \
-    --input "$(cat definitions/inputs/order-fulfilment.json)" "$@"
+    --input "$(cat definitions/samples/order-fulfilment.json)" "$@"
