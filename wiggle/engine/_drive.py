@@ -17,7 +17,18 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from wiggle.graph import Await, ForEach, Fork, Join, Node, Predicate, Sleep, Subflow, Task
+from wiggle.graph import (
+    Await,
+    ExecutionMode,
+    ForEach,
+    Fork,
+    Join,
+    Node,
+    Predicate,
+    Sleep,
+    Subflow,
+    Task,
+)
 
 from . import _schema as s
 from ._data import MISSING, parse_instant_ms, resolve_pointer, type_name
@@ -52,7 +63,7 @@ def inst_from_row(tx: Tx, m: Any) -> Inst:
         flow=m["flow"],
         version=m["version"],
         status=InstanceStatus(m["status"]),
-        mode=m["mode"],
+        mode=ExecutionMode(m["mode"]),
         graph=tx.graph_of(tx.conn, m["version"]),
         parent_instance_id=m["parent_instance_id"],
         parent_token_id=m["parent_token_id"],
@@ -353,7 +364,7 @@ def start_child(tx: Tx, inst: Inst, tok: Tok, node: Subflow) -> None:
         flow=graph.name,
         version=version,
         status=InstanceStatus.RUNNING,
-        mode=resolve_mode(graph, inst.mode),
+        mode=resolve_mode(graph, tx.default_mode),
         graph=graph,
         parent_instance_id=inst.id,
         parent_token_id=tok.id,

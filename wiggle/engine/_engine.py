@@ -196,7 +196,7 @@ class Engine:
                 known = conn.execute(select(i.c.version).where(i.c.id == instance_id)).scalar()
                 if known is not None:
                     return StartResult(instance_id, known, False), set()
-            tx = Tx(conn, self.db, int(row.now_ms), self.graph_of)
+            tx = Tx(conn, self.db, int(row.now_ms), self.graph_of, self.default_mode)
             inst = _instances.insert_instance(
                 tx, graph, instance_id or new_id(), input, self.default_mode
             )
@@ -316,7 +316,7 @@ class Engine:
         self, task_id: str, lease: str, steps_for: _StepsFor, *, final: bool, reason: str | None
     ) -> AdvanceResult:
         def fn(conn: Connection) -> tuple[AdvanceResult, set[str]]:
-            tx = Tx(conn, self.db, 0, self.graph_of)
+            tx = Tx(conn, self.db, 0, self.graph_of, self.default_mode)
             got = read_locked(tx, conn, task_id)
             tok, inst = got if got is not None else (None, None)
             if not refuse_unless_current(tok, inst, task_id, lease):

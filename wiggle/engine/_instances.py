@@ -68,7 +68,7 @@ def insert_instance(
 
 def lock_instance(eng: Engine, conn: Connection, instance_id: str) -> tuple[Tx, Inst]:
     """Lock the instance's root row (PostgreSQL) and read the database clock with it."""
-    tx = Tx(conn, eng.db, 0, eng.graph_of)
+    tx = Tx(conn, eng.db, 0, eng.graph_of, eng.default_mode)
     row = conn.execute(
         select(*_i.c, eng.db.now)
         .select_from(_i.join(_r, _r.c.id == _i.c.root_id))

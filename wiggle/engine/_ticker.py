@@ -66,7 +66,7 @@ def _fire(
     eng: Engine, conn: Connection, *, token_id: str, state: str, wake: int
 ) -> tuple[bool, set[str]]:
     """Fire one timer, exactly once: the UPDATE is conditional on the state and wake_at seen."""
-    tx = Tx(conn, eng.db, 0, eng.graph_of)
+    tx = Tx(conn, eng.db, 0, eng.graph_of, eng.default_mode)
     got = read_locked(tx, conn, token_id)
     if got is None:
         return False, set()
@@ -100,7 +100,7 @@ def _fire(
 
 def _reclaim(eng: Engine, conn: Connection, *, token_id: str, lease: str) -> tuple[bool, set[str]]:
     """An expired lease is a failed, retryable attempt (docs/graph.md)."""
-    tx = Tx(conn, eng.db, 0, eng.graph_of)
+    tx = Tx(conn, eng.db, 0, eng.graph_of, eng.default_mode)
     got = read_locked(tx, conn, token_id)
     if got is None:
         return False, set()

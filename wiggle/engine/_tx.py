@@ -167,8 +167,10 @@ class Tx:
         db: Database,
         now: int,
         graph_of: Callable[[Connection, str], Graph],
+        default_mode: ExecutionMode = ExecutionMode.SERVER,
     ) -> None:
         self.conn = conn
+        self.default_mode = default_mode
         self.db = db
         self.now = now
         self.graph_of = graph_of
