@@ -43,7 +43,34 @@ def _is_integer(_checker: Any, instance: Any) -> bool:
 
 _Validator = Draft202012Validator
 _TYPES = _Validator.TYPE_CHECKER.redefine("integer", _is_integer)
-_StrictValidator = validators.extend(_Validator, type_checker=_TYPES)
+_ONE_OF = _Validator.VALIDATORS["oneOf"]
+
+
+def _discriminated(schema: dict[str, Any], instance: Any) -> int | None:
+    """The only oneOf alternative `instance` can match, when its block key or kind says so."""
+    if not isinstance(instance, dict):
+        return None
+    title = schema.get("title")
+    if title == "Step":
+        present = [i for i, (key, _) in enumerate(_step_keys()) if key in instance]
+        return present[0] if len(present) == 1 else None
+    if title == "Node" and isinstance(instance.get("kind"), str):
+        return _node_kinds().get(instance["kind"])
+    return None
+
+
+def _one_of(validator: Any, one_of: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    # Every step alternative requires its own block key (every node alternative its own
+    # `kind`), so only the one named can match: checking it alone gives the same verdict
+    # without validating each step nine times, and its errors are the ones worth reporting.
+    index = _discriminated(schema, instance)
+    if index is None:
+        yield from _ONE_OF(validator, one_of, instance, schema)
+    else:
+        yield from validator.descend(instance, one_of[index], schema_path=index)
+
+
+_StrictValidator = validators.extend(_Validator, validators={"oneOf": _one_of}, type_checker=_TYPES)
 
 
 @functools.cache
@@ -65,6 +92,14 @@ def _step_keys() -> tuple[tuple[str, str], ...]:
         name = alt["$ref"].rsplit("/", 1)[1]
         out.append((defs[name]["required"][0], name))
     return tuple(out)
+
+
+@functools.cache
+def _node_kinds() -> dict[str, int]:
+    """Graph node kind → index of its alternative in the graph schema's node oneOf."""
+    defs = load_schema("graph")["$defs"]
+    refs = [alt["$ref"].rsplit("/", 1)[1] for alt in defs["node"]["oneOf"]]
+    return {defs[name]["properties"]["kind"]["const"]: i for i, name in enumerate(refs)}
 
 
 def _is_step_choice(error: ValidationError) -> bool:
