@@ -153,12 +153,14 @@ class EventPrinter:
 
     def line(self, event: Event) -> str:
         marks = _MARKS.get(event.kind)
-        mark = (marks[0] if self._fancy else marks[1]) if marks else ("·" if self._fancy else "-")
-        text = f"  {mark} {event.node_id or '-'}"
-        if event.attempt:
-            text += f" (attempt {event.attempt})"
-        if not marks:
-            text += f" {event.kind}"
+        if marks is None:  # not a step outcome: name the event, then what it is about
+            text = f"  {'·' if self._fancy else '-'} {event.kind.replace('_', ' ')}"
+            if event.node_id:
+                text += f" {event.node_id}"
+        else:
+            text = f"  {marks[0] if self._fancy else marks[1]} {event.node_id}"
+            if event.attempt:
+                text += f" (attempt {event.attempt})"
         message = event.detail.get("message") if isinstance(event.detail, dict) else None
         if isinstance(message, str) and message:
             text += f": {message}"

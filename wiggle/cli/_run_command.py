@@ -121,8 +121,13 @@ def _run(args: argparse.Namespace) -> int:
         client = stack.enter_context(Client(address))
         for flow in flows:
             client.deploy(flow)
-        print(f"{main.name} {main.version} ({main.graph.execution})", file=progress, flush=True)
         started = client.start(main.name, value, version=main.version, worker=worker)
+        mode_now = client.describe(started.instance_id).execution_mode
+        print(
+            f"{main.name} {main.version}\ninstance {started.instance_id} ({mode_now})",
+            file=progress,
+            flush=True,
+        )
         for name, payload in signals:  # buffered by the engine until their await is reached
             client.signal(started.instance_id, name, payload)
         printer = EventPrinter(progress)
@@ -140,6 +145,8 @@ def _run(args: argparse.Namespace) -> int:
             delay = min(delay * 1.5, 0.25)
     reason = f" ({view.reason})" if view.reason else ""
     if args.json:
+        if view.status != "COMPLETED":
+            print(f"{view.status}{reason}", file=sys.stderr)
         print(orjson.dumps({"status": view.status, "context": view.context}).decode())
     else:
         print(f"{view.status}{reason}")

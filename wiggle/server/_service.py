@@ -208,6 +208,9 @@ class WiggleService(pb_grpc.WiggleServicer):
             if left <= 0 or self._stopping.is_set() or not context.is_active():
                 return pb.PollTasksResponse()
             self._engine.wait_for_tasks(queues, min(left, POLL_SLICE_S))
+            # After a shutdown began the engine may be closing under us: claim nothing more.
+            if self._stopping.is_set():
+                return pb.PollTasksResponse()
 
     @_rpc
     def CompleteTask(
