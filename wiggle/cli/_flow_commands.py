@@ -100,7 +100,14 @@ def _read_states(path: str) -> dict[str, Any]:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from wiggle_render import FORMATS, RenderError, format_for_path, render
+    # mypy cannot follow setuptools' editable mapping of wiggle_render onto tools/render, so
+    # `mypy wiggle` sees no such module; with the package on MYPYPATH the ignore is unused.
+    from wiggle_render import (  # type: ignore[import-not-found, unused-ignore]
+        FORMATS,
+        RenderError,
+        format_for_path,
+        render,
+    )
 
     try:
         if args.format:
