@@ -1,9 +1,10 @@
 """A worker process killed (SIGKILL) or stopped (SIGTERM) mid-run, under each execution mode.
 
 The activities of `crash_worker.py` append one line per execution to a log file, so executions
-are counted across processes. Steps have a 1 s timeout (the lease) and a 50 ms retry delay, so a
-dead worker's lease expires and its task is redelivered quickly; the slow step outlives its
-lease on purpose, so only heartbeats keep it alive while the first worker is well.
+are counted across processes. Steps have a 2 s timeout (the lease) and a 50 ms retry delay, so a
+dead worker's lease expires and its task is redelivered quickly. The slow step (1 s) is the
+window in which the first worker is killed or stopped; it fits in its lease, so these tests do
+not depend on heartbeats (test_worker_heartbeat covers those).
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ wiggle: 1
 name: crashy
 execution: {mode}
 steps:
-  - {{task: s0, timeout: 1s, retry: {{initial: 50ms}}}}
-  - {{task: s1, timeout: 1s, retry: {{initial: 50ms}}}}
-  - {{task: s2, timeout: 1s, retry: {{initial: 50ms}}, checkpoint: true}}
-  - {{task: s3, timeout: 1s, retry: {{initial: 50ms}}}}
-  - {{task: slow4, timeout: 1s, retry: {{initial: 50ms}}}}
-  - {{task: s5, timeout: 1s, retry: {{initial: 50ms}}}}
+  - {{task: s0, timeout: 2s, retry: {{initial: 50ms}}}}
+  - {{task: s1, timeout: 2s, retry: {{initial: 50ms}}}}
+  - {{task: s2, timeout: 2s, retry: {{initial: 50ms}}, checkpoint: true}}
+  - {{task: s3, timeout: 2s, retry: {{initial: 50ms}}}}
+  - {{task: slow4, timeout: 2s, retry: {{initial: 50ms}}}}
+  - {{task: s5, timeout: 2s, retry: {{initial: 50ms}}}}
 """
 
 
@@ -65,7 +66,7 @@ def run_until_slow_step(
     stack, wait_until, mode: str, log: Path
 ) -> tuple[subprocess.Popen[str], list[str]]:
     flow = stack.deploy(FLOW.format(mode=mode))
-    first = spawn(stack.address, log, slow_s=3.0)
+    first = spawn(stack.address, log, slow_s=1.0)
     ids = [
         stack.client.start(flow.name, {}, version=flow.version).instance_id
         for _ in range(INSTANCES)
