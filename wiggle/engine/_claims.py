@@ -130,7 +130,7 @@ def heartbeat_stmt(db: Database) -> Any:
         update(_t)
         .where(
             _t.c.id == bindparam("tid"),
-            _t.c.lease == bindparam("lease"),
+            _t.c.lease == bindparam("b_lease"),
             _t.c.state == TokenState.LEASED.value,
         )
         .values(lease_expires_at_ms=literal_column(db.now_sql) + _t.c.timeout_ms)

@@ -339,7 +339,7 @@ class Engine:
         """Renew a lease by the task's timeout; says so when the instance is no longer RUNNING."""
 
         def fn(conn: Connection) -> HeartbeatResult:
-            row = conn.execute(heartbeat_stmt(self.db), {"tid": task_id, "lease": lease}).first()
+            row = conn.execute(heartbeat_stmt(self.db), {"tid": task_id, "b_lease": lease}).first()
             if row is not None:
                 return HeartbeatResult(int(row[0]), InstanceStatus.RUNNING)
             i = s.instances
