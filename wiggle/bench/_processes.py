@@ -1,0 +1,61 @@
+"""Server and worker subprocesses for benchmarks: real processes, loopback only, always reaped."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+__all__ = ["free_port", "running", "wait_serving"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_serving(address: str, timeout_s: float = 30.0) -> None:
+    """Block until the server at `address` answers its gRPC health check with SERVING."""
+    deadline = time.monotonic() + timeout_s
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while True:
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no server answered at {address} within {timeout_s:.0f}s")
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def running(commands: Sequence[Sequence[str]], env: dict[str, str] | None = None) -> Iterator[None]:
+    """Run each command as a `python -m wiggle ...` subprocess; SIGTERM them all on exit."""
+    full_env = {**os.environ, **(env or {})}
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "wiggle", *cmd], env=full_env) for cmd in commands
+    ]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
