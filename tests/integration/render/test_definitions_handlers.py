@@ -17,8 +17,6 @@ from typing import Any
 
 import pytest
 
-import wiggle
-import wiggle.worker
 from wiggle.compiler import load_flow_file
 from wiggle.graph import (
     Await,
@@ -150,13 +148,7 @@ def _pointer(doc: Any, pointer: str) -> Any:
 
 
 @pytest.fixture
-def run(monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[Any, bool, list[str]]]:
-    # Handlers import `from wiggle import activity, step, NonRetryable` (DESIGN §8); until the
-    # package re-exports the worker SDK, lend them its names.
-    for name in ("activity", "step", "NonRetryable"):
-        if not hasattr(wiggle, name):
-            monkeypatch.setattr(wiggle, name, getattr(wiggle.worker, name), raising=False)
-
+def run() -> Callable[..., tuple[Any, bool, list[str]]]:
     def run_flow(
         stem: str,
         handlers: str,
