@@ -62,11 +62,12 @@ func (r Retry) DelayMs(failedAttempt int) int64 {
 	if r.Backoff == "fixed" {
 		return r.InitialMs
 	}
-	d := r.InitialMs << (failedAttempt - 1)
-	if d > r.MaxMs || d < 0 {
+	shift := max(0, failedAttempt-1)
+	// Compare before shifting: initial << shift may overflow long before it passes max.
+	if shift >= 62 || r.InitialMs > r.MaxMs>>shift {
 		return r.MaxMs
 	}
-	return d
+	return r.InitialMs << shift
 }
 
 // Apply is the activity an await runs on {"context": ..., "signal": ...}.
