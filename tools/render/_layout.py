@@ -46,7 +46,7 @@ class Group:
     kind: str  # "fork" | "branch" | "foreach" | "loop"
     owner: str  # the fork, foreach or `while` predicate the group belongs to
     members: frozenset[str]
-    colour_index: int  # the pair's colour (loops reuse the palette too)
+    colour_index: int  # the pair's colour (unused for loops)
     parent: str | None  # key of the smallest enclosing group
 
 
@@ -142,45 +142,41 @@ def _reach(graph: Graph, first: str, stop: str) -> frozenset[str] | None:
 
 
 def _groups(graph: Graph, order: list[str], pair_index: Mapping[str, int]) -> list[Group]:
-    raw: list[tuple[str, str, str, frozenset[str], int]] = []
-    loops = 0
+    found: list[tuple[str, str, str, frozenset[str]]] = []  # key, kind, owner, members
     for node_id in order:
         node = graph.nodes[node_id]
         if isinstance(node, Fork):
-            region: set[str] = {node.id, node.join}
-            for name, first in node.branches.items():
-                members = _reach(graph, first, node.join)
-                if members is None:
-                    break
-                region |= members
-                raw.append((f"branch:{node.id}:{name}", "branch", node.id, members, 0))
-            else:
-                raw.append((f"fork:{node.id}", "fork", node.id, frozenset(region), 0))
+            branches = {
+                name: _reach(graph, first, node.join) for name, first in node.branches.items()
+            }
+            if all(members is not None for members in branches.values()):
+                region = {node.id, node.join}.union(*(m for m in branches.values() if m))
+                found.append((f"fork:{node.id}", "fork", node.id, frozenset(region)))
+                for name, members in branches.items():
+                    assert members is not None
+                    found.append((f"branch:{node.id}:{name}", "branch", node.id, members))
         elif isinstance(node, ForEach):
             body = _reach(graph, node.body, node.join)
             if body is not None:
-                members = body | {node.id, node.join}
-                raw.append((f"foreach:{node.id}", "foreach", node.id, members, 0))
+                found.append(
+                    (f"foreach:{node.id}", "foreach", node.id, body | {node.id, node.join})
+                )
         elif isinstance(node, Predicate) and node.max_iterations is not None:
             body = _reach(graph, node.next, node.id)
             if body is not None:
-                raw.append((f"loop:{node.id}", "loop", node.id, body | {node.id}, loops))
-                loops += 1
-    # A branch whose fork was dropped (not well nested) goes too.
-    kept_forks = {owner for key, kind, owner, _, _ in raw if kind == "fork"}
-    raw = [r for r in raw if r[1] != "branch" or r[2] in kept_forks]
-    # Largest first, so every group's parent is already known; ties keep document order.
-    raw.sort(key=lambda r: -len(r[3]))
+                found.append((f"loop:{node.id}", "loop", node.id, body | {node.id}))
+    # Largest first, so every group's parent is placed before it; the sort is stable, so equal
+    # sizes keep document order.
+    found.sort(key=lambda group: -len(group[3]))
     groups: list[Group] = []
-    for key, kind, owner, members, loop_colour in raw:
+    for key, kind, owner, members in found:
         parent = None
         # The last superset seen is the smallest. Equal member sets happen (a branch that is only
         # a loop); the one met first in the document is the outer one.
         for candidate in groups:
             if members <= candidate.members:
                 parent = candidate.key
-        colour = pair_index.get(owner, 0) if kind != "loop" else len(pair_index) + loop_colour
-        groups.append(Group(key, kind, owner, members, colour, parent))
+        groups.append(Group(key, kind, owner, members, pair_index.get(owner, 0), parent))
     return groups
 
 

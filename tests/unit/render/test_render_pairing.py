@@ -110,3 +110,21 @@ def test_a_fork_after_a_for_each_takes_the_next_colour(g, dot_of):
     dot = dot_of(graph)
     assert dot.nodes["for_each-1.join"]["color"] == BLUE
     assert dot.nodes["parallel-1.join"]["color"] == RED
+
+
+def test_a_hand_written_graph_that_is_not_well_nested_still_draws(g, dot_of):
+    # branch b skips the join and runs to the end: no cluster can honestly hold the pair
+    graph = g.graph(
+        "p",
+        {
+            "p": g.fork({"a": "a", "b": "b"}, "p.join"),
+            "a": g.task("a", "p.join"),
+            "b": g.task("b", "end"),
+            "p.join": g.join("merge", "p", "end"),
+            "stray": g.task("stray", "end"),  # unreachable, but drawn
+        },
+    )
+    dot = dot_of(graph)
+    assert dot.cluster_attrs == {}
+    assert {"p", "a", "b", "p.join", "stray", "end"} <= set(dot.nodes)
+    assert dot.nodes["p"]["fillcolor"] == dot.nodes["p.join"]["fillcolor"] == BLUE
