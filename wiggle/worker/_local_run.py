@@ -271,8 +271,9 @@ class LocalRun:
             return True
         # Until the server has answered one AdvanceRun we do not know it implements it; report
         # the first step alone so that an UNIMPLEMENTED answer can still fall back to
-        # CompleteTask for exactly that step.
-        return self.env.advance_run_supported is None
+        # CompleteTask for exactly that step. (False: another run found out while this one ran
+        # its first step; `_flush` then reports that step the SERVER way.)
+        return self.env.advance_run_supported is not True
 
     def _finish(self, reason: str) -> None:
         self.handback = reason
@@ -282,6 +283,9 @@ class LocalRun:
         self, *, final: bool, reason: str, next_node: str | None = None
     ) -> pb.AdvanceRunResponse | None:
         """Send the buffer; None when the run must stop (refused, not RUNNING, fallen back)."""
+        if self.env.advance_run_supported is False and self.flushes == 0 and len(self.buffer) == 1:
+            self._fall_back()
+            return None
         request = pb.AdvanceRunRequest(
             task_id=self.task.task_id,
             lease=self.task.lease,
@@ -314,16 +318,19 @@ class LocalRun:
             if self.env.advance_run_supported is not False:  # say it once, not per run
                 _log.warning("server does not implement AdvanceRun; running tasks in SERVER mode")
             self.env.advance_run_supported = False
-            step = self.buffer[0]
-            outcome = _outcome_of(step)
-            self.buffer.clear()
-            self.handback = "fallback"
-            _report_single(self.env, self.task, self.lease, outcome)
+            self._fall_back()
             return None
         level = logging.INFO if exc.code in _GONE else logging.ERROR
         _log.log(level, "AdvanceRun for task %s refused: %s", self.task.task_id, exc)
         self.handback = self.handback or "refused"
         return None
+
+    def _fall_back(self) -> None:
+        """Report the one buffered step with CompleteTask / FailTask, as in SERVER mode."""
+        outcome = _outcome_of(self.buffer[0])
+        self.buffer.clear()
+        self.handback = "fallback"
+        _report_single(self.env, self.task, self.lease, outcome)
 
 
 def _outcome_of(step: pb.StepResult) -> Outcome:

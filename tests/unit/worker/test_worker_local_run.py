@@ -441,3 +441,24 @@ def test_a_stale_lease_refusal_stops_the_run(harness, rpc_error):
     h.stub.answers["AdvanceRun"] = stale
     run_task(h.env, h.task(ctx={}))
     assert executed == ["s0"]
+
+
+def test_a_run_learning_of_the_fallback_mid_step_reports_its_step_the_server_way(harness):
+    """Another run got UNIMPLEMENTED while this one ran its first step: no AdvanceRun at all."""
+    executed: list[str] = []
+    reg = Registry()
+    h = None
+
+    def s0(ctx):
+        executed.append("s0")
+        h.env.advance_run_supported = False
+        return {**ctx, "s0": 1}
+
+    reg.register(s0, "s0")
+    reg.register(lambda ctx: executed.append("s1") or ctx, "s1")
+    h = harness(linear("LOCAL_ASYNC", 2), reg, advance_supported=None)
+    run_task(h.env, h.task(ctx={}))
+    assert executed == ["s0"]
+    assert h.stub.batches() == []
+    [complete] = h.stub.requests("CompleteTask")
+    assert orjson.loads(complete.result) == {"s0": 1}
