@@ -19,11 +19,11 @@ import (
 type lease struct {
 	taskID string
 	token  string
-	length time.Duration
 	cancel context.CancelFunc // cancels the context handlers of this task run under
 
 	mu        sync.Mutex
-	deadline  time.Time // carries a monotonic reading: immune to wall-clock jumps
+	length    time.Duration // the lease length: the timeout of the node the token is at
+	deadline  time.Time     // carries a monotonic reading: immune to wall-clock jumps
 	renewedAt time.Time
 	lostWhy   string
 }
@@ -42,7 +42,18 @@ func newLease(t *wigglepb.Task, cancel context.CancelFunc) *lease {
 // What is left is measured against our wall clock once and then anchored on the monotonic
 // clock; a nonsense expiry (clock skew) falls back to one lease length.
 func (l *lease) renewed(expiresAtMs int64) {
+	l.renewedFor(expiresAtMs, 0)
+}
+
+// renewedFor is renewed after the token moved to a node whose timeout (lengthMs, 0: unchanged)
+// the server now leases it for: AdvanceRun renews for the next node's timeout.
+func (l *lease) renewedFor(expiresAtMs, lengthMs int64) {
 	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lengthMs > 0 {
+		l.length = time.Duration(lengthMs) * time.Millisecond
+	}
 	left := l.length
 	if expiresAtMs > 0 {
 		left = time.Duration(expiresAtMs-now.UnixMilli()) * time.Millisecond
@@ -50,10 +61,8 @@ func (l *lease) renewed(expiresAtMs int64) {
 	if left <= 0 || left > 10*l.length {
 		left = l.length
 	}
-	l.mu.Lock()
 	l.deadline = now.Add(left)
 	l.renewedAt = now
-	l.mu.Unlock()
 }
 
 func (l *lease) lose(why string) {
@@ -88,6 +97,12 @@ func (l *lease) nextBeat() time.Time {
 	return l.renewedAt.Add(l.length / 3)
 }
 
+func (l *lease) lengthNow() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.length
+}
+
 // keepAlive heartbeats l whenever it falls due, until ctx ends (the task's run finished) or
 // the lease is lost. A renewal by AdvanceRun moves the next beat later on its own.
 func (w *worker) keepAlive(ctx context.Context, l *lease) {
@@ -111,7 +126,8 @@ func (w *worker) keepAlive(ctx context.Context, l *lease) {
 // beat heartbeats l once. An unreachable server is not fatal: the next beat tries again and a
 // local run's lease budget check notices if the deadline comes close.
 func (w *worker) beat(ctx context.Context, l *lease) {
-	r := w.rpc.withTimeout(max(time.Second, l.length/3))
+	length := l.lengthNow()
+	r := w.rpc.withTimeout(max(time.Second, length/3))
 	resp, err := call(ctx, r, 0, w.rpc.client.Heartbeat, &wigglepb.HeartbeatRequest{TaskId: l.taskID, Lease: l.token})
 	if err != nil {
 		switch status.Code(err) {
@@ -120,7 +136,7 @@ func (w *worker) beat(ctx context.Context, l *lease) {
 		default:
 			// Retry sooner than a full third of the lease: pretend a renewal a second ago.
 			l.mu.Lock()
-			l.renewedAt = time.Now().Add(-l.length/3 + min(time.Second, l.length/6))
+			l.renewedAt = time.Now().Add(-length/3 + min(time.Second, length/6))
 			l.mu.Unlock()
 		}
 		return

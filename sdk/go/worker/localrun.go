@@ -32,6 +32,8 @@ type localRun struct {
 	buffer   []*wigglepb.StepResult
 	flushes  int
 	handback string // why the run ended, for logs and tests
+	// nextTimeoutMs is the timeout of the node a non-final flush moves the token to.
+	nextTimeoutMs int64
 }
 
 func newLocalRun(w *worker, t *wigglepb.Task, g *graph.Graph, l *lease) *localRun {
@@ -79,6 +81,7 @@ func (r *localRun) run(ctx context.Context) {
 			return
 		}
 		if r.mustFlush(node) {
+			r.nextTimeoutMs = g.Nodes[move.Next].TimeoutMs
 			resp := r.flush(ctx, false, "")
 			if resp == nil || !resp.GetKeepGoing() {
 				return
@@ -109,7 +112,7 @@ func (r *localRun) betweenSteps(ctx context.Context) (traversal.Handback, bool) 
 	if r.w.isDraining() {
 		return traversal.Shutdown, false
 	}
-	if !traversal.LeaseBudgetLeft(r.l.remaining().Milliseconds(), r.l.length.Milliseconds()) {
+	if !traversal.LeaseBudgetLeft(r.l.remaining().Milliseconds(), r.l.lengthNow().Milliseconds()) {
 		return traversal.LeaseBudget, false
 	}
 	return traversal.None, false
@@ -158,7 +161,8 @@ func (r *localRun) flush(ctx context.Context, final bool, reason traversal.Handb
 		return nil
 	}
 	if !final {
-		r.l.renewed(resp.GetLeaseExpiresAtMs())
+		// The server moved the token on and leased it for the next node's timeout.
+		r.l.renewedFor(resp.GetLeaseExpiresAtMs(), r.nextTimeoutMs)
 	}
 	return resp
 }
