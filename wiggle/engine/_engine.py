@@ -71,7 +71,11 @@ class Engine:
         self._stop = threading.Event()
         self._listener: threading.Thread | None = None
         self._listener_lock = threading.Lock()
-        self.db.write(self._ensure_schema)
+        try:
+            self.db.write(self._ensure_schema)
+        except BaseException:
+            self.db.dispose()
+            raise
 
     def _ensure_schema(self, conn: Connection) -> None:
         if self.db.is_postgres:

@@ -1,0 +1,158 @@
+"""The leader: election with a strictly increasing term, failover, exactly-once timers."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+
+from engine_testkit import events_of
+from sqlalchemy import select
+
+from wiggle.compiler import load_flow
+from wiggle.engine import Engine, InstanceStatus, TokenState, _ticker
+from wiggle.engine import _schema as schema
+
+NAP = load_flow("wiggle: 1\nname: nap\nsteps:\n  - sleep: 100ms\n  - await: never\n")
+
+
+def term_and_holder(engine: Engine) -> tuple[int, str]:
+    row = engine.db.read(
+        lambda c: c.execute(select(schema.leader.c.term, schema.leader.c.holder)).one()
+    )
+    return int(row.term), str(row.holder)
+
+
+def timer_events(engine: Engine, instance_id: str) -> int:
+    view = engine.describe(instance_id, include_events=True)
+    return len(events_of(view, "timer_fired"))
+
+
+def test_one_leader_at_a_time_and_the_term_grows(database_url):
+    a = Engine(database_url, node_id="a", leader_ttl_s=30)
+    b = Engine(database_url, node_id="b", leader_ttl_s=30)
+    try:
+        a.register(NAP)
+        r = a.start("nap", {})
+        a.tick()
+        t1, holder = term_and_holder(a)
+        assert holder == "a"
+        time.sleep(0.25)  # the sleep is due now
+        assert b.tick() == 0  # not the leader: fires nothing
+        assert a.tick() == 1
+        assert term_and_holder(a) == (t1, "a")  # renewal keeps the term
+        a.close()  # steps down at once
+        b.tick()
+        t2, holder = term_and_holder(b)
+        assert holder == "b" and t2 > t1
+        assert timer_events(b, r.instance_id) == 1
+    finally:
+        b.close()
+
+
+def test_failover_keeps_timers_firing_exactly_once(database_url):
+    a = Engine(database_url, node_id="a", leader_ttl_s=0.4)
+    b = Engine(database_url, node_id="b", leader_ttl_s=0.4)
+    try:
+        a.register(NAP)
+        ids = [a.start("nap", {"i": i}).instance_id for i in range(20)]
+        a.tick()  # a leads, then dies without stepping down (no close, no more ticks)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            b.tick()
+            views = [b.describe(i) for i in ids]
+            if all(any(t.state is TokenState.AWAITING for t in v.tokens) for v in views):
+                break
+            time.sleep(0.02)
+        assert term_and_holder(b)[1] == "b"
+        assert [timer_events(b, i) for i in ids] == [1] * 20
+    finally:
+        a.close()
+        b.close()
+
+
+def test_two_engines_ticking_concurrently_fire_each_timer_once(database_url):
+    engines = [Engine(database_url, node_id=f"e{i}", leader_ttl_s=0.2) for i in range(2)]
+    try:
+        engines[0].register(NAP)
+        ids = [engines[0].start("nap", {"i": i}).instance_id for i in range(30)]
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def ticker(engine: Engine, pause: float) -> None:
+            try:
+                while not stop.is_set():
+                    engine.tick()
+                    time.sleep(pause)
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [
+            threading.Thread(target=ticker, args=(e, p))
+            for e, p in zip(engines, (0.01, 0.13), strict=True)
+        ]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 20
+        try:
+            while time.monotonic() < deadline:
+                done = sum(timer_events(engines[0], i) > 0 for i in ids)
+                if done == len(ids):
+                    break
+                time.sleep(0.05)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        assert errors == []
+        assert [timer_events(engines[0], i) for i in ids] == [1] * 30
+    finally:
+        for e in engines:
+            e.close()
+
+
+def test_a_timer_raced_by_two_engines_fires_once(database_url):
+    """Bypass the election: both engines run the fire transaction for the same timer."""
+    a = Engine(database_url, node_id="a")
+    b = Engine(database_url, node_id="b")
+    try:
+        a.register(NAP)
+        r = a.start("nap", {})
+        time.sleep(0.2)
+        (tok,) = a.describe(r.instance_id).tokens
+        assert tok.state is TokenState.WAITING
+        barrier = threading.Barrier(2)
+        results: list[int] = []
+
+        def fire(engine: Engine) -> None:
+            barrier.wait()
+            fn = functools.partial(
+                _ticker._fire, engine, token_id=tok.token_id, state="WAITING", wake=tok.wake_at_ms
+            )
+            results.append(_ticker._once(engine, set(), fn))
+
+        threads = [threading.Thread(target=fire, args=(e,)) for e in (a, b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(results) == [0, 1]
+        assert timer_events(a, r.instance_id) == 1
+        assert a.describe(r.instance_id).status is InstanceStatus.RUNNING
+    finally:
+        a.close()
+        b.close()
+
+
+def test_next_wakeup_tracks_the_earliest_timer(database_url):
+    e = Engine(database_url, leader_ttl_s=30)
+    try:
+        assert e.next_wakeup_s() == 10.0  # nothing pending: the leader renewal cadence
+        e.register(load_flow("wiggle: 1\nname: long\nsteps:\n  - sleep: 1h\n"))
+        e.start("long", {})
+        assert 0 < e.next_wakeup_s() <= 10.0
+        e.register(NAP)
+        e.start("nap", {})
+        assert e.next_wakeup_s() <= 0.11
+    finally:
+        e.close()

@@ -1,0 +1,119 @@
+"""Storage: the schema version, definitions, idempotent starts, listing, execution modes."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select, update
+
+from wiggle.compiler import load_flow
+from wiggle.engine import SCHEMA_VERSION, Engine, IncompatibleSchema, InstanceStatus
+from wiggle.engine import _schema as schema
+from wiggle.graph import ExecutionMode
+
+LIN = load_flow("wiggle: 1\nname: lin\nsteps:\n  - task: a\n")
+LIN2 = load_flow("wiggle: 1\nname: lin\nsteps:\n  - task: a\n  - task: b\n")
+SYNC = load_flow("wiggle: 1\nname: fast\nexecution: LOCAL_SYNC\nsteps:\n  - task: a\n")
+
+
+def test_schema_version_is_recorded_and_a_newer_database_refused(database_url):
+    e = Engine(database_url)
+    try:
+        got = e.db.read(lambda c: c.execute(select(schema.schema_version.c.version)).scalar_one())
+        assert got == SCHEMA_VERSION
+        e.register(LIN)
+    finally:
+        e.close()
+    Engine(database_url).close()  # reopening a current database is fine and keeps the data
+    e = Engine(database_url)
+    try:
+        assert e.get_definition("lin").version == LIN.version
+        e.db.write(
+            lambda c: c.execute(update(schema.schema_version).values(version=SCHEMA_VERSION + 1))
+        )
+    finally:
+        e.close()
+    with pytest.raises(IncompatibleSchema, match="newer"):
+        Engine(database_url)
+
+
+def test_register_is_idempotent_and_newest_wins(database_url):
+    e = Engine(database_url)
+    try:
+        assert e.register(LIN) == (LIN.version, True)
+        assert e.register(LIN) == (LIN.version, False)
+        assert e.register(LIN2) == (LIN2.version, True)
+        newest = e.get_definition("lin")
+        assert newest.version == LIN2.version
+        assert newest.canonical == LIN2.canonical
+        assert newest.flow.version == LIN2.version
+        assert newest.registered_at_ms > 0
+        assert e.get_definition("lin", LIN.version).canonical == LIN.canonical
+        assert e.start("lin", {}).version == LIN2.version
+        assert e.start("lin", {}, version=LIN.version).version == LIN.version
+    finally:
+        e.close()
+
+
+def test_start_with_an_instance_id_is_idempotent(database_url):
+    e = Engine(database_url)
+    try:
+        e.register(LIN)
+        first = e.start("lin", {"a": 1}, instance_id="order-1")
+        again = e.start("lin", {"a": 2}, instance_id="order-1")
+        assert (first.instance_id, first.created) == ("order-1", True)
+        assert (again.instance_id, again.created) == ("order-1", False)
+        assert e.describe("order-1").context == {"a": 1}
+        assert len(e.poll(["default"], "w", 10)) == 1
+    finally:
+        e.close()
+
+
+def test_list_instances_filters_and_pages(database_url):
+    e = Engine(database_url)
+    try:
+        e.register(LIN)
+        e.register(SYNC)
+        ids = sorted(e.start("lin", {}).instance_id for _ in range(5))
+        fast = e.start("fast", {}).instance_id
+        e.cancel(ids[0])
+        assert [v.instance_id for v in e.list_instances(flow="lin")] == ids
+        assert [v.instance_id for v in e.list_instances(flow="lin", limit=2)] == ids[:2]
+        assert [v.instance_id for v in e.list_instances(flow="lin", after=ids[1])] == ids[2:]
+        cancelled = e.list_instances(status=InstanceStatus.CANCELLED)
+        assert [v.instance_id for v in cancelled] == [ids[0]]
+        assert [v.instance_id for v in e.list_instances(flow="fast")] == [fast]
+    finally:
+        e.close()
+
+
+@pytest.mark.parametrize(
+    "default,flow,expected",
+    [
+        (ExecutionMode.SERVER, LIN, ExecutionMode.SERVER),
+        (ExecutionMode.LOCAL_ASYNC, LIN, ExecutionMode.LOCAL_ASYNC),
+        (ExecutionMode.LOCAL_ASYNC, SYNC, ExecutionMode.LOCAL_SYNC),
+        (ExecutionMode.DEFAULT, LIN, ExecutionMode.SERVER),
+    ],
+)
+def test_execution_mode_is_resolved_and_stamped(database_url, default, flow, expected):
+    e = Engine(database_url, default_mode=default)
+    try:
+        e.register(flow)
+        r = e.start(flow.name, {})
+        (task,) = e.poll(["default"], "w", 1)
+        assert task.execution_mode is expected
+        assert e.describe(r.instance_id).execution_mode is expected
+    finally:
+        e.close()
+
+
+def test_an_in_memory_sqlite_database_works(tmp_path):
+    e = Engine("sqlite://")
+    try:
+        e.register(LIN)
+        r = e.start("lin", {"x": 1})
+        (task,) = e.poll(["default"], "w", 1)
+        e.complete(task.task_id, task.lease, {"x": 2})
+        assert e.describe(r.instance_id).context == {"x": 2}
+    finally:
+        e.close()
