@@ -5,8 +5,8 @@
     canonical_json               RFC 8785 bytes of JSON data
 
 The stages, each a private module: `_loader` (text → data + positions, hostile input refused),
-`_schema` (flow.schema.json), `_checks` (semantic checks), `_compile` (the graph),
-`_canonical` (JCS and the hash).
+`_schema` + `_messages` (flow.schema.json and readable errors), `_checks` (semantic checks),
+`_compile` (the graph; `_graph` for networkx and stored graphs), `_canonical` (JCS, the hash).
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ from wiggle.compiler._checks import DOCUMENT_CHECKS, GRAPH_CHECKS
 from wiggle.compiler._compile import compile_flow
 from wiggle.compiler._graph import graph_problems, graph_to_nx
 from wiggle.compiler._loader import MAX_BYTES, SourceMap, load_document
-from wiggle.compiler._schema import flow_validator, schema_diagnostics
+from wiggle.compiler._messages import schema_diagnostics
+from wiggle.compiler._schema import flow_validator
 from wiggle.errors import Diagnostic, FlowError
 from wiggle.graph import Graph
 

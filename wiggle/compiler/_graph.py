@@ -8,7 +8,8 @@ from typing import Any
 import networkx as nx
 
 from wiggle.compiler._loader import SourceMap
-from wiggle.compiler._schema import graph_validator, schema_diagnostics
+from wiggle.compiler._messages import schema_diagnostics
+from wiggle.compiler._schema import graph_validator
 from wiggle.errors import Diagnostic
 
 __all__ = ["graph_problems", "graph_to_nx", "out_edges"]
