@@ -64,7 +64,7 @@ func predObj(in json.RawMessage) *object {
 	return &object{vals: map[string]json.RawMessage{}}
 }
 
-func noop(_ context.Context, in json.RawMessage) (json.RawMessage, error) { return in, nil }
+func noop(_ context.Context, in json.RawMessage) (json.RawMessage, error) { return normalize(in), nil }
 
 func appendTo(ctx context.Context, o *object) json.RawMessage {
 	id, _ := node(ctx)

@@ -43,14 +43,16 @@ func parseObject(raw json.RawMessage) (o *object, ok bool) {
 // get is the value under key, nil when missing.
 func (o *object) get(key string) json.RawMessage { return o.vals[key] }
 
+// set stores v (normalised) under key: in place when key exists, else appended.
 func (o *object) set(key string, v json.RawMessage) {
 	if _, had := o.vals[key]; !had {
 		o.keys = append(o.keys, key)
 	}
-	o.vals[key] = v
+	o.vals[key] = normalize(v)
 }
 
-// encode writes the object compactly, as orjson does: no whitespace, UTF-8 kept as is.
+// encode writes the object compactly, as orjson does: no whitespace, UTF-8 kept as is; every
+// value was normalised when it was set.
 func (o *object) encode() json.RawMessage {
 	var b bytes.Buffer
 	b.WriteByte('{')
@@ -60,9 +62,7 @@ func (o *object) encode() json.RawMessage {
 		}
 		b.WriteString(jsonString(k))
 		b.WriteByte(':')
-		if err := json.Compact(&b, o.vals[k]); err != nil {
-			b.Write(o.vals[k])
-		}
+		b.Write(o.vals[k])
 	}
 	b.WriteByte('}')
 	return b.Bytes()
@@ -149,19 +149,23 @@ func (n number) encode() json.RawMessage {
 	return formatFloat(n.f)
 }
 
-// formatFloat writes a float as Python's repr does for ordinary values ("4.0", "0.5", "1e+20").
+// formatFloat writes a float as orjson does: plain decimals for 1e-6 <= |f| < 1e16 (with ".0"
+// when integral), else the shortest mantissa with an unpadded exponent ("1e+16", "2.5e-7").
 func formatFloat(f float64) json.RawMessage {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return json.RawMessage("null")
 	}
-	s := strconv.FormatFloat(f, 'g', -1, 64)
-	if abs := math.Abs(f); abs < 1e16 && abs >= 1e-4 || f == 0 {
-		s = strconv.FormatFloat(f, 'f', -1, 64)
+	if abs := math.Abs(f); abs == 0 || abs >= 1e-6 && abs < 1e16 {
+		s := strconv.FormatFloat(f, 'f', -1, 64)
+		if !strings.Contains(s, ".") {
+			s += ".0"
+		}
+		return json.RawMessage(s)
 	}
-	if !strings.ContainsAny(s, ".e") {
-		s += ".0"
-	}
-	return json.RawMessage(s)
+	s := strconv.FormatFloat(f, 'e', -1, 64)
+	mant, exp, _ := strings.Cut(s, "e")
+	sign, digits := exp[:1], strings.TrimLeft(exp[1:], "0")
+	return json.RawMessage(mant + "e" + sign + digits)
 }
 
 // parseArray reads raw as an array of raw elements; ok is false for any other value.
@@ -184,9 +188,7 @@ func encodeArray(items []json.RawMessage) json.RawMessage {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		if err := json.Compact(&b, it); err != nil {
-			b.Write(it)
-		}
+		b.Write(normalize(it))
 	}
 	b.WriteByte(']')
 	return b.Bytes()
