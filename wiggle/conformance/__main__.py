@@ -1,0 +1,40 @@
+"""`python -m wiggle.conformance`: the Python conformance worker, as a process of its own.
+
+It is what `wiggle conformance` starts unless `--worker CMD` names another one, and it follows
+the same contract an external worker does (spec/conformance/README.md): the server address and
+token come from WIGGLE_ADDRESS and WIGGLE_AUTH_TOKEN, the trace file from
+WIGGLE_CONFORMANCE_TRACE; it serves the queues `default` and `other` until SIGTERM, then drains.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from wiggle.conformance._activities import build_registry
+from wiggle.worker import Worker
+
+QUEUES = ("default", "other")
+
+
+def main() -> int:
+    address = os.environ.get("WIGGLE_ADDRESS")
+    if not address:
+        print("wiggle.conformance: set WIGGLE_ADDRESS to the server's host:port", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    worker = Worker(
+        address,
+        queues=QUEUES,
+        registry=build_registry(),
+        token=os.environ.get("WIGGLE_AUTH_TOKEN") or None,
+        concurrency=int(os.environ.get("WIGGLE_CONCURRENCY", "64")),
+        poll_wait_ms=2_000,
+    )
+    worker.run()  # blocks; SIGTERM drains
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""The conformance activities of spec/conformance/ACTIVITIES.md, for the Python worker SDK.
+
+Each is a pure function of the context and of `step()` (node id, attempt), so a worker in any
+other language computes the same bytes. Every invocation first appends a line to the trace file
+(`WIGGLE_CONFORMANCE_TRACE`): the runner counts executions from it, including those of a
+LOCAL_ASYNC run that dies before it is reported.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from wiggle.worker import NonRetryable, Registry, step
+
+__all__ = ["TRACE_ENV", "build_registry"]
+
+TRACE_ENV = "WIGGLE_CONFORMANCE_TRACE"
+
+_trace_lock = threading.Lock()
+_trace_fd: int | None = None
+
+
+def _trace(activity: str) -> None:
+    path = os.environ.get(TRACE_ENV)
+    if not path:
+        return
+    info = step()
+    line = orjson.dumps(
+        {
+            "instance_id": info.instance_id,
+            "flow": info.flow,
+            "node_id": info.node_id,
+            "activity": activity,
+            "attempt": info.attempt,
+        }
+    )
+    global _trace_fd
+    with _trace_lock:
+        if _trace_fd is None:
+            _trace_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # One unbuffered write on an O_APPEND file: a SIGKILL right after leaves the whole line.
+        os.write(_trace_fd, line + b"\n")
+
+
+def _obj(ctx: Any, activity: str) -> dict[str, Any]:
+    if not isinstance(ctx, dict):
+        raise NonRetryable(f"conformance: {activity} needs an object")
+    return ctx
+
+
+def _pred_obj(ctx: Any) -> dict[str, Any]:
+    return ctx if isinstance(ctx, dict) else {}
+
+
+def _int(value: Any) -> int:
+    # JSON true is not a number here, though Python thinks bool is an int.
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _append(ctx: Any, activity: str) -> dict[str, Any]:
+    c = _obj(ctx, activity)
+    trail = c.get("trail")
+    return {**c, "trail": [*(trail if isinstance(trail, list) else []), step().node_id]}
+
+
+def noop(ctx: Any) -> Any:
+    return ctx
+
+
+def append(ctx: Any) -> Any:
+    return _append(ctx, "append")
+
+
+def inc(ctx: Any) -> Any:
+    c = _obj(ctx, "inc")
+    return {**c, "n": _int(c.get("n")) + 1}
+
+
+def inc_m(ctx: Any) -> Any:
+    c = _obj(ctx, "inc_m")
+    return {**c, "m": _int(c.get("m")) + 1}
+
+
+def zero(ctx: Any) -> Any:
+    return {**_obj(ctx, "zero"), "n": 0}
+
+
+def double(ctx: Any) -> Any:
+    if isinstance(ctx, bool) or not isinstance(ctx, int | float):
+        raise NonRetryable("conformance: double needs a number")
+    return 2 * ctx
+
+
+def fail_times(ctx: Any) -> Any:
+    c = _obj(ctx, "fail_times")
+    info = step()
+    plan = c.get("fail_times")
+    k = _int(plan.get(info.node_id)) if isinstance(plan, dict) else 0
+    if info.attempt <= k:
+        raise RuntimeError(f"planned failure {info.node_id} attempt {info.attempt}")
+    return _append(c, "fail_times")
+
+
+def fail_always(ctx: Any) -> Any:
+    info = step()
+    raise RuntimeError(f"failure {info.node_id} attempt {info.attempt}")
+
+
+def fail_fatal(ctx: Any) -> Any:
+    raise NonRetryable(f"fatal {step().node_id}")
+
+
+def hold(ctx: Any) -> Any:
+    c = _obj(ctx, "hold")
+    left_ms = _int(c.get("hold_ms", 300))
+    # Slices, so the SDK's heartbeat thread and a cancellation check get their turn.
+    while left_ms > 0:
+        time.sleep(min(left_ms, 50) / 1000)
+        left_ms -= 50
+    return _append(c, "hold")
+
+
+def is_true(ctx: Any) -> bool:
+    return _pred_obj(ctx).get(step().node_id) is True
+
+
+def lt(ctx: Any) -> bool:
+    c = _pred_obj(ctx)
+    return _int(c.get("n")) < _int(c.get("limit"))
+
+
+def lt_m(ctx: Any) -> bool:
+    c = _pred_obj(ctx)
+    return _int(c.get("m")) < _int(c.get("limit_m"))
+
+
+def is_even(ctx: Any) -> bool:
+    return isinstance(ctx, int) and not isinstance(ctx, bool) and ctx % 2 == 0
+
+
+def _combine_input(ctx: Any, activity: str) -> tuple[dict[str, Any], Any]:
+    c = _obj(ctx, activity)
+    return _obj(c.get("context"), activity), c.get("results")
+
+
+def merge_results(ctx: Any) -> Any:
+    context, results = _combine_input(ctx, "merge_results")
+    return {**context, "results": results}
+
+
+def sum_results(ctx: Any) -> Any:
+    context, results = _combine_input(ctx, "sum_results")
+    values = results.values() if isinstance(results, dict) else results or []
+    total: int | float = 0
+    for r in values:
+        if isinstance(r, int | float) and not isinstance(r, bool):
+            total += r
+        elif isinstance(r, dict):
+            total += _int(r.get("n"))
+    return {**context, "sum": total}
+
+
+def apply_signal(ctx: Any) -> Any:
+    c = _obj(ctx, "apply_signal")
+    context = _obj(c.get("context"), "apply_signal")
+    signals = context.get("signals")
+    return {
+        **context,
+        "signals": [*(signals if isinstance(signals, list) else []), c.get("signal")],
+    }
+
+
+_ALL: tuple[Callable[[Any], Any], ...] = (
+    noop,
+    append,
+    inc,
+    inc_m,
+    zero,
+    double,
+    fail_times,
+    fail_always,
+    fail_fatal,
+    hold,
+    is_true,
+    lt,
+    lt_m,
+    is_even,
+    merge_results,
+    sum_results,
+    apply_signal,
+)
+
+
+def _traced(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    name = fn.__name__
+
+    def run(ctx: Any) -> Any:
+        _trace(name)
+        return fn(ctx)
+
+    run.__name__ = name
+    run.__qualname__ = name
+    return run
+
+
+def build_registry() -> Registry:
+    """A fresh registry holding every conformance activity, each writing the trace first."""
+    registry = Registry()
+    for fn in _ALL:
+        registry.register(_traced(fn), fn.__name__)
+    return registry

@@ -1,0 +1,371 @@
+"""Running the corpus: one server per (database, mode), the worker under test as a process.
+
+For each database and each mode the runner starts an Engine whose default mode is that mode
+(case flows leave `execution` unset, so the default is what they run in), a gRPC server on a
+loopback port with a fresh token, and deploys every case's flows. Then two phases:
+
+1. every case without injected faults, many at once, against one shared worker process;
+2. each case with faults alone, with a worker process of its own that the runner kills or
+   freezes. They run alone because a kill takes down whatever else that worker was running.
+
+A run is watched through DescribeInstance and the trace file the activities write; signals,
+cancels and faults fire at their moments; the outcome is checked against the expectation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wiggle.conformance._cases import Case, Moment, Run
+from wiggle.conformance._check import RunResult, check_outcome, check_steps, show
+from wiggle.conformance._databases import database_label, fresh_databases
+from wiggle.conformance._trace import Trace, TraceLine
+from wiggle.conformance._worker_process import WorkerProcess
+
+__all__ = ["MODES", "RunnerOptions", "run_corpus"]
+
+MODES = ("SERVER", "LOCAL_SYNC", "LOCAL_ASYNC")
+
+#: How long to keep watching after an instance ended, to catch a step that runs too late (a
+#: stale worker, a step after a cancel). Longer where faults or cancels make that likely.
+_SETTLE_S = 0.05
+_SETTLE_EVENTFUL_S = 0.3
+
+
+@dataclass(frozen=True)
+class RunnerOptions:
+    modes: Sequence[str]
+    databases: Sequence[str]
+    worker: str  # the command that starts the worker under test
+    parallel: int = 16  # cases run at once in phase 1
+    verbose: bool = False  # on a failed run, add the instance's trace and event log
+    on_result: Callable[[RunResult], None] | None = None
+
+
+class _Session:
+    """One (database, mode): engine, server, client, trace and the current worker process."""
+
+    def __init__(self, url: str, mode: str, database: str, options: RunnerOptions, tmp: Path):
+        from wiggle.client import Client
+        from wiggle.engine import Engine
+        from wiggle.graph import ExecutionMode
+        from wiggle.server import Server, ServerConfig
+
+        self.mode = mode
+        self.database = database
+        self.options = options
+        self.tmp = tmp
+        self._stack = ExitStack()
+        self.engine = Engine(url, default_mode=ExecutionMode(mode))
+        self._stack.callback(self.engine.close)
+        self.token = secrets.token_urlsafe(24)
+        server = Server(
+            self.engine, ServerConfig(address="127.0.0.1:0", token=self.token, grace_s=1.0)
+        )
+        port = server.start()
+        self._stack.callback(server.stop)
+        self.address = f"127.0.0.1:{port}"
+        self.client = Client(self.address, token=self.token)
+        self._stack.callback(self.client.close)
+        self.trace = Trace(tmp / f"trace-{mode}-{uuid.uuid4().hex[:8]}.jsonl")
+        self.env = {
+            **os.environ,
+            "WIGGLE_ADDRESS": self.address,
+            "WIGGLE_AUTH_TOKEN": self.token,
+            "WIGGLE_CONFORMANCE_TRACE": str(self.trace.path),
+        }
+        self.worker: WorkerProcess | None = None
+
+    def close(self) -> None:
+        self._stack.close()
+
+    @contextmanager
+    def worker_process(self, label: str) -> Iterator[WorkerProcess]:
+        log = self.tmp / f"worker-{self.mode}-{label.replace('/', '_')}.log"
+        worker = WorkerProcess(self.options.worker, self.env, log)
+        worker.start()
+        self.worker = worker
+        try:
+            yield worker
+        finally:
+            worker.stop()
+            self.worker = None
+
+    def deploy(self, case: Case) -> str:
+        """Register the case's flows (children first, in order); the version under test."""
+        version = ""
+        for flow in [*case.flows, case.flow]:
+            source = json.dumps(flow).encode()
+            version = self.client.deploy(source, filename=str(case.path)).version
+        return version
+
+
+class _Watch:
+    """What one run has done so far: its trace lines and the tokens of its instances."""
+
+    def __init__(self, session: _Session, case: Case, root: str, mark: int) -> None:
+        self.session = session
+        self.root = root
+        self.mark = mark
+        self.root_flow = str(case.flow["name"])
+        # Child flow names belong to this case alone and its runs go one at a time, so a trace
+        # line of such a flow written after `mark` is one of this run's children.
+        self.child_flows = {str(f["name"]) for f in case.flows} - {self.root_flow}
+        self._tokens: dict[str, list[tuple[str, str]]] | None = None
+
+    def lines(self) -> list[TraceLine]:
+        return self.session.trace.since(self.mark)
+
+    def key(self, line: TraceLine) -> str | None:
+        if line.instance_id == self.root:
+            return line.node_id
+        if line.flow in self.child_flows:
+            return f"{line.flow}/{line.node_id}"
+        return None
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for line in self.lines():
+            key = self.key(line)
+            if key is not None:
+                counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    def descendants(self, flow: str | None = None) -> list[Any]:
+        """Child instances (any depth) of the root, optionally only those of `flow`."""
+        client = self.session.client
+        found: dict[str, Any] = {}
+        known = {self.root}
+        changed = True
+        while changed:  # a grandchild's parent may be listed after it: repeat to a fixpoint
+            changed = False
+            for name in sorted(self.child_flows):
+                for inst in client.list_instances(flow=name, limit=1000):
+                    if inst.parent_instance_id in known and inst.instance_id not in found:
+                        found[inst.instance_id] = inst
+                        known.add(inst.instance_id)
+                        changed = True
+        return [i for i in found.values() if flow is None or i.flow == flow]
+
+    def forget_tokens(self) -> None:
+        self._tokens = None
+
+    def reached(self, moment: Moment) -> bool:
+        if moment.kind == "at_start":
+            return True
+        if moment.kind == "started":
+            return any(self.key(line) == moment.key for line in self.lines())
+        if self._tokens is None:
+            self._tokens = {}
+        flow = moment.flow or ""
+        if flow not in self._tokens:
+            ids = [self.root] if not flow else [i.instance_id for i in self.descendants(flow)]
+            self._tokens[flow] = [
+                (t.node_id, str(t.state))
+                for i in ids
+                for t in self.session.client.describe(i).tokens
+            ]
+        return (moment.node, moment.kind) in self._tokens[flow]
+
+
+def _execute(session: _Session, case: Case, run: Run, version: str) -> RunResult:
+    from wiggle.errors import WiggleError
+
+    expect = run.expect
+    result = RunResult(case.id, run.index, session.mode, session.database)
+    expected_steps = expect.steps_for(session.mode)
+    result.optional = frozenset(k for k, c in expected_steps.items() if c.min == 0)
+    client = session.client
+    mark = session.trace.refresh()
+    t0 = time.monotonic()
+    try:
+        started = client.start(str(case.flow["name"]), run.input, version=version)
+    except WiggleError as exc:
+        if expect.start_error is not None and expect.start_error in str(exc):
+            result.status = "REFUSED"
+        else:
+            result.problems.append(f"start refused: {exc}")
+        return result
+    root = started.instance_id
+    result.instance_id = root
+    if expect.start_error is not None:
+        result.problems.append(f"start accepted; expected a refusal ({expect.start_error!r})")
+        client.cancel(root, "conformance cleanup")
+        return result
+
+    watch = _Watch(session, case, root, mark)
+    signals = list(run.signals)
+    faults = list(run.faults)
+    cancel = run.cancel
+    deadline = t0 + expect.deadline_s
+    delay = 0.03
+    while True:
+        session.trace.refresh()
+        watch.forget_tokens()
+        for fault in [f for f in faults if watch.reached(f.when)]:
+            faults.remove(fault)
+            worker = session.worker
+            if worker is not None and fault.action == "kill":
+                worker.kill()
+                worker.start()  # a fresh process takes over once the lease has expired
+            elif worker is not None:
+                worker.pause(fault.ms)
+        while signals and watch.reached(signals[0].when):
+            signal = signals.pop(0)
+            client.signal(root, signal.name, signal.payload)
+        if cancel is not None and watch.reached(cancel):
+            client.cancel(root, run.cancel_reason)
+            cancel = None
+        view = client.describe(root)
+        pending = bool(signals or faults or cancel is not None)
+        if view.status.finished:
+            break
+        now = time.monotonic()
+        if expect.status == "RUNNING" and not pending and now - t0 > 0.5:
+            counts = watch.counts()
+            if all(counts.get(k, 0) >= c.min for k, c in expected_steps.items()):
+                break
+        if now > deadline:
+            break
+        time.sleep(delay)
+        # Polls are what loads the server (in this process) most: keep them sparse once nothing
+        # is due, frequent while a moment is pending so it is caught promptly.
+        delay = min(delay * 1.25, 0.05 if pending else 0.25)
+
+    eventful = bool(run.cancel or run.faults) or expect.status != "COMPLETED"
+    time.sleep(_SETTLE_EVENTFUL_S if eventful else _SETTLE_S)
+    session.trace.refresh()
+    view = client.describe(root)
+    result.status = str(view.status)
+    result.context = view.context
+    result.steps = watch.counts()
+    result.seconds = time.monotonic() - t0
+    if not view.status.finished and expect.status != "RUNNING":
+        result.problems.append(f"still RUNNING after {expect.deadline_s} s")
+    for s in signals:
+        result.problems.append(f"never reached {s.when} (signal {s.name} not sent)")
+    for f in faults:
+        result.problems.append(f"never reached {f.when} ({f.action} not done)")
+    if cancel is not None:
+        result.problems.append(f"never reached {cancel} (cancel not sent)")
+    result.problems += check_outcome(expect, result.status, view.context, view.reason)
+    result.problems += check_steps(expected_steps, result.steps)
+    if expect.children:
+        children = watch.descendants()
+        for flow, status in sorted(expect.children.items()):
+            mine = [i for i in children if i.flow == flow]
+            if not mine:
+                result.problems.append(f"no child instance of {flow}")
+            for inst in mine:
+                if str(inst.status) != status:
+                    result.problems.append(f"child {flow} is {inst.status}; expected {status}")
+    if expect.min_elapsed_ms and view.status.finished:
+        took = view.updated_at_ms - view.created_at_ms
+        if took < expect.min_elapsed_ms:
+            result.problems.append(f"took {took} ms; expected at least {expect.min_elapsed_ms}")
+    if not view.status.finished:
+        client.cancel(root, "conformance cleanup")
+    if result.problems and session.options.verbose:
+        result.problems += _evidence(watch, t0)
+    return result
+
+
+def _evidence(watch: _Watch, t0: float) -> list[str]:
+    """What happened, for a person reading a failure: trace lines and the event log."""
+    lines = [
+        f"trace: {watch.key(line)} attempt {line.attempt}"
+        for line in watch.lines()
+        if watch.key(line) is not None
+    ]
+    view = watch.session.client.describe(watch.root, events=True)
+    start = view.created_at_ms
+    for e in view.events:
+        detail = "" if e.detail is None else f" {show(e.detail, 160)}"
+        lines.append(f"event +{e.at_ms - start}ms {e.kind} {e.node_id} #{e.attempt}{detail}")
+    return lines
+
+
+def _run_case(session: _Session, case: Case, versions: dict[str, str]) -> list[RunResult]:
+    version = versions.get(case.id)
+    if version is None:
+        return [
+            RunResult(case.id, r.index, session.mode, session.database, ["flow not registered"])
+            for r in case.runs
+        ]
+    results = []
+    for run in case.runs:
+        try:
+            results.append(_execute(session, case, run, version))
+        except Exception as exc:  # one broken run must not stop the corpus; it is reported
+            results.append(
+                RunResult(
+                    case.id,
+                    run.index,
+                    session.mode,
+                    session.database,
+                    [f"runner error: {type(exc).__name__}: {exc}"],
+                )
+            )
+    return results
+
+
+def _run_mode(session: _Session, cases: Sequence[Case], options: RunnerOptions) -> list[RunResult]:
+    versions: dict[str, str] = {}
+    results: list[RunResult] = []
+    lock = threading.Lock()
+
+    def report(batch: list[RunResult]) -> None:
+        with lock:
+            results.extend(batch)
+            if options.on_result is not None:
+                for r in batch:
+                    options.on_result(r)
+
+    for case in cases:
+        try:
+            versions[case.id] = session.deploy(case)
+        except Exception as exc:  # a flow the server refuses fails its case, not the corpus
+            report(
+                [
+                    RunResult(case.id, r.index, session.mode, session.database, [f"deploy: {exc}"])
+                    for r in case.runs
+                ]
+            )
+    plain = [c for c in cases if not c.has_faults and c.id in versions]
+    faulty = [c for c in cases if c.has_faults and c.id in versions]
+    if plain:
+        with session.worker_process("shared"), ThreadPoolExecutor(options.parallel) as pool:
+            for batch in pool.map(lambda c: _run_case(session, c, versions), plain):
+                report(batch)
+    for case in faulty:
+        with session.worker_process(case.id):
+            report(_run_case(session, case, versions))
+    return results
+
+
+def run_corpus(cases: Sequence[Case], options: RunnerOptions) -> list[RunResult]:
+    """Every case under every mode on every database, in that nesting."""
+    results: list[RunResult] = []
+    with tempfile.TemporaryDirectory(prefix="wiggle-conformance-") as tmp:
+        for spec in options.databases:
+            label = database_label(spec)
+            with fresh_databases(spec) as new_database:
+                for mode in options.modes:
+                    session = _Session(new_database(), mode, label, options, Path(tmp))
+                    try:
+                        results += _run_mode(session, cases, options)
+                    finally:
+                        session.close()
+    return results
