@@ -187,7 +187,10 @@ def serve(engine: Engine, config: ServerConfig, *, ready: threading.Event | None
         server.start()
         if ready is not None:
             ready.set()
-        shutdown.wait()
+        # A timed wait: the signal may land on one of gRPC's threads, and Python runs handlers
+        # only when the main thread next executes bytecode, which an untimed wait never does.
+        while not shutdown.wait(0.5):
+            pass
     finally:
         server.stop()
         for s, handler in previous.items():
