@@ -129,8 +129,9 @@ func (r *localRun) mustFlush(node *graph.Node) bool {
 	}
 	// Until the server has answered one AdvanceRun we do not know it implements it; report the
 	// first step alone so that an UNIMPLEMENTED answer can still fall back to CompleteTask for
-	// exactly that step.
-	return r.w.advanceRun.Load() == 0
+	// exactly that step. (-1: another run found out while this one ran its first step; flush
+	// then reports that step the SERVER way.)
+	return r.w.advanceRun.Load() != 1
 }
 
 func (r *localRun) finish(ctx context.Context, reason traversal.Handback) {
@@ -140,6 +141,10 @@ func (r *localRun) finish(ctx context.Context, reason traversal.Handback) {
 
 // flush sends the buffer; nil when the run must stop (refused, not RUNNING, fallen back).
 func (r *localRun) flush(ctx context.Context, final bool, reason traversal.Handback) *wigglepb.AdvanceRunResponse {
+	if r.w.advanceRun.Load() < 0 && r.flushes == 0 && len(r.buffer) == 1 {
+		r.fallBack(ctx)
+		return nil
+	}
 	resp, err := call(ctx, r.w.rpc, retryWindow(r.l), r.w.rpc.client.AdvanceRun, &wigglepb.AdvanceRunRequest{
 		TaskId:         r.t.GetTaskId(),
 		Lease:          r.t.GetLease(),
@@ -170,16 +175,22 @@ func (r *localRun) flush(ctx context.Context, final bool, reason traversal.Handb
 func (r *localRun) refused(ctx context.Context, err error) {
 	if status.Code(err) == codes.Unimplemented && len(r.buffer) == 1 {
 		// An older server: report this one step the SERVER way, and stop trying local runs.
-		r.w.advanceRun.Store(-1)
-		r.w.log.Warn("server does not implement AdvanceRun; running tasks in SERVER mode")
-		out := outcomeOf(r.buffer[0])
-		r.buffer = nil
-		r.handback = "fallback"
-		r.w.reportSingle(ctx, r.t, r.l, out)
+		if r.w.advanceRun.Swap(-1) != -1 { // say it once, not per run
+			r.w.log.Warn("server does not implement AdvanceRun; running tasks in SERVER mode")
+		}
+		r.fallBack(ctx)
 		return
 	}
 	r.w.logRefused("AdvanceRun", r.t, err)
 	if r.handback == "" {
 		r.handback = "refused"
 	}
+}
+
+// fallBack reports the one buffered step with CompleteTask / FailTask, as in SERVER mode.
+func (r *localRun) fallBack(ctx context.Context) {
+	out := outcomeOf(r.buffer[0])
+	r.buffer = nil
+	r.handback = "fallback"
+	r.w.reportSingle(ctx, r.t, r.l, out)
 }

@@ -168,3 +168,20 @@ func TestMissingDefinitionRunsServerStep(t *testing.T) {
 		})
 	}
 }
+
+// A run that learns while running its first step that AdvanceRun is unimplemented (another run
+// found out) reports that step with CompleteTask instead of trying AdvanceRun.
+func TestFallbackLearnedMidStep(t *testing.T) {
+	f := newFake()
+	doc, version := flow(t, "a:task:default", "b:task:default")
+	f.graphs[version] = doc
+	w := testWorker(f, Options{}, "b")
+	w.Register("a", func(ctx context.Context, in json.RawMessage) (json.RawMessage, error) {
+		w.advanceRun.Store(-1)
+		return appendNode(ctx, in)
+	})
+	w.runTask(task(version, "a", lasync))
+	if len(f.advances) != 0 || len(f.completes) != 1 {
+		t.Fatalf("advances %d completes %d", len(f.advances), len(f.completes))
+	}
+}
