@@ -23,7 +23,7 @@ __all__ = ["TRACE_ENV", "build_registry"]
 TRACE_ENV = "WIGGLE_CONFORMANCE_TRACE"
 
 _trace_lock = threading.Lock()
-_trace_fd: int | None = None
+_trace_fds: dict[str, int] = {}  # path -> descriptor, opened once per process
 
 
 def _trace(activity: str) -> None:
@@ -40,12 +40,12 @@ def _trace(activity: str) -> None:
             "attempt": info.attempt,
         }
     )
-    global _trace_fd
     with _trace_lock:
-        if _trace_fd is None:
-            _trace_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = _trace_fds.get(path)
+        if fd is None:
+            fd = _trace_fds[path] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         # One unbuffered write on an O_APPEND file: a SIGKILL right after leaves the whole line.
-        os.write(_trace_fd, line + b"\n")
+        os.write(fd, line + b"\n")
 
 
 def _obj(ctx: Any, activity: str) -> dict[str, Any]:

@@ -1,0 +1,99 @@
+"""The whole corpus through the runner: every case, every mode, on SQLite and on PostgreSQL,
+against the Python conformance worker as a subprocess. Any failing case fails the test, with the
+runner's table of failures as the message."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from wiggle.cli import main
+from wiggle.conformance import (
+    MODES,
+    PYTHON_WORKER,
+    RunnerOptions,
+    format_table,
+    load_cases,
+    run_corpus,
+    summarise,
+)
+
+# Three modes on one database take about two minutes on a two-core machine.
+CORPUS_TIMEOUT_S = 900
+
+
+def _run(database: str) -> None:
+    cases = load_cases()
+    results = run_corpus(
+        cases,
+        RunnerOptions(modes=MODES, databases=[database], worker=PYTHON_WORKER, verbose=True),
+    )
+    rows = summarise(results)
+    failed = [r for r in rows if not r.passed]
+    assert len(rows) == len(cases) * (len(MODES) + 1)
+    assert not failed, "\n" + format_table(failed)
+
+
+@pytest.mark.timeout(CORPUS_TIMEOUT_S)
+def test_corpus_on_sqlite():
+    _run("sqlite")
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(CORPUS_TIMEOUT_S)
+def test_corpus_on_postgres(postgres_url: str, monkeypatch: pytest.MonkeyPatch):
+    # The runner makes a fresh database per mode next to this one.
+    monkeypatch.setenv("WIGGLE_TEST_POSTGRES_URL", postgres_url)
+    _run("postgres")
+
+
+WRONG = """\
+id: wrong/expectation
+description: A case whose expected context is deliberately wrong.
+flow:
+  wiggle: 1
+  name: wrong-expectation
+  steps:
+    - {task: append, id: a}
+runs:
+  - input: {}
+    expect:
+      status: COMPLETED
+      context: {trail: [not-a]}
+      steps: {a: 1}
+"""
+
+
+def test_the_runner_reports_a_wrong_expectation(tmp_path: Path, capsys):
+    (tmp_path / "wrong.yaml").write_text(textwrap.dedent(WRONG))
+    code = main(["conformance", "--modes", "SERVER", "--cases", str(tmp_path / "*.yaml")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert out.splitlines()[-1] == "0 passed, 1 failed"
+    assert 'expected {"trail":["not-a"]}' in out
+
+
+def test_the_runner_passes_a_right_expectation_and_modes_agree(tmp_path: Path, capsys):
+    right = WRONG.replace("[not-a]", "[a]").replace("wrong", "right")
+    (tmp_path / "right.yaml").write_text(right)
+    code = main(
+        ["conformance", "--modes", "SERVER,LOCAL_ASYNC", "--cases", str(tmp_path / "*.yaml")]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.splitlines()[-1] == "3 passed, 0 failed"
+    assert "(modes agree)" in out
+
+
+def test_the_runner_reports_a_step_run_too_often(tmp_path: Path, capsys):
+    wrong = WRONG.replace("context: {trail: [not-a]}", "context: {trail: [a]}").replace(
+        "steps: {a: 1}", "steps: {a: 2}"
+    )
+    (tmp_path / "steps.yaml").write_text(wrong)
+    code = main(["conformance", "--modes", "LOCAL_SYNC", "--cases", str(tmp_path / "*.yaml")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "step a ran 1 times; expected 2" in out
+    assert out.splitlines()[-1] == "0 passed, 1 failed"
