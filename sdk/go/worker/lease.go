@@ -20,6 +20,7 @@ type lease struct {
 	taskID string
 	token  string
 	cancel context.CancelFunc // cancels the context handlers of this task run under
+	warned bool               // a failed heartbeat was logged; only keepAlive's goroutine uses it
 
 	mu        sync.Mutex
 	length    time.Duration // the lease length: the timeout of the node the token is at
@@ -134,6 +135,10 @@ func (w *worker) beat(ctx context.Context, l *lease) {
 		case codes.FailedPrecondition, codes.NotFound, codes.Aborted:
 			l.lose(fmt.Sprintf("heartbeat refused: %v", status.Convert(err).Message()))
 		default:
+			if !retryable(err) && !l.warned {
+				l.warned = true // once per lease: a broken server would flood the log
+				w.log.Warn("heartbeat failed", "task", l.taskID, "err", err)
+			}
 			// Retry sooner than a full third of the lease: pretend a renewal a second ago.
 			l.mu.Lock()
 			l.renewedAt = time.Now().Add(-length/3 + min(time.Second, length/6))
