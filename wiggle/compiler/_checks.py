@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import networkx as nx
+from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 
 from wiggle.compiler._compile import DEFAULT_RETRY, END, Compiled, branch_order
@@ -137,6 +138,10 @@ def check_input_schema(flow: dict[str, Any], source: SourceMap) -> Iterator[Diag
         yield source.diagnostic(("input",), f"input is not a usable JSON Schema: {exc}")
         return
     for error in errors:
+        if error.context:
+            # An anyOf in the meta-schema (`type`: a name or a list of names): its most
+            # specific sub-error says what is wrong.
+            error = best_match(error.context)
         where: Path = ("input", *error.absolute_path)
         yield source.diagnostic(where, f"input is not a valid JSON Schema: {error.message}")
 

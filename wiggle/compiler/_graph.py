@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import networkx as nx
@@ -55,7 +56,8 @@ def graph_problems(document: Any, source: SourceMap) -> list[Diagnostic]:
     """Schema errors of a canonical graph document, then dangling node references."""
     problems = schema_diagnostics(graph_validator(), document, source)
     if problems:
-        return problems
+        # A stored graph has no lines to point at; the JSON pointer is the location.
+        return [replace(d, message=f"{d.path or '/'}: {d.message}") for d in problems]
     nodes = document["nodes"]
     if document["start"] not in nodes:
         problems.append(source.diagnostic(("start",), f"start {document['start']!r} is not a node"))

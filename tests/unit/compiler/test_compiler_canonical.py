@@ -154,6 +154,8 @@ def test_graph_from_canonical_round_trips() -> None:
         (lambda d: d["nodes"]["a"].update(next="nowhere"), "next 'nowhere' is not a node"),
         (lambda d: d.update(start="ghost"), "start 'ghost' is not a node"),
         (lambda d: d["nodes"]["a"].update(colour="red"), "unknown key 'colour'"),
+        (lambda d: d["nodes"]["s"].update(timeout_ms=None), "/nodes/s/"),
+        (lambda d: d["nodes"]["sleep-2"].update(duration_ms=5), "/nodes/sleep-2/"),
     ],
 )
 def test_graph_from_canonical_refuses_bad_graphs(mutate, message: str) -> None:
