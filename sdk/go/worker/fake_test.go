@@ -33,6 +33,7 @@ type fakeServer struct {
 	auth        []string
 	advanceErr  error                   // AdvanceRun answers this error when set
 	getDefErr   error                   // GetDefinition answers this error when set
+	pollErrs    []error                 // PollTasks answers these errors first, one per call
 	statusAfter wigglepb.InstanceStatus // AdvanceRun / Heartbeat status; 0 means RUNNING
 }
 
@@ -65,6 +66,14 @@ func (f *fakeServer) GetDefinition(ctx context.Context, in *wigglepb.GetDefiniti
 }
 
 func (f *fakeServer) PollTasks(ctx context.Context, in *wigglepb.PollTasksRequest, _ ...grpc.CallOption) (*wigglepb.PollTasksResponse, error) {
+	f.mu.Lock()
+	if len(f.pollErrs) > 0 {
+		err := f.pollErrs[0]
+		f.pollErrs = f.pollErrs[1:]
+		f.mu.Unlock()
+		return nil, err
+	}
+	f.mu.Unlock()
 	for {
 		f.mu.Lock()
 		f.seen(ctx)

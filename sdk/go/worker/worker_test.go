@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/wiggle-engine/wiggle/sdk/go/wigglepb"
 )
 
@@ -177,5 +180,36 @@ func TestCloseGivesUpAtItsDeadline(t *testing.T) {
 	defer cancel()
 	if err := w.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Close: %v", err)
+	}
+}
+
+// TestPollRetriesWhileUnreachable: an unreachable server (and a refusal) costs backoff, not the
+// poll loop; the task is run once the server answers.
+func TestPollRetriesWhileUnreachable(t *testing.T) {
+	f := newFake()
+	f.pollErrs = []error{
+		status.Error(codes.Unavailable, "down"),
+		status.Error(codes.Unavailable, "still down"),
+		status.Error(codes.Internal, "oops"),
+	}
+	f.queue = []*wigglepb.Task{task("v1", "a", wigglepb.ExecutionMode_SERVER)}
+	w := testWorker(f, Options{PollWait: 20 * time.Millisecond}, "a")
+	start := time.Now()
+	_ = w.Start()
+	defer w.Close(context.Background())
+	for {
+		f.mu.Lock()
+		n := len(f.completes)
+		f.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("task not run after the server came back")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Errorf("three failed polls took only %s: no backoff", d)
 	}
 }
