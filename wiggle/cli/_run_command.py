@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import tempfile
 import time
@@ -154,6 +155,12 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if view.status == "COMPLETED" else 1
 
 
+def _env_list(name: str, separator: str) -> list[str] | None:
+    """A repeatable flag's env twin: the entries of `name` split on `separator`."""
+    value = env(name)
+    return [v for v in value.split(separator) if v.strip()] if value else None
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "run",
@@ -190,14 +197,17 @@ def register(subparsers: Any) -> None:
         "--signal",
         action="append",
         metavar="NAME=JSON",
+        default=_env_list("WIGGLE_SIGNALS", "\n"),
         help="send signal NAME with a JSON payload right after the start; repeatable "
-        "(buffered until the flow awaits it)",
+        "(buffered until the flow awaits it; env WIGGLE_SIGNALS, one NAME=JSON a line)",
     )
     p.add_argument(
         "--register",
         action="append",
         metavar="OTHER_FLOW",
-        help="also register this flow (so subflows resolve); repeatable",
+        default=_env_list("WIGGLE_REGISTER", os.pathsep),
+        help="also register this flow (so subflows resolve); repeatable "
+        f"(env WIGGLE_REGISTER, {os.pathsep!r}-separated)",
     )
     p.add_argument(
         "--concurrency",
