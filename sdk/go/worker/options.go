@@ -33,6 +33,7 @@ func (o Options) withDefaults() Options {
 	if len(o.Queues) == 0 {
 		o.Queues = []string{"default"}
 	}
+	o.Queues = append([]string(nil), o.Queues...) // the caller may reuse its slice
 	if o.Concurrency <= 0 {
 		o.Concurrency = 16
 	}
