@@ -11,6 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wiggle.compiler import load_flow
+from wiggle.compiler._schema import graph_validator
+
+GRAPH_SCHEMA = graph_validator()
 
 # -- random flows --------------------------------------------------------------------------------
 
@@ -273,3 +276,4 @@ def test_compiled_output_is_stable_and_well_formed(flow: dict[str, Any]) -> None
     second = load_flow(json.dumps(flow, indent=1))
     assert first.canonical == second.canonical
     assert first.graph.nodes.keys() == first.document["nodes"].keys()
+    GRAPH_SCHEMA.validate(first.document)

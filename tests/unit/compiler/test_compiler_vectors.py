@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from wiggle.compiler import load_flow_file
 from wiggle.errors import FlowError
+from wiggle.graph import Graph
 
 ROOT = Path(__file__).resolve().parents[3]
 VECTORS = ROOT / "spec" / "conformance" / "compile"
@@ -27,6 +29,9 @@ def _expected(flow: Path) -> Path:
 
 
 INDEX = json.loads((VECTORS / "index.json").read_text())
+GRAPH_SCHEMA = Draft202012Validator(
+    json.loads((ROOT / "spec" / "schema" / "graph.schema.json").read_text())
+)
 
 
 def test_there_are_enough_vectors() -> None:
@@ -42,6 +47,9 @@ def test_valid_vector(flow: Path) -> None:
     assert compiled.canonical == expected
     assert compiled.version == INDEX[flow.name]
     assert INDEX[flow.name] == "sha256:" + hashlib.sha256(expected).hexdigest()
+    document = json.loads(expected)
+    GRAPH_SCHEMA.validate(document)
+    assert Graph.from_json(document, compiled.version) == compiled.graph
 
 
 @pytest.mark.parametrize("flow", _flows("invalid"), ids=lambda p: p.name)
