@@ -108,8 +108,9 @@ def _double_quoted(event: ScalarEvent, file: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-        if "\ufffd" in text and "\ufffd" not in event.value:
+        try:
+            text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+        except UnicodeDecodeError:
             raise _fail(file, *_pos(event), "string has an unpaired surrogate escape") from None
     return text
 
