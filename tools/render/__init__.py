@@ -6,6 +6,8 @@
     render(graph, "svg")               bytes of an svg / png / pdf (through Graphviz's `dot`) or dot
     render(graph, "svg", instance={"capture": "RUNNING", "print_label": {"DONE": 1}})
                                        the same with the instance's node states highlighted
+    render(graph, "svg", instance=states_from_tokens(view.tokens))
+                                       ... straight from the engine's DescribeInstance tokens
 
 `wiggle render FLOW -o OUT` is the command-line way in.
 """
@@ -21,7 +23,7 @@ from ._render import (
     format_for_path,
     render,
 )
-from ._states import InstanceStates
+from ._states import InstanceStates, states_from_tokens
 
 __all__ = [
     "FORMATS",
@@ -31,5 +33,6 @@ __all__ = [
     "ensure_dot",
     "format_for_path",
     "render",
+    "states_from_tokens",
     "to_dot",
 ]

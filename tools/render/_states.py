@@ -8,15 +8,35 @@ string is shown as written, in a neutral colour, so a newer engine never breaks 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Protocol, TypeAlias
 
 from ._styles import STATE_COLOURS, STATE_PRIORITY, UNKNOWN_STATE_COLOUR
 
-__all__ = ["InstanceStates", "NodeHighlight", "highlights"]
+__all__ = ["InstanceStates", "NodeHighlight", "highlights", "states_from_tokens"]
 
 InstanceStates: TypeAlias = Mapping[str, str | Mapping[str, int]]
+
+
+class Token(Protocol):
+    """What the renderer reads of a token (the engine's TokenView has these and more)."""
+
+    @property
+    def node_id(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+
+def states_from_tokens(tokens: Iterable[Token]) -> dict[str, dict[str, int]]:
+    """Token counts per node and state, ready for `render(..., instance=...)`."""
+    counts: dict[str, dict[str, int]] = {}
+    for token in tokens:
+        per_node = counts.setdefault(token.node_id, {})
+        state = str(token.state)
+        per_node[state] = per_node.get(state, 0) + 1
+    return counts
 
 
 @dataclass(frozen=True)

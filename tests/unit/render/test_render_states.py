@@ -52,3 +52,27 @@ def test_without_an_instance_nothing_is_faded(flow, dot_of):
     dot = dot_of(flow)
     assert all("penwidth" not in attrs for attrs in dot.nodes.values())
     assert dot.nodes["publish"].get("fontcolor") is None
+
+
+def test_token_views_become_state_counts():
+    from dataclasses import dataclass
+    from enum import StrEnum
+
+    from wiggle_render import states_from_tokens
+
+    class State(StrEnum):
+        RUNNING = "RUNNING"
+        DONE = "DONE"
+
+    @dataclass
+    class TokenView:
+        node_id: str
+        state: State
+
+    tokens = [
+        TokenView("ocr", State.RUNNING),
+        TokenView("ocr", State.DONE),
+        TokenView("ocr", State.DONE),
+        TokenView("publish", State.DONE),
+    ]
+    assert states_from_tokens(tokens) == {"ocr": {"RUNNING": 1, "DONE": 2}, "publish": {"DONE": 1}}
