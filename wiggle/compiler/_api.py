@@ -87,13 +87,19 @@ def load_flow_file(path: str | os.PathLike[str]) -> CompiledFlow:
 
 
 def graph_from_canonical(doc: bytes) -> CompiledFlow:
-    """Rebuild a CompiledFlow from stored canonical graph bytes, checking them first."""
+    """Rebuild a CompiledFlow from stored canonical graph bytes, checking them first.
+
+    The version is the hash of the document re-serialised canonically, so bytes that a store
+    handed back reformatted (PostgreSQL JSONB reorders keys) still yield the original version.
+    """
     where = SourceMap("<graph>")
     try:
         document = json.loads(doc)
+        problems = graph_problems(document, where)
+        if problems:
+            raise FlowError(problems)
+        return _finish(document, graph_to_nx(document))
     except (ValueError, UnicodeDecodeError) as exc:
         raise FlowError([Diagnostic("<graph>", 0, 0, f"graph is not JSON: {exc}")]) from None
-    problems = graph_problems(document, where)
-    if problems:
-        raise FlowError(problems)
-    return _finish(document, graph_to_nx(document))
+    except RecursionError:
+        raise FlowError([Diagnostic("<graph>", 0, 0, "graph is nested too deeply")]) from None

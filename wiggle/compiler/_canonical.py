@@ -62,7 +62,7 @@ def format_number(value: float) -> str:
 
 
 def _write(value: Any, out: list[str]) -> None:
-    # Iterative callers are not needed: the loader caps nesting at 64 levels.
+    # Recursion is safe for compiled flows: the loader caps nesting at 64 levels.
     if value is None:
         out.append("null")
     elif value is True:

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 import wiggle.compiler
@@ -166,9 +168,33 @@ def test_graph_from_canonical_refuses_bad_graphs(mutate, message: str) -> None:
         graph_from_canonical(canonical_json(document))
 
 
-def test_graph_from_canonical_refuses_non_json() -> None:
-    with pytest.raises(FlowError, match="graph is not JSON"):
-        graph_from_canonical(b"{nope")
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"{nope", "graph is not JSON"),
+        (b"\xff", "graph is not JSON"),
+        (b"[]", "must be of type object"),
+        (b'{"format":1,"input":' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
+    ],
+)
+def test_graph_from_canonical_refuses_non_graphs(data: bytes, message: str) -> None:
+    with pytest.raises(FlowError, match=message):
+        graph_from_canonical(data)
+
+
+def test_graph_from_canonical_accepts_reformatted_bytes() -> None:
+    flow = load_flow(SAMPLE)
+    pretty = json.dumps(json.loads(flow.canonical), indent=2).encode()
+    assert graph_from_canonical(pretty).version == flow.version
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_number_form_round_trips_and_is_shortest(number: float) -> None:
+    text = canonical_json(number).decode()
+    assert float(text) == number
+    assert text == text.strip() and "E" not in text and not text.endswith(".0")
+    assert len(text.lstrip("-").replace(".", "").split("e")[0].strip("0")) <= 17
 
 
 def test_public_names() -> None:
