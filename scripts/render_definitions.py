@@ -1,7 +1,7 @@
 """Render every flow in definitions/ to docs/flows/<file stem>.svg (the README shows them).
 
 python scripts/render_definitions.py                 # svg into docs/flows/
-python scripts/render_definitions.py --format png --out /tmp/flows
+python scripts/render_definitions.py --format png --out build/flows
 """
 
 from __future__ import annotations
