@@ -12,12 +12,12 @@ import contextlib
 import inspect
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
 import orjson
 
-from wiggle.worker._context import StepInfo, running
+from wiggle.worker._context import StepInfo, _current
 from wiggle.worker._errors import NonRetryable
 
 __all__ = [
@@ -45,10 +45,11 @@ class Activity:
 
     name: str
     fn: Callable[[Any], Any]
+    # Decided once at registration: inspecting the function per step costs more than the step.
+    is_async: bool = field(init=False)
 
-    @property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.fn)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
 
 
 class Registry:
@@ -202,13 +203,15 @@ def run_handler(
                 error_type="ActivityNotFound",
             )
         )
+    token = _current.set(info)
     try:
-        with running(info):
-            result = asyncio.run(act.fn(ctx)) if act.is_async else act.fn(ctx)
+        result = asyncio.run(act.fn(ctx)) if act.is_async else act.fn(ctx)
     except NonRetryable as exc:
         return Outcome(failure=Failure(exc.message, non_retryable=True, error_type="NonRetryable"))
     except Exception as exc:
         return Outcome(failure=_failure_of(exc))
+    finally:
+        _current.reset(token)
     if predicate:
         if isinstance(result, bool):
             return Outcome(predicate=result)

@@ -207,9 +207,16 @@ class LocalRun:
             node = graph.nodes[node_id]
             info = _info(task, node_id, activity, attempt, self.mode)
             is_predicate = isinstance(node, Predicate)
-            outcome = run_handler(
-                env.registry.get(activity), activity, ctx, info, predicate=is_predicate
-            )
+            outcome = run_handler(env.registry.get(activity), activity, ctx, info, predicate=False)
+            if is_predicate and outcome.failure is None:
+                if isinstance(outcome.value, bool):
+                    outcome = Outcome(predicate=outcome.value)
+                else:
+                    # Not a boolean: report the value as it is, so the server fails the step
+                    # exactly as it does for a SERVER-mode CompleteTask (same reason, no retry).
+                    self.buffer.append(_step_result(node_id, outcome))
+                    self._finish(Handback.STEP_FAILED)
+                    return
             self.buffer.append(_step_result(node_id, outcome))
 
             if outcome.failure is not None:

@@ -220,3 +220,22 @@ def test_eager_start_falls_back_when_no_slot_is_free(stack):
         gate.set()
         assert stack.wait_finished(second.instance_id).context == {"ran": True}
         assert stack.wait_finished(first.instance_id).status == "COMPLETED"
+
+
+def test_a_non_boolean_predicate_fails_alike_in_every_mode(stack):
+    reg = Registry()
+    reg.register(lambda ctx: ctx, "validate")
+    reg.register(lambda ctx: "yes", "in_stock")
+    reasons = {}
+    with Worker(stack.address, registry=reg, poll_wait_ms=500):
+        for mode in MODES:
+            flow = stack.deploy(
+                f"wiggle: 1\nname: nb-{mode.lower().replace('_', '-')}\nexecution: {mode}\n"
+                "steps: [{task: validate}, {filter: in_stock}]\n"
+            )
+            started = stack.client.start(flow.name, {}, version=flow.version)
+            view = stack.wait_finished(started.instance_id)
+            assert view.status == "FAILED"
+            reasons[mode] = view.reason
+    assert len(set(reasons.values())) == 1, reasons
+    assert "in_stock" in reasons["SERVER"]

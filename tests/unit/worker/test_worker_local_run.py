@@ -462,3 +462,14 @@ def test_a_run_learning_of_the_fallback_mid_step_reports_its_step_the_server_way
     assert h.stub.batches() == []
     [complete] = h.stub.requests("CompleteTask")
     assert orjson.loads(complete.result) == {"s0": 1}
+
+
+def test_a_predicate_returning_a_non_boolean_is_reported_for_the_server_to_fail(harness):
+    executed: list[str] = []
+    reg = counting_registry(4, executed)
+    reg.register(lambda ctx: "yes", "keep")
+    h = harness(PREDICATES, reg)
+    run_task(h.env, h.task(ctx={}))
+    assert h.stub.batches() == [(["s0", "keep"], True, "step_failed")]
+    step_result = h.stub.requests("AdvanceRun")[0].steps[1]
+    assert step_result.WhichOneof("outcome") == "context" and step_result.context == b'"yes"'
