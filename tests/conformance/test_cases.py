@@ -46,9 +46,19 @@ def test_case_validates_and_names_real_nodes(path: Path):
 
     main = load_flow(json.dumps(case.flow), str(path))
     known = set(main.document["nodes"])
+    versions = set()
+    compiled = [main]
     for flow in case.flows:
         child = load_flow(json.dumps(flow), str(path))
+        compiled.append(child)
+        versions.add(child.version)
         known |= {f"{child.name}/{node}" for node in child.document["nodes"]}
+    # A pinned subflow names the hash of one of the case's own flows: when the compiler's
+    # canonical form changes, this says which case to re-pin (with `wiggle hash`).
+    for flow in compiled:
+        for node in flow.document["nodes"].values():
+            if node["kind"] == "subflow" and node["version"] is not None:
+                assert node["version"] in versions, f"stale pin {node['version']}"
     for run in case.runs:
         named = set(run.expect.steps)
         for steps in run.expect.steps_by_mode.values():

@@ -36,7 +36,7 @@ def _select(pattern: str | None) -> list[Any]:
     """Cases by id glob over the corpus, or case files by path glob (e.g. elsewhere on disk)."""
     from wiggle.conformance import load_case, load_cases
 
-    if pattern and (Path(pattern).suffix in (".yaml", ".yml", ".json") or "/" in pattern):
+    if pattern and Path(pattern).suffix in (".yaml", ".yml", ".json"):
         paths = sorted(glob.glob(pattern, recursive=True))
         if paths:
             return [load_case(Path(p)) for p in paths]
@@ -118,8 +118,9 @@ def register(subparsers: Any) -> None:
         "--cases",
         default=env("WIGGLE_CONFORMANCE_CASES"),
         metavar="GLOB",
-        help="only the cases whose id matches GLOB (e.g. 'crash/*'), or case files matching a "
-        "path glob (env WIGGLE_CONFORMANCE_CASES)",
+        help="only the cases whose id matches GLOB (e.g. 'crash/*'; several separated by "
+        "commas), or the case files a path glob ending in .yaml or .json finds "
+        "(env WIGGLE_CONFORMANCE_CASES)",
     )
     p.add_argument(
         "--parallel",

@@ -221,7 +221,8 @@ def case_files(spec_dir: Path | None = None) -> list[Path]:
 
 
 def load_cases(pattern: str | None = None, spec_dir: Path | None = None) -> list[Case]:
-    """Every case under `spec_dir`/cases whose id matches the glob `pattern` (default: all).
+    """Every case under `spec_dir`/cases whose id matches `pattern`, comma-separated globs
+    (default: all).
 
     Ids must be unique, and a flow name may belong to one case only: every case shares one
     server per mode, where an unpinned start or subflow resolves to the newest version of a name.
@@ -247,5 +248,6 @@ def load_cases(pattern: str | None = None, spec_dir: Path | None = None) -> list
     if problems:
         raise CaseError("\n".join(problems))
     if pattern:
-        cases = [c for c in cases if fnmatch.fnmatchcase(c.id, pattern)]
+        globs = [g.strip() for g in pattern.split(",") if g.strip()]
+        cases = [c for c in cases if any(fnmatch.fnmatchcase(c.id, g) for g in globs)]
     return cases

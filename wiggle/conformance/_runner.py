@@ -217,14 +217,22 @@ def _execute(session: _Session, case: Case, run: Run, version: str) -> RunResult
         for fault in [f for f in faults if watch.reached(f.when)]:
             faults.remove(fault)
             worker = session.worker
-            if worker is not None and fault.action == "kill":
+            if worker is None:
+                continue
+            if fault.action == "kill":
                 worker.kill()
                 worker.start()  # a fresh process takes over once the lease has expired
-            elif worker is not None:
+            elif fault.action == "term":
+                worker.stop()  # drains: what it computed is reported before it exits
+                worker.start()
+            else:
                 worker.pause(fault.ms)
+            watch.forget_tokens()
         while signals and watch.reached(signals[0].when):
             signal = signals.pop(0)
             client.signal(root, signal.name, signal.payload)
+            # The next signal's moment must be judged on the state after this one.
+            watch.forget_tokens()
         if cancel is not None and watch.reached(cancel):
             client.cancel(root, run.cancel_reason)
             cancel = None
