@@ -52,7 +52,7 @@ def generate(steps: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=10)
     args = parser.parse_args(argv)
     text = generate(args.steps)
     load_flow(text)  # warm-up: builds the schema validators once, as a long-lived process would
