@@ -50,10 +50,7 @@ def _build(reason: str, detail: dict[str, Any], message: str) -> errors.WiggleEr
     exc: errors.WiggleError
     if reason == "FLOW_INVALID":
         diagnostics = [errors.Diagnostic(**d) for d in detail.get("diagnostics", [])]
-        if diagnostics:
-            return errors.FlowError(diagnostics)
-        exc = errors.FlowError([errors.Diagnostic("<flow>", 0, 0, message)])
-        return exc
+        return errors.FlowError(diagnostics or [errors.Diagnostic("<flow>", 0, 0, message)])
     if reason == "DEFINITION_NOT_FOUND":
         exc = errors.DefinitionNotFound(text("name"), text("version") or None)
     elif reason == "INSTANCE_NOT_FOUND":
