@@ -11,7 +11,7 @@ echo "== ruff" >&2
 "$PYTHON" -m ruff check .
 "$PYTHON" -m ruff format --check .
 echo "== mypy" >&2
-"$PYTHON" -m mypy wiggle
+"$PYTHON" -m mypy wiggle tools/render
 echo "== generated protobuf is fresh" >&2
 "$PYTHON" scripts/gen_proto.py --check
 echo "== pytest" >&2
