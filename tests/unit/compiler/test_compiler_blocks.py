@@ -16,7 +16,9 @@ from wiggle.graph import Graph
 RETRY = {"max_attempts": 3, "backoff": "exponential", "initial_ms": 1000, "max_ms": 60000}
 
 
-def act(name, queue="default", retry=None, timeout_ms=60000):
+def act(
+    name: str, queue: str = "default", retry: dict[str, Any] | None = None, timeout_ms: int = 60000
+) -> dict[str, Any]:
     return {
         "activity": name,
         "queue": queue,
@@ -25,20 +27,29 @@ def act(name, queue="default", retry=None, timeout_ms=60000):
     }
 
 
-def task(name, next, *, checkpoint=False, **kw):
+def task(name: str, next: str, *, checkpoint: bool = False, **kw: Any) -> dict[str, Any]:
     return {"kind": "task", **act(name, **kw), "next": next, "checkpoint": checkpoint}
 
 
-def pred(name, next, alt=None, max_iterations=None, **kw):
+def pred(
+    name: str, next: str, alt: str | None = None, max_iterations: int | None = None, **kw: Any
+) -> dict[str, Any]:
     node = {"kind": "predicate", **act(name, **kw), "next": next, "alt": alt}
     return {**node, "max_iterations": max_iterations}
 
 
-def join(name, fork, next, **kw):
+def join(name: str, fork: str, next: str, **kw: Any) -> dict[str, Any]:
     return {"kind": "join", **act(name, **kw), "fork": fork, "next": next}
 
 
-def graph(start, nodes, *, name="f", execution="DEFAULT", input=None):
+def graph(
+    start: str,
+    nodes: dict[str, Any],
+    *,
+    name: str = "f",
+    execution: str = "DEFAULT",
+    input: Any = None,
+) -> dict[str, Any]:
     return {
         "format": 1,
         "name": name,

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 import wiggle.compiler
 from wiggle.compiler import canonical_json, graph_from_canonical, load_flow
@@ -91,7 +93,7 @@ def test_schemas_are_valid_draft_2020_12(name: str) -> None:
     Draft202012Validator.check_schema(json.loads((REPO / "spec" / "schema" / name).read_text()))
 
 
-def _walk(schema: object, path: str = ""):
+def _walk(schema: object, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
     if isinstance(schema, dict):
         yield path, schema
         for key, sub in schema.items():
@@ -160,7 +162,9 @@ def test_graph_from_canonical_round_trips() -> None:
         (lambda d: d["nodes"]["sleep-2"].update(duration_ms=5), "/nodes/sleep-2/"),
     ],
 )
-def test_graph_from_canonical_refuses_bad_graphs(mutate, message: str) -> None:
+def test_graph_from_canonical_refuses_bad_graphs(
+    mutate: Callable[[dict[str, Any]], object], message: str
+) -> None:
     document = load_flow(SAMPLE).document
     document = json.loads(json.dumps(document))
     mutate(document)

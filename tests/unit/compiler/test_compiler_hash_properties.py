@@ -116,7 +116,8 @@ def flows(draw: st.DrawFn) -> dict[str, Any]:
         flow["execution"] = draw(st.sampled_from(["SERVER", "LOCAL_SYNC", "LOCAL_ASYNC"]))
     if draw(st.booleans()):
         flow["input"] = {"type": "object", "properties": {"n": {"maximum": 2.5}}}
-    return _name_all(flow, itertools.count(1))
+    named: dict[str, Any] = _name_all(flow, itertools.count(1))
+    return named
 
 
 # -- many spellings of one document -------------------------------------------------------------
@@ -160,7 +161,10 @@ def _block_style(value: Any, indent: int, draw: st.DrawFn) -> list[str]:
     """Lines of `value` as a block collection; leaves and small parts may go flow style."""
     pad = " " * indent
     lines: list[str] = []
-    comment = lambda: draw(st.sampled_from(["", "  # note", " #: x: [y"]))  # noqa: E731
+
+    def comment() -> str:
+        return draw(st.sampled_from(["", "  # note", " #: x: [y"]))
+
     if isinstance(value, dict):
         for k, v in _shuffled(list(value.items()), draw):
             if draw(st.booleans()):

@@ -5,6 +5,8 @@ No timing asserts: the per-test timeout is the guard against a pathological slow
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from wiggle.compiler import load_flow, load_flow_file
@@ -34,7 +36,7 @@ def test_ten_megabyte_document_is_refused_before_parsing(as_bytes: bool) -> None
     assert "the limit is 1048576 bytes" in message
 
 
-def test_ten_megabyte_file_is_refused_without_reading_it(tmp_path) -> None:
+def test_ten_megabyte_file_is_refused_without_reading_it(tmp_path: Path) -> None:
     path = tmp_path / "big.yaml"
     path.write_bytes(b"wiggle: 1\n" + b"#" * 10_000_000)
     with pytest.raises(FlowError, match="the limit is 1048576 bytes"):
@@ -92,6 +94,6 @@ def test_odd_documents_give_diagnostics(text: str) -> None:
     _reject(text)
 
 
-def test_missing_file_is_a_diagnostic(tmp_path) -> None:
+def test_missing_file_is_a_diagnostic(tmp_path: Path) -> None:
     with pytest.raises(FlowError, match="cannot read the flow"):
         load_flow_file(tmp_path / "absent.yaml")
