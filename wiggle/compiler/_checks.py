@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import networkx as nx
-from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
-from jsonschema.validators import validator_for  # type: ignore[import-untyped]
+from jsonschema.exceptions import best_match  # type: ignore[import-untyped,unused-ignore]
+from jsonschema.validators import validator_for  # type: ignore[import-untyped,unused-ignore]
 
 from wiggle.compiler._compile import DEFAULT_RETRY, END, Compiled, branch_order
 from wiggle.compiler._durations import is_duration_syntax, parse_duration

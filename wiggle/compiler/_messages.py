@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from jsonschema.exceptions import (  # type: ignore[import-untyped]
+from jsonschema.exceptions import (  # type: ignore[import-untyped,unused-ignore]
     ValidationError,
     best_match,
 )

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from importlib import resources
 from typing import Any
 
-from jsonschema import Draft202012Validator, validators  # type: ignore[import-untyped]
+from jsonschema import Draft202012Validator, validators  # type: ignore[import-untyped,unused-ignore]
 
 __all__ = ["flow_validator", "graph_validator", "load_schema", "step_keys"]
 

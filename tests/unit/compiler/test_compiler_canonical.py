@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped,unused-ignore]
 
 import wiggle.compiler
 from wiggle.compiler import canonical_json, graph_from_canonical, load_flow

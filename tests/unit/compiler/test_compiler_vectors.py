@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped,unused-ignore]
 
 from wiggle.compiler import load_flow_file
 from wiggle.errors import FlowError
