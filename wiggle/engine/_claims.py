@@ -34,18 +34,25 @@ _RETURNING = (
 )
 
 
-def claim_stmt(db: Database, queues: Sequence[str], worker_id: str, limit: int) -> Any:
+def claim_stmt(db: Database) -> Any:
     """One UPDATE leases up to `limit` READY tokens, oldest first.
 
     On PostgreSQL the inner SELECT skips rows another claimer holds (SKIP LOCKED), so racing
     pollers never wait on or double-claim a token; every row gets a fresh lease id from the
     database and an expiry from the database clock plus the step's timeout.
     """
+    return db.cached("claim", lambda: _build_claim(db))
+
+
+def _build_claim(db: Database) -> Any:
     pick = (
         select(_t.c.id)
-        .where(_t.c.state == TokenState.READY.value, _t.c.queue.in_(list(queues)))
+        .where(
+            _t.c.state == TokenState.READY.value,
+            _t.c.queue.in_(bindparam("queues", expanding=True)),
+        )
         .order_by(_t.c.ready_at_ms)
-        .limit(limit)
+        .limit(bindparam("lim"))
         .with_for_update(skip_locked=True)
     )
     return (
@@ -54,7 +61,7 @@ def claim_stmt(db: Database, queues: Sequence[str], worker_id: str, limit: int) 
         .values(
             state=TokenState.LEASED.value,
             lease=literal_column(db.lease_id_sql),
-            lease_owner=worker_id,
+            lease_owner=bindparam("worker"),
             lease_expires_at_ms=literal_column(db.now_sql) + _t.c.timeout_ms,
         )
         .returning(*_RETURNING)
@@ -70,7 +77,8 @@ def claim(
     graph_of: Callable[[Connection, str], Graph],
     default_mode: ExecutionMode,
 ) -> list[TaskActivation]:
-    rows = conn.execute(claim_stmt(db, queues, worker_id, limit)).all()
+    params = {"queues": list(queues), "worker": worker_id, "lim": limit}
+    rows = conn.execute(claim_stmt(db), params).all()
     tasks = [activation(r._mapping, graph_of(conn, r.version), default_mode) for r in rows]
     if tasks:
         conn.execute(
@@ -126,6 +134,10 @@ def activation(m: Any, graph: Graph, default_mode: ExecutionMode) -> TaskActivat
 
 def heartbeat_stmt(db: Database) -> Any:
     """Renew a lease: the lease must be checked in the same UPDATE that extends it."""
+    return db.cached("heartbeat", lambda: _build_heartbeat(db))
+
+
+def _build_heartbeat(db: Database) -> Any:
     return (
         update(_t)
         .where(

@@ -55,6 +55,7 @@ class Database:
                 f"unsupported database {u.get_backend_name()!r}: use sqlite or postgresql"
             )
         self._write_lock = threading.RLock()
+        self._statements: dict[str, Any] = {}
         self._memory = self.is_sqlite and u.database in (None, "", ":memory:")
         self.sa: SAEngine
         if self.is_sqlite:
@@ -74,6 +75,14 @@ class Database:
             if self.is_sqlite
             else "replace(gen_random_uuid()::text, '-', '')"
         )
+
+    def cached(self, key: str, build: Callable[[], T]) -> T:
+        """A statement built once per database: SQLAlchemy memoises the cache key of a
+        statement object, so reusing the object skips that work on every execution."""
+        got = self._statements.get(key)
+        if got is None:
+            got = self._statements[key] = build()
+        return got
 
     # -- SQLite plumbing ------------------------------------------------------------------------
 

@@ -42,11 +42,14 @@ _INST_LABELLED = [c.label(f"i_{c.name}") for c in _i.c]
 def lock_token(tx: Tx) -> Any:
     """SELECT the token and its instance, locking the root instance's row (PostgreSQL)."""
     t = s.tokens
-    return (
-        select(*TOKEN_COLUMNS, *_INST_LABELLED, tx.db.now)
-        .select_from(t.join(_i, _i.c.id == t.c.instance_id).join(_r, _r.c.id == _i.c.root_id))
-        .where(t.c.id == bindparam("tid"))
-        .with_for_update(of=_r)
+    return tx.db.cached(
+        "lock_token",
+        lambda: (
+            select(*TOKEN_COLUMNS, *_INST_LABELLED, tx.db.now)
+            .select_from(t.join(_i, _i.c.id == t.c.instance_id).join(_r, _r.c.id == _i.c.root_id))
+            .where(t.c.id == bindparam("tid"))
+            .with_for_update(of=_r)
+        ),
     )
 
 
@@ -69,12 +72,7 @@ def read_locked(tx: Tx, conn: Connection, task_id: str) -> tuple[Tok, Inst] | No
 
 def fence_lease(tok: Tok, lease: str) -> None:
     """The lease (and the node it was issued at) must still hold in the token's UPDATE."""
-    t = s.tokens
-    tok.fence = [
-        t.c.lease == lease,
-        t.c.state == TokenState.LEASED.value,
-        t.c.node_id == tok.node_id,
-    ]
+    tok.fence = {"lease": lease, "state": TokenState.LEASED.value, "node_id": tok.node_id}
 
 
 @dataclass

@@ -78,7 +78,7 @@ def _fire(
         or wake > tx.now
     ):
         return False, set()
-    tok.fence = [_t.c.state == state, _t.c.wake_at_ms == wake]
+    tok.fence = {"state": state, "wake_at_ms": wake}
     node = inst.graph.nodes[tok.node_id]
     kind = "await_timeout" if tok.state is TokenState.AWAITING else (tok.wait_kind or "")
     tx.event(inst.id, "timer_fired", tok.node_id, tok.attempt, timer=kind)
@@ -115,11 +115,7 @@ def _reclaim(eng: Engine, conn: Connection, *, token_id: str, lease: str) -> tup
     ):
         return False, set()
     # A heartbeat does not take the instance lock: the expiry we saw must still be the row's.
-    tok.fence = [
-        _t.c.lease == lease,
-        _t.c.state == TokenState.LEASED.value,
-        _t.c.lease_expires_at_ms == expires,
-    ]
+    tok.fence = {"lease": lease, "state": TokenState.LEASED.value, "lease_expires_at_ms": expires}
     tx.event(inst.id, "lease_expired", tok.node_id, tok.attempt, worker=tok.lease_owner or "")
     failure = StepFailure(
         f"lease expired: no report within {tok.timeout_ms} ms", error_type="LeaseExpired"

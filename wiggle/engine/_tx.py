@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from sqlalchemy import ColumnElement, Connection, Row, bindparam, select, update
+from sqlalchemy import Connection, Row, bindparam, select, update
 
 from wiggle.graph import ExecutionMode, Graph
 
 from . import _schema as s
-from ._db import Database
+from ._db import NOTIFY_CHANNEL, Database
 from ._types import InstanceStatus, Json, TokenState
 
 __all__ = ["FenceLost", "Inst", "Tok", "Tx", "dumps", "loads", "new_id"]
@@ -89,7 +89,7 @@ class Tok:
     loop_counts: dict[str, int] = field(default_factory=dict)
     child_instance_id: str | None = None
     aux: Json = None
-    fence: list[ColumnElement[bool]] = field(default_factory=list)
+    fence: dict[str, Any] = field(default_factory=dict)  # column -> value it must still hold
 
     def row(self) -> dict[str, Any]:
         return {
@@ -156,6 +156,18 @@ _UPDATE_TOKEN = (
     .where(s.tokens.c.id == bindparam("_id"))
     .values({name: bindparam(name) for name in _UPDATE_COLUMNS})
 )
+
+
+_FENCED: dict[tuple[str, ...], Any] = {}
+
+
+def _fenced_update(columns: tuple[str, ...]) -> Any:
+    """The token UPDATE that also requires `columns` to hold the values seen (f_<column>)."""
+    stmt = _FENCED.get(columns)
+    if stmt is None:
+        conds = [s.tokens.c[name] == bindparam(f"f_{name}") for name in columns]
+        stmt = _FENCED[columns] = _UPDATE_TOKEN.where(*conds)
+    return stmt
 
 
 class Tx:
@@ -226,8 +238,9 @@ class Tx:
             row = tok.row()
             row["_id"] = row.pop("id")
             if tok.fence:
-                stmt = _UPDATE_TOKEN.where(*tok.fence)
-                tok.fence = []
+                stmt = _fenced_update(tuple(sorted(tok.fence)))
+                row.update({f"f_{k}": v for k, v in tok.fence.items()})
+                tok.fence = {}
                 if self.conn.execute(stmt, row).rowcount != 1:
                     raise FenceLost(tok.id)
             else:
@@ -255,8 +268,39 @@ class Tx:
     def finish(self) -> None:
         """Flush tokens, append the events, queue the NOTIFYs (FenceLost: roll back)."""
         self.flush()
+        if self.db.is_postgres:
+            self._finish_postgres()
+            return
         if self._events:
             self.conn.execute(s.events.insert(), self._events)
             self._events = []
-        if self.ready_queues:
-            self.db.notify(self.conn, self.ready_queues)
+
+    def _finish_postgres(self) -> None:
+        """Events and NOTIFYs in one round trip: a data-modifying WITH runs even unreferenced."""
+        params: dict[str, Any] = {}
+        rows = []
+        for n, ev in enumerate(self._events):
+            rows.append(f"(%(i{n})s, %(t{n})s, %(k{n})s, %(n{n})s, %(a{n})s, %(d{n})s)")
+            params.update(
+                {
+                    f"i{n}": ev["instance_id"],
+                    f"t{n}": ev["at_ms"],
+                    f"k{n}": ev["kind"],
+                    f"n{n}": ev["node_id"],
+                    f"a{n}": ev["attempt"],
+                    f"d{n}": ev["detail"],
+                }
+            )
+        self._events = []
+        insert = (
+            "INSERT INTO wiggle_events (instance_id, at_ms, kind, node_id, attempt, detail) "
+            "VALUES " + ", ".join(rows)
+        )
+        if not self.ready_queues:
+            if rows:
+                self.conn.exec_driver_sql(insert, params)
+            return
+        params["queues"] = sorted(self.ready_queues)
+        notify = f"SELECT pg_notify('{NOTIFY_CHANNEL}', q) FROM unnest(%(queues)s::text[]) AS q"
+        sql = f"WITH ev AS ({insert}) {notify}" if rows else notify
+        self.conn.exec_driver_sql(sql, params)

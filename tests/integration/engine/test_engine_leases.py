@@ -119,7 +119,7 @@ def test_advance_run_renews_the_lease_and_keeps_the_token(make_driver):
     view = d.engine.describe(r.instance_id, include_events=True)
     (tok,) = view.tokens
     assert (tok.node_id, tok.state) == ("c", TokenState.READY)
-    assert [e.detail["reason"] for e in events_of(view, "handed_back")] == ["bye"]
+    assert [e.detail["reason"] for e in events_of(view, "handed_back")] == ["shutdown"]
     with pytest.raises(StaleLease):  # released: the lease is gone
         d.engine.advance_run(task.task_id, task.lease, [StepOutcome("c", context=3)], final=True)
 
