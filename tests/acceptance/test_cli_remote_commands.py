@@ -175,7 +175,7 @@ def test_worker_runs_what_start_waits_for(server, work):
         assert summary["status"] == "COMPLETED"
         assert summary["context"] == {"n": 2, "hello": True, "bye": True}
         status = wiggle(address, "status", summary["instance_id"], "--events", cwd=work)
-        assert "✓ hello (attempt 1)" in status.stdout
+        assert re.search(r"step_completed\s+hello\s+attempt 1", status.stdout), status.stdout
     finally:
         assert worker.stop() == 0
 

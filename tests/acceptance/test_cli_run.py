@@ -205,3 +205,11 @@ def test_run_order_fulfilment_end_to_end(tmp_path):
     final = last_json(result.stdout)
     assert final["status"] == "COMPLETED"
     assert final["context"]["order_id"] == "A-1001"
+
+
+def test_run_warns_about_activities_without_a_handler(work):
+    (work / "lost.yaml").write_text("wiggle: 1\nname: lost\nsteps:\n  - task: nobody_home\n")
+    result = wiggle("run", "lost.yaml", "--handlers", "handlers.py", "--input", "{}", cwd=work)
+    assert result.returncode == 1
+    assert "defines no activity named nobody_home" in result.stderr
+    assert "FAILED" in result.stdout

@@ -177,6 +177,22 @@ class EventPrinter:
             print(self.line(event), file=out, flush=True)
 
 
+def _event_row(event: Event) -> str:
+    """`  #4  12:00:01.250  step_completed  validate  attempt 1  message` (times in UTC)."""
+    import datetime
+
+    at = datetime.datetime.fromtimestamp(event.at_ms / 1000, tz=datetime.UTC)
+    row = f"  #{event.seq:<3} {at:%H:%M:%S}.{event.at_ms % 1000:03d}  {event.kind:<18}"
+    if event.node_id:
+        row += f" {event.node_id}"
+    if event.attempt:
+        row += f"  attempt {event.attempt}"
+    message = event.detail.get("message") if isinstance(event.detail, dict) else None
+    if isinstance(message, str) and message:
+        row += f"  {message}"
+    return row.rstrip()
+
+
 def _describe_text(view: Instance, *, events: bool) -> str:
     lines = [
         f"instance  {view.instance_id}",
@@ -196,13 +212,7 @@ def _describe_text(view: Instance, *, events: bool) -> str:
             lines.append(f"  {t.node_id}{where}  {t.state}  attempt {t.attempt}{owner}")
     if events and view.events:
         lines.append("events")
-        printer = EventPrinter()
-        lines.extend(
-            f"  #{e.seq} {e.kind} {printer.line(e).strip()}"
-            if e.kind not in _MARKS
-            else printer.line(e)
-            for e in view.events
-        )
+        lines.extend(_event_row(e) for e in view.events)
     return "\n".join(lines)
 
 

@@ -53,6 +53,17 @@ def _compile(path: str, mode: str | None) -> CompiledFlow:
     return graph_from_canonical(canonical_json({**flow.document, "execution": mode}))
 
 
+def _activities(graphs: list[Graph]) -> set[str]:
+    names: set[str] = set()
+    for graph in graphs:
+        for node in graph:
+            for holder in (node, getattr(node, "apply", None)):
+                name = getattr(holder, "activity", None)
+                if isinstance(name, str) and name:
+                    names.add(name)
+    return names
+
+
 def _queues(graphs: list[Graph]) -> list[str]:
     """Every queue a step of these graphs runs on: the in-process worker serves them all."""
     queues: set[str] = set()
@@ -86,6 +97,14 @@ def _run(args: argparse.Namespace) -> int:
             print(diagnostic, file=sys.stderr)
         return 1
     registry = load_registry(args.handlers)
+    # Only a warning: a missing handler fails its step when (if) the flow reaches it.
+    missing = sorted(_activities([f.graph for f in flows]) - set(registry.names()))
+    if missing:
+        print(
+            f"wiggle: warning: {args.handlers} defines no activity named {', '.join(missing)}; "
+            "steps that run them will fail",
+            file=sys.stderr,
+        )
 
     from wiggle.client import Client
     from wiggle.engine import Engine
