@@ -33,7 +33,7 @@ from wiggle.worker._definitions import DefinitionCache
 from wiggle.worker._heartbeat import Lease, LeaseKeeper
 from wiggle.worker._rpc import Rpc, RpcFailed
 
-__all__ = ["LocalRun", "RunEnv", "run_task"]
+__all__ = ["LocalRun", "RunEnv", "hold_lease", "run_task"]
 
 _log = logging.getLogger("wiggle.worker")
 
@@ -65,11 +65,19 @@ class RunEnv:
     advance_run_supported: bool | None = None
 
 
-def run_task(env: RunEnv, task: pb.Task) -> None:
-    """Run `task` to its report. Never raises: failures are logged, the lease then expires."""
+def hold_lease(env: RunEnv, task: pb.Task) -> Lease:
+    """Start keeping `task`'s lease alive; done on receipt, so a task queued for a thread
+    does not lose its lease while it waits."""
     lease = Lease(task.task_id, task.lease, task.lease_expires_at_ms, task.timeout_ms or 60_000)
     if env.keeper is not None:
         env.keeper.hold(lease)
+    return lease
+
+
+def run_task(env: RunEnv, task: pb.Task, lease: Lease | None = None) -> None:
+    """Run `task` to its report. Never raises: failures are logged, the lease then expires."""
+    if lease is None:
+        lease = hold_lease(env, task)
     try:
         graph = _local_graph(env, task)
         if graph is not None:

@@ -64,13 +64,14 @@ class Poller:
 
     def _loop(self) -> None:
         backoff = Backoff()
+        last_error: grpc.StatusCode | None = None
         while not self._stop.is_set():
             if not self._slots.wait_free(0.25):
                 continue
             # Slots are counted, not held, while the poll is open: an eager start in this process
             # must be able to reserve one during a long poll. If it does, the poll may bring back
-            # one task more than there are free slots; we run it anyway (the pool has headroom)
-            # rather than let its lease lapse.
+            # one task more than there are free slots; it queues for a thread with its lease
+            # heartbeated meanwhile, rather than being dropped to expire.
             want = self._slots.free
             if want <= 0:
                 continue
@@ -82,8 +83,10 @@ class Poller:
                 code = code_of(exc)
                 if code in RETRYABLE:
                     self._rpc.outage.failed(exc)
-                elif code != grpc.StatusCode.CANCELLED:
-                    _log.error("PollTasks failed: %s", exc)
+                elif code != grpc.StatusCode.CANCELLED and code != last_error:
+                    # Once per kind of refusal (a wrong token would otherwise log every 5 s).
+                    _log.error("PollTasks refused: %s", exc)
+                last_error = code
                 self._stop.wait(backoff.next_delay())
                 continue
             except Exception:
@@ -94,8 +97,15 @@ class Poller:
                 continue
             self._rpc.outage.succeeded()
             backoff.reset()
+            last_error = None
             if not tasks:
                 continue
+            if len(tasks) > want:
+                _log.warning(
+                    "PollTasks gave %d tasks for max_tasks=%d; the extra ones queue for a thread",
+                    len(tasks),
+                    want,
+                )
             self._slots.take_over(len(tasks))
             for task in tasks:
                 if not self._submit(task):

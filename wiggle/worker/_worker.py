@@ -22,8 +22,8 @@ from wiggle.graph import Graph
 from wiggle.worker._activities import Registry, default_registry
 from wiggle.worker._definitions import DefinitionCache
 from wiggle.worker._eager import EagerSlot, Slots
-from wiggle.worker._heartbeat import LeaseKeeper
-from wiggle.worker._local_run import RunEnv, run_task
+from wiggle.worker._heartbeat import Lease, LeaseKeeper
+from wiggle.worker._local_run import RunEnv, hold_lease, run_task
 from wiggle.worker._poller import Poller
 from wiggle.worker._rpc import Rpc
 
@@ -129,10 +129,9 @@ class Worker:
             keeper=self._keeper,
             local_batch_size=self.local_batch_size,
         )
-        # Headroom over `concurrency`: a poll racing an eager reservation may start one task more
-        # than there are slots (see _poller), and it must not wait in a queue with its lease
-        # running out.
-        self._executor = ThreadPoolExecutor(2 * self.concurrency, thread_name_prefix="wiggle-task")
+        # Exactly `concurrency` threads: a task beyond that (a poll racing an eager reservation,
+        # see _poller) waits in the pool's queue, its lease kept alive from the moment it came.
+        self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="wiggle-task")
         self._keeper.start()
         self._poller = Poller(
             rpc,
@@ -266,14 +265,17 @@ class Worker:
         executor, env = self._executor, self._env
         if executor is None or env is None or self._state == "stopped":
             return False
+        lease = hold_lease(env, task)
         try:
-            executor.submit(self._run_on_slot, env, task)
+            executor.submit(self._run_on_slot, env, task, lease)
         except RuntimeError:  # the pool shut down under us
+            if env.keeper is not None:
+                env.keeper.drop(lease)
             return False
         return True
 
-    def _run_on_slot(self, env: RunEnv, task: pb.Task) -> None:
+    def _run_on_slot(self, env: RunEnv, task: pb.Task, lease: Lease) -> None:
         try:
-            run_task(env, task)
+            run_task(env, task, lease)
         finally:
             self._slots.give(1)
