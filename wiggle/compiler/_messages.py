@@ -63,11 +63,16 @@ def _leaves(error: ValidationError) -> Iterator[ValidationError]:
     yield error
 
 
+def _noun(title: str) -> str:
+    """A schema title as a noun mid-sentence: "Flow name" → "flow name", "JSON pointer" kept."""
+    return title if title[1:2].isupper() else title[:1].lower() + title[1:]
+
+
 def _message(error: ValidationError) -> str:
     """What is wrong, in the words of the flow format rather than of JSON Schema."""
     kind = error.validator
     schema = error.schema if isinstance(error.schema, dict) else {}
-    title = str(schema.get("title", "value")).lower()
+    title = _noun(str(schema.get("title", "value")))
     if _is_step_choice(error):
         names = ", ".join(k for k, _ in step_keys())
         if isinstance(error.instance, dict):

@@ -89,12 +89,12 @@ BAD: list[tuple[str, str, list[tuple[int, int, str]]]] = [
     (
         "bad-pointer",
         H + "steps:\n  - for_each: items\n    steps: [{task: a}]\n    combine: c\n",
-        [(4, 15, "not a valid json pointer")],
+        [(4, 15, "not a valid JSON pointer")],
     ),
     (
         "bad-pointer-escape",
         H + "steps:\n  - sleep: {until: /a~2}\n",
-        [(4, 20, "not a valid json pointer")],
+        [(4, 20, "not a valid JSON pointer")],
     ),
     ("bad-duration", H + "steps:\n  - sleep: 5 minutes\n", [(4, 12, "not a valid duration")]),
     ("zero-duration", H + "steps:\n  - sleep: 0s\n", [(4, 12, "must be greater than zero")]),
