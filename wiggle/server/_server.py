@@ -27,7 +27,7 @@ from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.engine import Engine
 from wiggle.errors import WiggleError
 from wiggle.server._auth import TokenAuth, is_loopback
-from wiggle.server._service import WiggleService
+from wiggle.server._service import POLL_SLICE_S, WiggleService
 from wiggle.server._ticker import Ticker
 
 __all__ = ["Server", "ServerConfig", "ServerConfigError", "serve"]
@@ -113,7 +113,7 @@ class Server:
                 ("grpc.so_reuseport", 0),  # two servers on one port by mistake must fail loudly
             ],
         )
-        service = WiggleService(
+        self._service = service = WiggleService(
             engine,
             max_payload_bytes=config.max_payload_bytes,
             max_poll_wait_s=config.max_poll_wait_s,
@@ -158,9 +158,18 @@ class Server:
                 self._stopped.wait()
                 return
             self._stopping.set()  # long polls answer empty at their next slice
+        # An engine that can wake its waiters ends those slices now (not in the documented
+        # Engine API yet, hence optional).
+        wake = getattr(self._engine, "wake", None)
+        if callable(wake):
+            wake()
         try:
             self._health.enter_graceful_shutdown()
             self._grpc.stop(self.config.grace_s if grace is None else grace).wait()
+            # gRPC has answered or cancelled every call, but a handler thread may still be in
+            # the engine (a long poll finishing its wait slice): let it return first.
+            if not self._service.wait_idle(POLL_SLICE_S + 1.0):
+                _log.warning("handlers still running at shutdown")
             self._ticker.stop()
             if self._close_engine:
                 self._engine.close()

@@ -49,11 +49,17 @@ def _rpc(
 
     @functools.wraps(method)
     def wrapper(self: WiggleService, request: Req, context: grpc.ServicerContext) -> Resp:
+        with self._in_flight:
+            self._calls += 1
         try:
             return method(self, request, context)
         except Exception as exc:
             abort_with(context, exc)
             raise  # unreachable: abort_with raises
+        finally:
+            with self._in_flight:
+                self._calls -= 1
+                self._in_flight.notify_all()
 
     return wrapper
 
@@ -75,6 +81,14 @@ class WiggleService(pb_grpc.WiggleServicer):
         self._limit = max_payload_bytes
         self._max_wait = max_poll_wait_s
         self._stopping = stopping
+        # Handlers still running: the engine must not be closed under one of them.
+        self._in_flight = threading.Condition()
+        self._calls = 0
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no handler is running; False on timeout."""
+        with self._in_flight:
+            return self._in_flight.wait_for(lambda: self._calls == 0, timeout)
 
     def _json(self, data: bytes, what: str) -> Any:
         return decode_json(data, what, self._limit)
