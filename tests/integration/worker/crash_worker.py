@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 
 from wiggle.worker import Registry, Worker, step
 
@@ -31,8 +32,8 @@ def main() -> None:
         finally:
             os.close(fd)
 
-    def make(name: str):  # type: ignore[no-untyped-def]
-        def fn(ctx):  # type: ignore[no-untyped-def]
+    def make(name: str) -> Callable[[dict[str, int]], dict[str, int]]:
+        def fn(ctx: dict[str, int]) -> dict[str, int]:
             record()
             if name.startswith("slow"):
                 time.sleep(slow_s)
