@@ -63,6 +63,17 @@ def _leaves(error: ValidationError) -> Iterator[ValidationError]:
     yield error
 
 
+_NAME_HINT = "use letters, digits, '_', '.' and '-', starting with a letter, digit or '_'"
+_PATTERN_HINTS = {
+    "duration": "write a whole number and a unit: 250ms, 30s, 5m, 2h or 1d",
+    "JSON pointer": "write '' for the whole context or /a/0/b, with '~' only as ~0 or ~1",
+    "flow name": "use lower-case letters, digits, '.', '_' and '-', starting with a letter/digit",
+    "version pin": "write 'sha256:' and 64 lower-case hex digits",
+    "activity name": _NAME_HINT,
+    "node id": _NAME_HINT,
+}
+
+
 def _noun(title: str) -> str:
     """A schema title as a noun mid-sentence: "Flow name" → "flow name", "JSON pointer" kept."""
     return title if title[1:2].isupper() else title[:1].lower() + title[1:]
@@ -82,7 +93,10 @@ def _message(error: ValidationError) -> str:
             return f"a step needs one block key: one of {names}"
         return f"a step must be a mapping with one block key ({names})"
     if kind == "pattern":
-        return f"{error.instance!r} is not a valid {title}: it must match {error.validator_value}"
+        if title == "flow name" and error.path and error.path[-1] == "subflow":
+            return f"no flow can be named {error.instance!r}: {_PATTERN_HINTS[title]}"
+        hint = _PATTERN_HINTS.get(title, f"it must match {error.validator_value}")
+        return f"{error.instance!r} is not a valid {title}: {hint}"
     if kind == "type":
         expected = error.validator_value
         expected_text = " or ".join(expected) if isinstance(expected, list) else str(expected)

@@ -147,7 +147,7 @@ BAD: list[tuple[str, str, list[tuple[int, int, str]]]] = [
     (
         "subflow-name-cannot-exist",
         H + "steps:\n  - subflow: Billing_Run\n",
-        [(4, 14, "not a valid flow name")],
+        [(4, 14, "no flow can be named 'Billing_Run'")],
     ),
     (
         "version-pin",
