@@ -4,9 +4,11 @@ For each database and each mode the runner starts an Engine whose default mode i
 (case flows leave `execution` unset, so the default is what they run in), a gRPC server on a
 loopback port with a fresh token, and deploys every case's flows. Then two phases:
 
-1. every case without injected faults, many at once, against one shared worker process;
-2. each case with faults alone, with a worker process of its own that the runner kills or
-   freezes. They run alone because a kill takes down whatever else that worker was running.
+1. every case without injected faults, many at once;
+2. each case with faults alone, since a kill takes down whatever else the worker was running.
+
+Both run against one worker process per session, which the faults kill (and replace), stop
+(and replace) or freeze.
 
 A run is watched through DescribeInstance and the trace file the activities write; signals,
 cancels and faults fire at their moments; the outcome is checked against the expectation.
@@ -353,12 +355,14 @@ def _run_mode(session: _Session, cases: Sequence[Case], options: RunnerOptions) 
             )
     plain = [c for c in cases if not c.has_faults and c.id in versions]
     faulty = [c for c in cases if c.has_faults and c.id in versions]
-    if plain:
-        with session.worker_process("shared"), ThreadPoolExecutor(options.parallel) as pool:
-            for batch in pool.map(lambda c: _run_case(session, c, versions), plain):
-                report(batch)
-    for case in faulty:
-        with session.worker_process(case.id):
+    # One worker for the session: starting and draining a process per case costs seconds each,
+    # and the phases keep a kill from reaching any case but the one that asked for it.
+    with session.worker_process("session"):
+        if plain:
+            with ThreadPoolExecutor(options.parallel) as pool:
+                for batch in pool.map(lambda c: _run_case(session, c, versions), plain):
+                    report(batch)
+        for case in faulty:
             report(_run_case(session, case, versions))
     return results
 
