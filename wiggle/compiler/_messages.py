@@ -56,6 +56,9 @@ def _leaves(error: ValidationError) -> Iterator[ValidationError]:
             for sub in meant[0]:
                 yield from _leaves(sub)
             return
+        if not meant:
+            yield error  # the wrong type for every alternative: one message lists them all
+            return
         match = best_match(error.context)
         if match is not None:
             yield from _leaves(match)
@@ -97,6 +100,17 @@ def _message(error: ValidationError) -> str:
             return f"no flow can be named {error.instance!r}: {_PATTERN_HINTS[title]}"
         hint = _PATTERN_HINTS.get(title, f"it must match {error.validator_value}")
         return f"{error.instance!r} is not a valid {title}: {hint}"
+    if kind in ("oneOf", "anyOf") and error.context:
+        expected = []
+        for sub in error.context:
+            if sub.validator == "type" and not sub.relative_path:
+                names = sub.validator_value
+                for name in names if isinstance(names, list) else [names]:
+                    if name not in expected:
+                        expected.append(name)
+        if expected:
+            wanted = " or ".join(expected)
+            return f"{title} must be of type {wanted}, not {_json_type(error.instance)}"
     if kind == "type":
         expected = error.validator_value
         expected_text = " or ".join(expected) if isinstance(expected, list) else str(expected)

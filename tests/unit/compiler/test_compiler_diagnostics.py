@@ -140,6 +140,11 @@ BAD: list[tuple[str, str, list[tuple[int, int, str]]]] = [
     ),
     ("sleep-neither", H + "steps:\n  - sleep: {}\n", [(4, 12, "missing required key 'until'")]),
     (
+        "sleep-wrong-type",
+        H + "steps:\n  - sleep: 30\n  - sleep:\n",
+        [(4, 12, "sleep must be of type string or object, not integer"), (5, 5, "not null")],
+    ),
+    (
         "on-timeout-without-timeout",
         H + "steps:\n  - await: s\n    on_timeout: [{task: a}]\n",
         [(5, 5, "has on_timeout steps but no timeout")],
