@@ -71,6 +71,7 @@ class Engine:
         self._stop = threading.Event()
         self._listener: threading.Thread | None = None
         self._listener_lock = threading.Lock()
+        self.is_leader = False  # as of the last tick()
         try:
             self.db.write(self._ensure_schema)
         except BaseException:
@@ -388,8 +389,13 @@ class Engine:
         return work
 
     def next_wakeup_s(self) -> float:
-        """Seconds until the earliest timer or lease expiry (capped by the leader renewal)."""
+        """Seconds until the earliest timer or lease expiry (capped by the leader renewal).
+
+        A follower only needs to try the election again: it answers the renewal cadence, so a
+        ticker does not spin on timers that only the leader may fire."""
         cap = self.leader_ttl_s / 3
+        if not self.is_leader:
+            return cap
         return self.db.read(lambda c: _ticker.next_wakeup(c, self.db, cap))
 
 

@@ -33,6 +33,7 @@ def tick(eng: Engine) -> tuple[int, set[str]]:
     term = eng.db.write(
         lambda c: c.execute(acquire_stmt(eng.db), {**me, "ttl_ms": ttl_ms}).scalar()
     )
+    eng.is_leader = term is not None
     if term is None:
         return 0, set()
     params = {**me, "term": term, "limit": _BATCH}

@@ -146,7 +146,10 @@ def test_a_timer_raced_by_two_engines_fires_once(database_url):
 
 def test_next_wakeup_tracks_the_earliest_timer(database_url):
     e = Engine(database_url, leader_ttl_s=30)
+    follower = Engine(database_url, node_id="follower", leader_ttl_s=30)
     try:
+        e.tick()
+        follower.tick()
         assert e.next_wakeup_s() == 10.0  # nothing pending: the leader renewal cadence
         e.register(load_flow("wiggle: 1\nname: long\nsteps:\n  - sleep: 1h\n"))
         e.start("long", {})
@@ -154,5 +157,9 @@ def test_next_wakeup_tracks_the_earliest_timer(database_url):
         e.register(NAP)
         e.start("nap", {})
         assert e.next_wakeup_s() <= 0.11
+        time.sleep(0.2)
+        assert e.next_wakeup_s() == 0.0  # overdue
+        assert follower.next_wakeup_s() == 10.0  # only the leader fires it: no spinning
     finally:
+        follower.close()
         e.close()
