@@ -45,9 +45,11 @@ def _finish(document: dict[str, Any], nx_graph: Any) -> CompiledFlow:
     )
 
 
-def load_flow(source: str | bytes, filename: str = "<flow>") -> CompiledFlow:
+def load_flow(
+    source: str | bytes, filename: str = "<flow>", *, max_bytes: int = MAX_BYTES
+) -> CompiledFlow:
     """Load, validate and compile one flow document (YAML or JSON); raise FlowError."""
-    loaded = load_document(source, filename)
+    loaded = load_document(source, filename, max_bytes=max_bytes)
     flow, where = loaded.value, loaded.source
     problems = schema_diagnostics(flow_validator(), flow, where)
     if isinstance(flow, dict):
@@ -66,24 +68,24 @@ def load_flow(source: str | bytes, filename: str = "<flow>") -> CompiledFlow:
     return _finish(compiled.document, compiled.nx)
 
 
-def load_flow_file(path: str | os.PathLike[str]) -> CompiledFlow:
+def load_flow_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_BYTES) -> CompiledFlow:
     """`load_flow` on a file, refusing oversized files before reading them."""
     name = os.fspath(path)
     try:
         size = os.path.getsize(name)
-        if size > MAX_BYTES:
+        if size > max_bytes:
             raise FlowError(
                 [
                     Diagnostic(
-                        name, 0, 0, f"document is {size} bytes; the limit is {MAX_BYTES} bytes"
+                        name, 0, 0, f"document is {size} bytes; the limit is {max_bytes} bytes"
                     )
                 ]
             )
         with open(name, "rb") as handle:
-            data = handle.read(MAX_BYTES + 1)
+            data = handle.read(max_bytes + 1)
     except OSError as exc:
         raise FlowError([Diagnostic(name, 0, 0, f"cannot read the flow: {exc.strerror}")]) from None
-    return load_flow(data, name)
+    return load_flow(data, name, max_bytes=max_bytes)
 
 
 def graph_from_canonical(doc: bytes) -> CompiledFlow:

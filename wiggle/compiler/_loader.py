@@ -147,13 +147,13 @@ def _scalar(event: ScalarEvent, file: str) -> Any:
     return text
 
 
-def _check_size_and_text(source: str | bytes, file: str) -> str:
+def _check_size_and_text(source: str | bytes, file: str, max_bytes: int) -> str:
     # len() of a str is a lower bound on its UTF-8 size, so a huge str is refused without encoding.
     size = len(source)
-    if isinstance(source, str) and size <= MAX_BYTES:
+    if isinstance(source, str) and size <= max_bytes:
         size = len(source.encode("utf-8", "surrogatepass"))
-    if size > MAX_BYTES:
-        raise _fail(file, 0, 0, f"document is {size} bytes; the limit is {MAX_BYTES} bytes")
+    if size > max_bytes:
+        raise _fail(file, 0, 0, f"document is {size} bytes; the limit is {max_bytes} bytes")
     if isinstance(source, bytes):
         try:
             text = source.decode("utf-8")
@@ -264,9 +264,9 @@ class _Builder:
             self.stack.pop()
 
 
-def load_document(source: str | bytes, file: str) -> Loaded:
+def load_document(source: str | bytes, file: str, *, max_bytes: int = MAX_BYTES) -> Loaded:
     """Parse one YAML or JSON document; raise FlowError with the first problem met."""
-    text = _check_size_and_text(source, file)
+    text = _check_size_and_text(source, file, max_bytes)
     builder = _Builder(file)
     try:
         for event in YAML(typ="safe", pure=True).parse(text):

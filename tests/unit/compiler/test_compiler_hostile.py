@@ -36,6 +36,16 @@ def test_ten_megabyte_document_is_refused_before_parsing(as_bytes: bool) -> None
     assert "the limit is 1048576 bytes" in message
 
 
+def test_the_size_cap_can_be_lowered(tmp_path: Path) -> None:
+    text = "wiggle: 1\nname: x\nsteps: [{task: a}]\n"
+    with pytest.raises(FlowError, match="the limit is 10 bytes"):
+        load_flow(text, max_bytes=10)
+    (tmp_path / "f.yaml").write_text(text)
+    with pytest.raises(FlowError, match="the limit is 10 bytes"):
+        load_flow_file(tmp_path / "f.yaml", max_bytes=10)
+    assert load_flow(text, max_bytes=len(text)).name == "x"
+
+
 def test_ten_megabyte_file_is_refused_without_reading_it(tmp_path: Path) -> None:
     path = tmp_path / "big.yaml"
     path.write_bytes(b"wiggle: 1\n" + b"#" * 10_000_000)
