@@ -69,9 +69,10 @@ class _Compiler:
 
     # -- pass 1: ids, in document order ------------------------------------------------------
 
-    def _claim(self, step: dict[str, Any], path: Path, default: str, key: str) -> str:
+    def _claim(self, step: dict[str, Any], path: Path, default: str, *named_by: str) -> str:
+        """Record the node id of `step`: its `id:`, else `default`, named at path + named_by."""
         node_id: str = step.get("id", default)
-        self.claims.append(Claim(node_id, (*path, "id") if "id" in step else (*path, key)))
+        self.claims.append(Claim(node_id, (*path, "id") if "id" in step else (*path, *named_by)))
         return node_id
 
     def _numbered(self, step: dict[str, Any], path: Path, kind: str) -> str:
@@ -118,7 +119,8 @@ class _Compiler:
         elif "loop" in step:
             # The body is written before its `while` predicate, so it is numbered first.
             self.number(step["loop"]["steps"], (*path, "loop", "steps"))
-            self.ids[path] = (self._claim(step, path, step["loop"]["while"], "loop"),)
+            predicate = step["loop"]["while"]
+            self.ids[path] = (self._claim(step, path, predicate, "loop", "while"),)
 
     # -- pass 2: wiring, back to front --------------------------------------------------------
 

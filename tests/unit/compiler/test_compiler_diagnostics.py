@@ -166,6 +166,11 @@ BAD: list[tuple[str, str, list[tuple[int, int, str]]]] = [
     ),
     ("reserved-end", H + "steps:\n  - task: end\n", [(4, 11, "'end' is reserved")]),
     (
+        "loop-predicate-clash",
+        H + "steps:\n  - filter: p\n  - loop:\n      steps: [{task: a}]\n      while: p\n",
+        [(7, 14, "duplicate node id 'p' (also used at line 4, column 13)")],
+    ),
+    (
         "join-clash",
         H + "steps:\n  - parallel: {a: [{task: a}]}\n    combine: c\n  - task: t\n"
         "    id: parallel-1.join\n",
