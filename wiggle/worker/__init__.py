@@ -7,8 +7,23 @@ from wiggle.worker import activity, step, NonRetryable, Worker
 def validate(ctx):
     return {**ctx, "valid": True}
 
-Worker("localhost:7233", queues=["default"]).run()
+Worker("localhost:7233", queues=["default"]).run()   # SIGTERM / SIGINT drain, then return
 ```
+
+What a crash costs depends on the flow's execution mode, because it decides when step results
+reach the server (an unclean death is SIGKILL, OOM, a lost host):
+
+    mode         results reach the server                  an unclean death re-runs
+    SERVER       after every step (CompleteTask/FailTask)  the step in flight
+    LOCAL_SYNC   after every step, before the next starts  the step in flight
+    LOCAL_ASYNC  at handback, after a `checkpoint` step,   every step since the last flush
+                 and every `local_batch_size` steps
+
+Execution is at least once in every mode, so steps must tolerate running twice; under
+LOCAL_ASYNC a whole run may repeat. Put side effects that must not repeat (a charge, an email) in
+SERVER or LOCAL_SYNC flows, behind an idempotency key built from `step()` (instance id, node id),
+or right after a `checkpoint`. A graceful stop (`Worker.stop()`, SIGTERM) loses nothing: local
+runs hand back at their next step boundary with everything they computed.
 """
 
 from __future__ import annotations
