@@ -250,10 +250,12 @@ class Worker:
     def reserve_eager_slot(self) -> EagerSlot | None:
         """Reserve a slot for a task an eager start will hand back (seed note 002).
 
-        None when the worker is not running, is shutting down, or has no free slot: the caller
-        then starts the instance without asking for eager dispatch.
+        None when the worker is not running, is shutting down, cannot reach the server right
+        now, or has no free slot: the caller then starts the instance without eager dispatch.
         """
-        if not self.running or self._slots.take(1) != 1:
+        if not self.running or (self._env is not None and self._env.rpc.outage.down):
+            return None
+        if self._slots.take(1) != 1:
             return None
         if not self.running:  # stop() began between the check and the take
             self._slots.give(1)
