@@ -13,7 +13,7 @@ import networkx as nx
 from jsonschema.exceptions import best_match  # type: ignore[import-untyped,unused-ignore]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped,unused-ignore]
 
-from wiggle.compiler._compile import DEFAULT_RETRY, END, Compiled, branch_order
+from wiggle.compiler._compile import DEFAULT_RETRY, END, Claim, Compiled, branch_order
 from wiggle.compiler._durations import is_duration_syntax, parse_duration
 from wiggle.compiler._loader import Path, SourceMap
 from wiggle.errors import Diagnostic
@@ -148,31 +148,34 @@ def check_input_schema(flow: dict[str, Any], source: SourceMap) -> Iterator[Diag
 
 def check_node_ids(compiled: Compiled, source: SourceMap) -> Iterator[Diagnostic]:
     """Node ids are unique, and `end` belongs to the implicit end node."""
-    first: dict[str, Path] = {}
+    first: dict[str, Claim] = {}
     for claim in compiled.claims:
         if claim.node_id == END:
-            yield source.diagnostic(
-                claim.path, "node id 'end' is reserved for the end of the flow; set `id:`"
-            )
+            message = "node id 'end' is reserved for the end of the flow; set `id:`"
+            yield source.diagnostic(claim.path, message, at_key=claim.at_key)
         elif claim.node_id in first:
-            line, column = source.value(first[claim.node_id])
+            earlier = first[claim.node_id]
+            line, column = (source.key if earlier.at_key else source.value)(earlier.path)
             yield source.diagnostic(
                 claim.path,
                 f"duplicate node id {claim.node_id!r} (also used at line {line}, column "
                 f"{column}); give one of them an `id:`",
+                at_key=claim.at_key,
             )
         else:
-            first[claim.node_id] = claim.path
+            first[claim.node_id] = claim
 
 
 def check_reachable(compiled: Compiled, source: SourceMap) -> Iterator[Diagnostic]:
     """Every node is reachable from the start (an id clash can orphan one)."""
     graph = compiled.nx
     reached = nx.descendants(graph, graph.graph["start"]) | {graph.graph["start"]}
-    where = {c.node_id: c.path for c in compiled.claims}
+    where = {c.node_id: c for c in compiled.claims}
     for node_id in graph.nodes:
         if node_id not in reached and node_id in where:
-            yield source.diagnostic(where[node_id], f"step {node_id!r} can never be reached")
+            claim = where[node_id]
+            message = f"step {node_id!r} can never be reached"
+            yield source.diagnostic(claim.path, message, at_key=claim.at_key)
 
 
 DocumentCheck = Callable[[dict[str, Any], SourceMap], Iterator[Diagnostic]]

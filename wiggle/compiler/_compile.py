@@ -9,7 +9,7 @@ node is written, defaults filled in, so spelling out a default never changes the
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from wiggle.compiler._durations import parse_duration
@@ -43,6 +43,7 @@ class Claim:
 
     node_id: str
     path: Path
+    at_key: bool = False  # the value is a block (a parallel's branches): point at its key
 
 
 @dataclass
@@ -72,7 +73,13 @@ class _Compiler:
     def _claim(self, step: dict[str, Any], path: Path, default: str, *named_by: str) -> str:
         """Record the node id of `step`: its `id:`, else `default`, named at path + named_by."""
         node_id: str = step.get("id", default)
-        self.claims.append(Claim(node_id, (*path, "id") if "id" in step else (*path, *named_by)))
+        if "id" in step:
+            self.claims.append(Claim(node_id, (*path, "id")))
+        else:
+            value: Any = step
+            for key in named_by:
+                value = value[key]
+            self.claims.append(Claim(node_id, (*path, *named_by), isinstance(value, dict)))
         return node_id
 
     def _numbered(self, step: dict[str, Any], path: Path, kind: str) -> str:
@@ -99,13 +106,13 @@ class _Compiler:
                 self.number(step["otherwise"], (*path, "otherwise"))
         elif "parallel" in step:
             fork = self._numbered(step, path, "parallel")
-            self.claims.append(Claim(f"{fork}.join", self.claims[-1].path))
+            self.claims.append(replace(self.claims[-1], node_id=f"{fork}.join"))
             self.ids[path] = (fork, f"{fork}.join")
             for name in branch_order(step["parallel"]):
                 self.number(step["parallel"][name], (*path, "parallel", name))
         elif "for_each" in step:
             fork = self._numbered(step, path, "for_each")
-            self.claims.append(Claim(f"{fork}.join", self.claims[-1].path))
+            self.claims.append(replace(self.claims[-1], node_id=f"{fork}.join"))
             self.ids[path] = (fork, f"{fork}.join")
             self.number(step["steps"], (*path, "steps"))
         elif "sleep" in step:

@@ -166,6 +166,11 @@ BAD: list[tuple[str, str, list[tuple[int, int, str]]]] = [
     ),
     ("reserved-end", H + "steps:\n  - task: end\n", [(4, 11, "'end' is reserved")]),
     (
+        "parallel-id-clash-at-key",
+        H + "steps:\n  - task: parallel-1\n  - parallel:\n      a: [{task: a}]\n    combine: c\n",
+        [(5, 5, "duplicate node id 'parallel-1' (also used at line 4, column 11)")],
+    ),
+    (
         "loop-predicate-clash",
         H + "steps:\n  - filter: p\n  - loop:\n      steps: [{task: a}]\n      while: p\n",
         [(7, 14, "duplicate node id 'p' (also used at line 4, column 13)")],
