@@ -69,8 +69,10 @@ def insert_instance(
 def lock_instance(eng: Engine, conn: Connection, instance_id: str) -> tuple[Tx, Inst]:
     """Lock the instance's root row (PostgreSQL) and read the database clock with it."""
     tx = Tx(conn, eng.db, 0, eng.graph_of, eng.default_mode)
+    # Columns come from the locked root row (see _reports.lock_token for why); a child
+    # instance is read again once the root's lock is held.
     row = conn.execute(
-        select(*_i.c, eng.db.now)
+        select(*_r.c, eng.db.now)
         .select_from(_i.join(_r, _r.c.id == _i.c.root_id))
         .where(_i.c.id == instance_id)
         .with_for_update(of=_r)
@@ -79,7 +81,7 @@ def lock_instance(eng: Engine, conn: Connection, instance_id: str) -> tuple[Tx, 
         raise InstanceNotFound(instance_id)
     tx.now = int(row.now_ms)
     m: Any = row._mapping
-    if m["id"] != m["root_id"]:
+    if m["id"] != instance_id:
         m = conn.execute(select(*_i.c).where(_i.c.id == instance_id)).one()._mapping
     return tx, inst_from_row(tx, m)
 

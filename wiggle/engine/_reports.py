@@ -36,7 +36,10 @@ __all__ = ["apply_steps", "lock_token", "plan_steps"]
 
 _i = s.instances
 _r = s.instances.alias("root")
-_INST_LABELLED = [c.label(f"i_{c.name}") for c in _i.c]
+# The instance's columns are read from the *locked* alias: on PostgreSQL, a statement that had
+# to wait for the lock re-reads only the locked row (EvalPlanQual); the other joined rows keep
+# the values of its snapshot, which may predate the transaction that held the lock.
+_INST_LABELLED = [c.label(f"i_{c.name}") for c in _r.c]
 
 
 def lock_token(tx: Tx) -> Any:
@@ -45,7 +48,7 @@ def lock_token(tx: Tx) -> Any:
     return tx.db.cached(
         "lock_token",
         lambda: (
-            select(*TOKEN_COLUMNS, *_INST_LABELLED, tx.db.now)
+            select(*TOKEN_COLUMNS, *_INST_LABELLED, _i.c.id.label("own_id"), tx.db.now)
             .select_from(t.join(_i, _i.c.id == t.c.instance_id).join(_r, _r.c.id == _i.c.root_id))
             .where(t.c.id == bindparam("tid"))
             .with_for_update(of=_r)
@@ -61,9 +64,9 @@ def read_locked(tx: Tx, conn: Connection, task_id: str) -> tuple[Tok, Inst] | No
     m = row._mapping
     tx.now = int(m["now_ms"])
     inst_map = {k[2:]: v for k, v in m.items() if k.startswith("i_")}
-    if inst_map["id"] != inst_map["root_id"]:
+    if m["own_id"] != inst_map["id"]:
         # The instance row was read before the root's lock was granted; read it again now.
-        fresh = conn.execute(select(*_i.c).where(_i.c.id == inst_map["id"])).first()
+        fresh = conn.execute(select(*_i.c).where(_i.c.id == m["own_id"])).first()
         assert fresh is not None
         inst_map = dict(fresh._mapping)
     inst = inst_from_row(tx, inst_map)

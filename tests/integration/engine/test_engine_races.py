@@ -1,0 +1,106 @@
+"""Races between transitions of one instance: the row lock and the fences decide."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+import psycopg
+import pytest
+from engine_testkit import events_of
+from sqlalchemy import make_url
+
+from wiggle.compiler import load_flow
+from wiggle.engine import Engine, InstanceStatus, TokenState
+from wiggle.errors import InstanceNotRunning, StaleLease
+
+LIN = load_flow("wiggle: 1\nname: lin\nsteps:\n  - task: a\n  - await: s\n  - task: b\n")
+
+
+def test_a_report_that_waited_for_the_lock_sees_the_cancel(database_url):
+    """PostgreSQL: a report blocked on the instance lock must see what the holder committed."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("row locks: SQLite serialises whole transactions instead")
+    e = Engine(database_url)
+    try:
+        e.register(LIN)
+        r = e.start("lin", {})
+        (task,) = e.poll(["default"], "w", 1)
+        libpq = make_url(database_url).set(drivername="postgresql")
+        with psycopg.connect(libpq.render_as_string(hide_password=False)) as other:
+            other.execute(
+                "SELECT id FROM wiggle_instances WHERE id = %s FOR UPDATE", (r.instance_id,)
+            )
+            got: list[object] = []
+            t = threading.Thread(target=lambda: got.append(e.complete(task.task_id, task.lease, 1)))
+            t.start()
+            time.sleep(0.3)  # the report is now waiting for the row lock
+            assert t.is_alive()
+            other.execute(
+                "UPDATE wiggle_instances SET status = 'CANCELLED', reason = 'cancelled' "
+                "WHERE id = %s",
+                (r.instance_id,),
+            )
+            other.execute(
+                "UPDATE wiggle_tokens SET state = 'DONE' WHERE instance_id = %s", (r.instance_id,)
+            )
+            other.commit()
+            t.join(10)
+        assert got == [InstanceStatus.CANCELLED]
+        (tok,) = e.describe(r.instance_id).tokens
+        assert (tok.node_id, tok.state) == ("a", TokenState.DONE)
+    finally:
+        e.close()
+
+
+def test_cancel_racing_workers_and_signals_leaves_nothing_alive(database_url):
+    engines = [Engine(database_url, node_id=f"e{i}") for i in range(2)]
+    try:
+        engines[0].register(LIN)
+        ids = [engines[0].start("lin", {"i": i}).instance_id for i in range(40)]
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def worker(engine: Engine) -> None:
+            try:
+                while not stop.is_set():
+                    for t in engine.poll(["default"], engine.node_id, 4):
+                        # StaleLease: lost to a cancel that committed first, by design.
+                        with contextlib.suppress(StaleLease):
+                            engine.complete(t.task_id, t.lease, t.input)
+                    time.sleep(0.001)
+            except BaseException as exc:
+                errors.append(exc)
+
+        def signaller(engine: Engine) -> None:
+            try:
+                for i in ids:
+                    with contextlib.suppress(InstanceNotRunning):
+                        engine.signal(i, "s", None)
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker, args=(e,)) for e in engines]
+        threads.append(threading.Thread(target=signaller, args=(engines[1],)))
+        for t in threads:
+            t.start()
+        for i in ids[::2]:
+            with contextlib.suppress(InstanceNotRunning):  # it may have completed first
+                engines[0].cancel(i)
+        time.sleep(0.5)
+        stop.set()
+        for t in threads:
+            t.join()
+        assert errors == []
+        for i in ids:
+            view = engines[0].describe(i, include_events=True)
+            if view.status is InstanceStatus.CANCELLED:
+                assert {t.state for t in view.tokens} == {TokenState.DONE}
+                kinds = [ev.kind for ev in view.events]
+                after = kinds[kinds.index("instance_cancelled") + 1 :]
+                assert after == []  # nothing happens to an instance after its cancel
+                assert events_of(view, "instance_completed") == []
+    finally:
+        for e in engines:
+            e.close()
