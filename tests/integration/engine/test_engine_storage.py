@@ -117,3 +117,60 @@ def test_an_in_memory_sqlite_database_works(tmp_path):
         assert e.describe(r.instance_id).context == {"x": 2}
     finally:
         e.close()
+
+
+def test_an_older_schema_is_upgraded_by_its_migrations(database_url, monkeypatch):
+    e = Engine(database_url)
+    e.db.write(lambda c: c.execute(update(schema.schema_version).values(version=SCHEMA_VERSION)))
+    e.close()
+    ran: list[int] = []
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    monkeypatch.setitem(schema.MIGRATIONS, SCHEMA_VERSION, lambda conn: ran.append(1))
+    e = Engine(database_url)
+    try:
+        got = e.db.read(lambda c: c.execute(select(schema.schema_version.c.version)).scalar_one())
+        assert (got, ran) == (SCHEMA_VERSION + 1, [1])
+    finally:
+        e.close()
+    Engine(database_url).close()  # already current: no migration runs again
+    assert ran == [1]
+
+
+def test_a_database_with_foreign_wiggle_tables_is_refused(database_url):
+    e = Engine(database_url)
+    e.db.write(lambda c: c.execute(schema.schema_version.delete()))
+    e.db.write(lambda c: c.exec_driver_sql("DROP TABLE wiggle_schema_version"))
+    e.close()
+    with pytest.raises(IncompatibleSchema, match="no schema version"):
+        Engine(database_url)
+
+
+def test_notify_wakes_a_poller_in_another_engine(database_url):
+    """PostgreSQL LISTEN/NOTIFY: another engine (another process, in production) wakes."""
+    import threading
+
+    if not database_url.startswith("postgresql"):
+        pytest.skip("cross-engine wake-ups are PostgreSQL's LISTEN/NOTIFY")
+    a = Engine(database_url, node_id="a")
+    b = Engine(database_url, node_id="b")
+    try:
+        a.register(LIN)
+        got: list[object] = []
+
+        def long_poll() -> None:
+            for _ in range(3):  # the first wait may return early (listener connecting)
+                tasks = b.poll(["default"], "w", 1)
+                if tasks:
+                    got.extend(tasks)
+                    return
+                b.wait_for_tasks(["default"], 60.0)
+
+        b.wait_for_tasks(["default"], 0.01)  # start b's listener
+        t = threading.Thread(target=long_poll)
+        t.start()
+        a.start("lin", {})
+        t.join(30)  # far below the 60 s the poller would sleep without a NOTIFY
+        assert not t.is_alive() and len(got) == 1
+    finally:
+        a.close()
+        b.close()
