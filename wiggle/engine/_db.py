@@ -21,6 +21,8 @@ from sqlalchemy.engine import Engine as SAEngine
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import StaticPool
 
+from wiggle.errors import Unavailable
+
 __all__ = ["NOTIFY_CHANNEL", "Database"]
 
 T = TypeVar("T")
@@ -120,7 +122,12 @@ class Database:
         while True:
             try:
                 return self._once(fn, read=read)
-            except (OperationalError, DBAPIError) as exc:
+            except OperationalError as exc:
+                if not self._transient(exc) or time.monotonic() > deadline:
+                    raise Unavailable(f"the database is unavailable: {exc.orig}") from exc
+            except DBAPIError as exc:
+                if exc.connection_invalidated:
+                    raise Unavailable(f"the database connection was lost: {exc.orig}") from exc
                 if not self._transient(exc) or time.monotonic() > deadline:
                     raise
             time.sleep(delay)

@@ -211,7 +211,14 @@ class Engine:
             tx.finish()
             return StartResult(inst.id, graph.version, True, task), tx.ready_queues
 
-        result, queues = self.db.write(fn)
+        try:
+            result, queues = self.db.write(fn)
+        except IntegrityError:
+            if instance_id is None:
+                raise
+            # Another caller started the same instance id between our check and our insert.
+            view = self.describe(instance_id)
+            return StartResult(instance_id, view.version, False)
         self._wake(queues)
         return result
 

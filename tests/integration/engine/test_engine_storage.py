@@ -174,3 +174,36 @@ def test_notify_wakes_a_poller_in_another_engine(database_url):
     finally:
         a.close()
         b.close()
+
+
+def test_racing_starts_of_one_instance_id_create_it_once(database_url):
+    import threading
+
+    e = Engine(database_url)
+    try:
+        e.register(LIN)
+        results = []
+        barrier = threading.Barrier(6)
+
+        def go() -> None:
+            barrier.wait()
+            results.append(e.start("lin", {}, instance_id="same"))
+
+        threads = [threading.Thread(target=go) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(r.created for r in results) == [False] * 5 + [True]
+        assert len(e.poll(["default"], "w", 10)) == 1
+    finally:
+        e.close()
+
+
+def test_an_unreachable_database_is_unavailable(tmp_path):
+    from wiggle.errors import Unavailable
+
+    with pytest.raises(Unavailable):
+        Engine("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
+    with pytest.raises(Unavailable):
+        Engine(f"sqlite:///{tmp_path}/missing-dir/x.db")
