@@ -243,3 +243,30 @@ def test_server_refuses_a_public_address_without_a_token(tmp_path):
     assert result.returncode == 1
     assert "token" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "w.db").exists()  # refused before touching the database
+
+
+def test_two_servers_share_one_database(server, work, database_url):
+    first, _ = server
+    second = Running(
+        ["server", "--address", "127.0.0.1:0", "--database", database_url, "--grace", "2"],
+        work,
+        _env(WIGGLE_AUTH_TOKEN=TOKEN),
+    )
+    try:
+        port = second.wait_for(r"listening on 127\.0\.0\.1:(\d+)").group(1)
+        other = f"127.0.0.1:{port}"
+        assert wiggle(first, "deploy", "greet.yaml", cwd=work).returncode == 0
+        worker = Running(
+            ["worker", "--handlers", "handlers.py"],
+            work,
+            _env(WIGGLE_ADDRESS=other, WIGGLE_AUTH_TOKEN=TOKEN),
+        )
+        try:
+            # Started through the first server, run by a worker polling the second.
+            done = wiggle(first, "start", "greet", "--input", "{}", "--wait", "--json", cwd=work)
+            assert done.returncode == 0, done.stderr
+            assert json.loads(done.stdout)["status"] == "COMPLETED"
+        finally:
+            assert worker.stop() == 0
+    finally:
+        assert second.stop() == 0
