@@ -305,7 +305,8 @@ def _register_server(subparsers: Any) -> None:
         "--threads",
         type=int,
         default=env_int("WIGGLE_SERVER_THREADS", 128),
-        help="request handler threads; each idle long poll holds one "
+        help="request handler threads; up to three quarters may hold waiting long polls "
+        "(one per worker poller), further polls are told to back off "
         "(env WIGGLE_SERVER_THREADS; default %(default)s)",
     )
     p.add_argument(

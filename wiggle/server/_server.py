@@ -117,6 +117,8 @@ class Server:
             engine,
             max_payload_bytes=config.max_payload_bytes,
             max_poll_wait_s=config.max_poll_wait_s,
+            # A quarter of the pool stays free for everything that is not a waiting poll.
+            max_waiting_polls=max(1, config.max_workers * 3 // 4),
             stopping=self._stopping,
         )
         pb_grpc.add_WiggleServicer_to_server(service, self._grpc)  # type: ignore[no-untyped-call]

@@ -18,7 +18,7 @@ import grpc
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.engine import EagerRequest, Engine, InstanceStatus
-from wiggle.errors import InvalidRequest, PayloadTooLarge
+from wiggle.errors import InvalidRequest, PayloadTooLarge, Unavailable
 from wiggle.server._convert import (
     decode_json,
     failure_from_pb,
@@ -75,12 +75,15 @@ class WiggleService(pb_grpc.WiggleServicer):
         *,
         max_payload_bytes: int,
         max_poll_wait_s: float,
+        max_waiting_polls: int,
         stopping: threading.Event,
     ) -> None:
         self._engine = engine
         self._limit = max_payload_bytes
         self._max_wait = max_poll_wait_s
         self._stopping = stopping
+        self._max_waiting = max_waiting_polls
+        self._waiting = threading.BoundedSemaphore(max_waiting_polls)
         # Handlers still running: the engine must not be closed under one of them.
         self._in_flight = threading.Condition()
         self._calls = 0
@@ -211,6 +214,27 @@ class WiggleService(pb_grpc.WiggleServicer):
         remaining = context.time_remaining()
         if remaining is not None:
             wait = min(wait, max(remaining - DEADLINE_MARGIN_S, 0.0))
+        if wait > 0 and not self._waiting.acquire(blocking=False):
+            # Every waiting poll holds a handler thread; past this many, reports (CompleteTask,
+            # AdvanceRun) would queue behind them. Refuse: the worker backs off and retries.
+            raise Unavailable(
+                f"this server already holds {self._max_waiting} long polls; retry later "
+                "(or start it with more --threads)"
+            )
+        try:
+            return self._long_poll(request, context, queues, max_tasks, wait)
+        finally:
+            if wait > 0:
+                self._waiting.release()
+
+    def _long_poll(
+        self,
+        request: pb.PollTasksRequest,
+        context: grpc.ServicerContext,
+        queues: tuple[str, ...],
+        max_tasks: int,
+        wait: float,
+    ) -> pb.PollTasksResponse:
         deadline = time.monotonic() + wait
         while True:
             tasks = self._engine.poll(queues, request.worker_id, max_tasks)

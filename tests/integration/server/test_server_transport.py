@@ -178,3 +178,19 @@ def test_graceful_shutdown_ends_polls_and_reports_not_serving(fake_engine, start
     with pytest.raises(grpc.RpcError) as exc:
         stub.SignalInstance(pb.SignalInstanceRequest(instance_id="i", name="n"), timeout=2)
     assert exc.value.code() is grpc.StatusCode.UNAVAILABLE
+
+
+def test_waiting_polls_leave_threads_for_reports(fake_engine, start_server, stub_for):
+    server = start_server(fake_engine, max_workers=4)  # at most 3 waiting polls
+    stub = stub_for(server)
+    request = pb.PollTasksRequest(worker_id="w", queues=["default"], wait_ms=20_000)
+    waiting = [stub.PollTasks.future(request) for _ in range(3)]
+    time.sleep(0.5)
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.PollTasks(request, timeout=5)
+    assert exc.value.code() is grpc.StatusCode.UNAVAILABLE
+    assert "long polls" in exc.value.details()
+    # The fourth thread still serves everything else at once.
+    assert stub.SignalInstance(pb.SignalInstanceRequest(instance_id="i", name="n"), timeout=5)
+    fake_engine.add_tasks(3)
+    assert sum(len(f.result(timeout=10).tasks) for f in waiting) == 3
