@@ -510,9 +510,26 @@ def watch(
         time.sleep(interval)
 
 
+_CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen
+
+
+def _redraw(client: Client, instance_id: str, interval: float) -> Instance:
+    """On a terminal: redraw the whole view (tokens and events) until the instance finishes."""
+    while True:
+        view = client.describe(instance_id, events=True)
+        sys.stdout.write(_CLEAR + _describe_text(view, events=True) + "\n")
+        sys.stdout.flush()
+        if view.status.finished:
+            return view
+        time.sleep(interval)
+
+
 def _status(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        if args.watch:
+        if args.watch and not args.json and sys.stdout.isatty():
+            _redraw(client, args.instance_id, args.interval)
+            return 0
+        if args.watch:  # not a terminal: one line per event, then the final view
             out = sys.stderr if args.json else sys.stdout
             print(f"watching {args.instance_id} (Ctrl-C to stop)", file=out, flush=True)
             view = watch(client, args.instance_id, out=out, interval=args.interval)
@@ -593,7 +610,8 @@ def _register_client_commands(subparsers: Any) -> None:
         "--watch",
         action="store_true",
         default=env_flag("WIGGLE_WATCH"),
-        help="print each step as it happens until the instance finishes (env WIGGLE_WATCH)",
+        help="follow the instance until it finishes: a live view on a terminal, one line per "
+        "event otherwise (env WIGGLE_WATCH)",
     )
     p.add_argument(
         "--interval",
