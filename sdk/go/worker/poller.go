@@ -39,7 +39,9 @@ func (w *worker) pollLoop() {
 		for i, t := range tasks {
 			// More tasks than asked for is a server bug; run them anyway rather than let their
 			// leases lapse. Those extra ones hold no slot.
-			w.startTask(t, i < taken)
+			if !w.startTask(t, i < taken) && i < taken {
+				w.giveSlots(1) // not reachable: polling stops before Close refuses tasks
+			}
 		}
 	}
 }
@@ -77,7 +79,15 @@ func (w *worker) poll(maxTasks int) ([]*wigglepb.Task, error) {
 	return resp.GetTasks(), nil
 }
 
-func (w *worker) startTask(t *wigglepb.Task, holdsSlot bool) {
+// startTask runs t on its own goroutine; false once Close has stopped accepting tasks.
+func (w *worker) startTask(t *wigglepb.Task, holdsSlot bool) bool {
+	// tasks.Add must not race Close's tasks.Wait (a WaitGroup rule): both happen under taskMu,
+	// and after Close set noNewTasks nothing is added.
+	w.taskMu.Lock()
+	defer w.taskMu.Unlock()
+	if w.noNewTasks {
+		return false
+	}
 	w.tasks.Add(1)
 	go func() {
 		defer w.tasks.Done()
@@ -86,4 +96,5 @@ func (w *worker) startTask(t *wigglepb.Task, holdsSlot bool) {
 		}
 		w.runTask(t)
 	}()
+	return true
 }

@@ -36,6 +36,9 @@ type Worker interface {
 	Run(ctx context.Context) error
 	// ID is the worker id the server records as lease owner.
 	ID() string
+	// ReserveEagerSlot reserves a slot for the eager first task of an instance this process
+	// starts (StartInstance with EagerDispatch); nil when none is free. See EagerSlot.
+	ReserveEagerSlot() EagerSlot
 }
 
 type worker struct {
@@ -61,6 +64,8 @@ type worker struct {
 	pollCtx    context.Context
 	stopPoll   context.CancelFunc
 	pollerDone chan struct{}
+	taskMu     sync.Mutex
+	noNewTasks bool // set by Close before it waits for tasks; guarded by taskMu
 	tasks      sync.WaitGroup
 	closeErr   error
 }
@@ -129,6 +134,9 @@ func (w *worker) Close(ctx context.Context) error {
 		if w.started.Load() {
 			<-w.pollerDone
 		}
+		w.taskMu.Lock()
+		w.noNewTasks = true
+		w.taskMu.Unlock()
 		done := make(chan struct{})
 		go func() { w.tasks.Wait(); close(done) }()
 		select {

@@ -213,3 +213,43 @@ func TestPollRetriesWhileUnreachable(t *testing.T) {
 		t.Errorf("three failed polls took only %s: no backoff", d)
 	}
 }
+
+func TestEagerSlot(t *testing.T) {
+	f := newFake()
+	w := testWorker(f, Options{Concurrency: 1}, "a")
+	if w.ReserveEagerSlot() != nil {
+		t.Fatal("a slot reserved before Start")
+	}
+	startedWithoutPolling(w)
+	slot := w.ReserveEagerSlot()
+	if slot == nil {
+		t.Fatal("no slot on an idle worker")
+	}
+	if w.ReserveEagerSlot() != nil {
+		t.Fatal("a second slot with concurrency 1")
+	}
+	slot.Dispatch(task("v1", "a", wigglepb.ExecutionMode_SERVER))
+	slot.Release() // a no-op after Dispatch
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.completes) != 1 {
+		t.Fatalf("the eager task was not run and drained: %d completes", len(f.completes))
+	}
+	if w.ReserveEagerSlot() != nil {
+		t.Fatal("a slot reserved after Close")
+	}
+	released := testWorker(f, Options{Concurrency: 1})
+	startedWithoutPolling(released)
+	released.ReserveEagerSlot().Release()
+	if released.ReserveEagerSlot() == nil {
+		t.Fatal("Release did not give the slot back")
+	}
+}
+
+// startedWithoutPolling marks w started without its poll loop, which would hold the only slot
+// while it long-polls.
+func startedWithoutPolling(w *worker) {
+	w.started.Store(true)
+	close(w.pollerDone)
+}
