@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sets up a machine and runs every check: lint, types, generated-code freshness and the whole test
-# suite (unit, integration on SQLite and PostgreSQL, acceptance, conformance). Exits non-zero on
+# Sets up a machine and runs every check: lint, types, generated-code freshness, the Go worker
+# SDK's tests (the conformance corpus with the Go worker included) and the whole Python test suite
+# (unit, integration on SQLite and PostgreSQL, acceptance, conformance). Exits non-zero on
 # any failure, including a test run that collected no tests (pytest exit 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,5 +15,8 @@ echo "== mypy" >&2
 "$PYTHON" -m mypy wiggle tools/render
 echo "== generated protobuf is fresh" >&2
 "$PYTHON" scripts/gen_proto.py --check
+echo "== Go worker SDK: generated code is fresh, vet, tests" >&2
+bash sdk/go/gen.sh --check
+(cd sdk/go && go vet ./... && go test -count=1 ./...)
 echo "== pytest" >&2
 "$PYTHON" -m pytest "$@"
