@@ -110,7 +110,7 @@ tokens = Table(
     # max_concurrency limit, released when a sibling finishes).
     Column("wait_kind", String(16)),
     Column("parent_token_id", String(64)),  # the fork / foreach token this branch belongs to
-    Column("branch", String(400)),  # branch name, list index or object key
+    Column("branch", Text),  # branch name, list index or object key
     Column("seq", Integer, nullable=False),  # the branch's position (results keep this order)
     Column("pending", Integer, nullable=False),  # a fork parent: branches not yet finished
     Column("loop_counts", Text, nullable=False),  # JSON object
