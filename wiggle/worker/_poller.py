@@ -15,7 +15,7 @@ import grpc
 
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle.worker._eager import Slots
-from wiggle.worker._rpc import RETRYABLE, Backoff, Rpc, code_of
+from wiggle.worker._rpc import RETRYABLE, Backoff, Rpc, answered_by_server, code_of
 
 __all__ = ["Poller"]
 
@@ -81,11 +81,14 @@ class Poller:
                 if self._stop.is_set():
                     return
                 code = code_of(exc)
-                if code in RETRYABLE:
+                if code in RETRYABLE and not answered_by_server(exc):
                     self._rpc.outage.failed(exc)
                 elif code != grpc.StatusCode.CANCELLED and code != last_error:
-                    # Once per kind of refusal (a wrong token would otherwise log every 5 s).
-                    _log.error("PollTasks refused: %s", exc)
+                    # Once per kind of refusal (a wrong token would otherwise log every 5 s). A
+                    # server answering "unavailable" (too many waiting polls, its database down)
+                    # is reachable: not an outage of ours, but worth one line.
+                    level = logging.WARNING if code in RETRYABLE else logging.ERROR
+                    _log.log(level, "PollTasks refused: %s", exc)
                 last_error = code
                 self._stop.wait(backoff.next_delay())
                 continue

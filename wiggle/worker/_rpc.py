@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-__all__ = ["Backoff", "Outage", "Rpc", "RpcFailed", "code_of"]
+__all__ = ["Backoff", "Outage", "Rpc", "RpcFailed", "answered_by_server", "code_of"]
 
 _log = logging.getLogger("wiggle.worker")
 
@@ -33,6 +33,18 @@ def code_of(exc: BaseException) -> grpc.StatusCode | None:
         if isinstance(value, grpc.StatusCode):
             return value
     return None
+
+
+def answered_by_server(exc: BaseException) -> bool:
+    """Whether a failed call was answered by a Wiggle server (which tags its errors with the
+    `wiggle-error-code` trailer) rather than failing in transport (no server reached)."""
+    trailers = getattr(exc, "trailing_metadata", None)
+    if not callable(trailers):
+        return False
+    try:
+        return any(key == "wiggle-error-code" for key, _ in trailers() or ())
+    except Exception:
+        return False
 
 
 class RpcFailed(Exception):

@@ -20,10 +20,15 @@ from wiggle.worker._rpc import Rpc
 
 
 class FakeRpcError(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode, details: str = "") -> None:
+    def __init__(self, code: grpc.StatusCode, details: str = "", *, server: bool = False) -> None:
         super().__init__(details)
         self._code = code
         self._details = details
+        # A Wiggle server tags the errors it raises; a transport failure has no trailers.
+        self._trailers = (("wiggle-error-code", "ERROR_CODE_UNSPECIFIED"),) if server else ()
+
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._trailers
 
     def code(self) -> grpc.StatusCode:
         return self._code

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
+import grpc
 import orjson
 import pytest
 
@@ -165,3 +167,25 @@ def test_stop_drains_a_local_run_with_a_shutdown_handback(harness):
     assert h.stub.batches()[-1] == (["s1"], True, "shutdown") or h.stub.batches() == [
         (["s0", "s1"], True, "shutdown")
     ]
+
+
+@pytest.mark.parametrize("answered", [False, True])
+def test_a_refused_poll_backs_off_and_logs_once(harness, rpc_error, caplog, answered):
+    reg = Registry()
+    stub = harness("wiggle: 1\nname: f\nsteps: [{task: work}]\n", reg).stub
+
+    def refuse(request):
+        raise rpc_error(grpc.StatusCode.UNAVAILABLE, "busy", server=answered)
+
+    stub.answers["PollTasks"] = refuse
+    caplog.set_level(logging.WARNING, logger="wiggle.worker")
+    with Worker("fake", registry=reg, stub=stub) as worker:
+        wait_until(lambda: len(stub.requests("PollTasks")) >= 3)
+        # A server that answers is reachable: eager starts are still welcome.
+        slot = worker.reserve_eager_slot()
+        assert (slot is not None) is answered
+        if slot is not None:
+            slot.release()
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 1, messages
+    assert ("refused" in messages[0]) is answered and ("unreachable" in messages[0]) is not answered
