@@ -100,17 +100,21 @@ def test_sigkill_mid_run_reruns_at_most_what_was_not_committed(stack, wait_until
     finish_with_second_worker(stack, log, ids)
 
     counts = executions(log)
+    reruns = []
     for instance_id in ids:
         per_step = {node: counts[(instance_id, node)] for node in STEPS}
+        assert all(1 <= n <= 2 for n in per_step.values()), per_step
         rerun = {node for node, n in per_step.items() if n > 1}
-        assert all(n >= 1 for n in per_step.values()), per_step
-        assert all(n <= 2 for n in per_step.values()), per_step
+        reruns.append(rerun)
+        # An instance that got past its slow step before the kill (a slow machine) re-runs
+        # nothing; one killed inside it re-runs exactly what was not committed yet.
         if mode in ("SERVER", "LOCAL_SYNC"):
             # Every step was committed before the next ran: only the step in flight re-runs.
-            assert rerun == {"slow4"}, per_step
+            assert rerun in (set(), {"slow4"}), per_step
         else:
             # The checkpoint at s2 committed s0..s2; the unflushed run (s3, slow4) re-runs.
-            assert rerun == {"s3", "slow4"}, per_step
+            assert rerun in (set(), {"s3", "slow4"}), per_step
+    assert any(reruns), "the kill landed inside no run"
 
 
 @pytest.mark.parametrize("mode", ["SERVER", "LOCAL_SYNC", "LOCAL_ASYNC"])
