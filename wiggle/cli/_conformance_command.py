@@ -50,7 +50,8 @@ def _run(args: argparse.Namespace) -> int:
     if not cases:
         print(f"wiggle conformance: no case matches {args.cases!r}", file=sys.stderr)
         return 2
-    databases = args.database or ["sqlite"]
+    from_env = [d.strip() for d in (env("WIGGLE_CONFORMANCE_DATABASES") or "").split(",")]
+    databases = args.database or [d for d in from_env if d] or ["sqlite"]
     started = time.monotonic()
     print(
         f"{len(cases)} cases x {len(args.modes)} modes x {len(databases)} databases",
@@ -100,7 +101,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--database",
         action="append",
-        default=[d for d in (env("WIGGLE_CONFORMANCE_DATABASES") or "").split(",") if d] or None,
+        default=None,  # not the env list: --database replaces it rather than adding to it
         metavar="URL",
         help="'sqlite' (a temporary file), 'postgres' (WIGGLE_TEST_POSTGRES_URL or a throwaway "
         "server) or a database URL; repeatable (env WIGGLE_CONFORMANCE_DATABASES, "
