@@ -11,6 +11,7 @@ from wiggle.graph import Await, ExecutionMode, Graph
 
 from . import _schema as s
 from ._drive import deliver, finish_instance, inst_from_row, place
+from ._reports import INSTANCE_FIELDS
 from ._tx import TOKEN_COLUMNS, Inst, Tx, dumps, loads
 from ._types import (
     EventView,
@@ -72,7 +73,7 @@ def lock_instance(eng: Engine, conn: Connection, instance_id: str) -> tuple[Tx, 
     # Columns come from the locked root row (see _reports.lock_token for why); a child
     # instance is read again once the root's lock is held.
     row = conn.execute(
-        select(*_r.c, eng.db.now)
+        select(*[_r.c[name] for name in INSTANCE_FIELDS], eng.db.now)
         .select_from(_i.join(_r, _r.c.id == _i.c.root_id))
         .where(_i.c.id == instance_id)
         .with_for_update(of=_r)

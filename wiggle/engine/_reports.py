@@ -39,7 +39,18 @@ _r = s.instances.alias("root")
 # The instance's columns are read from the *locked* alias: on PostgreSQL, a statement that had
 # to wait for the lock re-reads only the locked row (EvalPlanQual); the other joined rows keep
 # the values of its snapshot, which may predate the transaction that held the lock.
-_INST_LABELLED = [c.label(f"i_{c.name}") for c in _r.c]
+# Only what a transition needs: the instance's context (its input) can be large.
+INSTANCE_FIELDS = (
+    "id",
+    "root_id",
+    "flow",
+    "version",
+    "status",
+    "mode",
+    "parent_instance_id",
+    "parent_token_id",
+)
+_INST_LABELLED = [_r.c[name].label(f"i_{name}") for name in INSTANCE_FIELDS]
 
 
 def lock_token(tx: Tx) -> Any:
