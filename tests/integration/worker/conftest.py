@@ -46,11 +46,13 @@ def stack(database_url: str) -> Iterator[Stack]:
     port = server.start()
     address = f"127.0.0.1:{port}"
     client = Client(address)
+    stack = Stack(engine, server, address, client)
     try:
-        yield Stack(engine, server, address, client)
+        yield stack
     finally:
         client.close()
-        server.stop(grace=0.5)
+        stack.server.stop(grace=0.5)  # a test may have replaced the server (a restart)
+        server.stop(grace=0.5)  # stopping twice is harmless
         engine.close()
 
 
