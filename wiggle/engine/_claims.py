@@ -68,6 +68,31 @@ def _build_claim(db: Database) -> Any:
     )
 
 
+# PostgreSQL: the claim and its step_started events in one round trip. The picked rows are
+# locked with SKIP LOCKED, so racing pollers never wait on, or double-claim, a token.
+_PG_CLAIM = """
+WITH pick AS (
+    SELECT id FROM wiggle_tokens
+    WHERE state = 'READY' AND queue = ANY(%(queues)s)
+    ORDER BY ready_at_ms LIMIT %(lim)s
+    FOR UPDATE SKIP LOCKED
+), c AS (
+    UPDATE wiggle_tokens AS t
+    SET state = 'LEASED', lease = {lease}, lease_owner = %(worker)s,
+        lease_expires_at_ms = {now} + t.timeout_ms
+    FROM pick WHERE t.id = pick.id
+    RETURNING t.id, t.lease, t.lease_expires_at_ms, t.instance_id, t.version, t.node_id,
+              t.queue, t.attempt, t.context, t.input, t.loop_counts, t.timeout_ms
+), ev AS (
+    INSERT INTO wiggle_events (instance_id, at_ms, kind, node_id, attempt, detail)
+    SELECT instance_id, lease_expires_at_ms - timeout_ms, 'step_started', node_id, attempt,
+           %(detail)s
+    FROM c
+)
+SELECT * FROM c
+"""
+
+
 def claim(
     conn: Connection,
     db: Database,
@@ -78,9 +103,14 @@ def claim(
     default_mode: ExecutionMode,
 ) -> list[TaskActivation]:
     params = {"queues": list(queues), "worker": worker_id, "lim": limit}
-    rows = conn.execute(claim_stmt(db), params).all()
+    detail = '{"worker":' + _json_str(worker_id) + "}"
+    if db.is_postgres:
+        sql = _PG_CLAIM.format(lease=db.lease_id_sql, now=db.now_sql)
+        rows = conn.exec_driver_sql(sql, {**params, "detail": detail}).all()
+    else:
+        rows = conn.execute(claim_stmt(db), params).all()
     tasks = [activation(r._mapping, graph_of(conn, r.version), default_mode) for r in rows]
-    if tasks:
+    if tasks and not db.is_postgres:
         conn.execute(
             s.events.insert(),
             [
@@ -90,7 +120,7 @@ def claim(
                     "kind": "step_started",
                     "node_id": a.node_id,
                     "attempt": a.attempt,
-                    "detail": '{"worker":' + _json_str(worker_id) + "}",
+                    "detail": detail,
                 }
                 for a in tasks
             ],
