@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wiggle.conformance._cases import Case, Moment, Run
+from wiggle.conformance._cases import Case, Fault, Moment, Run
 from wiggle.conformance._check import RunResult, check_outcome, check_steps, show
 from wiggle.conformance._databases import database_label, fresh_databases
 from wiggle.conformance._trace import Trace, TraceLine
@@ -104,6 +104,19 @@ class _Session:
         finally:
             worker.stop()
             self.worker = None
+
+    def inject(self, fault: Fault) -> None:
+        worker = self.worker
+        if worker is None:
+            return
+        if fault.action == "kill":
+            worker.kill()
+            worker.start()  # a fresh process takes over once the lease has expired
+        elif fault.action == "term":
+            worker.stop()  # drains: what it computed is reported before it exits
+            worker.start()
+        else:
+            worker.pause(fault.ms)
 
     def deploy(self, case: Case) -> str:
         """Register the case's flows (children first, in order); the version under test."""
@@ -218,17 +231,7 @@ def _execute(session: _Session, case: Case, run: Run, version: str) -> RunResult
         watch.forget_tokens()
         for fault in [f for f in faults if watch.reached(f.when)]:
             faults.remove(fault)
-            worker = session.worker
-            if worker is None:
-                continue
-            if fault.action == "kill":
-                worker.kill()
-                worker.start()  # a fresh process takes over once the lease has expired
-            elif fault.action == "term":
-                worker.stop()  # drains: what it computed is reported before it exits
-                worker.start()
-            else:
-                worker.pause(fault.ms)
+            session.inject(fault)
             watch.forget_tokens()
         while signals and watch.reached(signals[0].when):
             signal = signals.pop(0)
