@@ -287,7 +287,7 @@ def test_sleep_until_an_instant(make_driver, engine, mode):
     assert events_of(past, "timer_fired") == []
     import datetime as dt
 
-    soon = (dt.datetime.now(dt.UTC) + dt.timedelta(milliseconds=300)).isoformat()
+    soon = (dt.datetime.now(dt.UTC) + dt.timedelta(milliseconds=1500)).isoformat()
     view = d.run(d.engine.start("until", {"at": soon}).instance_id)
     assert view.status is InstanceStatus.COMPLETED
     assert len(events_of(view, "timer_fired")) == 1
