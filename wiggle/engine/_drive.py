@@ -30,9 +30,10 @@ from wiggle.graph import (
     Task,
 )
 
+from . import _forks
 from . import _schema as s
-from ._data import MISSING, parse_instant_ms, resolve_pointer, type_name
-from ._tx import TOKEN_COLUMNS, Inst, Tok, Tx, dumps, loads, new_id
+from ._data import MISSING, parse_instant_ms, resolve_pointer
+from ._tx import Inst, Tok, Tx, dumps, loads, new_id
 from ._types import InstanceStatus, Json, StepFailure, TokenState, resolve_mode
 
 __all__ = [
@@ -106,13 +107,13 @@ def place(tx: Tx, inst: Inst, tok: Tok) -> None:
         if isinstance(node, Join):
             tok.state = TokenState.JOINED
             tx.save(tok)
-            _arrive(tx, inst, tok.parent_token_id, tok)
+            _forks.arrive(tx, inst, tok.parent_token_id, tok)
             return
         if isinstance(node, Fork):
-            _fork(tx, inst, tok, node)
+            _forks.fork(tx, inst, tok, node)
             return
         if isinstance(node, ForEach):
-            _foreach(tx, inst, tok, node)
+            _forks.foreach(tx, inst, tok, node)
             return
         if isinstance(node, Sleep):
             wake = _wake_at(tx, inst, tok, node)
@@ -196,151 +197,6 @@ def _wake_at(tx: Tx, inst: Inst, tok: Tok, node: Sleep) -> int | None:
         problem = f"is {value!r}, not an RFC 3339 instant"
     fail_token_instance(tx, inst, tok, f"sleep {node.id!r}: {node.until} {problem}")
     return None
-
-
-def _fork(tx: Tx, inst: Inst, tok: Tok, node: Fork) -> None:
-    tok.state = TokenState.JOINED
-    tok.pending = len(node.branches)
-    tok.aux = {"shape": "branches"}
-    tx.save(tok)
-    children = [
-        tx.new_token(
-            inst,
-            first,
-            tok.context,  # contexts are never mutated in place: sharing is an isolated copy
-            parent_token_id=tok.id,
-            branch=name,
-            seq=i,
-            loop_counts=dict(tok.loop_counts),
-        )
-        for i, (name, first) in enumerate(node.branches.items())
-    ]
-    for child in children:
-        place(tx, inst, child)
-
-
-def _foreach(tx: Tx, inst: Inst, tok: Tok, node: ForEach) -> None:
-    items = resolve_pointer(tok.context, node.items)
-    if isinstance(items, list):
-        entries: list[tuple[str, Json]] = [(str(i), v) for i, v in enumerate(items)]
-        shape = "list"
-    elif isinstance(items, dict):
-        entries = list(items.items())
-        shape = "object"
-    else:
-        what = "is missing from the context" if items is MISSING else f"is {type_name(items)}"
-        fail_token_instance(
-            tx, inst, tok, f"for_each {node.id!r}: {node.items} {what}, not a list or an object"
-        )
-        return
-    tok.aux = {"shape": shape}
-    if not entries:
-        _combine(tx, inst, tok, [] if shape == "list" else {})
-        return
-    tok.state = TokenState.JOINED
-    tok.pending = len(entries)
-    tx.save(tok)
-    limit = node.max_concurrency or len(entries)
-    children = [
-        tx.new_token(
-            inst,
-            node.body,
-            value,
-            parent_token_id=tok.id,
-            branch=key,
-            seq=i,
-            loop_counts=dict(tok.loop_counts),
-        )
-        for i, (key, value) in enumerate(entries)
-    ]
-    # Held elements are written before any element runs: an element that finishes at once
-    # releases the next held one, which must already be a row.
-    for child in children[limit:]:
-        child.wait_kind = "held"
-    if len(children) > limit:
-        tx.flush()
-    for child in children[:limit]:
-        place(tx, inst, child)
-
-
-def _arrive(tx: Tx, inst: Inst, parent_id: str | None, _branch: Tok | None) -> None:
-    """A branch finished (arrived at the join, or filtered): count it, maybe combine."""
-    assert parent_id is not None, "a top-level token cannot arrive at a join"
-    parent = tx.load_token(parent_id)
-    assert parent is not None
-    parent.pending -= 1
-    tx.save(parent)
-    if parent.pending > 0:
-        _release_held(tx, inst, parent)
-        return
-    tx.flush()
-    t = s.tokens
-    rows = tx.conn.execute(
-        select(t.c.id, t.c.branch, t.c.context)
-        .where(t.c.parent_token_id == parent.id, t.c.state == TokenState.JOINED.value)
-        .order_by(t.c.seq)
-    ).all()
-    shape = (parent.aux or {}).get("shape", "branches")
-    results: Json
-    if shape == "list":
-        results = [loads(r.context) for r in rows]
-    else:
-        results = {r.branch: loads(r.context) for r in rows}
-    tx.conn.execute(
-        update(t)
-        .where(t.c.parent_token_id == parent.id, t.c.state == TokenState.JOINED.value)
-        .values(state=TokenState.DONE.value)
-    )
-    for r in rows:
-        known = tx.tokens.get(r.id)
-        if known is not None:
-            known.state = TokenState.DONE
-    _combine(tx, inst, parent, results)
-
-
-def _release_held(tx: Tx, inst: Inst, parent: Tok) -> None:
-    """for_each with max_concurrency: start the next held element, if any."""
-    tx.flush()
-    t = s.tokens
-    row = tx.conn.execute(
-        select(*TOKEN_COLUMNS)
-        .where(
-            t.c.parent_token_id == parent.id,
-            t.c.state == TokenState.WAITING.value,
-            t.c.wait_kind == "held",
-        )
-        .order_by(t.c.seq)
-        .limit(1)
-    ).first()
-    if row is not None:
-        child = tx.adopt(row)
-        child.wait_kind = None
-        place(tx, inst, child)
-
-
-def _combine(tx: Tx, inst: Inst, parent: Tok, results: Json) -> None:
-    """Every branch is in: the fork token becomes the combine step at the join."""
-    node = inst.graph.nodes[parent.node_id]
-    assert isinstance(node, Fork | ForEach)
-    join = inst.graph.nodes[node.join]
-    assert isinstance(join, Join)
-    parent.node_id = join.id
-    parent.attempt = 1
-    parent.pending = 0
-    make_ready(
-        tx, parent, join.queue, join.timeout_ms, {"context": parent.context, "results": results}
-    )
-
-
-def branch_filtered(tx: Tx, inst: Inst, tok: Tok) -> None:
-    """A filter was false: the instance completes, or inside a branch that branch ends."""
-    tok.state = TokenState.DONE
-    tx.save(tok)
-    if tok.parent_token_id is None:
-        finish_instance(tx, inst, InstanceStatus.COMPLETED, "filtered", tok.context)
-    else:
-        tx.event(inst.id, "branch_filtered", tok.node_id, tok.attempt, branch=tok.branch)
-        _arrive(tx, inst, tok.parent_token_id, tok)
 
 
 def start_child(tx: Tx, inst: Inst, tok: Tok, node: Subflow) -> None:

@@ -23,12 +23,12 @@ from . import _schema as s
 from ._data import type_name
 from ._drive import (
     apply_failure,
-    branch_filtered,
     fail_token_instance,
     inst_from_row,
     place,
     ready_again,
 )
+from ._forks import branch_filtered
 from ._tx import TOKEN_COLUMNS, Inst, Tok, Tx
 from ._types import AdvanceResult, InstanceStatus, Json, StepFailure, StepOutcome, TokenState
 
