@@ -465,3 +465,48 @@ def test_blocks_nest_and_compose(make_driver, mode):
     view = d.run(d.engine.start("nested", {"groups": ["ab", "xyz"]}).instance_id)
     assert view.status is InstanceStatus.COMPLETED, view.reason
     assert view.context == {"out": [["AB", 2], ["XYZ", 3]]}
+
+
+def test_a_loop_around_an_await_consumes_one_signal_per_iteration(make_driver, mode):
+    d = make_driver(
+        {
+            "add": lambda i: {"items": [*i["context"]["items"], i["signal"]]},
+            "more": lambda c: c["items"][-1] != "stop",
+        },
+        mode=mode,
+    )
+    d.deploy(
+        "wiggle: 1\nname: inbox\nsteps:\n  - loop:\n      steps:\n        - await: item\n"
+        "          apply: add\n      while: more\n      max_iterations: 10\n"
+    )
+    r = d.engine.start("inbox", {"items": []})
+    d.engine.signal(r.instance_id, "item", 1)
+    d.run(r.instance_id, until=lambda v: any(t.state is TokenState.AWAITING for t in v.tokens))
+    d.engine.signal(r.instance_id, "item", 2)
+    d.engine.signal(r.instance_id, "item", "stop")
+    view = d.run(r.instance_id)
+    assert view.context == {"items": [1, 2, "stop"]}
+
+
+def test_a_retry_inside_a_branch_and_a_failed_child_in_another(make_driver, mode):
+    from engine_testkit import Fail
+
+    def flaky(c, task):
+        if task.attempt == 1:
+            raise Fail("transient")
+        return "ok"
+
+    def broken(c):
+        raise Fail("child is broken", non_retryable=True)
+
+    d = make_driver({"flaky": flaky, "c1": broken, "merge": lambda i: i["results"]}, mode=mode)
+    d.deploy(CHILD)
+    d.deploy(
+        "wiggle: 1\nname: mixed\nsteps:\n  - parallel:\n      a:\n        - task: flaky\n"
+        "          retry: {initial: 10ms}\n      b:\n        - subflow: child\n"
+        "    combine: merge\n"
+    )
+    view = d.run(d.engine.start("mixed", {}).instance_id)
+    assert view.status is InstanceStatus.FAILED
+    assert "child is broken" in view.reason
+    assert {t.state for t in view.tokens} == {TokenState.DONE}
