@@ -2,11 +2,9 @@
 
 `place` moves a token onto a node and keeps going through the nodes the server handles itself
 (fork, foreach, join arrival, sleep, await, subflow, end) until the token parks: READY for a
-worker, WAITING on a timer or a child, AWAITING a signal, JOINED at a barrier, or DONE. Forks
-build a token tree: the forking token parks JOINED at its fork with `pending` = the number of
-branches; each branch is a child token (parent id + branch key); an arriving branch parks JOINED
-at the join and decrements its parent; the last arrival turns the parent into the combine step.
-Nesting needs nothing more, since a branch token may itself fork.
+worker, WAITING on a timer or a child, AWAITING a signal, JOINED at a barrier, or DONE. The
+token tree of fork / for_each / join lives in `_forks`; the end of an instance (and what it
+means for its children and its parent) in `finish_instance` here.
 
 All of it runs under the root instance's lock, inside the caller's transaction.
 """
