@@ -43,9 +43,8 @@ def postgres_server(url: str | None) -> Iterator[str]:
         warnings.simplefilter("ignore")
         import pgserver
 
-        server = pgserver.get_server(
-            tempfile.mkdtemp(prefix="wiggle-bench-"), cleanup_mode="delete"
-        )
+        pgdata = tempfile.mkdtemp(prefix="wiggle-bench-")
+        server = pgserver.get_server(pgdata, cleanup_mode="delete")  # type: ignore[attr-defined]
     try:
         yield server.get_uri()
     finally:
