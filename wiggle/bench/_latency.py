@@ -20,14 +20,9 @@ from wiggle.bench._processes import free_port, running, wait_serving
 from wiggle.client import Client
 from wiggle.worker import Registry, Worker, step
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["run"]
 
 FLOW = b"wiggle: 1\nname: bench-first-step\nexecution: SERVER\nsteps:\n  - task: first\n"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--database", default="postgres", help="postgres (throwaway) or sqlite")
-    parser.add_argument("--starts", type=int, default=50)
 
 
 def _measure(

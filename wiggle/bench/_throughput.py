@@ -21,7 +21,7 @@ from wiggle._postgres import create_database, drop_database, postgres_server
 from wiggle.bench._processes import free_port, running, wait_serving
 from wiggle.client import Client
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["run"]
 
 MODES = ("SERVER", "LOCAL_SYNC", "LOCAL_ASYNC")
 
@@ -148,18 +148,6 @@ def run_mode(args: argparse.Namespace, url: str, mode: str) -> Result:
     commits = after[0] - before[0] if after and before else None
     wal = after[1] - before[1] if after and before else None
     return Result(mode, args.instances, args.steps, seconds, commits, wal)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--database", default="postgres", help="postgres (throwaway) or sqlite")
-    parser.add_argument("--modes", default=",".join(MODES))
-    parser.add_argument("--instances", type=int, default=1000)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--servers", type=int, default=1)
-    parser.add_argument("--warmup", type=float, default=2.0)
-    parser.add_argument("--timeout", type=float, default=600.0)
 
 
 def run(args: argparse.Namespace) -> int:
