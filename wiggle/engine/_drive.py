@@ -123,6 +123,7 @@ def place(tx: Tx, inst: Inst, tok: Tok) -> None:
             tok.state = TokenState.WAITING
             tok.wait_kind = "sleep"
             tok.wake_at_ms = wake
+            tx.ready_queues.timer_armed = True
             tx.save(tok)
             return
         if isinstance(node, Await):
@@ -131,6 +132,7 @@ def place(tx: Tx, inst: Inst, tok: Tok) -> None:
                 tok.state = TokenState.AWAITING
                 tok.wait_kind = None
                 tok.wake_at_ms = None if node.timeout_ms is None else tx.now + node.timeout_ms
+                tx.ready_queues.timer_armed |= tok.wake_at_ms is not None
                 tx.save(tok)
                 return
             if deliver(tx, inst, tok, node, signal):
@@ -286,6 +288,7 @@ def apply_failure(tx: Tx, inst: Inst, tok: Tok, failure: StepFailure) -> None:
     tok.state = TokenState.WAITING
     tok.wait_kind = "retry"
     tok.wake_at_ms = tx.now + delay
+    tx.ready_queues.timer_armed = True
     tok.lease = None
     tok.lease_expires_at_ms = None
     tx.save(tok)

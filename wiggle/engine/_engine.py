@@ -69,6 +69,7 @@ class Engine:
         self._gen = 0
         self._local = threading.local()
         self._stop = threading.Event()
+        self._timers_changed = threading.Event()
         self._listener: threading.Thread | None = None
         self._listener_lock = threading.Lock()
         self.is_leader = False  # as of the last tick()
@@ -369,6 +370,8 @@ class Engine:
     # -- wake-ups -------------------------------------------------------------------------------
 
     def _wake(self, queues: set[str] | None = None) -> None:
+        if getattr(queues, "timer_armed", False):
+            self._timers_changed.set()
         if queues is not None and not queues:
             return
         with self._cond:
@@ -386,6 +389,21 @@ class Engine:
             seen = getattr(self._local, "gen", -1)
             if self._gen == seen:
                 self._cond.wait(timeout_s)
+
+    def wake(self) -> None:
+        """Wake every waiter now: pollers in wait_for_tasks and the ticker (used at shutdown)."""
+        self._timers_changed.set()
+        self._wake(None)
+
+    def wait_for_timers(self, timeout_s: float) -> None:
+        """Sleep until `timeout_s` passes or this process arms a timer (or wake() is called).
+
+        The ticker sleeps here between ticks, so a sleep, retry backoff or await deadline armed
+        in this process is fired on time instead of at the ticker's next routine wake-up.
+        Timers armed by other server processes are seen within the ticker's bounded sleep.
+        """
+        if self._timers_changed.wait(timeout_s):
+            self._timers_changed.clear()
 
     # -- leader duties --------------------------------------------------------------------------
 

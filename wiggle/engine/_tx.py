@@ -23,7 +23,16 @@ from . import _schema as s
 from ._db import NOTIFY_CHANNEL, Database
 from ._types import InstanceStatus, Json, TokenState
 
-__all__ = ["FenceLost", "Inst", "Tok", "Tx", "dumps", "loads", "new_id"]
+__all__ = [
+    "FenceLost",
+    "Inst",
+    "Tok",
+    "Tx",
+    "Wakeups",
+    "dumps",
+    "loads",
+    "new_id",
+]
 
 
 class FenceLost(Exception):
@@ -170,6 +179,16 @@ def _fenced_update(columns: tuple[str, ...]) -> Any:
     return stmt
 
 
+class Wakeups(set[str]):
+    """The queues a transition made READY, and whether it armed a timer.
+
+    Both are acted on only after the commit: pollers of those queues are woken, and the ticker
+    re-reads the earliest timer instead of sleeping past one armed just now.
+    """
+
+    timer_armed: bool = False
+
+
 class Tx:
     """The unit of work of one transition."""
 
@@ -190,7 +209,7 @@ class Tx:
         self._new: dict[str, Tok] = {}
         self._dirty: dict[str, Tok] = {}
         self._events: list[dict[str, Any]] = []
-        self.ready_queues: set[str] = set()
+        self.ready_queues = Wakeups()
         self.instances: dict[str, Inst] = {}
 
     # -- tokens ---------------------------------------------------------------------------------

@@ -160,11 +160,7 @@ class Server:
                 self._stopped.wait()
                 return
             self._stopping.set()  # long polls answer empty at their next slice
-        # An engine that can wake its waiters ends those slices now (not in the documented
-        # Engine API yet, hence optional).
-        wake = getattr(self._engine, "wake", None)
-        if callable(wake):
-            wake()
+        self._engine.wake()  # waiting long polls end their slice now, not at its end
         try:
             self._health.enter_graceful_shutdown()
             self._grpc.stop(self.config.grace_s if grace is None else grace).wait()

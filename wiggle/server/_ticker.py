@@ -16,7 +16,8 @@ __all__ = ["Ticker"]
 _log = logging.getLogger("wiggle.server")
 
 #: Upper bound on a sleep: another server may create earlier timers, and a standby must notice
-#: a dead leader, neither of which this process hears about.
+#: a dead leader, neither of which this process hears about. Timers armed in this process end
+#: the sleep at once (Engine.wait_for_timers).
 MAX_SLEEP_S = 1.0
 MIN_SLEEP_S = 0.01
 ERROR_SLEEP_S = 1.0
@@ -33,6 +34,7 @@ class Ticker:
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
+        self._engine.wake()
         if self._thread.is_alive():
             self._thread.join(timeout)
 
@@ -45,5 +47,5 @@ class Ticker:
                 _log.exception("tick failed; retrying in %.0f s", ERROR_SLEEP_S)
                 delay = ERROR_SLEEP_S
             # Work done means more may be due at once: go round again without sleeping.
-            if delay > 0:
-                self._stop.wait(min(max(delay, MIN_SLEEP_S), MAX_SLEEP_S))
+            if delay > 0 and not self._stop.is_set():
+                self._engine.wait_for_timers(min(max(delay, MIN_SLEEP_S), MAX_SLEEP_S))
