@@ -16,13 +16,17 @@ from typing import Any
 import orjson
 
 from wiggle.cli._remote_commands import env, env_flag
+from wiggle.graph import ExecutionMode
 
 __all__ = ["register"]
 
 
-def _modes(text: str) -> list[str]:
-    from wiggle.conformance import MODES
+# The runner's modes, named here so that building the parser imports nothing heavy
+# (tests/unit/test_cli_imports.py keeps `wiggle --help` free of grpc and SQLAlchemy).
+MODES = tuple(m.value for m in ExecutionMode if m is not ExecutionMode.DEFAULT)
 
+
+def _modes(text: str) -> list[str]:
     modes = [m.strip().upper() for m in text.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
@@ -44,7 +48,13 @@ def _select(pattern: str | None) -> list[Any]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from wiggle.conformance import RunnerOptions, format_table, run_corpus, summarise
+    from wiggle.conformance import (
+        PYTHON_WORKER,
+        RunnerOptions,
+        format_table,
+        run_corpus,
+        summarise,
+    )
 
     cases = _select(args.cases)
     if not cases:
@@ -63,7 +73,7 @@ def _run(args: argparse.Namespace) -> int:
         RunnerOptions(
             modes=args.modes,
             databases=databases,
-            worker=args.worker,
+            worker=args.worker or PYTHON_WORKER,
             parallel=args.parallel,
             verbose=args.verbose,
         ),
@@ -83,8 +93,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    from wiggle.conformance import MODES, PYTHON_WORKER
-
     p = subparsers.add_parser(
         "conformance",
         help="run the conformance corpus under every mode and database",
@@ -109,7 +117,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--worker",
-        default=env("WIGGLE_CONFORMANCE_WORKER", PYTHON_WORKER),
+        default=env("WIGGLE_CONFORMANCE_WORKER", None),
         metavar="CMD",
         help="the worker command to start; it gets WIGGLE_ADDRESS, WIGGLE_AUTH_TOKEN and "
         "WIGGLE_CONFORMANCE_TRACE in its environment (env WIGGLE_CONFORMANCE_WORKER; "
