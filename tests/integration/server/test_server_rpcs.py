@@ -196,16 +196,11 @@ def test_poll_complete_to_the_end(client, stub, flows):
     assert "step_completed" in kinds
 
 
-def test_many_tasks_per_poll(client, stub, flows, database_url):
+def test_many_tasks_per_poll(client, stub, flows):
     client.deploy(flows["greet"])
     for i in range(7):
         client.start("greet", {"name": f"n{i}"})
     first = _poll(stub, max_tasks=5)
-    if len(first) > 5 and database_url.startswith("postgresql"):
-        # Known engine defect: on PostgreSQL the claim's UPDATE ... WHERE id IN (SELECT ...
-        # LIMIT n FOR UPDATE SKIP LOCKED) may lease more than n rows (the planner can run the
-        # subquery more than once); materialising the pick first (a CTE) fixes it.
-        pytest.xfail(f"engine leased {len(first)} tasks for max_tasks=5 on PostgreSQL")
     assert len(first) == 5
     assert len(_poll(stub, max_tasks=5)) == 2
 
