@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Sets up a machine for Wiggle: Graphviz's `dot` (Debian package, only when missing), the Python
+# Sets up a machine for Wiggle: Graphviz's `dot` and openssl (Debian packages, only when missing), the Python
 # package with its test tools, and the Go modules of sdk/go when that SDK is present.
 # Safe to run again: every step is skipped or a no-op when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v dot >/dev/null 2>&1; then
-    echo "setup: installing Graphviz (dot)" >&2
+# Debian packages: Graphviz renders flows; openssl makes the certificates of the TLS tests.
+missing=()
+command -v dot >/dev/null 2>&1 || missing+=(graphviz)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}" >&2
     if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq graphviz >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 PYTHON="${PYTHON:-python3}"

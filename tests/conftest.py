@@ -75,3 +75,13 @@ def database_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
         yield url
     finally:
         drop_postgres_database(base, name)
+
+
+@pytest.fixture
+def postgres_database_url(postgres_url: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database, for behaviour only PostgreSQL has (row locks, NOTIFY)."""
+    url, name = fresh_postgres_database(postgres_url)
+    try:
+        yield url
+    finally:
+        drop_postgres_database(postgres_url, name)

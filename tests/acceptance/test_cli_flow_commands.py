@@ -315,20 +315,10 @@ def _documented_run(path: Path) -> list[str]:
     return args[1:]
 
 
-def _handlers_importable() -> bool:
-    import wiggle as package
-
-    return all(hasattr(package, name) for name in ("activity", "step", "NonRetryable"))
-
-
 # nightly-batch sleeps a real minute: covered by the handler walk in tests/integration/render.
 QUICK = [p for p in DEFINITIONS if p.stem != "nightly-batch"]
 
 
-@pytest.mark.skipif(
-    not _handlers_importable(),
-    reason="handlers import activity, step, NonRetryable from wiggle (DESIGN §8): not exported yet",
-)
 @pytest.mark.parametrize("path", QUICK, ids=lambda p: p.stem)
 def test_the_documented_run_command_completes(path):
     done = wiggle(*_documented_run(path), "--json")

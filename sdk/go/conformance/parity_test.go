@@ -91,7 +91,7 @@ func TestParityWithPython(t *testing.T) {
 	}
 	probe := exec.Command(py, "-c", "import wiggle.conformance._activities")
 	if out, err := probe.CombinedOutput(); err != nil {
-		t.Skipf("Python conformance activities not importable (%v): %s", err, out)
+		t.Fatalf("Python conformance activities not importable (run scripts/setup.sh first) (%v): %s", err, out)
 	}
 	in, _ := json.Marshal(parityCases)
 	cmd := exec.Command(py, "-c", pythonSide)
@@ -168,7 +168,7 @@ func TestTraceLine(t *testing.T) {
 func TestEveryDocumentedActivityIsRegistered(t *testing.T) {
 	doc, err := os.ReadFile("../../../spec/conformance/ACTIVITIES.md")
 	if err != nil {
-		t.Skipf("ACTIVITIES.md not found: %v", err)
+		t.Fatalf("ACTIVITIES.md not found: %v", err)
 	}
 	c := registered()
 	for _, line := range strings.Split(string(doc), "\n") {

@@ -19,7 +19,7 @@ func TestConformanceCorpus(t *testing.T) {
 	probe := exec.Command(python(), "-c", "import wiggle.conformance")
 	probe.Dir = repoRoot
 	if out, err := probe.CombinedOutput(); err != nil {
-		t.Skipf("the conformance runner is not importable (%v): %s", err, out)
+		t.Fatalf("the conformance runner is not importable (run scripts/setup.sh first) (%v): %s", err, out)
 	}
 	bin := filepath.Join(t.TempDir(), "wiggle-conformance-worker")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/wiggle-conformance-worker").CombinedOutput(); err != nil {

@@ -40,13 +40,13 @@ type server struct {
 }
 
 // startServer runs the Python server on a free port over a fresh SQLite file, for this test
-// only. It skips when the wiggle package (or its server) cannot be imported.
+// only. It fails when the wiggle package (or its server) cannot be imported: set up first.
 func startServer(t *testing.T) *server {
 	t.Helper()
 	probe := exec.Command(python(), "-c", "import wiggle.server")
 	probe.Dir = repoRoot
 	if out, err := probe.CombinedOutput(); err != nil {
-		t.Skipf("the Python server is not importable (%v): %s", err, out)
+		t.Fatalf("the Python server is not importable (run scripts/setup.sh first) (%v): %s", err, out)
 	}
 	address := freeAddress(t)
 	dir := t.TempDir()

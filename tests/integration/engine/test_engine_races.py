@@ -7,7 +7,6 @@ import threading
 import time
 
 import psycopg
-import pytest
 from engine_testkit import events_of
 from sqlalchemy import make_url
 
@@ -18,10 +17,9 @@ from wiggle.errors import InstanceNotRunning, StaleLease
 LIN = load_flow("wiggle: 1\nname: lin\nsteps:\n  - task: a\n  - await: s\n  - task: b\n")
 
 
-def test_a_report_that_waited_for_the_lock_sees_the_cancel(database_url):
+def test_a_report_that_waited_for_the_lock_sees_the_cancel(postgres_database_url):
     """PostgreSQL: a report blocked on the instance lock must see what the holder committed."""
-    if not database_url.startswith("postgresql"):
-        pytest.skip("row locks: SQLite serialises whole transactions instead")
+    database_url = postgres_database_url
     e = Engine(database_url)
     try:
         e.register(LIN)

@@ -145,12 +145,11 @@ def test_a_database_with_foreign_wiggle_tables_is_refused(database_url):
         Engine(database_url)
 
 
-def test_notify_wakes_a_poller_in_another_engine(database_url):
+def test_notify_wakes_a_poller_in_another_engine(postgres_database_url):
     """PostgreSQL LISTEN/NOTIFY: another engine (another process, in production) wakes."""
+    database_url = postgres_database_url
     import threading
 
-    if not database_url.startswith("postgresql"):
-        pytest.skip("cross-engine wake-ups are PostgreSQL's LISTEN/NOTIFY")
     a = Engine(database_url, node_id="a")
     b = Engine(database_url, node_id="b")
     try:

@@ -43,6 +43,7 @@ class FakeEngine:
         self.cond = threading.Condition()
         self.polls = 0
         self.closed = False
+        self.timer_wake = threading.Event()
 
     def add_tasks(self, n: int, queue: str = "default") -> None:
         with self.cond:
@@ -100,6 +101,15 @@ class FakeEngine:
 
     def next_wakeup_s(self) -> float:
         return 1.0
+
+    def wait_for_timers(self, timeout_s: float) -> None:
+        self.timer_wake.wait(timeout_s)
+        self.timer_wake.clear()
+
+    def wake(self) -> None:
+        self.timer_wake.set()
+        with self.cond:
+            self.cond.notify_all()
 
     def close(self) -> None:
         self.closed = True

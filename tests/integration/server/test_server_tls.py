@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -10,8 +9,6 @@ import pytest
 
 from wiggle import errors
 from wiggle.client import Client, TlsConfig
-
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
 
 
 def _openssl(*args: str, cwd: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
 import subprocess
 import threading
 import time
@@ -118,7 +117,6 @@ def _make_certs(d: Path) -> None:
         )
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
 def test_mutual_tls(stack, other_server, tmp_path):
     _make_certs(tmp_path)
     flow = stack.deploy(ONE.format(mode="LOCAL_ASYNC"))
