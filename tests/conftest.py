@@ -11,56 +11,18 @@ new PostgreSQL database (dropped afterwards).
 
 from __future__ import annotations
 
-import os
-import tempfile
-import uuid
-import warnings
 from collections.abc import Iterator
 
-import psycopg
 import pytest
-from sqlalchemy import make_url
 
-
-def _libpq(url: str) -> str:
-    u = make_url(url)
-    return u.set(drivername="postgresql").render_as_string(hide_password=False)
+from wiggle._postgres import create_database, drop_database, postgres_server
 
 
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A URL of a PostgreSQL database this session may create databases from."""
-    given = os.environ.get("WIGGLE_TEST_POSTGRES_URL")
-    if given:
-        yield given
-        return
-    with warnings.catch_warnings():
-        # platformdirs warns (at pgserver's import) when XDG_RUNTIME_DIR is unset.
-        warnings.simplefilter("ignore")
-        import pgserver
-
-        pgdata = tempfile.mkdtemp(prefix="wiggle-pg-")
-        server = pgserver.get_server(pgdata, cleanup_mode="delete")
-    try:
-        yield server.get_uri()
-    finally:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            server.cleanup()
-
-
-def fresh_postgres_database(postgres_url: str) -> tuple[str, str]:
-    """Create an empty database next to `postgres_url`; returns (url, name)."""
-    name = f"wiggle_t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_libpq(postgres_url), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
-    return url, name
-
-
-def drop_postgres_database(postgres_url: str, name: str) -> None:
-    with psycopg.connect(_libpq(postgres_url), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with postgres_server() as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -69,19 +31,18 @@ def database_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'wiggle.db'}"
         return
-    base = request.getfixturevalue("postgres_url")
-    url, name = fresh_postgres_database(base)
+    url = create_database(request.getfixturevalue("postgres_url"), prefix="wiggle_t")
     try:
         yield url
     finally:
-        drop_postgres_database(base, name)
+        drop_database(url)
 
 
 @pytest.fixture
 def postgres_database_url(postgres_url: str) -> Iterator[str]:
     """A fresh, empty PostgreSQL database, for behaviour only PostgreSQL has (row locks, NOTIFY)."""
-    url, name = fresh_postgres_database(postgres_url)
+    url = create_database(postgres_url, prefix="wiggle_t")
     try:
         yield url
     finally:
-        drop_postgres_database(postgres_url, name)
+        drop_database(url)

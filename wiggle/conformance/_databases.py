@@ -8,16 +8,14 @@ each run starts its own).
 
 from __future__ import annotations
 
-import importlib
-import os
 import shutil
 import tempfile
 import uuid
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+
+from wiggle._postgres import create_database, drop_database, postgres_server
 
 __all__ = ["database_label", "fresh_databases"]
 
@@ -28,26 +26,6 @@ def database_label(spec: str) -> str:
     from sqlalchemy import make_url
 
     return make_url(spec).get_backend_name()
-
-
-@contextmanager
-def _postgres_base() -> Iterator[str]:
-    url = os.environ.get("WIGGLE_TEST_POSTGRES_URL")
-    if url:
-        yield url
-        return
-    with warnings.catch_warnings():
-        # platformdirs warns about an unset XDG_RUNTIME_DIR on import; harmless here.
-        warnings.simplefilter("ignore")
-        pgserver: Any = importlib.import_module("pgserver")
-
-    data = tempfile.mkdtemp(prefix="wiggle-conformance-pg-")
-    server: Any = pgserver.get_server(data, cleanup_mode="stop")
-    try:
-        yield str(server.get_uri())
-    finally:
-        server.cleanup()
-        shutil.rmtree(data, ignore_errors=True)
 
 
 @contextmanager
@@ -63,26 +41,15 @@ def fresh_databases(spec: str) -> Iterator[Callable[[], str]]:
     if spec != "postgres":
         yield lambda: spec
         return
-    from sqlalchemy import create_engine, make_url, text
-
-    with _postgres_base() as base:
-        url = make_url(base)
-        if url.drivername in ("postgresql", "postgres"):
-            url = url.set(drivername="postgresql+psycopg")
-        admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with postgres_server() as base:
         created: list[str] = []
 
         def new() -> str:
-            name = f"wiggle_conformance_{uuid.uuid4().hex[:12]}"
-            with admin.connect() as conn:
-                conn.execute(text(f'CREATE DATABASE "{name}"'))
-            created.append(name)
-            return url.set(database=name).render_as_string(hide_password=False)
+            created.append(create_database(base, prefix="wiggle_conformance"))
+            return created[-1]
 
         try:
             yield new
         finally:
-            with admin.connect() as conn:
-                for name in created:
-                    conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            admin.dispose()
+            for url in created:
+                drop_database(url)
