@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -33,6 +34,8 @@ NOTIFY_CHANNEL = "wiggle_ready"
 # clock_timestamp() moves within a transaction (now() does not), which is what a lease needs.
 _PG_NOW = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
 _SQLITE_NOW = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
+
+_AFTER_COMMIT = "wiggle_after_commit"
 
 _PG_RETRY_CODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
 
@@ -58,6 +61,14 @@ class Database:
             )
         self._write_lock = threading.RLock()
         self._statements: dict[str, Any] = {}
+        # Post-commit wake-ups (PostgreSQL): this process's callback, then a NOTIFY whose
+        # payload starts with this origin, so our own listener can ignore it.
+        self.on_ready: Callable[[set[str], int], None] | None = None
+        self._origin = uuid.uuid4().hex + ":"
+        self._notify_cond = threading.Condition()
+        self._notify_pending: set[str] = set()
+        self._notify_stop = False
+        self._notifier: threading.Thread | None = None
         self._memory = self.is_sqlite and u.database in (None, "", ":memory:")
         self.sa: SAEngine
         if self.is_sqlite:
@@ -69,7 +80,7 @@ class Database:
             event.listen(self.sa, "begin", self._sqlite_begin)
             self.now_sql = _SQLITE_NOW
         else:
-            self.sa = create_engine(self.url, pool_size=16, max_overflow=32, pool_pre_ping=False)
+            self.sa = create_engine(self.url, pool_size=64, max_overflow=64, pool_pre_ping=False)
             self.now_sql = _PG_NOW
         self.now: ColumnElement[int] = literal_column(self.now_sql).label("now_ms")
         self.lease_id_sql = (
@@ -139,8 +150,57 @@ class Database:
         with guard, self.sa.connect() as conn:
             if read:
                 conn = conn.execution_options(wiggle_read=True)
-            with conn.begin():
-                return fn(conn)
+            try:
+                with conn.begin():
+                    result = fn(conn)
+            finally:
+                # Wake-ups a transaction queued count only if it committed.
+                queued = conn.info.pop(_AFTER_COMMIT, None) if self.is_postgres else None
+        if queued:
+            self._committed(queued)
+        return result
+
+    # -- wake-ups -------------------------------------------------------------------------------
+
+    def after_commit(self, conn: Connection, queues: Iterable[str], count: int) -> None:
+        """PostgreSQL: `count` tasks on `queues` become READY when this transaction commits."""
+        got = conn.info.setdefault(_AFTER_COMMIT, [set(), 0])
+        got[0].update(queues)
+        got[1] += count
+
+    def _committed(self, queued: list[Any]) -> None:
+        queues, count = queued
+        if self.on_ready is not None:
+            self.on_ready(queues, count)  # this process's pollers, at once
+        with self._notify_cond:  # the other processes', through the notifier thread
+            self._notify_pending |= queues
+            if self._notifier is None:
+                self._notifier = threading.Thread(
+                    target=self._notify_loop, name="wiggle-notify", daemon=True
+                )
+                self._notifier.start()
+            self._notify_cond.notify()
+
+    def _notify_loop(self) -> None:
+        """NOTIFY other processes outside every write transaction, from a pooled connection.
+        Queues made READY while one NOTIFY is in flight share the next one."""
+        sql = f"SELECT pg_notify('{NOTIFY_CHANNEL}', %(o)s || q) FROM unnest(%(qs)s::text[]) q"
+        while True:
+            with self._notify_cond:
+                while not self._notify_pending and not self._notify_stop:
+                    self._notify_cond.wait()
+                if self._notify_stop:
+                    return
+                queues = sorted(self._notify_pending)
+                self._notify_pending = set()
+            try:
+                with self.sa.connect() as conn:
+                    conn.exec_driver_sql(sql, {"o": self._origin, "qs": queues})
+                    conn.commit()
+            except Exception:
+                # Lost: other processes' pollers see these tasks at their next poll slice.
+                with self._notify_cond:
+                    self._notify_cond.wait(0.2)
 
     def _transient(self, exc: DBAPIError) -> bool:
         if self.is_sqlite:
@@ -148,15 +208,6 @@ class Database:
             return "database is locked" in msg or "database table is locked" in msg or "busy" in msg
         code = getattr(exc.orig, "sqlstate", None)
         return code in _PG_RETRY_CODES
-
-    # -- wake-ups -------------------------------------------------------------------------------
-
-    def notify(self, conn: Connection, queues: Iterable[str]) -> None:
-        """PostgreSQL: tell other processes a task became READY (delivered at commit)."""
-        if not self.is_postgres:
-            return
-        for q in sorted(set(queues)):
-            conn.exec_driver_sql("SELECT pg_notify(%(c)s, %(q)s)", {"c": NOTIFY_CHANNEL, "q": q})
 
     def libpq_url(self) -> str:
         return make_url(self.url).set(drivername="postgresql").render_as_string(hide_password=False)
@@ -171,8 +222,10 @@ class Database:
                         pc.execute(f"LISTEN {NOTIFY_CHANNEL}")
                         on_notify()  # we may have missed some while (re)connecting
                         while not stop.is_set():
-                            for _ in pc.notifies(timeout=0.5, stop_after=1):
-                                on_notify()
+                            for n in pc.notifies(timeout=0.5, stop_after=1):
+                                # Our own NOTIFYs: this process's pollers were woken already.
+                                if not n.payload.startswith(self._origin):
+                                    on_notify()
                 except psycopg.Error:
                     stop.wait(0.5)
 
@@ -181,4 +234,9 @@ class Database:
         return t
 
     def dispose(self) -> None:
+        with self._notify_cond:
+            self._notify_stop = True
+            self._notify_cond.notify()
+        if self._notifier is not None:
+            self._notifier.join(timeout=5.0)
         self.sa.dispose()

@@ -85,6 +85,7 @@ def make_ready(tx: Tx, tok: Tok, queue: str, timeout_ms: int, input: Json = MISS
     tok.input = input if tok.has_input else None
     tx.save(tok)
     tx.ready_queues.add(queue)
+    tx.ready_queues.count += 1
 
 
 def ready_again(tx: Tx, tok: Tok) -> None:

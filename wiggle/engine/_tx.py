@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Row, bindparam, select, update
 from wiggle.graph import ExecutionMode, Graph
 
 from . import _schema as s
-from ._db import NOTIFY_CHANNEL, Database
+from ._db import Database
 from ._types import InstanceStatus, Json, TokenState
 
 __all__ = [
@@ -187,6 +187,7 @@ class Wakeups(set[str]):
     """
 
     timer_armed: bool = False
+    count: int = 0  # tokens made READY: at most this many waiting pollers need waking
 
 
 class Tx:
@@ -285,7 +286,7 @@ class Tx:
         )
 
     def finish(self) -> None:
-        """Flush tokens, append the events, queue the NOTIFYs (FenceLost: roll back)."""
+        """Flush tokens, append the events, queue the wake-ups (FenceLost: roll back)."""
         if self.db.is_postgres:
             self._finish_postgres()
             return
@@ -295,7 +296,7 @@ class Tx:
             self._events = []
 
     def _finish_postgres(self) -> None:
-        """The last token UPDATE, the events and the NOTIFYs in one round trip.
+        """The last token UPDATE and the events in one round trip (NOTIFYs follow the commit).
 
         A data-modifying WITH runs even when nothing references it. The common step (one fenced
         token moving on) thus costs one statement besides the lock and the commit; if its fence
@@ -341,13 +342,12 @@ class Tx:
                 "detail) VALUES " + ", ".join(rows) + ")"
             )
         if self.ready_queues:
-            params["queues"] = sorted(self.ready_queues)
-            ctes.append(
-                f"n AS (SELECT pg_notify('{NOTIFY_CHANNEL}', q) FROM unnest(%(queues)s::text[]) q)"
-            )
-            tail = "SELECT (SELECT count(*) FROM n)"
-        else:
-            tail = "SELECT 0"
+            # Not a NOTIFY in this transaction: PostgreSQL serialises the commits of notifying
+            # transactions (one global lock), which defeats group commit. The queues are handed
+            # to Database, which wakes this process's pollers and NOTIFYs the others (coalesced,
+            # from its own connection) once the commit has succeeded.
+            self.db.after_commit(self.conn, self.ready_queues, self.ready_queues.count)
+        tail = "SELECT 0"
         if fenced is not None:
             tail += ", (SELECT count(*) FROM u)"
         if not ctes:
