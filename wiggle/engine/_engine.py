@@ -7,6 +7,7 @@ heartbeats touch only token rows and never wait on that lock.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -67,12 +68,14 @@ class Engine:
         self._validators: dict[str, Any] = {}
         self._cond = threading.Condition()
         self._gen = 0
+        self._waiters: list[tuple[frozenset[str], threading.Event]] = []  # parked pollers
         self._local = threading.local()
         self._stop = threading.Event()
         self._timers_changed = threading.Event()
         self._listener: threading.Thread | None = None
         self._listener_lock = threading.Lock()
         self.is_leader = False  # as of the last tick()
+        self.db.on_ready = self._wake_ready
         try:
             self.db.write(self._ensure_schema)
         except BaseException:
@@ -233,6 +236,10 @@ class Engine:
             ):
                 tok.state = TokenState.LEASED
                 tok.lease = new_id()
+                # Leased before anyone could see it READY: no poller needs waking for it.
+                tx.ready_queues.count -= 1
+                if tx.ready_queues.count <= 0:
+                    tx.ready_queues.clear()
                 tok.lease_owner = eager.worker_id
                 tok.lease_expires_at_ms = tx.now + tok.timeout_ms
                 tx.save(tok)
@@ -307,6 +314,18 @@ class Engine:
         steps: _StepsFor = lambda tok, inst: [server_outcome(tok, inst, result)]  # noqa: E731
         return self._report(task_id, lease, steps, final=True, reason=None).instance_status
 
+    def complete_and_next(
+        self, task_id: str, lease: str, result: Json, next: EagerRequest
+    ) -> tuple[InstanceStatus, TaskActivation | None]:
+        """`complete`, then lease the instance's next READY task on `next.queues` to
+        `next.worker_id` in the same transaction (None when there is none)."""
+        steps: _StepsFor = lambda tok, inst: [server_outcome(tok, inst, result)]  # noqa: E731
+        out: list[TaskActivation | None] = [None]
+        status = self._report(
+            task_id, lease, steps, final=True, reason=None, next=next, out=out
+        ).instance_status
+        return status, out[0]
+
     def fail(self, task_id: str, lease: str, failure: StepFailure) -> InstanceStatus:
         steps: _StepsFor = lambda tok, _inst: [StepOutcome(tok.node_id, failure=failure)]  # noqa: E731
         return self._report(task_id, lease, steps, final=True, reason=None).instance_status
@@ -326,7 +345,15 @@ class Engine:
         )
 
     def _report(
-        self, task_id: str, lease: str, steps_for: _StepsFor, *, final: bool, reason: str | None
+        self,
+        task_id: str,
+        lease: str,
+        steps_for: _StepsFor,
+        *,
+        final: bool,
+        reason: str | None,
+        next: EagerRequest | None = None,
+        out: list[TaskActivation | None] | None = None,
     ) -> AdvanceResult:
         def fn(conn: Connection) -> tuple[AdvanceResult, set[str]]:
             tx = Tx(conn, self.db, 0, self.graph_of, self.default_mode)
@@ -338,6 +365,8 @@ class Engine:
             assert tok is not None and inst is not None
             fence_lease(tok, lease)
             result = apply_steps(tx, inst, tok, steps_for(tok, inst), final=final, reason=reason)
+            if next is not None and out is not None and inst.status is InstanceStatus.RUNNING:
+                out[0] = self._eager(tx, inst, next)
             tx.finish()
             return result, tx.ready_queues
 
@@ -372,11 +401,28 @@ class Engine:
     def _wake(self, queues: set[str] | None = None) -> None:
         if getattr(queues, "timer_armed", False):
             self._timers_changed.set()
-        if queues is not None and not queues:
-            return
+        if queues is not None and (not queues or self.db.is_postgres):
+            return  # PostgreSQL: Database woke our pollers right after the commit (_wake_ready)
+        self._wake_ready(queues, getattr(queues, "count", None))
+
+    def _wake_ready(self, queues: set[str] | None = None, count: int | None = None) -> None:
+        """Wake waiting pollers of `queues` (all queues: None), at most `count` of them (one per
+        task made READY; None: all). A poller between its poll and its wait sees the bumped
+        generation and polls again, so no wake-up is lost; the others stay parked instead of
+        racing each other to an empty claim."""
         with self._cond:
             self._gen += 1
-            self._cond.notify_all()
+            left = len(self._waiters) if count is None else count
+            if left <= 0:
+                return
+            keep: list[tuple[frozenset[str], threading.Event]] = []
+            for waiter in self._waiters:
+                if left > 0 and (queues is None or not waiter[0].isdisjoint(queues)):
+                    waiter[1].set()
+                    left -= 1
+                else:
+                    keep.append(waiter)
+            self._waiters = keep
 
     def wait_for_tasks(self, queues: Sequence[str], timeout_s: float) -> None:
         """Return when a task may have become READY since this thread's last poll, or after
@@ -385,10 +431,14 @@ class Engine:
             with self._listener_lock:
                 if self._listener is None:
                     self._listener = self.db.listen(self._wake, self._stop)
+        waiter = (frozenset(queues), threading.Event())
         with self._cond:
-            seen = getattr(self._local, "gen", -1)
-            if self._gen == seen:
-                self._cond.wait(timeout_s)
+            if self._gen != getattr(self._local, "gen", -1):
+                return
+            self._waiters.append(waiter)
+        if not waiter[1].wait(timeout_s):
+            with self._cond, contextlib.suppress(ValueError):
+                self._waiters.remove(waiter)
 
     def wake(self) -> None:
         """Wake every waiter now: pollers in wait_for_tasks and the ticker (used at shutdown)."""

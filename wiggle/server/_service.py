@@ -255,6 +255,15 @@ class WiggleService(pb_grpc.WiggleServicer):
         self, request: pb.CompleteTaskRequest, context: grpc.ServicerContext
     ) -> pb.TaskReportResponse:
         result = self._json(request.result, f"the result of task {request.task_id!r}")
+        if request.HasField("next") and request.next.worker_id and not self._stopping.is_set():
+            nxt = EagerRequest(request.next.worker_id, tuple(request.next.queues) or ("default",))
+            status, task = self._engine.complete_and_next(
+                request.task_id, request.lease, result, nxt
+            )
+            response = pb.TaskReportResponse(instance_status=_status(status))
+            if task is not None:
+                response.next_task.CopyFrom(task_to_pb(task))
+            return response
         status = self._engine.complete(request.task_id, request.lease, result)
         return pb.TaskReportResponse(instance_status=_status(status))
 

@@ -61,6 +61,8 @@ class RunEnv:
     draining: threading.Event = field(default_factory=threading.Event)
     #: Set when the worker stops without draining: local runs drop their buffer and return.
     aborted: threading.Event = field(default_factory=threading.Event)
+    #: Set: a SERVER-mode CompleteTask asks for the instance's next task, leased to this id.
+    worker_id: str = ""
     #: None until the server first answers AdvanceRun; False once it answered UNIMPLEMENTED.
     advance_run_supported: bool | None = None
 
@@ -75,22 +77,28 @@ def hold_lease(env: RunEnv, task: pb.Task) -> Lease:
 
 
 def run_task(env: RunEnv, task: pb.Task, lease: Lease | None = None) -> None:
-    """Run `task` to its report. Never raises: failures are logged, the lease then expires."""
+    """Run `task` to its report, then any next task the report brought back (SERVER mode,
+    `RunEnv.worker_id` set). Never raises: failures are logged, the lease then expires."""
     if lease is None:
         lease = hold_lease(env, task)
-    try:
-        graph = _local_graph(env, task)
-        if graph is not None:
-            LocalRun(env, task, graph, lease).run()
-        else:
-            run_server_step(env, task, lease)
-    except Exception:
-        _log.exception(
-            "task %s (%s/%s) crashed in the worker", task.task_id, task.flow, task.node_id
-        )
-    finally:
-        if env.keeper is not None:
-            env.keeper.drop(lease)
+    nxt: pb.Task | None = task
+    while nxt is not None:
+        task, nxt = nxt, None
+        try:
+            graph = _local_graph(env, task)
+            if graph is not None:
+                LocalRun(env, task, graph, lease).run()
+            else:
+                nxt = run_server_step(env, task, lease)
+        except Exception:
+            _log.exception(
+                "task %s (%s/%s) crashed in the worker", task.task_id, task.flow, task.node_id
+            )
+        finally:
+            if env.keeper is not None:
+                env.keeper.drop(lease)
+        if nxt is not None:
+            lease = hold_lease(env, nxt)
 
 
 def _local_graph(env: RunEnv, task: pb.Task) -> Graph | None:
@@ -127,21 +135,24 @@ def _step_result(node_id: str, outcome: Outcome) -> pb.StepResult:
     return pb.StepResult(node_id=node_id, context=outcome.context or b"null")
 
 
-def run_server_step(env: RunEnv, task: pb.Task, lease: Lease) -> None:
-    """SERVER mode: run the one step, then CompleteTask or FailTask."""
+def run_server_step(env: RunEnv, task: pb.Task, lease: Lease) -> pb.Task | None:
+    """SERVER mode: run the one step, then CompleteTask or FailTask; returns the instance's
+    next task when CompleteTask leased it to this worker in the same transaction."""
     info = _info(task, task.node_id, task.activity, task.attempt, ExecutionMode.SERVER)
     # Without the graph the worker cannot tell a predicate from a task; a predicate's bool
     # encodes as JSON true/false, which is exactly what CompleteTask expects for it.
     outcome = run_handler(
         env.registry.get(task.activity), task.activity, _decode(task.input), info, predicate=False
     )
-    _report_single(env, task, lease, outcome)
+    return _report_single(env, task, lease, outcome, want_next=True)
 
 
-def _report_single(env: RunEnv, task: pb.Task, lease: Lease, outcome: Outcome) -> None:
+def _report_single(
+    env: RunEnv, task: pb.Task, lease: Lease, outcome: Outcome, *, want_next: bool = False
+) -> pb.Task | None:
     if lease.lost:
         _log.info("task %s dropped: %s", task.task_id, lease.lost_reason)
-        return
+        return None
     try:
         if outcome.failure is not None:
             f = outcome.failure
@@ -160,14 +171,19 @@ def _report_single(env: RunEnv, task: pb.Task, lease: Lease, outcome: Outcome) -
             result = outcome.context
             if result is None:  # a predicate's value, reported in SERVER form
                 result = b"true" if outcome.predicate else b"false"
-            env.rpc.call(
-                "CompleteTask",
-                pb.CompleteTaskRequest(task_id=task.task_id, lease=task.lease, result=result),
-                retry_for=_retry_window(lease),
-            )
+            request = pb.CompleteTaskRequest(task_id=task.task_id, lease=task.lease, result=result)
+            stopping = env.draining.is_set() or env.aborted.is_set()
+            ask = want_next and bool(env.worker_id) and not stopping
+            if ask:
+                request.next.worker_id = env.worker_id
+                request.next.queues.extend(env.queues)
+            response = env.rpc.call("CompleteTask", request, retry_for=_retry_window(lease))
+            if ask and response.HasField("next_task"):
+                return response.next_task  # type: ignore[no-any-return]
     except RpcFailed as exc:
         level = logging.INFO if exc.code in _GONE else logging.ERROR
         _log.log(level, "report of task %s refused: %s", task.task_id, exc)
+    return None
 
 
 def _retry_window(lease: Lease) -> float:

@@ -128,6 +128,7 @@ class Worker:
             definitions=definitions,
             keeper=self._keeper,
             local_batch_size=self.local_batch_size,
+            worker_id=self.worker_id,
         )
         # Exactly `concurrency` threads: a task beyond that (a poll racing an eager reservation,
         # see _poller) waits in the pool's queue, its lease kept alive from the moment it came.

@@ -1693,10 +1693,14 @@ func (x *Task) GetTimeoutMs() int64 {
 }
 
 type CompleteTaskRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Lease         string                 `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
-	Result        []byte                 `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"` // JSON
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Lease  string                 `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
+	Result []byte                 `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"` // JSON
+	// Optional: in the same transaction, lease the instance's next READY task on one of these
+	// queues to this worker and return it as `next_task` (saves a PollTasks round trip and a
+	// commit per step). Servers that predate it ignore it; the worker then just polls.
+	Next          *EagerDispatch `protobuf:"bytes,4,opt,name=next,proto3" json:"next,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1748,6 +1752,13 @@ func (x *CompleteTaskRequest) GetLease() string {
 func (x *CompleteTaskRequest) GetResult() []byte {
 	if x != nil {
 		return x.Result
+	}
+	return nil
+}
+
+func (x *CompleteTaskRequest) GetNext() *EagerDispatch {
+	if x != nil {
+		return x.Next
 	}
 	return nil
 }
@@ -1875,6 +1886,7 @@ func (x *StepFailure) GetErrorType() string {
 type TaskReportResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	InstanceStatus InstanceStatus         `protobuf:"varint,1,opt,name=instance_status,json=instanceStatus,proto3,enum=wiggle.v1.InstanceStatus" json:"instance_status,omitempty"`
+	NextTask       *Task                  `protobuf:"bytes,2,opt,name=next_task,json=nextTask,proto3" json:"next_task,omitempty"` // set only when CompleteTask asked for `next` and a task was leased
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1914,6 +1926,13 @@ func (x *TaskReportResponse) GetInstanceStatus() InstanceStatus {
 		return x.InstanceStatus
 	}
 	return InstanceStatus_INSTANCE_STATUS_UNSPECIFIED
+}
+
+func (x *TaskReportResponse) GetNextTask() *Task {
+	if x != nil {
+		return x.NextTask
+	}
+	return nil
 }
 
 type HeartbeatRequest struct {
@@ -2389,11 +2408,12 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\vloop_counts\x18\r \x01(\fR\n" +
 	"loopCounts\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x0e \x01(\x03R\ttimeoutMs\"\\\n" +
+	"timeout_ms\x18\x0e \x01(\x03R\ttimeoutMs\"\x8a\x01\n" +
 	"\x13CompleteTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05lease\x18\x02 \x01(\tR\x05lease\x12\x16\n" +
-	"\x06result\x18\x03 \x01(\fR\x06result\"r\n" +
+	"\x06result\x18\x03 \x01(\fR\x06result\x12,\n" +
+	"\x04next\x18\x04 \x01(\v2\x18.wiggle.v1.EagerDispatchR\x04next\"r\n" +
 	"\x0fFailTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05lease\x18\x02 \x01(\tR\x05lease\x120\n" +
@@ -2402,9 +2422,10 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12#\n" +
 	"\rnon_retryable\x18\x02 \x01(\bR\fnonRetryable\x12\x1d\n" +
 	"\n" +
-	"error_type\x18\x03 \x01(\tR\terrorType\"X\n" +
+	"error_type\x18\x03 \x01(\tR\terrorType\"\x86\x01\n" +
 	"\x12TaskReportResponse\x12B\n" +
-	"\x0finstance_status\x18\x01 \x01(\x0e2\x19.wiggle.v1.InstanceStatusR\x0einstanceStatus\"A\n" +
+	"\x0finstance_status\x18\x01 \x01(\x0e2\x19.wiggle.v1.InstanceStatusR\x0einstanceStatus\x12,\n" +
+	"\tnext_task\x18\x02 \x01(\v2\x0f.wiggle.v1.TaskR\bnextTask\"A\n" +
 	"\x10HeartbeatRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05lease\x18\x02 \x01(\tR\x05lease\"\x86\x01\n" +
@@ -2546,41 +2567,43 @@ var file_wiggle_v1_wiggle_proto_depIdxs = []int32{
 	16, // 9: wiggle.v1.ListInstancesResponse.instances:type_name -> wiggle.v1.Instance
 	23, // 10: wiggle.v1.PollTasksResponse.tasks:type_name -> wiggle.v1.Task
 	1,  // 11: wiggle.v1.Task.execution_mode:type_name -> wiggle.v1.ExecutionMode
-	26, // 12: wiggle.v1.FailTaskRequest.failure:type_name -> wiggle.v1.StepFailure
-	2,  // 13: wiggle.v1.TaskReportResponse.instance_status:type_name -> wiggle.v1.InstanceStatus
-	2,  // 14: wiggle.v1.HeartbeatResponse.instance_status:type_name -> wiggle.v1.InstanceStatus
-	26, // 15: wiggle.v1.StepResult.failure:type_name -> wiggle.v1.StepFailure
-	30, // 16: wiggle.v1.AdvanceRunRequest.steps:type_name -> wiggle.v1.StepResult
-	2,  // 17: wiggle.v1.AdvanceRunResponse.instance_status:type_name -> wiggle.v1.InstanceStatus
-	4,  // 18: wiggle.v1.Wiggle.RegisterDefinition:input_type -> wiggle.v1.RegisterDefinitionRequest
-	6,  // 19: wiggle.v1.Wiggle.GetDefinition:input_type -> wiggle.v1.GetDefinitionRequest
-	8,  // 20: wiggle.v1.Wiggle.StartInstance:input_type -> wiggle.v1.StartInstanceRequest
-	11, // 21: wiggle.v1.Wiggle.SignalInstance:input_type -> wiggle.v1.SignalInstanceRequest
-	13, // 22: wiggle.v1.Wiggle.CancelInstance:input_type -> wiggle.v1.CancelInstanceRequest
-	15, // 23: wiggle.v1.Wiggle.DescribeInstance:input_type -> wiggle.v1.DescribeInstanceRequest
-	19, // 24: wiggle.v1.Wiggle.ListInstances:input_type -> wiggle.v1.ListInstancesRequest
-	21, // 25: wiggle.v1.Wiggle.PollTasks:input_type -> wiggle.v1.PollTasksRequest
-	24, // 26: wiggle.v1.Wiggle.CompleteTask:input_type -> wiggle.v1.CompleteTaskRequest
-	25, // 27: wiggle.v1.Wiggle.FailTask:input_type -> wiggle.v1.FailTaskRequest
-	28, // 28: wiggle.v1.Wiggle.Heartbeat:input_type -> wiggle.v1.HeartbeatRequest
-	31, // 29: wiggle.v1.Wiggle.AdvanceRun:input_type -> wiggle.v1.AdvanceRunRequest
-	5,  // 30: wiggle.v1.Wiggle.RegisterDefinition:output_type -> wiggle.v1.RegisterDefinitionResponse
-	7,  // 31: wiggle.v1.Wiggle.GetDefinition:output_type -> wiggle.v1.Definition
-	10, // 32: wiggle.v1.Wiggle.StartInstance:output_type -> wiggle.v1.StartInstanceResponse
-	12, // 33: wiggle.v1.Wiggle.SignalInstance:output_type -> wiggle.v1.SignalInstanceResponse
-	14, // 34: wiggle.v1.Wiggle.CancelInstance:output_type -> wiggle.v1.CancelInstanceResponse
-	16, // 35: wiggle.v1.Wiggle.DescribeInstance:output_type -> wiggle.v1.Instance
-	20, // 36: wiggle.v1.Wiggle.ListInstances:output_type -> wiggle.v1.ListInstancesResponse
-	22, // 37: wiggle.v1.Wiggle.PollTasks:output_type -> wiggle.v1.PollTasksResponse
-	27, // 38: wiggle.v1.Wiggle.CompleteTask:output_type -> wiggle.v1.TaskReportResponse
-	27, // 39: wiggle.v1.Wiggle.FailTask:output_type -> wiggle.v1.TaskReportResponse
-	29, // 40: wiggle.v1.Wiggle.Heartbeat:output_type -> wiggle.v1.HeartbeatResponse
-	32, // 41: wiggle.v1.Wiggle.AdvanceRun:output_type -> wiggle.v1.AdvanceRunResponse
-	30, // [30:42] is the sub-list for method output_type
-	18, // [18:30] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	9,  // 12: wiggle.v1.CompleteTaskRequest.next:type_name -> wiggle.v1.EagerDispatch
+	26, // 13: wiggle.v1.FailTaskRequest.failure:type_name -> wiggle.v1.StepFailure
+	2,  // 14: wiggle.v1.TaskReportResponse.instance_status:type_name -> wiggle.v1.InstanceStatus
+	23, // 15: wiggle.v1.TaskReportResponse.next_task:type_name -> wiggle.v1.Task
+	2,  // 16: wiggle.v1.HeartbeatResponse.instance_status:type_name -> wiggle.v1.InstanceStatus
+	26, // 17: wiggle.v1.StepResult.failure:type_name -> wiggle.v1.StepFailure
+	30, // 18: wiggle.v1.AdvanceRunRequest.steps:type_name -> wiggle.v1.StepResult
+	2,  // 19: wiggle.v1.AdvanceRunResponse.instance_status:type_name -> wiggle.v1.InstanceStatus
+	4,  // 20: wiggle.v1.Wiggle.RegisterDefinition:input_type -> wiggle.v1.RegisterDefinitionRequest
+	6,  // 21: wiggle.v1.Wiggle.GetDefinition:input_type -> wiggle.v1.GetDefinitionRequest
+	8,  // 22: wiggle.v1.Wiggle.StartInstance:input_type -> wiggle.v1.StartInstanceRequest
+	11, // 23: wiggle.v1.Wiggle.SignalInstance:input_type -> wiggle.v1.SignalInstanceRequest
+	13, // 24: wiggle.v1.Wiggle.CancelInstance:input_type -> wiggle.v1.CancelInstanceRequest
+	15, // 25: wiggle.v1.Wiggle.DescribeInstance:input_type -> wiggle.v1.DescribeInstanceRequest
+	19, // 26: wiggle.v1.Wiggle.ListInstances:input_type -> wiggle.v1.ListInstancesRequest
+	21, // 27: wiggle.v1.Wiggle.PollTasks:input_type -> wiggle.v1.PollTasksRequest
+	24, // 28: wiggle.v1.Wiggle.CompleteTask:input_type -> wiggle.v1.CompleteTaskRequest
+	25, // 29: wiggle.v1.Wiggle.FailTask:input_type -> wiggle.v1.FailTaskRequest
+	28, // 30: wiggle.v1.Wiggle.Heartbeat:input_type -> wiggle.v1.HeartbeatRequest
+	31, // 31: wiggle.v1.Wiggle.AdvanceRun:input_type -> wiggle.v1.AdvanceRunRequest
+	5,  // 32: wiggle.v1.Wiggle.RegisterDefinition:output_type -> wiggle.v1.RegisterDefinitionResponse
+	7,  // 33: wiggle.v1.Wiggle.GetDefinition:output_type -> wiggle.v1.Definition
+	10, // 34: wiggle.v1.Wiggle.StartInstance:output_type -> wiggle.v1.StartInstanceResponse
+	12, // 35: wiggle.v1.Wiggle.SignalInstance:output_type -> wiggle.v1.SignalInstanceResponse
+	14, // 36: wiggle.v1.Wiggle.CancelInstance:output_type -> wiggle.v1.CancelInstanceResponse
+	16, // 37: wiggle.v1.Wiggle.DescribeInstance:output_type -> wiggle.v1.Instance
+	20, // 38: wiggle.v1.Wiggle.ListInstances:output_type -> wiggle.v1.ListInstancesResponse
+	22, // 39: wiggle.v1.Wiggle.PollTasks:output_type -> wiggle.v1.PollTasksResponse
+	27, // 40: wiggle.v1.Wiggle.CompleteTask:output_type -> wiggle.v1.TaskReportResponse
+	27, // 41: wiggle.v1.Wiggle.FailTask:output_type -> wiggle.v1.TaskReportResponse
+	29, // 42: wiggle.v1.Wiggle.Heartbeat:output_type -> wiggle.v1.HeartbeatResponse
+	32, // 43: wiggle.v1.Wiggle.AdvanceRun:output_type -> wiggle.v1.AdvanceRunResponse
+	32, // [32:44] is the sub-list for method output_type
+	20, // [20:32] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_wiggle_v1_wiggle_proto_init() }

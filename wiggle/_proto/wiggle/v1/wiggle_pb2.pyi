@@ -322,14 +322,16 @@ class Task(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., lease: _Optional[str] = ..., lease_expires_at_ms: _Optional[int] = ..., instance_id: _Optional[str] = ..., flow: _Optional[str] = ..., version: _Optional[str] = ..., node_id: _Optional[str] = ..., activity: _Optional[str] = ..., queue: _Optional[str] = ..., attempt: _Optional[int] = ..., input: _Optional[bytes] = ..., execution_mode: _Optional[_Union[ExecutionMode, str]] = ..., loop_counts: _Optional[bytes] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class CompleteTaskRequest(_message.Message):
-    __slots__ = ("task_id", "lease", "result")
+    __slots__ = ("task_id", "lease", "result", "next")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     lease: str
     result: bytes
-    def __init__(self, task_id: _Optional[str] = ..., lease: _Optional[str] = ..., result: _Optional[bytes] = ...) -> None: ...
+    next: EagerDispatch
+    def __init__(self, task_id: _Optional[str] = ..., lease: _Optional[str] = ..., result: _Optional[bytes] = ..., next: _Optional[_Union[EagerDispatch, _Mapping]] = ...) -> None: ...
 
 class FailTaskRequest(_message.Message):
     __slots__ = ("task_id", "lease", "failure")
@@ -352,10 +354,12 @@ class StepFailure(_message.Message):
     def __init__(self, message: _Optional[str] = ..., non_retryable: _Optional[bool] = ..., error_type: _Optional[str] = ...) -> None: ...
 
 class TaskReportResponse(_message.Message):
-    __slots__ = ("instance_status",)
+    __slots__ = ("instance_status", "next_task")
     INSTANCE_STATUS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_TASK_FIELD_NUMBER: _ClassVar[int]
     instance_status: InstanceStatus
-    def __init__(self, instance_status: _Optional[_Union[InstanceStatus, str]] = ...) -> None: ...
+    next_task: Task
+    def __init__(self, instance_status: _Optional[_Union[InstanceStatus, str]] = ..., next_task: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("task_id", "lease")
