@@ -99,6 +99,9 @@ class Engine:
         try:
             self.db.write(lambda c: c.execute(_ticker.release_stmt(), {"me": self.node_id}))
         finally:
+            # The listener closes its own connection within one notifies() slice of the stop.
+            if self._listener is not None:
+                self._listener.join(timeout=5.0)
             self.db.dispose()
 
     # -- definitions ----------------------------------------------------------------------------
