@@ -29,6 +29,7 @@ class DefinitionCache:
         self._lock = threading.Lock()
         self._graphs: dict[str, Graph] = {}
         self._failed: dict[str, float] = {}
+        self._fetching: dict[str, threading.Lock] = {}
 
     def put(self, graph: Graph) -> None:
         """Seed the cache (a worker embedded next to the compiler already has the graph)."""
@@ -38,22 +39,35 @@ class DefinitionCache:
     def get(self, flow: str, version: str) -> Graph | None:
         """The graph of `flow` at `version`, or None when it cannot be had right now."""
         with self._lock:
-            graph = self._graphs.get(version)
-            if graph is not None:
+            known, graph = self._cached(version)
+            if known:
                 return graph
-            failed_at = self._failed.get(version)
-            if failed_at is not None and time.monotonic() - failed_at < _NEGATIVE_TTL_S:
-                return None
-        # Fetched outside the lock: two threads may fetch the same version at once, which is
-        # harmless (same bytes) and cheaper than serialising every first fetch.
-        graph = self._fetch(flow, version)
-        with self._lock:
-            if graph is None:
-                self._failed[version] = time.monotonic()
-            else:
-                self._graphs[version] = graph
-                self._failed.pop(version, None)
+            fetching = self._fetching.setdefault(version, threading.Lock())
+        # One fetch per version at a time: the tasks of a burst that all need the same unknown
+        # version wait for the first fetch instead of each asking the server.
+        with fetching:
+            with self._lock:
+                known, graph = self._cached(version)
+            if known:
+                return graph
+            graph = self._fetch(flow, version)
+            with self._lock:
+                if graph is None:
+                    self._failed[version] = time.monotonic()
+                else:
+                    self._graphs[version] = graph
+                    self._failed.pop(version, None)
         return graph
+
+    def _cached(self, version: str) -> tuple[bool, Graph | None]:
+        """(True, graph) when cached, (True, None) while a failure is remembered; call locked."""
+        graph = self._graphs.get(version)
+        if graph is not None:
+            return True, graph
+        failed_at = self._failed.get(version)
+        if failed_at is not None and time.monotonic() - failed_at < _NEGATIVE_TTL_S:
+            return True, None
+        return False, None
 
     def _fetch(self, flow: str, version: str) -> Graph | None:
         try:
