@@ -14,8 +14,6 @@ import argparse
 import tempfile
 import threading
 import time
-import uuid
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -23,6 +21,8 @@ from typing import Any
 import psycopg
 from sqlalchemy import event, make_url
 
+from wiggle._postgres import create_database, drop_database
+from wiggle._postgres import postgres_server as shared_postgres_server
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine, InstanceStatus, StepOutcome, TaskActivation
 from wiggle.graph import ExecutionMode
@@ -39,30 +39,18 @@ def postgres_server(url: str | None) -> Iterator[str]:
     if url is not None:
         yield url
         return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pgserver
-
-        pgdata = tempfile.mkdtemp(prefix="wiggle-bench-")
-        server = pgserver.get_server(pgdata, cleanup_mode="delete")  # type: ignore[attr-defined]
-    try:
-        yield server.get_uri()
-    finally:
-        server.cleanup()
+    with shared_postgres_server() as base:
+        yield base
 
 
 @contextmanager
 def postgres_database(server_url: str) -> Iterator[str]:
     """A fresh database on the server of `server_url`, dropped afterwards."""
-    admin = make_url(server_url).set(drivername="postgresql").render_as_string(hide_password=False)
-    name = f"wiggle_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
+    url = create_database(server_url, prefix="wiggle_bench")
     try:
-        yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
+        yield url
     finally:
-        with psycopg.connect(admin, autocommit=True) as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(url)
 
 
 def postgres_settings(server_url: str) -> str:
