@@ -4,6 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec wiggle run definitions/order-fulfilment.yaml \
+exec .venv/bin/wiggle run definitions/order-fulfilment.yaml \
     --handlers definitions/handlers/order_fulfilment.py \
     --input "$(cat definitions/samples/order-fulfilment.json)" "$@"

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Sets up a machine for Wiggle: Graphviz's `dot` and openssl (Debian packages, only when missing), the Python
-# package with its test tools, and the Go modules of sdk/go when that SDK is present.
-# Safe to run again: every step is skipped or a no-op when already done.
+# Sets up a machine for Wiggle: Graphviz's `dot` and openssl (Debian packages, only when missing),
+# a virtual environment in the checkout (.venv) holding the Python package and its test tools,
+# and the Go modules of sdk/go when that SDK is present. Nothing is installed into the machine's
+# own Python. Safe to run again: every step is skipped or a no-op when already done.
+#
+# Afterwards: `. .venv/bin/activate` puts `wiggle` (and pytest, ruff, mypy) on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,10 +19,22 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-PYTHON="${PYTHON:-python3}"
+# The virtual environment: created from the machine's python3 (3.11 or newer) once, then reused.
+BASE_PYTHON="${WIGGLE_BASE_PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+    echo "setup: creating .venv" >&2
+    "$BASE_PYTHON" -m venv .venv
+fi
 export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
-echo "setup: installing the wiggle Python package" >&2
-"$PYTHON" -m pip install -q -e ".[test]"
+# Reinstall only when the declared dependencies changed since the last install.
+stamp=".venv/.wiggle-$(sha1sum pyproject.toml | cut -c1-12)"
+if [ ! -f "$stamp" ]; then
+    echo "setup: installing the wiggle Python package into .venv" >&2
+    .venv/bin/python -m pip install -q --upgrade pip setuptools
+    .venv/bin/python -m pip install -q -e ".[test]"
+    rm -f .venv/.wiggle-*
+    touch "$stamp"
+fi
 
 if [ -f sdk/go/go.mod ] && command -v go >/dev/null 2>&1; then
     echo "setup: downloading Go modules" >&2

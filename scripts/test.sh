@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
-PYTHON="${PYTHON:-python3}"
+# Every tool runs from the checkout's .venv; the Go integration tests start `wiggle` through it.
+export PYTHON="${PYTHON:-$PWD/.venv/bin/python}"
 echo "== ruff" >&2
 "$PYTHON" -m ruff check .
 "$PYTHON" -m ruff format --check .

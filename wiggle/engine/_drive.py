@@ -71,9 +71,18 @@ def inst_from_row(tx: Tx, m: Any) -> Inst:
     return inst
 
 
-def make_ready(tx: Tx, tok: Tok, queue: str, timeout_ms: int, input: Json = MISSING) -> None:
+def make_ready(
+    tx: Tx,
+    tok: Tok,
+    queue: str,
+    timeout_ms: int,
+    input: Json = MISSING,
+    *,
+    activity: str | None,
+) -> None:
     tok.state = TokenState.READY
     tok.queue = queue
+    tok.activity = activity
     tok.timeout_ms = timeout_ms
     tok.ready_at_ms = tx.now
     tok.wake_at_ms = None
@@ -91,7 +100,14 @@ def make_ready(tx: Tx, tok: Tok, queue: str, timeout_ms: int, input: Json = MISS
 def ready_again(tx: Tx, tok: Tok) -> None:
     """The same step READY once more (a retry, a handback): queue, timeout and input kept."""
     queue = tok.queue or "default"
-    make_ready(tx, tok, queue, tok.timeout_ms, tok.input if tok.has_input else MISSING)
+    make_ready(
+        tx,
+        tok,
+        queue,
+        tok.timeout_ms,
+        tok.input if tok.has_input else MISSING,
+        activity=tok.activity,
+    )
 
 
 def place(tx: Tx, inst: Inst, tok: Tok) -> None:
@@ -101,7 +117,7 @@ def place(tx: Tx, inst: Inst, tok: Tok) -> None:
         node: Node = graph.nodes[tok.node_id]
         if isinstance(node, Task | Predicate):
             tok.attempt = 1
-            make_ready(tx, tok, node.queue, node.timeout_ms)
+            make_ready(tx, tok, node.queue, node.timeout_ms, activity=node.activity)
             return
         if isinstance(node, Join):
             tok.state = TokenState.JOINED
@@ -159,6 +175,7 @@ def deliver(tx: Tx, inst: Inst, tok: Tok, node: Await, payload: Json) -> bool:
             node.apply.queue,
             node.apply.timeout_ms,
             {"context": tok.context, "signal": payload},
+            activity=node.apply.activity,
         )
         return True
     tok.node_id = node.next

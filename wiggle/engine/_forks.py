@@ -155,7 +155,12 @@ def _combine(tx: Tx, inst: Inst, parent: Tok, results: Json) -> None:
     parent.attempt = 1
     parent.pending = 0
     _drive.make_ready(
-        tx, parent, join.queue, join.timeout_ms, {"context": parent.context, "results": results}
+        tx,
+        parent,
+        join.queue,
+        join.timeout_ms,
+        {"context": parent.context, "results": results},
+        activity=join.activity,
     )
 
 

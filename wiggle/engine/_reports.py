@@ -229,6 +229,7 @@ def _move_to(tok: Tok, node: Any) -> None:
     tok.node_id = node.id
     tok.attempt = 1
     tok.queue = node.queue
+    tok.activity = node.activity
     tok.timeout_ms = node.timeout_ms
     tok.has_input = False
     tok.input = None

@@ -38,10 +38,11 @@ __all__ = [
     "schema_version",
     "signals",
     "tokens",
+    "workers",
 ]
 
 #: The schema version this code writes. Bump it and add a MIGRATIONS entry for every change.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants a BIGINT identity.
 _SeqType = BigInteger().with_variant(Integer(), "sqlite")
@@ -116,6 +117,14 @@ tokens = Table(
     Column("loop_counts", Text, nullable=False),  # JSON object
     Column("child_instance_id", String(64)),
     Column("aux", Text),  # JSON: a foreach parent's collection shape
+    # Since schema 2. READY / LEASED: the step's activity (claims lease only tasks whose activity
+    # the polling worker has).
+    Column("activity", String(200)),
+    # Since schema 2. Report identity (docs/worker-protocol.md): the last report seq applied
+    # under the current lease, and the lease that the last final report ended, so that a report
+    # resent after a lost response is answered again instead of applied twice.
+    Column("report_seq", Integer, nullable=False, server_default="0"),
+    Column("released_lease", String(64)),
     Index("ix_wiggle_tokens_instance", "instance_id", "state"),
     Index("ix_wiggle_tokens_parent", "parent_token_id", "state", "seq"),
     Index("ix_wiggle_tokens_ready", "state", "queue", "ready_at_ms"),
@@ -149,6 +158,21 @@ events = Table(
     Index("ix_wiggle_events_instance", "instance_id", "seq"),
 )
 
+# Since schema 2. Workers seen polling: written at most every few seconds per worker and server
+# process (never once per poll), read by `wiggle workers` and by `wiggle status` explanations.
+workers = Table(
+    "wiggle_workers",
+    metadata,
+    Column("worker_id", String(200), primary_key=True),
+    Column("queues", Text, nullable=False),  # JSON list
+    Column("activities", Text, nullable=False),  # JSON list; empty: the worker did not say
+    Column("slots", Integer, nullable=False),
+    Column("sdk", String(100), nullable=False),
+    Column("first_seen_ms", BigInteger, nullable=False),
+    Column("last_poll_ms", BigInteger, nullable=False),
+    Index("ix_wiggle_workers_last_poll", "last_poll_ms"),
+)
+
 leader = Table(
     "wiggle_leader",
     metadata,
@@ -163,8 +187,19 @@ class IncompatibleSchema(WiggleError):
     """The database was written by a newer Wiggle (or is not a Wiggle database)."""
 
 
+def _v1_to_v2(conn: Connection) -> None:
+    """Schema 2: tokens learn their activity and report identity; the workers table."""
+    for ddl in (
+        "ALTER TABLE wiggle_tokens ADD COLUMN activity VARCHAR(200)",
+        "ALTER TABLE wiggle_tokens ADD COLUMN report_seq INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE wiggle_tokens ADD COLUMN released_lease VARCHAR(64)",
+    ):
+        conn.exec_driver_sql(ddl)
+    workers.create(conn)
+
+
 #: MIGRATIONS[v] upgrades a database at version v to v + 1, inside the creation transaction.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
 
 
 def ensure_schema(conn: Connection, now_ms: int) -> int:

@@ -98,6 +98,9 @@ class Tok:
     loop_counts: dict[str, int] = field(default_factory=dict)
     child_instance_id: str | None = None
     aux: Json = None
+    activity: str | None = None
+    report_seq: int = 0
+    released_lease: str | None = None
     fence: dict[str, Any] = field(default_factory=dict)  # column -> value it must still hold
 
     def row(self) -> dict[str, Any]:
@@ -125,6 +128,9 @@ class Tok:
             "loop_counts": dumps(self.loop_counts),
             "child_instance_id": self.child_instance_id,
             "aux": None if self.aux is None else dumps(self.aux),
+            "activity": self.activity,
+            "report_seq": self.report_seq,
+            "released_lease": self.released_lease,
         }
 
     @staticmethod
@@ -155,6 +161,9 @@ class Tok:
             loop_counts=loads(m["loop_counts"]),
             child_instance_id=m["child_instance_id"],
             aux=None if m["aux"] is None else loads(m["aux"]),
+            activity=m["activity"],
+            report_seq=m["report_seq"],
+            released_lease=m["released_lease"],
         )
 
 

@@ -206,3 +206,31 @@ def test_an_unreachable_database_is_unavailable(tmp_path):
         Engine("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
     with pytest.raises(Unavailable):
         Engine(f"sqlite:///{tmp_path}/missing-dir/x.db")
+
+
+def test_a_schema_1_database_is_upgraded_to_2_keeping_its_instances(database_url):
+    """Schema 1 had no token activity / report identity columns and no workers table."""
+    e = Engine(database_url)
+    try:
+        e.register(LIN)
+        started = e.start("lin", {"x": 1})
+
+        def make_v1(conn):
+            conn.exec_driver_sql("DROP TABLE wiggle_workers")
+            for column in ("activity", "report_seq", "released_lease"):
+                conn.exec_driver_sql(f"ALTER TABLE wiggle_tokens DROP COLUMN {column}")
+            conn.execute(update(schema.schema_version).values(version=1))
+
+        e.db.write(make_v1)
+    finally:
+        e.close()
+    e = Engine(database_url)
+    try:
+        got = e.db.read(lambda c: c.execute(select(schema.schema_version.c.version)).scalar_one())
+        assert got == 2
+        (task,) = e.poll(["default"], "w", 1)  # the v1 token is claimable after the upgrade
+        assert task.instance_id == started.instance_id
+        e.complete(task.task_id, task.lease, {"x": 2})
+        assert e.describe(started.instance_id).status is InstanceStatus.COMPLETED
+    finally:
+        e.close()

@@ -20,6 +20,10 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INSTANCE_NOT_RUNNING: _ClassVar[ErrorCode]
     PAYLOAD_TOO_LARGE: _ClassVar[ErrorCode]
     UNAUTHENTICATED: _ClassVar[ErrorCode]
+    PERMISSION_DENIED: _ClassVar[ErrorCode]
+    SIGNAL_NOT_AWAITED: _ClassVar[ErrorCode]
+    UNAVAILABLE: _ClassVar[ErrorCode]
+    REPORT_OUT_OF_ORDER: _ClassVar[ErrorCode]
 
 class ExecutionMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -57,6 +61,10 @@ STALE_LEASE: ErrorCode
 INSTANCE_NOT_RUNNING: ErrorCode
 PAYLOAD_TOO_LARGE: ErrorCode
 UNAUTHENTICATED: ErrorCode
+PERMISSION_DENIED: ErrorCode
+SIGNAL_NOT_AWAITED: ErrorCode
+UNAVAILABLE: ErrorCode
+REPORT_OUT_OF_ORDER: ErrorCode
 EXECUTION_MODE_UNSPECIFIED: ExecutionMode
 SERVER: ExecutionMode
 LOCAL_SYNC: ExecutionMode
@@ -95,6 +103,41 @@ class RegisterDefinitionResponse(_message.Message):
     created: bool
     def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., created: _Optional[bool] = ...) -> None: ...
 
+class ListDefinitionsRequest(_message.Message):
+    __slots__ = ("name", "include_counts")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    include_counts: bool
+    def __init__(self, name: _Optional[str] = ..., include_counts: _Optional[bool] = ...) -> None: ...
+
+class DefinitionSummary(_message.Message):
+    __slots__ = ("name", "version", "registered_at_ms", "execution_mode", "instance_counts")
+    class InstanceCountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_MODE_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: str
+    registered_at_ms: int
+    execution_mode: ExecutionMode
+    instance_counts: _containers.ScalarMap[str, int]
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., registered_at_ms: _Optional[int] = ..., execution_mode: _Optional[_Union[ExecutionMode, str]] = ..., instance_counts: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class ListDefinitionsResponse(_message.Message):
+    __slots__ = ("definitions",)
+    DEFINITIONS_FIELD_NUMBER: _ClassVar[int]
+    definitions: _containers.RepeatedCompositeFieldContainer[DefinitionSummary]
+    def __init__(self, definitions: _Optional[_Iterable[_Union[DefinitionSummary, _Mapping]]] = ...) -> None: ...
+
 class GetDefinitionRequest(_message.Message):
     __slots__ = ("name", "version")
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -130,12 +173,14 @@ class StartInstanceRequest(_message.Message):
     def __init__(self, flow: _Optional[str] = ..., version: _Optional[str] = ..., input: _Optional[bytes] = ..., instance_id: _Optional[str] = ..., eager: _Optional[_Union[EagerDispatch, _Mapping]] = ...) -> None: ...
 
 class EagerDispatch(_message.Message):
-    __slots__ = ("worker_id", "queues")
+    __slots__ = ("worker_id", "queues", "activities")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
+    ACTIVITIES_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     queues: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ...) -> None: ...
+    activities: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., activities: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StartInstanceResponse(_message.Message):
     __slots__ = ("instance_id", "version", "eager_task", "created")
@@ -165,6 +210,16 @@ class SignalInstanceResponse(_message.Message):
     delivered: bool
     def __init__(self, delivered: _Optional[bool] = ...) -> None: ...
 
+class WaitInstanceRequest(_message.Message):
+    __slots__ = ("instance_id", "wait_ms", "include_events")
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_EVENTS_FIELD_NUMBER: _ClassVar[int]
+    instance_id: str
+    wait_ms: int
+    include_events: bool
+    def __init__(self, instance_id: _Optional[str] = ..., wait_ms: _Optional[int] = ..., include_events: _Optional[bool] = ...) -> None: ...
+
 class CancelInstanceRequest(_message.Message):
     __slots__ = ("instance_id", "reason")
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -188,7 +243,7 @@ class DescribeInstanceRequest(_message.Message):
     def __init__(self, instance_id: _Optional[str] = ..., include_events: _Optional[bool] = ...) -> None: ...
 
 class Instance(_message.Message):
-    __slots__ = ("instance_id", "flow", "version", "status", "context", "reason", "execution_mode", "parent_instance_id", "created_at_ms", "updated_at_ms", "tokens", "events")
+    __slots__ = ("instance_id", "flow", "version", "status", "context", "reason", "execution_mode", "parent_instance_id", "created_at_ms", "updated_at_ms", "tokens", "events", "input", "child_instance_ids", "current_node")
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     FLOW_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -201,6 +256,9 @@ class Instance(_message.Message):
     UPDATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    CHILD_INSTANCE_IDS_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_NODE_FIELD_NUMBER: _ClassVar[int]
     instance_id: str
     flow: str
     version: str
@@ -213,10 +271,13 @@ class Instance(_message.Message):
     updated_at_ms: int
     tokens: _containers.RepeatedCompositeFieldContainer[Token]
     events: _containers.RepeatedCompositeFieldContainer[Event]
-    def __init__(self, instance_id: _Optional[str] = ..., flow: _Optional[str] = ..., version: _Optional[str] = ..., status: _Optional[_Union[InstanceStatus, str]] = ..., context: _Optional[bytes] = ..., reason: _Optional[str] = ..., execution_mode: _Optional[_Union[ExecutionMode, str]] = ..., parent_instance_id: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[Token, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ...) -> None: ...
+    input: bytes
+    child_instance_ids: _containers.RepeatedScalarFieldContainer[str]
+    current_node: str
+    def __init__(self, instance_id: _Optional[str] = ..., flow: _Optional[str] = ..., version: _Optional[str] = ..., status: _Optional[_Union[InstanceStatus, str]] = ..., context: _Optional[bytes] = ..., reason: _Optional[str] = ..., execution_mode: _Optional[_Union[ExecutionMode, str]] = ..., parent_instance_id: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[Token, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., input: _Optional[bytes] = ..., child_instance_ids: _Optional[_Iterable[str]] = ..., current_node: _Optional[str] = ...) -> None: ...
 
 class Token(_message.Message):
-    __slots__ = ("token_id", "node_id", "state", "attempt", "lease_owner", "lease_expires_at_ms", "wake_at_ms", "branch")
+    __slots__ = ("token_id", "node_id", "state", "attempt", "lease_owner", "lease_expires_at_ms", "wake_at_ms", "branch", "context", "queue", "activity", "wait_kind", "child_instance_id", "ready_at_ms", "parent_token_id", "explanation")
     TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -225,6 +286,14 @@ class Token(_message.Message):
     LEASE_EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
     WAKE_AT_MS_FIELD_NUMBER: _ClassVar[int]
     BRANCH_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    ACTIVITY_FIELD_NUMBER: _ClassVar[int]
+    WAIT_KIND_FIELD_NUMBER: _ClassVar[int]
+    CHILD_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    READY_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    PARENT_TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPLANATION_FIELD_NUMBER: _ClassVar[int]
     token_id: str
     node_id: str
     state: TokenState
@@ -233,7 +302,15 @@ class Token(_message.Message):
     lease_expires_at_ms: int
     wake_at_ms: int
     branch: str
-    def __init__(self, token_id: _Optional[str] = ..., node_id: _Optional[str] = ..., state: _Optional[_Union[TokenState, str]] = ..., attempt: _Optional[int] = ..., lease_owner: _Optional[str] = ..., lease_expires_at_ms: _Optional[int] = ..., wake_at_ms: _Optional[int] = ..., branch: _Optional[str] = ...) -> None: ...
+    context: bytes
+    queue: str
+    activity: str
+    wait_kind: str
+    child_instance_id: str
+    ready_at_ms: int
+    parent_token_id: str
+    explanation: str
+    def __init__(self, token_id: _Optional[str] = ..., node_id: _Optional[str] = ..., state: _Optional[_Union[TokenState, str]] = ..., attempt: _Optional[int] = ..., lease_owner: _Optional[str] = ..., lease_expires_at_ms: _Optional[int] = ..., wake_at_ms: _Optional[int] = ..., branch: _Optional[str] = ..., context: _Optional[bytes] = ..., queue: _Optional[str] = ..., activity: _Optional[str] = ..., wait_kind: _Optional[str] = ..., child_instance_id: _Optional[str] = ..., ready_at_ms: _Optional[int] = ..., parent_token_id: _Optional[str] = ..., explanation: _Optional[str] = ...) -> None: ...
 
 class Event(_message.Message):
     __slots__ = ("seq", "at_ms", "kind", "node_id", "attempt", "detail")
@@ -252,36 +329,105 @@ class Event(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., at_ms: _Optional[int] = ..., kind: _Optional[str] = ..., node_id: _Optional[str] = ..., attempt: _Optional[int] = ..., detail: _Optional[bytes] = ...) -> None: ...
 
 class ListInstancesRequest(_message.Message):
-    __slots__ = ("flow", "status", "page_size", "page_token")
+    __slots__ = ("flow", "status", "page_size", "page_token", "version", "started_after_ms", "started_before_ms", "id_contains", "include_counts")
     FLOW_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    STARTED_BEFORE_MS_FIELD_NUMBER: _ClassVar[int]
+    ID_CONTAINS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_COUNTS_FIELD_NUMBER: _ClassVar[int]
     flow: str
     status: InstanceStatus
     page_size: int
     page_token: str
-    def __init__(self, flow: _Optional[str] = ..., status: _Optional[_Union[InstanceStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    version: str
+    started_after_ms: int
+    started_before_ms: int
+    id_contains: str
+    include_counts: bool
+    def __init__(self, flow: _Optional[str] = ..., status: _Optional[_Union[InstanceStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., version: _Optional[str] = ..., started_after_ms: _Optional[int] = ..., started_before_ms: _Optional[int] = ..., id_contains: _Optional[str] = ..., include_counts: _Optional[bool] = ...) -> None: ...
 
 class ListInstancesResponse(_message.Message):
-    __slots__ = ("instances", "next_page_token")
+    __slots__ = ("instances", "next_page_token", "counts")
+    class CountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     INSTANCES_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
     instances: _containers.RepeatedCompositeFieldContainer[Instance]
     next_page_token: str
-    def __init__(self, instances: _Optional[_Iterable[_Union[Instance, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    counts: _containers.ScalarMap[str, int]
+    def __init__(self, instances: _Optional[_Iterable[_Union[Instance, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., counts: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class PollTasksRequest(_message.Message):
-    __slots__ = ("worker_id", "queues", "max_tasks", "wait_ms")
+    __slots__ = ("worker_id", "queues", "max_tasks", "wait_ms", "activities", "slots", "sdk")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     MAX_TASKS_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVITIES_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    SDK_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     queues: _containers.RepeatedScalarFieldContainer[str]
     max_tasks: int
     wait_ms: int
-    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., max_tasks: _Optional[int] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+    activities: _containers.RepeatedScalarFieldContainer[str]
+    slots: int
+    sdk: str
+    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., max_tasks: _Optional[int] = ..., wait_ms: _Optional[int] = ..., activities: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., sdk: _Optional[str] = ...) -> None: ...
+
+class EndPollsRequest(_message.Message):
+    __slots__ = ("worker_id",)
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    def __init__(self, worker_id: _Optional[str] = ...) -> None: ...
+
+class EndPollsResponse(_message.Message):
+    __slots__ = ("ended",)
+    ENDED_FIELD_NUMBER: _ClassVar[int]
+    ended: int
+    def __init__(self, ended: _Optional[int] = ...) -> None: ...
+
+class ListWorkersRequest(_message.Message):
+    __slots__ = ("seen_within_ms",)
+    SEEN_WITHIN_MS_FIELD_NUMBER: _ClassVar[int]
+    seen_within_ms: int
+    def __init__(self, seen_within_ms: _Optional[int] = ...) -> None: ...
+
+class WorkerInfo(_message.Message):
+    __slots__ = ("worker_id", "queues", "activities", "slots", "sdk", "first_seen_ms", "last_poll_ms")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    ACTIVITIES_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    SDK_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEEN_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_POLL_MS_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    activities: _containers.RepeatedScalarFieldContainer[str]
+    slots: int
+    sdk: str
+    first_seen_ms: int
+    last_poll_ms: int
+    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., activities: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., sdk: _Optional[str] = ..., first_seen_ms: _Optional[int] = ..., last_poll_ms: _Optional[int] = ...) -> None: ...
+
+class ListWorkersResponse(_message.Message):
+    __slots__ = ("workers", "server_now_ms")
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerInfo]
+    server_now_ms: int
+    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ..., server_now_ms: _Optional[int] = ...) -> None: ...
 
 class PollTasksResponse(_message.Message):
     __slots__ = ("tasks",)
@@ -290,7 +436,7 @@ class PollTasksResponse(_message.Message):
     def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("task_id", "lease", "lease_expires_at_ms", "instance_id", "flow", "version", "node_id", "activity", "queue", "attempt", "input", "execution_mode", "loop_counts", "timeout_ms")
+    __slots__ = ("task_id", "lease", "lease_expires_at_ms", "instance_id", "flow", "version", "node_id", "activity", "queue", "attempt", "input", "execution_mode", "loop_counts", "timeout_ms", "server_now_ms", "max_payload_bytes", "max_request_bytes")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
@@ -305,6 +451,9 @@ class Task(_message.Message):
     EXECUTION_MODE_FIELD_NUMBER: _ClassVar[int]
     LOOP_COUNTS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_REQUEST_BYTES_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     lease: str
     lease_expires_at_ms: int
@@ -319,29 +468,48 @@ class Task(_message.Message):
     execution_mode: ExecutionMode
     loop_counts: bytes
     timeout_ms: int
-    def __init__(self, task_id: _Optional[str] = ..., lease: _Optional[str] = ..., lease_expires_at_ms: _Optional[int] = ..., instance_id: _Optional[str] = ..., flow: _Optional[str] = ..., version: _Optional[str] = ..., node_id: _Optional[str] = ..., activity: _Optional[str] = ..., queue: _Optional[str] = ..., attempt: _Optional[int] = ..., input: _Optional[bytes] = ..., execution_mode: _Optional[_Union[ExecutionMode, str]] = ..., loop_counts: _Optional[bytes] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+    server_now_ms: int
+    max_payload_bytes: int
+    max_request_bytes: int
+    def __init__(self, task_id: _Optional[str] = ..., lease: _Optional[str] = ..., lease_expires_at_ms: _Optional[int] = ..., instance_id: _Optional[str] = ..., flow: _Optional[str] = ..., version: _Optional[str] = ..., node_id: _Optional[str] = ..., activity: _Optional[str] = ..., queue: _Optional[str] = ..., attempt: _Optional[int] = ..., input: _Optional[bytes] = ..., execution_mode: _Optional[_Union[ExecutionMode, str]] = ..., loop_counts: _Optional[bytes] = ..., timeout_ms: _Optional[int] = ..., server_now_ms: _Optional[int] = ..., max_payload_bytes: _Optional[int] = ..., max_request_bytes: _Optional[int] = ...) -> None: ...
 
 class CompleteTaskRequest(_message.Message):
-    __slots__ = ("task_id", "lease", "result", "next")
+    __slots__ = ("task_id", "lease", "result", "next", "seq")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     NEXT_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     lease: str
     result: bytes
     next: EagerDispatch
-    def __init__(self, task_id: _Optional[str] = ..., lease: _Optional[str] = ..., result: _Optional[bytes] = ..., next: _Optional[_Union[EagerDispatch, _Mapping]] = ...) -> None: ...
+    seq: int
+    def __init__(self, task_id: _Optional[str] = ..., lease: _Optional[str] = ..., result: _Optional[bytes] = ..., next: _Optional[_Union[EagerDispatch, _Mapping]] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class FailTaskRequest(_message.Message):
-    __slots__ = ("task_id", "lease", "failure")
+    __slots__ = ("task_id", "lease", "failure", "seq")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     lease: str
     failure: StepFailure
-    def __init__(self, task_id: _Optional[str] = ..., lease: _Optional[str] = ..., failure: _Optional[_Union[StepFailure, _Mapping]] = ...) -> None: ...
+    seq: int
+    def __init__(self, task_id: _Optional[str] = ..., lease: _Optional[str] = ..., failure: _Optional[_Union[StepFailure, _Mapping]] = ..., seq: _Optional[int] = ...) -> None: ...
+
+class ReleaseTaskRequest(_message.Message):
+    __slots__ = ("task_id", "lease", "seq", "reason")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    lease: str
+    seq: int
+    reason: str
+    def __init__(self, task_id: _Optional[str] = ..., lease: _Optional[str] = ..., seq: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class StepFailure(_message.Message):
     __slots__ = ("message", "non_retryable", "error_type")
@@ -362,20 +530,24 @@ class TaskReportResponse(_message.Message):
     def __init__(self, instance_status: _Optional[_Union[InstanceStatus, str]] = ..., next_task: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("task_id", "lease")
+    __slots__ = ("task_id", "lease", "node_id")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     lease: str
-    def __init__(self, task_id: _Optional[str] = ..., lease: _Optional[str] = ...) -> None: ...
+    node_id: str
+    def __init__(self, task_id: _Optional[str] = ..., lease: _Optional[str] = ..., node_id: _Optional[str] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
-    __slots__ = ("lease_expires_at_ms", "instance_status")
+    __slots__ = ("lease_expires_at_ms", "instance_status", "server_now_ms")
     LEASE_EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_STATUS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
     lease_expires_at_ms: int
     instance_status: InstanceStatus
-    def __init__(self, lease_expires_at_ms: _Optional[int] = ..., instance_status: _Optional[_Union[InstanceStatus, str]] = ...) -> None: ...
+    server_now_ms: int
+    def __init__(self, lease_expires_at_ms: _Optional[int] = ..., instance_status: _Optional[_Union[InstanceStatus, str]] = ..., server_now_ms: _Optional[int] = ...) -> None: ...
 
 class StepResult(_message.Message):
     __slots__ = ("node_id", "context", "predicate", "failure")
@@ -390,25 +562,29 @@ class StepResult(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., context: _Optional[bytes] = ..., predicate: _Optional[bool] = ..., failure: _Optional[_Union[StepFailure, _Mapping]] = ...) -> None: ...
 
 class AdvanceRunRequest(_message.Message):
-    __slots__ = ("task_id", "lease", "steps", "final", "handback_reason")
+    __slots__ = ("task_id", "lease", "steps", "final", "handback_reason", "seq")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     STEPS_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
     HANDBACK_REASON_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     lease: str
     steps: _containers.RepeatedCompositeFieldContainer[StepResult]
     final: bool
     handback_reason: str
-    def __init__(self, task_id: _Optional[str] = ..., lease: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[StepResult, _Mapping]]] = ..., final: _Optional[bool] = ..., handback_reason: _Optional[str] = ...) -> None: ...
+    seq: int
+    def __init__(self, task_id: _Optional[str] = ..., lease: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[StepResult, _Mapping]]] = ..., final: _Optional[bool] = ..., handback_reason: _Optional[str] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class AdvanceRunResponse(_message.Message):
-    __slots__ = ("instance_status", "lease_expires_at_ms", "keep_going")
+    __slots__ = ("instance_status", "lease_expires_at_ms", "keep_going", "server_now_ms")
     INSTANCE_STATUS_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
     KEEP_GOING_FIELD_NUMBER: _ClassVar[int]
+    SERVER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
     instance_status: InstanceStatus
     lease_expires_at_ms: int
     keep_going: bool
-    def __init__(self, instance_status: _Optional[_Union[InstanceStatus, str]] = ..., lease_expires_at_ms: _Optional[int] = ..., keep_going: _Optional[bool] = ...) -> None: ...
+    server_now_ms: int
+    def __init__(self, instance_status: _Optional[_Union[InstanceStatus, str]] = ..., lease_expires_at_ms: _Optional[int] = ..., keep_going: _Optional[bool] = ..., server_now_ms: _Optional[int] = ...) -> None: ...

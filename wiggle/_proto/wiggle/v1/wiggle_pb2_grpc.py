@@ -44,6 +44,11 @@ class WiggleStub:
                 request_serializer=wiggle_dot_v1_dot_wiggle__pb2.GetDefinitionRequest.SerializeToString,
                 response_deserializer=wiggle_dot_v1_dot_wiggle__pb2.Definition.FromString,
                 _registered_method=True)
+        self.ListDefinitions = channel.unary_unary(
+                '/wiggle.v1.Wiggle/ListDefinitions',
+                request_serializer=wiggle_dot_v1_dot_wiggle__pb2.ListDefinitionsRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_wiggle__pb2.ListDefinitionsResponse.FromString,
+                _registered_method=True)
         self.StartInstance = channel.unary_unary(
                 '/wiggle.v1.Wiggle/StartInstance',
                 request_serializer=wiggle_dot_v1_dot_wiggle__pb2.StartInstanceRequest.SerializeToString,
@@ -69,10 +74,25 @@ class WiggleStub:
                 request_serializer=wiggle_dot_v1_dot_wiggle__pb2.ListInstancesRequest.SerializeToString,
                 response_deserializer=wiggle_dot_v1_dot_wiggle__pb2.ListInstancesResponse.FromString,
                 _registered_method=True)
+        self.WaitInstance = channel.unary_unary(
+                '/wiggle.v1.Wiggle/WaitInstance',
+                request_serializer=wiggle_dot_v1_dot_wiggle__pb2.WaitInstanceRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_wiggle__pb2.Instance.FromString,
+                _registered_method=True)
         self.PollTasks = channel.unary_unary(
                 '/wiggle.v1.Wiggle/PollTasks',
                 request_serializer=wiggle_dot_v1_dot_wiggle__pb2.PollTasksRequest.SerializeToString,
                 response_deserializer=wiggle_dot_v1_dot_wiggle__pb2.PollTasksResponse.FromString,
+                _registered_method=True)
+        self.EndPolls = channel.unary_unary(
+                '/wiggle.v1.Wiggle/EndPolls',
+                request_serializer=wiggle_dot_v1_dot_wiggle__pb2.EndPollsRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_wiggle__pb2.EndPollsResponse.FromString,
+                _registered_method=True)
+        self.ListWorkers = channel.unary_unary(
+                '/wiggle.v1.Wiggle/ListWorkers',
+                request_serializer=wiggle_dot_v1_dot_wiggle__pb2.ListWorkersRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_wiggle__pb2.ListWorkersResponse.FromString,
                 _registered_method=True)
         self.CompleteTask = channel.unary_unary(
                 '/wiggle.v1.Wiggle/CompleteTask',
@@ -82,6 +102,11 @@ class WiggleStub:
         self.FailTask = channel.unary_unary(
                 '/wiggle.v1.Wiggle/FailTask',
                 request_serializer=wiggle_dot_v1_dot_wiggle__pb2.FailTaskRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_wiggle__pb2.TaskReportResponse.FromString,
+                _registered_method=True)
+        self.ReleaseTask = channel.unary_unary(
+                '/wiggle.v1.Wiggle/ReleaseTask',
+                request_serializer=wiggle_dot_v1_dot_wiggle__pb2.ReleaseTaskRequest.SerializeToString,
                 response_deserializer=wiggle_dot_v1_dot_wiggle__pb2.TaskReportResponse.FromString,
                 _registered_method=True)
         self.Heartbeat = channel.unary_unary(
@@ -114,9 +139,17 @@ class WiggleServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDefinitions(self, request, context):
+        """Registered flows, newest version first per name, with instance counts per status.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def StartInstance(self, request, context):
         """Starts an instance. With `eager`, the first worker task (if any) is claimed for the caller
-        in the same transaction and returned in the response (seed note 002).
+        in the same transaction and returned in the response (docs/worker-protocol.md, "Eager
+        dispatch").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -147,8 +180,32 @@ class WiggleServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WaitInstance(self, request, context):
+        """Long poll: answers the instance as soon as it is no longer RUNNING, or as it is once
+        wait_ms has passed (the caller looks at its status).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PollTasks(self, request, context):
         """Long poll: answers as soon as at least one task is claimed, or empty after wait_ms.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndPolls(self, request, context):
+        """Ends this worker's open long polls on this server now; each answers with what it holds
+        (usually nothing). A draining worker calls it instead of cancelling its poll, so that no
+        task is claimed for a call nobody will read.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWorkers(self, request, context):
+        """Workers that polled this server's database recently, with their queues and activities.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -167,6 +224,14 @@ class WiggleServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReleaseTask(self, request, context):
+        """Gives a leased task back without running it (any mode): READY again at the same node with
+        the same attempt, so a drain never costs an attempt.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Heartbeat(self, request, context):
         """Renews the lease of a task (and of the local run continuing from it).
         """
@@ -176,7 +241,8 @@ class WiggleServicer:
 
     def AdvanceRun(self, request, context):
         """LOCAL modes: applies an ordered batch of step results atomically, keeps the lease unless
-        `final`, and says whether the worker may keep going (seed note 000 §6).
+        `final`, and says whether the server lets the worker keep going
+        (docs/worker-protocol.md, "Local runs").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -194,6 +260,11 @@ def add_WiggleServicer_to_server(servicer, server):
                     servicer.GetDefinition,
                     request_deserializer=wiggle_dot_v1_dot_wiggle__pb2.GetDefinitionRequest.FromString,
                     response_serializer=wiggle_dot_v1_dot_wiggle__pb2.Definition.SerializeToString,
+            ),
+            'ListDefinitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDefinitions,
+                    request_deserializer=wiggle_dot_v1_dot_wiggle__pb2.ListDefinitionsRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_wiggle__pb2.ListDefinitionsResponse.SerializeToString,
             ),
             'StartInstance': grpc.unary_unary_rpc_method_handler(
                     servicer.StartInstance,
@@ -220,10 +291,25 @@ def add_WiggleServicer_to_server(servicer, server):
                     request_deserializer=wiggle_dot_v1_dot_wiggle__pb2.ListInstancesRequest.FromString,
                     response_serializer=wiggle_dot_v1_dot_wiggle__pb2.ListInstancesResponse.SerializeToString,
             ),
+            'WaitInstance': grpc.unary_unary_rpc_method_handler(
+                    servicer.WaitInstance,
+                    request_deserializer=wiggle_dot_v1_dot_wiggle__pb2.WaitInstanceRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_wiggle__pb2.Instance.SerializeToString,
+            ),
             'PollTasks': grpc.unary_unary_rpc_method_handler(
                     servicer.PollTasks,
                     request_deserializer=wiggle_dot_v1_dot_wiggle__pb2.PollTasksRequest.FromString,
                     response_serializer=wiggle_dot_v1_dot_wiggle__pb2.PollTasksResponse.SerializeToString,
+            ),
+            'EndPolls': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndPolls,
+                    request_deserializer=wiggle_dot_v1_dot_wiggle__pb2.EndPollsRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_wiggle__pb2.EndPollsResponse.SerializeToString,
+            ),
+            'ListWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkers,
+                    request_deserializer=wiggle_dot_v1_dot_wiggle__pb2.ListWorkersRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_wiggle__pb2.ListWorkersResponse.SerializeToString,
             ),
             'CompleteTask': grpc.unary_unary_rpc_method_handler(
                     servicer.CompleteTask,
@@ -233,6 +319,11 @@ def add_WiggleServicer_to_server(servicer, server):
             'FailTask': grpc.unary_unary_rpc_method_handler(
                     servicer.FailTask,
                     request_deserializer=wiggle_dot_v1_dot_wiggle__pb2.FailTaskRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_wiggle__pb2.TaskReportResponse.SerializeToString,
+            ),
+            'ReleaseTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseTask,
+                    request_deserializer=wiggle_dot_v1_dot_wiggle__pb2.ReleaseTaskRequest.FromString,
                     response_serializer=wiggle_dot_v1_dot_wiggle__pb2.TaskReportResponse.SerializeToString,
             ),
             'Heartbeat': grpc.unary_unary_rpc_method_handler(
@@ -300,6 +391,33 @@ class Wiggle:
             '/wiggle.v1.Wiggle/GetDefinition',
             wiggle_dot_v1_dot_wiggle__pb2.GetDefinitionRequest.SerializeToString,
             wiggle_dot_v1_dot_wiggle__pb2.Definition.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDefinitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.Wiggle/ListDefinitions',
+            wiggle_dot_v1_dot_wiggle__pb2.ListDefinitionsRequest.SerializeToString,
+            wiggle_dot_v1_dot_wiggle__pb2.ListDefinitionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -446,6 +564,33 @@ class Wiggle:
             _registered_method=True)
 
     @staticmethod
+    def WaitInstance(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.Wiggle/WaitInstance',
+            wiggle_dot_v1_dot_wiggle__pb2.WaitInstanceRequest.SerializeToString,
+            wiggle_dot_v1_dot_wiggle__pb2.Instance.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def PollTasks(request,
             target,
             options=(),
@@ -462,6 +607,60 @@ class Wiggle:
             '/wiggle.v1.Wiggle/PollTasks',
             wiggle_dot_v1_dot_wiggle__pb2.PollTasksRequest.SerializeToString,
             wiggle_dot_v1_dot_wiggle__pb2.PollTasksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndPolls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.Wiggle/EndPolls',
+            wiggle_dot_v1_dot_wiggle__pb2.EndPollsRequest.SerializeToString,
+            wiggle_dot_v1_dot_wiggle__pb2.EndPollsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.Wiggle/ListWorkers',
+            wiggle_dot_v1_dot_wiggle__pb2.ListWorkersRequest.SerializeToString,
+            wiggle_dot_v1_dot_wiggle__pb2.ListWorkersResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -515,6 +714,33 @@ class Wiggle:
             target,
             '/wiggle.v1.Wiggle/FailTask',
             wiggle_dot_v1_dot_wiggle__pb2.FailTaskRequest.SerializeToString,
+            wiggle_dot_v1_dot_wiggle__pb2.TaskReportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.Wiggle/ReleaseTask',
+            wiggle_dot_v1_dot_wiggle__pb2.ReleaseTaskRequest.SerializeToString,
             wiggle_dot_v1_dot_wiggle__pb2.TaskReportResponse.FromString,
             options,
             channel_credentials,
