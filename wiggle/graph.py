@@ -47,7 +47,7 @@ __all__ = [
 
 
 class ExecutionMode(StrEnum):
-    """Who drives a run of steps and when it is committed (DESIGN §4)."""
+    """Who drives a run of steps and when it is committed (docs/flow-format.md)."""
 
     DEFAULT = "DEFAULT"  # defer to the server's WIGGLE_EXECUTION_MODE (itself default SERVER)
     SERVER = "SERVER"  # the server advances one node per step; one commit per step

@@ -1,10 +1,10 @@
 """The handback rule: after a worker step, where does the token go, and may the worker follow it?
 
-This is the one piece of logic the server and every worker must agree on exactly (seed note 000
-§7), so it is pure: plain data in, plain data out, no clock, no I/O. The server uses it to
-validate and apply AdvanceRun batches; a worker in a LOCAL mode uses it to decide whether to keep
-chaining. Workers in other languages implement it against the vectors in
-`spec/conformance/traversal/`.
+This is the one piece of logic the server and every worker must agree on exactly
+(docs/worker-protocol.md, "Local runs"), so it is pure: plain data in, plain data out, no
+clock, no I/O. The server uses it to validate and apply AdvanceRun batches; a worker in a LOCAL
+mode uses it to decide whether to keep chaining. Workers in other languages implement it against
+the vectors in `spec/conformance/traversal/`.
 
 The rule: after a task, combine or apply step the token moves to `next`; after a predicate to
 `next` (true) or `alt` (false). The worker keeps going only while that node is a task or

@@ -1,8 +1,8 @@
 """Live-instance highlighting: what the engine reports per node, reduced to a colour and a line.
 
 `wiggle status` feeds a mapping from node id to either one state string ("RUNNING") or counts of
-tokens per state ({"RUNNING": 2, "DONE": 5}, as a for_each body has). States are those of
-DESIGN §4 (READY, RUNNING, WAITING, AWAITING, JOINED, DONE) plus FAILED and CANCELLED; any other
+tokens per state ({"RUNNING": 2, "DONE": 5}, as a for_each body has). States are the engine's
+token states (READY, RUNNING, WAITING, AWAITING, JOINED, DONE) plus FAILED and CANCELLED; any other
 string is shown as written, in a neutral colour, so a newer engine never breaks an older renderer.
 """
 

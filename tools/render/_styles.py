@@ -84,7 +84,7 @@ LANE_FILLS: tuple[str, ...] = (
 TIMEOUT_COLOUR = "#b03a2e"
 DIM = "#a0a0a0"
 
-# Live-instance highlighting: token states of DESIGN §4 plus the outcomes a node can show.
+# Live-instance highlighting: the engine's token states plus the outcomes a node can show.
 STATE_COLOURS: Mapping[str, str] = {
     "FAILED": "#f4a6a6",
     "RUNNING": "#8ec5ff",

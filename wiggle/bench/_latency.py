@@ -1,4 +1,4 @@
-"""Start-to-first-step latency, with and without eager dispatch (seed note 002).
+"""Start-to-first-step latency, with and without eager dispatch (docs/worker-protocol.md).
 
 A one-step flow; a worker in this process; each start is timed from the StartInstance call to the
 moment the handler begins. Without eager dispatch the task reaches the worker through its long

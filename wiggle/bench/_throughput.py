@@ -1,4 +1,4 @@
-"""Throughput of the whole stack: the seed note's workload over real gRPC and PostgreSQL.
+"""Throughput of the whole stack: a linear flow over real gRPC and PostgreSQL.
 
 A linear flow of `steps` tasks; `instances` instances started in a burst; `workers` worker
 processes of `concurrency` slots each (4 x 16 = 64 in flight); one server process (or more, over

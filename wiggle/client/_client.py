@@ -47,7 +47,8 @@ class EagerSlotLike(Protocol):
 
 
 class EagerWorker(Protocol):
-    """What `start(worker=...)` needs of a worker living in this process (seed note 002)."""
+    """What `start(worker=...)` needs of a worker living in this process (eager dispatch,
+    docs/worker-protocol.md)."""
 
     @property
     def worker_id(self) -> str: ...

@@ -342,7 +342,7 @@ class Engine:
         final: bool,
         handback_reason: str = "",
     ) -> AdvanceResult:
-        """Apply a batch of locally run steps atomically (seed note 000 §6, §9)."""
+        """Apply a batch of locally run steps atomically (docs/worker-protocol.md, "Local runs")."""
         return self._report(
             task_id, lease, lambda _t, _i: steps, final=final, reason=handback_reason
         )

@@ -72,7 +72,8 @@ class StoredDefinition:
 
 @dataclass(frozen=True)
 class EagerRequest:
-    """Claim the first task of a new instance for this worker (seed note 002)."""
+    """Claim the first task of a new instance for this worker (eager dispatch,
+    docs/worker-protocol.md)."""
 
     worker_id: str
     queues: Sequence[str]

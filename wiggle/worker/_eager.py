@@ -1,4 +1,5 @@
-"""Concurrency slots, and the eager-start reservation a client takes on one (seed note 002).
+"""Concurrency slots, and the eager-start reservation a client takes on one
+(docs/worker-protocol.md, "Eager dispatch").
 
 A slot is the right to run one task. The poller takes free slots before asking for tasks (so it
 never claims more than it can start at once); a client starting an instance in this process

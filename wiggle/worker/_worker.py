@@ -249,7 +249,8 @@ class Worker:
     # -- tasks -------------------------------------------------------------------------------
 
     def reserve_eager_slot(self) -> EagerSlot | None:
-        """Reserve a slot for a task an eager start will hand back (seed note 002).
+        """Reserve a slot for a task an eager start will hand back (eager dispatch,
+        docs/worker-protocol.md).
 
         None when the worker is not running, is shutting down, cannot reach the server right
         now, or has no free slot: the caller then starts the instance without eager dispatch.

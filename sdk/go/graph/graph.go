@@ -38,7 +38,7 @@ const (
 	KindEnd       Kind = "end"
 )
 
-// ExecutionMode is who drives a run of steps and when it is committed (DESIGN §4).
+// ExecutionMode is who drives a run of steps and when it is committed (docs/flow-format.md, "Execution modes").
 type ExecutionMode string
 
 // The execution modes a definition may name. DEFAULT defers to the server's setting.

@@ -7,7 +7,7 @@ import (
 )
 
 // EagerSlot is a reserved slot for the first task of an instance this process starts itself
-// (seed note 002): reserve, call StartInstance with EagerDispatch{WorkerId: w.ID(), Queues},
+// (docs/worker-protocol.md, "Eager dispatch"): reserve, call StartInstance with EagerDispatch{WorkerId: w.ID(), Queues},
 // then Dispatch the returned eager_task, or Release when none came back. Exactly one of the two
 // takes effect; the other is a no-op, so `defer slot.Release()` is always safe.
 type EagerSlot interface {

@@ -1,4 +1,4 @@
-"""Eager start (seed note 002) and a real Worker end to end, over loopback gRPC."""
+"""Eager start (docs/worker-protocol.md) and a real Worker end to end, over loopback gRPC."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Worker lifecycle over a fake stub: polling, eager slots (seed note 002), drain on stop."""
+"""Worker lifecycle over a fake stub: polling, eager slots (docs/worker-protocol.md), drain."""
 
 from __future__ import annotations
 
