@@ -6,27 +6,33 @@ from wiggle.client._channel import TlsConfig, open_channel, token_metadata
 from wiggle.client._client import Client, EagerWorker
 from wiggle.client._types import (
     Definition,
+    DefinitionSummary,
     Deployment,
     Event,
     Instance,
+    InstancePage,
     InstanceStatus,
     Started,
     Token,
     TokenState,
+    WorkerInfo,
 )
 
 __all__ = [
     "Client",
     "Definition",
+    "DefinitionSummary",
     "Deployment",
     "EagerWorker",
     "Event",
     "Instance",
+    "InstancePage",
     "InstanceStatus",
     "Started",
     "TlsConfig",
     "Token",
     "TokenState",
+    "WorkerInfo",
     "open_channel",
     "token_metadata",
 ]

@@ -20,13 +20,16 @@ from wiggle.client._channel import TlsConfig, open_channel, token_metadata
 from wiggle.client._errors import from_rpc_error
 from wiggle.client._types import (
     Definition,
+    DefinitionSummary,
     Deployment,
     Event,
     Instance,
+    InstancePage,
     InstanceStatus,
     Started,
     Token,
     TokenState,
+    WorkerInfo,
 )
 
 if TYPE_CHECKING:
@@ -39,6 +42,10 @@ _log = logging.getLogger("wiggle.client")
 T = TypeVar("T")
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
+#: `wait` asks the server to hold each WaitInstance this long (it answers at the instance's end).
+WAIT_SLICE_S = 30.0
+#: ... and gives the call this much longer before its own deadline.
+WAIT_MARGIN_S = 5.0
 
 
 class EagerSlotLike(Protocol):
@@ -68,6 +75,27 @@ def _loads(data: bytes) -> Any:
     return orjson.loads(data) if data else None
 
 
+def _token(t: pb.Token) -> Token:
+    return Token(
+        t.token_id,
+        t.node_id,
+        TokenState(pb.TokenState.Name(t.state)),
+        t.attempt,
+        t.lease_owner,
+        t.lease_expires_at_ms,
+        t.wake_at_ms,
+        t.branch,
+        context=_loads(t.context),
+        queue=t.queue,
+        activity=t.activity,
+        wait_kind=t.wait_kind,
+        child_instance_id=t.child_instance_id,
+        ready_at_ms=t.ready_at_ms,
+        parent_token_id=t.parent_token_id,
+        explanation=t.explanation,
+    )
+
+
 def _instance(msg: pb.Instance) -> Instance:
     return Instance(
         instance_id=msg.instance_id,
@@ -80,23 +108,14 @@ def _instance(msg: pb.Instance) -> Instance:
         parent_instance_id=msg.parent_instance_id,
         created_at_ms=msg.created_at_ms,
         updated_at_ms=msg.updated_at_ms,
-        tokens=[
-            Token(
-                t.token_id,
-                t.node_id,
-                TokenState(pb.TokenState.Name(t.state)),
-                t.attempt,
-                t.lease_owner,
-                t.lease_expires_at_ms,
-                t.wake_at_ms,
-                t.branch,
-            )
-            for t in msg.tokens
-        ],
+        tokens=[_token(t) for t in msg.tokens],
         events=[
             Event(e.seq, e.at_ms, e.kind, e.node_id, e.attempt, _loads(e.detail))
             for e in msg.events
         ],
+        input=_loads(msg.input),
+        child_instance_ids=list(msg.child_instance_ids),
+        current_node=msg.current_node,
     )
 
 
@@ -135,12 +154,19 @@ class Client:
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    def _call(self, method: Callable[..., T], request: Any, *, idempotent: bool) -> T:
+    def _call(
+        self,
+        method: Callable[..., T],
+        request: Any,
+        *,
+        idempotent: bool,
+        timeout: float | None = None,
+    ) -> T:
         give_up_at = time.monotonic() + (self._retry_for if idempotent else 0.0)
         delay = 0.05
         while True:
             try:
-                return method(request, timeout=self._timeout, metadata=self._metadata)
+                return method(request, timeout=timeout or self._timeout, metadata=self._metadata)
             except grpc.RpcError as exc:
                 code = exc.code() if callable(getattr(exc, "code", None)) else None
                 if code is grpc.StatusCode.UNAVAILABLE and time.monotonic() + delay < give_up_at:
@@ -262,33 +288,97 @@ class Client:
         *,
         flow: str | None = None,
         status: InstanceStatus | str | None = None,
+        version: str | None = None,
+        started_after_ms: int | None = None,
+        started_before_ms: int | None = None,
+        id_contains: str | None = None,
         limit: int = 100,
-        after: str | None = None,
-    ) -> list[Instance]:
-        """One page of instances (without tokens and events), in id order after `after`."""
+        page_token: str | None = None,
+        counts: bool = False,
+    ) -> InstancePage:
+        """One page of instances (without tokens and events), newest first.
+
+        Pass the page's `next_page_token` as `page_token` for the next one; with `counts`, the
+        page also says how many instances match per status (the filter without `status`).
+        """
         request = pb.ListInstancesRequest(
             flow=flow or "",
-            status=str(status) if status else None,
+            status=str(status).upper() if status else None,
+            version=version or "",
+            started_after_ms=started_after_ms or 0,
+            started_before_ms=started_before_ms or 0,
+            id_contains=id_contains or "",
             page_size=limit,
-            page_token=after or "",
+            page_token=page_token or "",
+            include_counts=counts,
         )
         response = self._call(self._stub.ListInstances, request, idempotent=True)
-        return [_instance(m) for m in response.instances]
+        return InstancePage(
+            [_instance(m) for m in response.instances],
+            response.next_page_token,
+            dict(response.counts),
+        )
+
+    def list_definitions(
+        self, name: str | None = None, *, counts: bool = False
+    ) -> list[DefinitionSummary]:
+        """Registered versions by flow name, newest version of each name first."""
+        request = pb.ListDefinitionsRequest(name=name or "", include_counts=counts)
+        response = self._call(self._stub.ListDefinitions, request, idempotent=True)
+        return [
+            DefinitionSummary(
+                d.name,
+                d.version,
+                d.registered_at_ms,
+                pb.ExecutionMode.Name(d.execution_mode),
+                dict(d.instance_counts),
+            )
+            for d in response.definitions
+        ]
+
+    def list_workers(self, *, seen_within_ms: int = 0) -> tuple[list[WorkerInfo], int]:
+        """Workers that polled recently (the server's default window unless given), and the
+        server's clock in ms (to say how long ago each last polled)."""
+        request = pb.ListWorkersRequest(seen_within_ms=seen_within_ms)
+        response = self._call(self._stub.ListWorkers, request, idempotent=True)
+        workers = [
+            WorkerInfo(
+                w.worker_id,
+                list(w.queues),
+                list(w.activities),
+                w.slots,
+                w.sdk,
+                w.first_seen_ms,
+                w.last_poll_ms,
+            )
+            for w in response.workers
+        ]
+        return workers, response.server_now_ms
 
     def wait(
         self, instance_id: str, timeout: float | None = None, *, events: bool = False
     ) -> Instance:
-        """Block until the instance is no longer RUNNING; TimeoutError after `timeout` s."""
+        """Block until the instance is no longer RUNNING; TimeoutError after `timeout` s.
+
+        One long poll (WaitInstance) at a time: the server answers as soon as the instance
+        ends, so this costs no polling and reports the end without delay.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
-        delay = 0.02
         while True:
-            view = self.describe(instance_id, events=events)
+            wait_s = WAIT_SLICE_S
+            if deadline is not None:
+                wait_s = min(wait_s, max(deadline - time.monotonic(), 0.0))
+            request = pb.WaitInstanceRequest(
+                instance_id=instance_id, wait_ms=int(wait_s * 1000), include_events=events
+            )
+            msg = self._call(
+                self._stub.WaitInstance,
+                request,
+                idempotent=True,
+                timeout=wait_s + WAIT_MARGIN_S,
+            )
+            view = _instance(msg)
             if view.status.finished:
                 return view
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"instance {instance_id!r} still RUNNING after {timeout} s")
-                delay = min(delay, left)
-            time.sleep(delay)
-            delay = min(delay * 1.5, 1.0)  # capped: a long instance costs one describe a second
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"instance {instance_id!r} still RUNNING after {timeout} s")

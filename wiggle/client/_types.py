@@ -8,13 +8,16 @@ from typing import Any
 
 __all__ = [
     "Definition",
+    "DefinitionSummary",
     "Deployment",
     "Event",
     "Instance",
+    "InstancePage",
     "InstanceStatus",
     "Started",
     "Token",
     "TokenState",
+    "WorkerInfo",
 ]
 
 
@@ -79,6 +82,14 @@ class Token:
     lease_expires_at_ms: int
     wake_at_ms: int
     branch: str
+    context: Any = None  # this token's context (describe only)
+    queue: str = ""  # READY / LEASED: the step's queue
+    activity: str = ""  # READY / LEASED: the step's activity
+    wait_kind: str = ""  # WAITING: sleep | retry | child | held
+    child_instance_id: str = ""
+    ready_at_ms: int = 0
+    parent_token_id: str = ""
+    explanation: str = ""  # one sentence: what it waits for and why (docs/operations.md)
 
 
 @dataclass(frozen=True)
@@ -97,7 +108,9 @@ class Instance:
     flow: str
     version: str
     status: InstanceStatus
-    context: Any  # the final context once finished, else the input
+    # The latest committed context: the final one once finished; while running, that of the
+    # token that moved last (a listed instance carries its start input instead).
+    context: Any
     reason: str
     execution_mode: str  # SERVER, LOCAL_SYNC or LOCAL_ASYNC
     parent_instance_id: str
@@ -105,3 +118,41 @@ class Instance:
     updated_at_ms: int
     tokens: list[Token] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    input: Any = None  # the start input, while the instance runs
+    child_instance_ids: list[str] = field(default_factory=list)  # subflow children, oldest first
+    current_node: str = ""  # the node of the token that moved last
+
+
+class InstancePage(list[Instance]):
+    """One page of `list_instances`: a list, newest first, plus where the next page starts
+    (`next_page_token`, "" on the last page) and, when asked for, counts per status."""
+
+    def __init__(
+        self,
+        instances: list[Instance] | None = None,
+        next_page_token: str = "",
+        counts: dict[str, int] | None = None,
+    ) -> None:
+        super().__init__(instances or [])
+        self.next_page_token = next_page_token
+        self.counts: dict[str, int] = counts or {}
+
+
+@dataclass(frozen=True)
+class DefinitionSummary:
+    name: str
+    version: str
+    registered_at_ms: int
+    execution_mode: str  # as declared: SERVER, LOCAL_SYNC, LOCAL_ASYNC or DEFAULT
+    instance_counts: dict[str, int]  # status -> instances on this version (when asked for)
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    worker_id: str
+    queues: list[str]
+    activities: list[str]  # empty: the worker did not say (it takes any activity)
+    slots: int
+    sdk: str
+    first_seen_ms: int
+    last_poll_ms: int

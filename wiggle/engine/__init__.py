@@ -9,9 +9,12 @@ from ._engine import Engine
 from ._schema import SCHEMA_VERSION, IncompatibleSchema
 from ._types import (
     AdvanceResult,
+    DefinitionSummary,
     EagerRequest,
     EventView,
     HeartbeatResult,
+    InstanceFilter,
+    InstancePage,
     InstanceStatus,
     InstanceView,
     Json,
@@ -22,16 +25,21 @@ from ._types import (
     TaskActivation,
     TokenState,
     TokenView,
+    WorkerSeen,
 )
+from ._workers import WorkerNote
 
 __all__ = [
     "SCHEMA_VERSION",
     "AdvanceResult",
+    "DefinitionSummary",
     "EagerRequest",
     "Engine",
     "EventView",
     "HeartbeatResult",
     "IncompatibleSchema",
+    "InstanceFilter",
+    "InstancePage",
     "InstanceStatus",
     "InstanceView",
     "Json",
@@ -42,4 +50,6 @@ __all__ = [
     "TaskActivation",
     "TokenState",
     "TokenView",
+    "WorkerNote",
+    "WorkerSeen",
 ]

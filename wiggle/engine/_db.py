@@ -36,6 +36,7 @@ _PG_NOW = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
 _SQLITE_NOW = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
 
 _AFTER_COMMIT = "wiggle_after_commit"
+_FINISHED = "wiggle_finished"
 
 _PG_RETRY_CODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
 
@@ -65,6 +66,8 @@ class Database:
         # payload starts with this origin, so our own listener can ignore it.
         self.on_ready: Callable[[set[str], int], None] | None = None
         self._origin = uuid.uuid4().hex + ":"
+        # Instances a committed transaction finished (WaitInstance wakes its waiters).
+        self.on_finished: Callable[[list[str]], None] | None = None
         self._notify_cond = threading.Condition()
         self._notify_pending: set[str] = set()
         self._notify_stop = False
@@ -156,8 +159,11 @@ class Database:
             finally:
                 # Wake-ups a transaction queued count only if it committed.
                 queued = conn.info.pop(_AFTER_COMMIT, None) if self.is_postgres else None
+                ended = conn.info.pop(_FINISHED, None)
         if queued:
             self._committed(queued)
+        if ended and self.on_finished is not None:
+            self.on_finished(ended)
         return result
 
     # -- wake-ups -------------------------------------------------------------------------------
@@ -167,6 +173,10 @@ class Database:
         got = conn.info.setdefault(_AFTER_COMMIT, [set(), 0])
         got[0].update(queues)
         got[1] += count
+
+    def finished(self, conn: Connection, instance_id: str) -> None:
+        """This transaction ends `instance_id`: tell `on_finished` once it has committed."""
+        conn.info.setdefault(_FINISHED, []).append(instance_id)
 
     def _committed(self, queued: list[Any]) -> None:
         queues, count = queued

@@ -335,6 +335,7 @@ def finish_instance(
         values["context"] = dumps(context)
     tx.conn.execute(update(s.instances).where(s.instances.c.id == inst.id).values(**values))
     tx.event(inst.id, f"instance_{status.value.lower()}", "", 0, reason=reason)
+    tx.db.finished(tx.conn, inst.id)  # waiters on the instance wake after the commit
     # Tokens keep their lease: a worker reporting on one learns the instance status, while a
     # report with any other lease is still refused as stale.
     for tok in tx.tokens.values():

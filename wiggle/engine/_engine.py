@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,10 +18,10 @@ import orjson
 from sqlalchemy import Connection, select, text
 from sqlalchemy.exc import IntegrityError
 
-from wiggle.errors import DefinitionNotFound, InputRejected, StaleLease
+from wiggle.errors import DefinitionNotFound, InputRejected, InstanceNotFound, StaleLease
 from wiggle.graph import ExecutionMode, Graph
 
-from . import _instances, _ticker
+from . import _describe, _instances, _listing, _ticker, _workers
 from . import _schema as s
 from ._claims import claim, heartbeat_stmt
 from ._db import Database
@@ -29,8 +30,11 @@ from ._reports import apply_steps, fence_lease, read_locked, refuse_unless_curre
 from ._tx import FenceLost, Inst, Tok, Tx, dumps, new_id
 from ._types import (
     AdvanceResult,
+    DefinitionSummary,
     EagerRequest,
     HeartbeatResult,
+    InstanceFilter,
+    InstancePage,
     InstanceStatus,
     InstanceView,
     Json,
@@ -40,9 +44,15 @@ from ._types import (
     StoredDefinition,
     TaskActivation,
     TokenState,
+    WorkerSeen,
 )
+from ._workers import POLLING_WINDOW_MS, WorkerBook, WorkerNote
 
 __all__ = ["Engine"]
+
+#: WaitInstance re-reads the status at least this often: an instance finished by another
+#: server process wakes no waiter here.
+FINISH_RECHECK_S = 0.25
 
 _StepsFor = Callable[[Tok, Inst], Sequence[StepOutcome]]
 _d = s.definitions
@@ -75,7 +85,11 @@ class Engine:
         self._listener: threading.Thread | None = None
         self._listener_lock = threading.Lock()
         self.is_leader = False  # as of the last tick()
+        self._workers = WorkerBook()
+        self._finish_lock = threading.Lock()
+        self._finish_waiters: dict[str, list[threading.Event]] = {}
         self.db.on_ready = self._wake_ready
+        self.db.on_finished = self._finished
         try:
             self.db.write(self._ensure_schema)
         except BaseException:
@@ -277,7 +291,67 @@ class Engine:
         return self.db.write(lambda c: _instances.cancel(self, c, instance_id, reason))
 
     def describe(self, instance_id: str, *, include_events: bool = False) -> InstanceView:
-        return self.db.read(lambda c: _instances.describe(c, instance_id, include_events))
+        """The instance with its current context and every token's context and explanation."""
+        return self.db.read(
+            lambda c: _describe.describe(c, instance_id, include_events, self.graph_of, self.db.now)
+        )
+
+    def find_instances(
+        self,
+        where: InstanceFilter | None = None,
+        *,
+        limit: int = 100,
+        page_token: str = "",
+        counts: bool = False,
+    ) -> InstancePage:
+        """Instances matching `where`, newest first; `page_token` continues a previous page.
+        With `counts`, how many match per status (the filter without its status)."""
+        f = where or InstanceFilter()
+        return self.db.read(lambda c: _listing.find_instances(c, f, limit, page_token, counts))
+
+    def list_definitions(
+        self, name: str | None = None, *, include_counts: bool = False
+    ) -> list[DefinitionSummary]:
+        """Registered versions, by name, the newest version of each name first."""
+        return self.db.read(
+            lambda c: _listing.list_definitions(c, name, include_counts, self.graph_of)
+        )
+
+    def wait_finished(self, instance_id: str, timeout_s: float) -> InstanceStatus:
+        """The instance's status once it is no longer RUNNING, or as it is after `timeout_s`.
+
+        Woken at once when this process commits its end; an end committed by another process
+        is seen at the next re-read (every FINISH_RECHECK_S). Reads only, never a write.
+        """
+        deadline = time.monotonic() + timeout_s
+        event = threading.Event()
+        with self._finish_lock:  # registered before the first read: no end slips between
+            self._finish_waiters.setdefault(instance_id, []).append(event)
+        try:
+            while True:
+                status = self.db.read(lambda c: _instances.status_of(c, instance_id))
+                if status is None:
+                    raise InstanceNotFound(instance_id)
+                left = deadline - time.monotonic()
+                if status is not InstanceStatus.RUNNING or left <= 0 or self._stop.is_set():
+                    return status
+                event.wait(min(left, FINISH_RECHECK_S))
+                event.clear()
+        finally:
+            with self._finish_lock:
+                waiters = self._finish_waiters.get(instance_id, [])
+                with contextlib.suppress(ValueError):
+                    waiters.remove(event)
+                if not waiters:
+                    self._finish_waiters.pop(instance_id, None)
+
+    def _finished(self, instance_ids: list[str]) -> None:
+        if not self._finish_waiters:  # the common case: nobody waits
+            return
+        with self._finish_lock:
+            for iid in instance_ids:
+                for event in self._finish_waiters.get(iid, ()):
+                    event.set()
 
     def list_instances(
         self,
@@ -291,6 +365,20 @@ class Engine:
         return self.db.read(lambda c: _instances.list_instances(c, flow, status, limit, after))
 
     # -- workers --------------------------------------------------------------------------------
+
+    def note_worker(self, note: WorkerNote) -> None:
+        """A worker polled: record it, at most every few seconds per worker (see _workers)."""
+        if not self._workers.due(note):
+            return
+        try:
+            self.db.write(lambda c: _workers.upsert(c, self.db, note))
+        except Exception:
+            self._workers.forget(note.worker_id)
+            raise
+
+    def list_workers(self, within_ms: int = POLLING_WINDOW_MS) -> tuple[list[WorkerSeen], int]:
+        """Workers whose last poll is at most `within_ms` old, and the database's clock."""
+        return self.db.read(lambda c: _workers.list_workers(c, self.db, within_ms))
 
     def poll(self, queues: Sequence[str], worker_id: str, max_tasks: int) -> list[TaskActivation]:
         """Claim up to `max_tasks` READY tasks on `queues` (never blocks; see wait_for_tasks)."""
@@ -444,9 +532,14 @@ class Engine:
                 self._waiters.remove(waiter)
 
     def wake(self) -> None:
-        """Wake every waiter now: pollers in wait_for_tasks and the ticker (used at shutdown)."""
+        """Wake every waiter now: pollers in wait_for_tasks, instance waiters and the ticker
+        (used at shutdown)."""
         self._timers_changed.set()
         self._wake(None)
+        with self._finish_lock:
+            for waiters in self._finish_waiters.values():
+                for event in waiters:
+                    event.set()
 
     def wait_for_timers(self, timeout_s: float) -> None:
         """Sleep until `timeout_s` passes or this process arms a timer (or wake() is called).

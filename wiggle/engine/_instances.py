@@ -14,19 +14,17 @@ from ._drive import deliver, finish_instance, inst_from_row, place
 from ._reports import INSTANCE_FIELDS
 from ._tx import TOKEN_COLUMNS, Inst, Tx, dumps, loads
 from ._types import (
-    EventView,
     InstanceStatus,
     InstanceView,
     Json,
     TokenState,
-    TokenView,
     resolve_mode,
 )
 
 if TYPE_CHECKING:
     from ._engine import Engine
 
-__all__ = ["cancel", "describe", "insert_instance", "list_instances", "signal"]
+__all__ = ["cancel", "insert_instance", "list_instances", "signal", "status_of"]
 
 _i = s.instances
 _r = s.instances.alias("root")
@@ -155,38 +153,9 @@ def _view(m: Any) -> InstanceView:
     )
 
 
-def describe(conn: Connection, instance_id: str, include_events: bool) -> InstanceView:
-    row = conn.execute(select(*_i.c).where(_i.c.id == instance_id)).first()
-    if row is None:
-        raise InstanceNotFound(instance_id)
-    view = _view(row._mapping)
-    for t in conn.execute(
-        select(*TOKEN_COLUMNS).where(_t.c.instance_id == instance_id).order_by(_t.c.seq, _t.c.id)
-    ):
-        view.tokens.append(
-            TokenView(
-                token_id=t.id,
-                node_id=t.node_id,
-                state=TokenState(t.state),
-                attempt=t.attempt,
-                lease_owner=t.lease_owner or "",
-                lease_expires_at_ms=int(t.lease_expires_at_ms or 0),
-                wake_at_ms=int(t.wake_at_ms or 0),
-                branch=t.branch or "",
-                parent_token_id=t.parent_token_id or "",
-            )
-        )
-    if include_events:
-        e = s.events
-        for ev in conn.execute(
-            select(*e.c).where(e.c.instance_id == instance_id).order_by(e.c.seq)
-        ):
-            view.events.append(
-                EventView(
-                    int(ev.seq), int(ev.at_ms), ev.kind, ev.node_id, ev.attempt, loads(ev.detail)
-                )
-            )
-    return view
+def status_of(conn: Connection, instance_id: str) -> InstanceStatus | None:
+    row = conn.execute(select(_i.c.status).where(_i.c.id == instance_id)).scalar()
+    return None if row is None else InstanceStatus(row)
 
 
 def list_instances(

@@ -11,9 +11,12 @@ from wiggle.graph import ExecutionMode, Graph
 
 __all__ = [
     "AdvanceResult",
+    "DefinitionSummary",
     "EagerRequest",
     "EventView",
     "HeartbeatResult",
+    "InstanceFilter",
+    "InstancePage",
     "InstanceStatus",
     "InstanceView",
     "Json",
@@ -24,6 +27,7 @@ __all__ = [
     "TaskActivation",
     "TokenState",
     "TokenView",
+    "WorkerSeen",
 ]
 
 Json = Any
@@ -155,6 +159,14 @@ class TokenView:
     wake_at_ms: int
     branch: str
     parent_token_id: str
+    # What `describe` adds (list views leave the defaults).
+    context: Json = None
+    queue: str = ""  # READY / LEASED: the step's queue
+    activity: str = ""  # READY / LEASED: the step's activity
+    wait_kind: str = ""  # WAITING: sleep | retry | child | held
+    child_instance_id: str = ""
+    ready_at_ms: int = 0
+    explanation: str = ""  # one sentence: what the token waits for (engine/_explain.py)
 
 
 @dataclass(frozen=True)
@@ -173,7 +185,9 @@ class InstanceView:
     flow: str
     version: str
     status: InstanceStatus
-    context: Json  # the final context once finished, else the input
+    # The latest committed context: the final one once finished; while running, that of the
+    # token that moved last (`describe`; a list view carries the input instead).
+    context: Json
     reason: str
     execution_mode: ExecutionMode
     parent_instance_id: str
@@ -181,6 +195,52 @@ class InstanceView:
     updated_at_ms: int
     tokens: list[TokenView] = field(default_factory=list)
     events: list[EventView] = field(default_factory=list)
+    input: Json = None  # the start input (`describe` of a RUNNING instance; else None)
+    child_instance_ids: list[str] = field(default_factory=list)  # subflow children, oldest first
+    current_node: str = ""  # the node of the token that moved last
+
+
+@dataclass(frozen=True)
+class InstanceFilter:
+    """What `Engine.find_instances` selects; every field optional."""
+
+    flow: str | None = None
+    version: str | None = None
+    status: InstanceStatus | None = None
+    started_after_ms: int | None = None  # created_at_ms >= this
+    started_before_ms: int | None = None  # created_at_ms < this
+    id_contains: str | None = None
+
+
+@dataclass(frozen=True)
+class InstancePage:
+    """One page of instances, newest first; `next_page_token` is "" on the last page."""
+
+    instances: list[InstanceView]
+    next_page_token: str
+    counts: dict[str, int]  # status -> instances matching the filter without its status
+
+
+@dataclass(frozen=True)
+class DefinitionSummary:
+    name: str
+    version: str
+    registered_at_ms: int
+    execution_mode: ExecutionMode  # as declared (DEFAULT is not resolved)
+    instance_counts: dict[str, int]  # status -> instances on this version (when asked for)
+
+
+@dataclass(frozen=True)
+class WorkerSeen:
+    """A worker as the server last recorded it (written at most every few seconds)."""
+
+    worker_id: str
+    queues: tuple[str, ...]
+    activities: tuple[str, ...]  # empty: the worker did not say (any activity)
+    slots: int
+    sdk: str
+    first_seen_ms: int
+    last_poll_ms: int
 
 
 def resolve_mode(graph: Graph, default: ExecutionMode) -> ExecutionMode:

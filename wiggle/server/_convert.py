@@ -12,21 +12,26 @@ import orjson
 
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle.engine import (
+    DefinitionSummary,
     EventView,
+    InstanceStatus,
     InstanceView,
     StepFailure,
     StepOutcome,
     TaskActivation,
     TokenView,
+    WorkerSeen,
 )
 from wiggle.errors import InvalidRequest, PayloadTooLarge
 
 __all__ = [
     "decode_json",
+    "definition_to_pb",
     "failure_from_pb",
     "instance_to_pb",
     "outcome_from_pb",
     "task_to_pb",
+    "worker_to_pb",
 ]
 
 
@@ -91,6 +96,14 @@ def _token_to_pb(token: TokenView) -> pb.Token:
         lease_expires_at_ms=token.lease_expires_at_ms,
         wake_at_ms=token.wake_at_ms,
         branch=token.branch,
+        context=encode_json(token.context),
+        queue=token.queue,
+        activity=token.activity,
+        wait_kind=token.wait_kind,
+        child_instance_id=token.child_instance_id,
+        ready_at_ms=token.ready_at_ms,
+        parent_token_id=token.parent_token_id,
+        explanation=token.explanation,
     )
 
 
@@ -121,4 +134,30 @@ def instance_to_pb(view: InstanceView, *, full: bool = True) -> pb.Instance:
     if full:
         msg.tokens.extend(_token_to_pb(t) for t in view.tokens)
         msg.events.extend(_event_to_pb(e) for e in view.events)
+        msg.child_instance_ids.extend(view.child_instance_ids)
+        msg.current_node = view.current_node
+        if view.input is not None or view.status is InstanceStatus.RUNNING:
+            msg.input = encode_json(view.input)
     return msg
+
+
+def definition_to_pb(d: DefinitionSummary) -> pb.DefinitionSummary:
+    return pb.DefinitionSummary(
+        name=d.name,
+        version=d.version,
+        registered_at_ms=d.registered_at_ms,
+        execution_mode=str(d.execution_mode),
+        instance_counts=d.instance_counts,
+    )
+
+
+def worker_to_pb(w: WorkerSeen) -> pb.WorkerInfo:
+    return pb.WorkerInfo(
+        worker_id=w.worker_id,
+        queues=list(w.queues),
+        activities=list(w.activities),
+        slots=w.slots,
+        sdk=w.sdk,
+        first_seen_ms=w.first_seen_ms,
+        last_poll_ms=w.last_poll_ms,
+    )

@@ -8,6 +8,7 @@ decision that needs coordination (claims, leases, timers) is the engine's, insid
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -17,18 +18,22 @@ import grpc
 
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
-from wiggle.engine import EagerRequest, Engine, InstanceStatus
+from wiggle.engine import EagerRequest, Engine, InstanceFilter, InstanceStatus, WorkerNote
 from wiggle.errors import InvalidRequest, PayloadTooLarge, Unavailable
 from wiggle.server._convert import (
     decode_json,
+    definition_to_pb,
     failure_from_pb,
     instance_to_pb,
     outcome_from_pb,
     task_to_pb,
+    worker_to_pb,
 )
 from wiggle.server._errors import abort_with
 
 __all__ = ["WiggleService"]
+
+_log = logging.getLogger("wiggle.server")
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -38,6 +43,10 @@ MAX_TASKS_PER_POLL = 256
 #: A long poll waits in slices of at most this long, re-checking shutdown and the caller between
 #: them; a new task ends the wait at once whatever the slice.
 POLL_SLICE_S = 1.0
+#: ListInstances answers at most this many instances a page (100 when the caller says nothing).
+MAX_PAGE_SIZE = 1000
+#: Workers whose last poll is this recent are listed when the caller does not say.
+WORKERS_SEEN_WITHIN_MS = 30_000
 #: Answer a long poll this long before the caller's deadline, so it gets a response, not an error.
 DEADLINE_MARGIN_S = 0.2
 
@@ -62,6 +71,18 @@ def _rpc(
                 self._in_flight.notify_all()
 
     return wrapper
+
+
+def _check_identity(request: pb.PollTasksRequest) -> None:
+    """What a worker says about itself is stored: refuse what the columns cannot hold."""
+    if len(request.worker_id) > 200:
+        raise InvalidRequest(f"worker id {request.worker_id[:80]!r}... is over 200 characters")
+    if len(request.sdk) > 100:
+        raise InvalidRequest(f"sdk {request.sdk[:80]!r}... is over 100 characters")
+    for what, names in (("queue", request.queues), ("activity", request.activities)):
+        for name in names:
+            if len(name) > 200:
+                raise InvalidRequest(f"{what} {name[:80]!r}... is over 200 characters")
 
 
 def _status(status: InstanceStatus) -> str:
@@ -186,19 +207,83 @@ class WiggleService(pb_grpc.WiggleServicer):
     def ListInstances(
         self, request: pb.ListInstancesRequest, context: grpc.ServicerContext
     ) -> pb.ListInstancesResponse:
-        size = request.page_size if 0 < request.page_size <= 1000 else 100
+        size = min(request.page_size, MAX_PAGE_SIZE) if request.page_size > 0 else 100
         status = None
         if request.status != pb.INSTANCE_STATUS_UNSPECIFIED:
             status = InstanceStatus(pb.InstanceStatus.Name(request.status))
-        views = self._engine.list_instances(
-            flow=request.flow or None, status=status, limit=size, after=request.page_token or None
+        where = InstanceFilter(
+            flow=request.flow or None,
+            version=request.version or None,
+            status=status,
+            started_after_ms=request.started_after_ms or None,
+            started_before_ms=request.started_before_ms or None,
+            id_contains=request.id_contains or None,
         )
-        response = pb.ListInstancesResponse(
-            instances=[instance_to_pb(v, full=False) for v in views]
+        page = self._engine.find_instances(
+            where, limit=size, page_token=request.page_token, counts=request.include_counts
         )
-        if len(views) == size:
-            response.next_page_token = views[-1].instance_id
-        return response
+        return pb.ListInstancesResponse(
+            instances=[instance_to_pb(v, full=False) for v in page.instances],
+            next_page_token=page.next_page_token,
+            counts=page.counts,
+        )
+
+    @_rpc
+    def WaitInstance(
+        self, request: pb.WaitInstanceRequest, context: grpc.ServicerContext
+    ) -> pb.Instance:
+        if not request.instance_id:
+            raise InvalidRequest("WaitInstance needs an instance id")
+        wait = self._wait_budget(request.wait_ms, context)
+        if wait > 0 and not self._waiting.acquire(blocking=False):
+            raise Unavailable(
+                f"this server already holds {self._max_waiting} long polls; retry later "
+                "(or start it with more --threads)"
+            )
+        try:
+            deadline = time.monotonic() + wait
+            while True:
+                left = max(deadline - time.monotonic(), 0.0)
+                status = self._engine.wait_finished(request.instance_id, min(left, POLL_SLICE_S))
+                if (
+                    status is not InstanceStatus.RUNNING
+                    or left <= 0
+                    or self._stopping.is_set()
+                    or not context.is_active()
+                ):
+                    break
+        finally:
+            if wait > 0:
+                self._waiting.release()
+        view = self._engine.describe(request.instance_id, include_events=request.include_events)
+        return instance_to_pb(view)
+
+    def _wait_budget(self, wait_ms: int, context: grpc.ServicerContext) -> float:
+        """How long a long poll may wait: asked, capped, and short of the caller's deadline."""
+        wait = min(max(wait_ms, 0) / 1000, self._max_wait)
+        remaining = context.time_remaining()
+        if remaining is not None:
+            wait = min(wait, max(remaining - DEADLINE_MARGIN_S, 0.0))
+        return wait
+
+    # -- listings --------------------------------------------------------------------------
+
+    @_rpc
+    def ListDefinitions(
+        self, request: pb.ListDefinitionsRequest, context: grpc.ServicerContext
+    ) -> pb.ListDefinitionsResponse:
+        found = self._engine.list_definitions(
+            request.name or None, include_counts=request.include_counts
+        )
+        return pb.ListDefinitionsResponse(definitions=[definition_to_pb(d) for d in found])
+
+    @_rpc
+    def ListWorkers(
+        self, request: pb.ListWorkersRequest, context: grpc.ServicerContext
+    ) -> pb.ListWorkersResponse:
+        within = request.seen_within_ms if request.seen_within_ms > 0 else WORKERS_SEEN_WITHIN_MS
+        workers, now = self._engine.list_workers(within)
+        return pb.ListWorkersResponse(workers=[worker_to_pb(w) for w in workers], server_now_ms=now)
 
     # -- tasks -----------------------------------------------------------------------------
 
@@ -208,12 +293,10 @@ class WiggleService(pb_grpc.WiggleServicer):
     ) -> pb.PollTasksResponse:
         if not request.worker_id:
             raise InvalidRequest("PollTasks needs a worker id")
+        _check_identity(request)
         queues = tuple(request.queues) or ("default",)
         max_tasks = min(max(request.max_tasks, 1), MAX_TASKS_PER_POLL)
-        wait = min(max(request.wait_ms, 0) / 1000, self._max_wait)
-        remaining = context.time_remaining()
-        if remaining is not None:
-            wait = min(wait, max(remaining - DEADLINE_MARGIN_S, 0.0))
+        wait = self._wait_budget(request.wait_ms, context)
         if wait > 0 and not self._waiting.acquire(blocking=False):
             # Every waiting poll holds a handler thread; past this many, reports (CompleteTask,
             # AdvanceRun) would queue behind them. Refuse: the worker backs off and retries.
@@ -236,7 +319,15 @@ class WiggleService(pb_grpc.WiggleServicer):
         wait: float,
     ) -> pb.PollTasksResponse:
         deadline = time.monotonic() + wait
+        note = WorkerNote(
+            worker_id=request.worker_id,
+            queues=queues,
+            activities=tuple(request.activities),
+            slots=request.slots,
+            sdk=request.sdk,
+        )
         while True:
+            self._note(note)  # every slice: a worker inside a long poll stays "polling"
             tasks = self._engine.poll(queues, request.worker_id, max_tasks)
             if tasks:
                 return pb.PollTasksResponse(tasks=[task_to_pb(t) for t in tasks])
@@ -249,6 +340,13 @@ class WiggleService(pb_grpc.WiggleServicer):
             # After a shutdown began the engine may be closing under us: claim nothing more.
             if self._stopping.is_set():
                 return pb.PollTasksResponse()
+
+    def _note(self, note: WorkerNote) -> None:
+        """Record the polling worker (throttled by the engine); bookkeeping never fails a poll."""
+        try:
+            self._engine.note_worker(note)
+        except Exception as exc:
+            _log.warning("could not record worker %s: %s", note.worker_id[:80], exc)
 
     @_rpc
     def CompleteTask(

@@ -76,6 +76,9 @@ class FakeEngine:
                 self.tasks.remove(t)
             return mine
 
+    def note_worker(self, note: Any) -> None:
+        pass
+
     def wait_for_tasks(self, queues: Any, timeout_s: float) -> None:
         with self.cond:
             self.cond.wait(timeout_s)

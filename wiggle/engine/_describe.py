@@ -1,0 +1,211 @@
+"""`describe`: one instance with its tokens, their contexts and why each one waits.
+
+A read-only transaction. The instance row holds the start input while the instance runs and the
+final context once it ended; the context a person wants to see while it runs is that of the
+token that moved last, which the event log tells: every move logs an event at the node the token
+left or reached, so the live token whose node (or a node leading to it) has the newest event is
+the one that moved last. The same events date each token's arrival and name a retry's last error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from wiggle.errors import InstanceNotFound
+from wiggle.graph import Await, ExecutionMode, ForEach, Fork, Graph, Join, Node, Predicate
+
+from . import _schema as s
+from ._explain import Facts, explain
+from ._tx import TOKEN_COLUMNS, loads
+from ._types import EventView, InstanceStatus, InstanceView, TokenState, TokenView, WorkerSeen
+from ._workers import POLLING_WINDOW_MS, recent_workers
+
+__all__ = ["RECENT_EVENTS", "describe", "predecessors"]
+
+_i = s.instances
+_t = s.tokens
+_e = s.events
+
+#: How many of the newest events are read to date tokens and find the one that moved last.
+RECENT_EVENTS = 500
+
+_PREDECESSORS: dict[str, Mapping[str, frozenset[str]]] = {}
+
+
+def _successors(node: Node) -> list[str]:
+    if isinstance(node, Fork):
+        return list(node.branches.values())
+    if isinstance(node, ForEach):
+        return [node.body]
+    out = [getattr(node, "next", None)]
+    if isinstance(node, Predicate):
+        out.append(node.alt)
+    if isinstance(node, Await):
+        out.append(node.on_timeout)
+    return [n for n in out if n]
+
+
+def predecessors(graph: Graph) -> Mapping[str, frozenset[str]]:
+    """Node id -> the nodes with an edge to it (cached per version: versions are immutable)."""
+    got = _PREDECESSORS.get(graph.version)
+    if got is None:
+        into: dict[str, set[str]] = {}
+        for node in graph:
+            for nxt in _successors(node):
+                into.setdefault(nxt, set()).add(node.id)
+        got = _PREDECESSORS[graph.version] = {k: frozenset(v) for k, v in into.items()}
+    return got
+
+
+def _event(row: Any) -> EventView:
+    return EventView(
+        int(row.seq), int(row.at_ms), row.kind, row.node_id, row.attempt, loads(row.detail)
+    )
+
+
+def _read_events(conn: Connection, instance_id: str, everything: bool) -> list[EventView]:
+    q = select(*_e.c).where(_e.c.instance_id == instance_id)
+    if everything:
+        return [_event(r) for r in conn.execute(q.order_by(_e.c.seq))]
+    rows = conn.execute(q.order_by(_e.c.seq.desc()).limit(RECENT_EVENTS)).all()
+    return [_event(r) for r in reversed(rows)]
+
+
+class _Clues:
+    """What the event log says about the tokens: newest event per node, last error per node."""
+
+    def __init__(self, events: Sequence[EventView]) -> None:
+        self.newest: dict[str, EventView] = {}
+        self.error: dict[str, str] = {}
+        for ev in events:
+            if ev.node_id:
+                self.newest[ev.node_id] = ev
+            if ev.kind == "step_failed" and isinstance(ev.detail, dict):
+                self.error[ev.node_id] = str(ev.detail.get("message", ""))
+
+    def arrival(self, node_id: str, preds: frozenset[str]) -> EventView | None:
+        """The newest event at the node or at one leading to it."""
+        found = [self.newest[n] for n in (node_id, *preds) if n in self.newest]
+        return max(found, key=lambda e: e.seq) if found else None
+
+
+def describe(
+    conn: Connection,
+    instance_id: str,
+    include_events: bool,
+    graph_of: Callable[[Connection, str], Graph],
+    now_sql: Any,
+) -> InstanceView:
+    row = conn.execute(select(*_i.c, now_sql).where(_i.c.id == instance_id)).first()
+    if row is None:
+        raise InstanceNotFound(instance_id)
+    m = row._mapping
+    now = int(m["now_ms"])
+    status = InstanceStatus(m["status"])
+    graph = graph_of(conn, m["version"])
+    preds = predecessors(graph)
+    rows = conn.execute(
+        select(*TOKEN_COLUMNS).where(_t.c.instance_id == instance_id).order_by(_t.c.seq, _t.c.id)
+    ).all()
+    events = _read_events(conn, instance_id, include_events)
+    clues = _Clues(events)
+    children = conn.execute(
+        select(_i.c.id, _i.c.flow)
+        .where(_i.c.parent_instance_id == instance_id)
+        .order_by(_i.c.created_at_ms, _i.c.id)
+    ).all()
+    child_flow = {c.id: c.flow for c in children}
+    live = [r for r in rows if r.state != TokenState.DONE.value]
+    workers: list[WorkerSeen] = []
+    if any(r.state == TokenState.READY.value for r in live):
+        workers = recent_workers(conn)
+    kids: dict[str, list[Any]] = {}
+    for r in rows:
+        if r.parent_token_id:
+            kids.setdefault(r.parent_token_id, []).append(r)
+
+    tokens: list[TokenView] = []
+    moved_last: tuple[int, int, Any] | None = None  # (event seq, not a fork parent, row)
+    for r in rows:
+        node = graph.nodes.get(r.node_id)
+        arrived = clues.arrival(r.node_id, preds.get(r.node_id, frozenset()))
+        text = ""
+        if r.state != TokenState.DONE.value:
+            since = arrived.at_ms if arrived is not None else int(m["created_at_ms"])
+            if isinstance(node, Await) and node.timeout_ms is not None and r.wake_at_ms:
+                since = int(r.wake_at_ms) - node.timeout_ms  # exact: the deadline was set then
+            branches = kids.get(r.id, [])
+            facts = Facts(
+                state=TokenState(r.state),
+                node=node,
+                attempt=r.attempt,
+                queue=r.queue or "",
+                activity=r.activity or "",
+                lease_owner=r.lease_owner or "",
+                lease_expires_at_ms=int(r.lease_expires_at_ms or 0),
+                wake_at_ms=int(r.wake_at_ms or 0),
+                wait_kind=r.wait_kind or "",
+                ready_at_ms=int(r.ready_at_ms or 0),
+                branch=r.branch or "",
+                child_instance_id=r.child_instance_id or "",
+                child_flow=child_flow.get(r.child_instance_id or "", ""),
+                since_ms=since,
+                last_error=clues.error.get(r.node_id, "") if r.wait_kind == "retry" else "",
+                branches_total=len(branches),
+                branches_pending=tuple(
+                    b.branch or ""
+                    for b in branches
+                    if b.state != TokenState.JOINED.value and b.state != TokenState.DONE.value
+                ),
+            )
+            text = explain(facts, workers, now, POLLING_WINDOW_MS)
+            parked_parent = r.state == TokenState.JOINED.value and not isinstance(node, Join)
+            rank = (arrived.seq if arrived is not None else -1, 0 if parked_parent else 1, r)
+            if moved_last is None or rank[:2] > moved_last[:2]:
+                moved_last = rank
+        tokens.append(
+            TokenView(
+                token_id=r.id,
+                node_id=r.node_id,
+                state=TokenState(r.state),
+                attempt=r.attempt,
+                lease_owner=r.lease_owner or "",
+                lease_expires_at_ms=int(r.lease_expires_at_ms or 0),
+                wake_at_ms=int(r.wake_at_ms or 0),
+                branch=r.branch or "",
+                parent_token_id=r.parent_token_id or "",
+                context=loads(r.context),
+                queue=r.queue or "",
+                activity=r.activity or "",
+                wait_kind=r.wait_kind or "",
+                child_instance_id=r.child_instance_id or "",
+                ready_at_ms=int(r.ready_at_ms or 0),
+                explanation=text,
+            )
+        )
+
+    running = status is InstanceStatus.RUNNING
+    stored = loads(m["context"])
+    context, current = stored, ""
+    if running and moved_last is not None:
+        context, current = loads(moved_last[2].context), moved_last[2].node_id
+    return InstanceView(
+        instance_id=m["id"],
+        flow=m["flow"],
+        version=m["version"],
+        status=status,
+        context=context,
+        reason=m["reason"],
+        execution_mode=ExecutionMode(m["mode"]),
+        parent_instance_id=m["parent_instance_id"] or "",
+        created_at_ms=int(m["created_at_ms"]),
+        updated_at_ms=int(m["updated_at_ms"]),
+        tokens=tokens,
+        events=events if include_events else [],
+        input=stored if running else None,
+        child_instance_ids=[c.id for c in children],
+        current_node=current,
+    )

@@ -1,0 +1,143 @@
+"""Listing: instances (filtered, newest first, paged, counted) and registered definitions."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import Connection, and_, func, or_, select
+
+from wiggle.errors import InvalidRequest
+from wiggle.graph import ExecutionMode, Graph
+
+from . import _schema as s
+from ._tx import loads
+from ._types import (
+    DefinitionSummary,
+    InstanceFilter,
+    InstancePage,
+    InstanceStatus,
+    InstanceView,
+)
+
+__all__ = ["find_instances", "list_definitions", "page_token"]
+
+_i = s.instances
+_d = s.definitions
+
+_LIST_COLUMNS = [c for c in _i.c if c.name not in ("root_id", "parent_token_id")]
+
+
+def page_token(created_at_ms: int, instance_id: str) -> str:
+    """Opaque to callers: where the next page starts (after this instance, newest first)."""
+    return base64.urlsafe_b64encode(f"{created_at_ms}:{instance_id}".encode()).decode()
+
+
+def _after(token: str) -> tuple[int, str]:
+    try:
+        ms, _, iid = base64.urlsafe_b64decode(token.encode()).decode().partition(":")
+        return int(ms), iid
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidRequest(
+            f"page token {token[:80]!r} is not one this server issued; start from the first page"
+        ) from None
+
+
+def _where(f: InstanceFilter, *, with_status: bool) -> list[Any]:
+    conds: list[Any] = []
+    if f.flow:
+        conds.append(_i.c.flow == f.flow)
+    if f.version:
+        conds.append(_i.c.version == f.version)
+    if with_status and f.status is not None:
+        conds.append(_i.c.status == f.status.value)
+    if f.started_after_ms:
+        conds.append(_i.c.created_at_ms >= f.started_after_ms)
+    if f.started_before_ms:
+        conds.append(_i.c.created_at_ms < f.started_before_ms)
+    if f.id_contains:
+        conds.append(_i.c.id.contains(f.id_contains, autoescape=True))
+    return conds
+
+
+def _view(m: Any) -> InstanceView:
+    return InstanceView(
+        instance_id=m["id"],
+        flow=m["flow"],
+        version=m["version"],
+        status=InstanceStatus(m["status"]),
+        context=loads(m["context"]),
+        reason=m["reason"],
+        execution_mode=ExecutionMode(m["mode"]),
+        parent_instance_id=m["parent_instance_id"] or "",
+        created_at_ms=int(m["created_at_ms"]),
+        updated_at_ms=int(m["updated_at_ms"]),
+    )
+
+
+def find_instances(
+    conn: Connection, f: InstanceFilter, limit: int, token: str, counts: bool
+) -> InstancePage:
+    """A page of instances matching `f`, newest first (ties by id, descending)."""
+    q = select(*_LIST_COLUMNS).where(*_where(f, with_status=True))
+    if token:
+        ms, iid = _after(token)
+        q = q.where(or_(_i.c.created_at_ms < ms, and_(_i.c.created_at_ms == ms, _i.c.id < iid)))
+    limit = max(1, limit)
+    rows = conn.execute(
+        q.order_by(_i.c.created_at_ms.desc(), _i.c.id.desc()).limit(limit + 1)
+    ).all()
+    views = [_view(r._mapping) for r in rows[:limit]]
+    next_token = ""
+    if len(rows) > limit:
+        last = views[-1]
+        next_token = page_token(last.created_at_ms, last.instance_id)
+    by_status: dict[str, int] = {}
+    if counts:
+        by_status = {str(st): 0 for st in InstanceStatus}
+        grouped = conn.execute(
+            select(_i.c.status, func.count())
+            .where(*_where(f, with_status=False))
+            .group_by(_i.c.status)
+        )
+        for status, n in grouped:
+            by_status[status] = int(n)
+    return InstancePage(views, next_token, by_status)
+
+
+def list_definitions(
+    conn: Connection,
+    name: str | None,
+    include_counts: bool,
+    graph_of: Callable[[Connection, str], Graph],
+) -> list[DefinitionSummary]:
+    """Registered versions by flow name, the newest version of each name first."""
+    q = select(_d.c.name, _d.c.version, _d.c.registered_at_ms)
+    if name:
+        q = q.where(_d.c.name == name)
+    rows = conn.execute(q.order_by(_d.c.name, _d.c.seq.desc())).all()
+    counts: dict[str, dict[str, int]] = {}
+    if include_counts and rows:
+        cq = select(_i.c.version, _i.c.status, func.count()).group_by(_i.c.version, _i.c.status)
+        if name:
+            cq = cq.where(_i.c.flow == name)
+        for version, status, n in conn.execute(cq):
+            counts.setdefault(version, {})[status] = int(n)
+    out = []
+    for r in rows:
+        per = counts.get(r.version, {})
+        out.append(
+            DefinitionSummary(
+                name=r.name,
+                version=r.version,
+                registered_at_ms=int(r.registered_at_ms),
+                execution_mode=graph_of(conn, r.version).execution,
+                instance_counts=(
+                    {str(st): per.get(str(st), 0) for st in InstanceStatus}
+                    if include_counts
+                    else {}
+                ),
+            )
+        )
+    return out
