@@ -8,12 +8,15 @@
     │   └── InstanceNotFound       no instance with that id
     ├── InvalidRequest             a well-formed request that cannot be honoured as asked
     │   ├── InputRejected          a start input that fails the flow's `input` schema
-    │   └── WrongPath              an AdvanceRun batch that does not follow the graph
+    │   ├── WrongPath              an AdvanceRun batch that does not follow the graph
+    │   └── SignalNotAwaited       a signal no await of the instance's flow can receive
     ├── Conflict                   the request was valid once but the world moved on
     │   ├── StaleLease             a report carrying a lease that is no longer the current one
+    │   ├── ReportOutOfOrder       a report whose seq skips one the server has not applied
     │   └── InstanceNotRunning     a signal, cancel or report for a finished instance
     ├── PayloadTooLarge            a context or signal over the configured size limit
     ├── Unauthenticated            a missing or wrong bearer token
+    ├── PermissionDenied           a credential whose scopes do not allow the call
     └── Unavailable                the server or database cannot be reached right now
 
 The gRPC layer maps each branch to one status code (NOT_FOUND, INVALID_ARGUMENT,
@@ -37,6 +40,9 @@ __all__ = [
     "InvalidRequest",
     "NotFound",
     "PayloadTooLarge",
+    "PermissionDenied",
+    "ReportOutOfOrder",
+    "SignalNotAwaited",
     "StaleLease",
     "Unauthenticated",
     "Unavailable",
@@ -101,6 +107,10 @@ class InputRejected(InvalidRequest):
     """The start input does not satisfy the flow's `input` schema."""
 
 
+class SignalNotAwaited(InvalidRequest):
+    """A signal whose name no `await` in the instance's flow can receive."""
+
+
 class WrongPath(InvalidRequest):
     """A batch of step results that does not follow the graph from the leased token."""
 
@@ -116,6 +126,17 @@ class StaleLease(Conflict):
         super().__init__(f"{msg}: {detail}" if detail else msg)
 
 
+class ReportOutOfOrder(Conflict):
+    """A report's seq is more than one past the last report applied under its lease."""
+
+    def __init__(self, task_id: str, seq: int, last: int) -> None:
+        self.task_id = task_id
+        super().__init__(
+            f"report {seq} on task {task_id!r} skips ahead: the last report applied under this "
+            f"lease is {last}; resend report {last + 1} (a resend keeps its seq)"
+        )
+
+
 class InstanceNotRunning(Conflict):
     def __init__(self, instance_id: str, status: str) -> None:
         self.instance_id = instance_id
@@ -129,6 +150,10 @@ class PayloadTooLarge(WiggleError):
 
 class Unauthenticated(WiggleError):
     """A missing or wrong bearer token."""
+
+
+class PermissionDenied(WiggleError):
+    """The caller's credential is valid but its scopes do not allow this call."""
 
 
 class Unavailable(WiggleError):

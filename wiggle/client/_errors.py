@@ -20,7 +20,7 @@ _BY_STATUS: dict[grpc.StatusCode, type[errors.WiggleError]] = {
     grpc.StatusCode.FAILED_PRECONDITION: errors.Conflict,
     grpc.StatusCode.RESOURCE_EXHAUSTED: errors.PayloadTooLarge,
     grpc.StatusCode.UNAUTHENTICATED: errors.Unauthenticated,
-    grpc.StatusCode.PERMISSION_DENIED: errors.Unauthenticated,
+    grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDenied,
     grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: errors.Unavailable,
 }
@@ -66,6 +66,10 @@ def _build(reason: str, detail: dict[str, Any], message: str) -> errors.WiggleEr
             "WRONG_PATH": errors.WrongPath,
             "PAYLOAD_TOO_LARGE": errors.PayloadTooLarge,
             "UNAUTHENTICATED": errors.Unauthenticated,
+            "PERMISSION_DENIED": errors.PermissionDenied,
+            "SIGNAL_NOT_AWAITED": errors.SignalNotAwaited,
+            "REPORT_OUT_OF_ORDER": errors.Conflict,
+            "UNAVAILABLE": errors.Unavailable,
         }
         cls = simple.get(reason)
         return None if cls is None else cls(message)

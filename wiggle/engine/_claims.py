@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, bindparam, literal_column, select, update
+from sqlalchemy import BigInteger, Connection, bindparam, func, literal_column, select, update
 
 from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
 
@@ -34,23 +34,27 @@ _RETURNING = (
 )
 
 
-def claim_stmt(db: Database) -> Any:
+def claim_stmt(db: Database, by_activity: bool) -> Any:
     """One UPDATE leases up to `limit` READY tokens, oldest first.
 
     On PostgreSQL the inner SELECT skips rows another claimer holds (SKIP LOCKED), so racing
     pollers never wait on or double-claim a token; every row gets a fresh lease id from the
-    database and an expiry from the database clock plus the step's timeout.
+    database and an expiry from the database clock plus the step's timeout. `by_activity`:
+    only tokens whose activity the worker listed (or that predate activities) are taken.
     """
-    return db.cached("claim", lambda: _build_claim(db))
+    return db.cached(f"claim:{by_activity}", lambda: _build_claim(db, by_activity))
 
 
-def _build_claim(db: Database) -> Any:
+def _build_claim(db: Database, by_activity: bool) -> Any:
+    conds = [
+        _t.c.state == TokenState.READY.value,
+        _t.c.queue.in_(bindparam("queues", expanding=True)),
+    ]
+    if by_activity:
+        conds.append(_t.c.activity.is_(None) | _t.c.activity.in_(bindparam("acts", expanding=True)))
     pick = (
         select(_t.c.id)
-        .where(
-            _t.c.state == TokenState.READY.value,
-            _t.c.queue.in_(bindparam("queues", expanding=True)),
-        )
+        .where(*conds)
         .order_by(_t.c.ready_at_ms)
         .limit(bindparam("lim"))
         .with_for_update(skip_locked=True)
@@ -63,6 +67,7 @@ def _build_claim(db: Database) -> Any:
             lease=literal_column(db.lease_id_sql),
             lease_owner=bindparam("worker"),
             lease_expires_at_ms=literal_column(db.now_sql) + _t.c.timeout_ms,
+            report_seq=0,
         )
         .returning(*_RETURNING)
     )
@@ -73,13 +78,13 @@ def _build_claim(db: Database) -> Any:
 _PG_CLAIM = """
 WITH pick AS (
     SELECT id FROM wiggle_tokens
-    WHERE state = 'READY' AND queue = ANY(%(queues)s)
+    WHERE state = 'READY' AND queue = ANY(%(queues)s) {by_activity}
     ORDER BY ready_at_ms LIMIT %(lim)s
     FOR UPDATE SKIP LOCKED
 ), c AS (
     UPDATE wiggle_tokens AS t
     SET state = 'LEASED', lease = {lease}, lease_owner = %(worker)s,
-        lease_expires_at_ms = {now} + t.timeout_ms
+        lease_expires_at_ms = {now} + t.timeout_ms, report_seq = 0
     FROM pick WHERE t.id = pick.id
     RETURNING t.id, t.lease, t.lease_expires_at_ms, t.instance_id, t.version, t.node_id,
               t.queue, t.attempt, t.context, t.input, t.loop_counts, t.timeout_ms
@@ -101,14 +106,27 @@ def claim(
     limit: int,
     graph_of: Callable[[Connection, str], Graph],
     default_mode: ExecutionMode,
+    activities: Sequence[str] = (),
 ) -> list[TaskActivation]:
-    params = {"queues": list(queues), "worker": worker_id, "lim": limit}
+    params: dict[str, Any] = {"queues": list(queues), "worker": worker_id, "lim": limit}
+    by_activity = bool(activities)
+    if by_activity:
+        params["acts"] = list(activities)
     detail = '{"worker":' + _json_str(worker_id) + "}"
     if db.is_postgres:
-        sql = _PG_CLAIM.format(lease=db.lease_id_sql, now=db.now_sql)
+        sql = db.cached(
+            f"pg-claim:{by_activity}",
+            lambda: _PG_CLAIM.format(
+                lease=db.lease_id_sql,
+                now=db.now_sql,
+                by_activity="AND (activity IS NULL OR activity = ANY(%(acts)s))"
+                if by_activity
+                else "",
+            ),
+        )
         rows = conn.exec_driver_sql(sql, {**params, "detail": detail}).all()
     else:
-        rows = conn.execute(claim_stmt(db), params).all()
+        rows = conn.execute(claim_stmt(db, by_activity), params).all()
     tasks = [activation(r._mapping, graph_of(conn, r.version), default_mode) for r in rows]
     if tasks and not db.is_postgres:
         conn.execute(
@@ -175,6 +193,9 @@ def _build_heartbeat(db: Database) -> Any:
             _t.c.lease == bindparam("b_lease"),
             _t.c.state == TokenState.LEASED.value,
         )
-        .values(lease_expires_at_ms=literal_column(db.now_sql) + _t.c.timeout_ms)
-        .returning(_t.c.lease_expires_at_ms)
+        .values(
+            lease_expires_at_ms=literal_column(db.now_sql)
+            + func.coalesce(bindparam("length", type_=BigInteger), _t.c.timeout_ms)
+        )
+        .returning(_t.c.lease_expires_at_ms, literal_column(db.now_sql))
     )

@@ -11,6 +11,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
@@ -19,15 +20,24 @@ from sqlalchemy import Connection, select, text
 from sqlalchemy.exc import IntegrityError
 
 from wiggle.errors import DefinitionNotFound, InputRejected, InstanceNotFound, StaleLease
-from wiggle.graph import ExecutionMode, Graph
+from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
 
 from . import _describe, _instances, _listing, _ticker, _workers
 from . import _schema as s
 from ._claims import claim, heartbeat_stmt
 from ._db import Database
 from ._drive import place
-from ._reports import apply_steps, fence_lease, read_locked, refuse_unless_current, server_outcome
-from ._tx import FenceLost, Inst, Tok, Tx, dumps, new_id
+from ._reports import (
+    apply_steps,
+    fence_lease,
+    next_lease,
+    read_locked,
+    record_seq,
+    refuse_unless_current,
+    resent,
+    server_outcome,
+)
+from ._tx import TOKEN_COLUMNS, FenceLost, Inst, Tok, Tx, dumps, new_id
 from ._types import (
     AdvanceResult,
     DefinitionSummary,
@@ -243,16 +253,54 @@ class Engine:
         self._wake(queues)
         return result
 
-    def _eager(self, tx: Tx, inst: Inst, eager: EagerRequest) -> TaskActivation | None:
-        """Lease the new instance's first READY task to the starting worker, in this transaction."""
+    def _answer_again(self, tx: Tx, inst: Inst, tok: Tok, lease: str) -> AdvanceResult:
+        """The answer to a report that was applied already, from the state it left behind."""
+        if (
+            inst.status is InstanceStatus.RUNNING
+            and tok.state is TokenState.LEASED
+            and tok.lease == lease
+        ):
+            return AdvanceResult(
+                inst.status, tok.lease_expires_at_ms or 0, True, tx.now, duplicate=True
+            )
+        return AdvanceResult(inst.status, 0, False, tx.now, duplicate=True)
+
+    def _reissue(self, tx: Tx, inst: Inst, lease: str) -> TaskActivation | None:
+        """The next task a CompleteTask with `next` leased, if no report has used it yet."""
+        if inst.status is not InstanceStatus.RUNNING:
+            return None
+        row = tx.conn.execute(
+            select(*TOKEN_COLUMNS).where(
+                _t.c.instance_id == inst.id,
+                _t.c.lease == next_lease(lease),
+                _t.c.state == TokenState.LEASED.value,
+                _t.c.report_seq == 0,
+            )
+        ).first()
+        if row is None:
+            return None
+        from ._claims import activation
+
+        return activation(row._mapping, inst.graph, self.default_mode)
+
+    def _eager(
+        self, tx: Tx, inst: Inst, eager: EagerRequest, *, lease: str | None = None
+    ) -> TaskActivation | None:
+        """Lease the instance's first READY task on the worker's queues (and activities) to
+        it, in this transaction. `lease`: the lease id to issue (a derived one for `next`, so
+        that a resent CompleteTask can find the same task again)."""
         for tok in tx.tokens.values():
             if (
                 tok.instance_id == inst.id
                 and tok.state is TokenState.READY
                 and tok.queue in eager.queues
+                and (
+                    not eager.activities or tok.activity is None or tok.activity in eager.activities
+                )
             ):
                 tok.state = TokenState.LEASED
-                tok.lease = new_id()
+                tok.lease = lease or new_id()
+                tok.report_seq = 0
                 # Leased before anyone could see it READY: no poller needs waking for it.
                 tx.ready_queues.count -= 1
                 if tx.ready_queues.count <= 0:
@@ -380,8 +428,16 @@ class Engine:
         """Workers whose last poll is at most `within_ms` old, and the database's clock."""
         return self.db.read(lambda c: _workers.list_workers(c, self.db, within_ms))
 
-    def poll(self, queues: Sequence[str], worker_id: str, max_tasks: int) -> list[TaskActivation]:
-        """Claim up to `max_tasks` READY tasks on `queues` (never blocks; see wait_for_tasks)."""
+    def poll(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        max_tasks: int,
+        *,
+        activities: Sequence[str] = (),
+    ) -> list[TaskActivation]:
+        """Claim up to `max_tasks` READY tasks on `queues` (never blocks; see wait_for_tasks).
+        `activities`: only tasks of these activities (empty: any)."""
         with self._cond:
             self._local.gen = self._gen
         if not queues or max_tasks <= 0:
@@ -390,7 +446,14 @@ class Engine:
             return []  # do not take SQLite's write lock just to find nothing
         return self.db.write(
             lambda c: claim(
-                c, self.db, queues, worker_id, max_tasks, self.graph_of, self.default_mode
+                c,
+                self.db,
+                queues,
+                worker_id,
+                max_tasks,
+                self.graph_of,
+                self.default_mode,
+                activities,
             )
         )
 
@@ -401,25 +464,37 @@ class Engine:
         )
         return conn.execute(q.limit(1)).first() is not None
 
-    def complete(self, task_id: str, lease: str, result: Json) -> InstanceStatus:
+    def complete(self, task_id: str, lease: str, result: Json, *, seq: int = 0) -> InstanceStatus:
         steps: _StepsFor = lambda tok, inst: [server_outcome(tok, inst, result)]  # noqa: E731
-        return self._report(task_id, lease, steps, final=True, reason=None).instance_status
+        return self._report(task_id, lease, steps, final=True, reason=None, seq=seq).instance_status
 
     def complete_and_next(
-        self, task_id: str, lease: str, result: Json, next: EagerRequest
+        self, task_id: str, lease: str, result: Json, next: EagerRequest, *, seq: int = 0
     ) -> tuple[InstanceStatus, TaskActivation | None]:
         """`complete`, then lease the instance's next READY task on `next.queues` to
-        `next.worker_id` in the same transaction (None when there is none)."""
+        `next.worker_id` in the same transaction (None when there is none). A resent report
+        (same `seq`) gets the same next task again while its lease is still unused."""
         steps: _StepsFor = lambda tok, inst: [server_outcome(tok, inst, result)]  # noqa: E731
         out: list[TaskActivation | None] = [None]
         status = self._report(
-            task_id, lease, steps, final=True, reason=None, next=next, out=out
+            task_id, lease, steps, final=True, reason=None, next=next, out=out, seq=seq
         ).instance_status
         return status, out[0]
 
-    def fail(self, task_id: str, lease: str, failure: StepFailure) -> InstanceStatus:
+    def fail(
+        self, task_id: str, lease: str, failure: StepFailure, *, seq: int = 0
+    ) -> InstanceStatus:
         steps: _StepsFor = lambda tok, _inst: [StepOutcome(tok.node_id, failure=failure)]  # noqa: E731
-        return self._report(task_id, lease, steps, final=True, reason=None).instance_status
+        return self._report(task_id, lease, steps, final=True, reason=None, seq=seq).instance_status
+
+    def release(
+        self, task_id: str, lease: str, *, seq: int = 0, reason: str = ""
+    ) -> InstanceStatus:
+        """Give a leased task back unrun: READY again at its node with the same attempt."""
+        no_steps: _StepsFor = lambda _t, _i: ()  # noqa: E731
+        return self._report(
+            task_id, lease, no_steps, final=True, reason=reason or "released", seq=seq
+        ).instance_status
 
     def advance_run(
         self,
@@ -429,10 +504,12 @@ class Engine:
         *,
         final: bool,
         handback_reason: str = "",
+        seq: int = 0,
     ) -> AdvanceResult:
-        """Apply a batch of locally run steps atomically (docs/worker-protocol.md, "Local runs")."""
+        """Apply a batch of locally run steps atomically (docs/worker-protocol.md, "Local
+        runs"); a resent batch (same `seq`) is answered again, not applied twice."""
         return self._report(
-            task_id, lease, lambda _t, _i: steps, final=final, reason=handback_reason
+            task_id, lease, lambda _t, _i: steps, final=final, reason=handback_reason, seq=seq
         )
 
     def _report(
@@ -443,6 +520,7 @@ class Engine:
         *,
         final: bool,
         reason: str | None,
+        seq: int = 0,
         next: EagerRequest | None = None,
         out: list[TaskActivation | None] | None = None,
     ) -> AdvanceResult:
@@ -450,16 +528,24 @@ class Engine:
             tx = Tx(conn, self.db, 0, self.graph_of, self.default_mode)
             got = read_locked(tx, conn, task_id)
             tok, inst = got if got is not None else (None, None)
+            if resent(tok, inst, task_id, lease, seq):
+                assert tok is not None and inst is not None
+                if next is not None and out is not None:
+                    out[0] = self._reissue(tx, inst, lease)
+                return self._answer_again(tx, inst, tok, lease), set()
             if not refuse_unless_current(tok, inst, task_id, lease):
                 assert inst is not None
-                return AdvanceResult(inst.status, 0, False), set()
+                return AdvanceResult(inst.status, 0, False, tx.now), set()
             assert tok is not None and inst is not None
             fence_lease(tok, lease)
             result = apply_steps(tx, inst, tok, steps_for(tok, inst), final=final, reason=reason)
+            record_seq(tok, lease, seq)
+            if tok.id not in tx._new:
+                tx.save(tok)
             if next is not None and out is not None and inst.status is InstanceStatus.RUNNING:
-                out[0] = self._eager(tx, inst, next)
+                out[0] = self._eager(tx, inst, next, lease=next_lease(lease))
             tx.finish()
-            return result, tx.ready_queues
+            return replace(result, server_now_ms=tx.now), tx.ready_queues
 
         try:
             result, queues = self.db.write(fn)
@@ -468,13 +554,18 @@ class Engine:
         self._wake(queues)
         return result
 
-    def heartbeat(self, task_id: str, lease: str) -> HeartbeatResult:
-        """Renew a lease by the task's timeout; says so when the instance is no longer RUNNING."""
+    def heartbeat(self, task_id: str, lease: str, *, node_id: str = "") -> HeartbeatResult:
+        """Renew a lease by the task's timeout, or by the timeout of `node_id` when the worker
+        says it is running that step of a local run (docs/worker-protocol.md, "Leases"); says
+        so when the instance is no longer RUNNING."""
 
         def fn(conn: Connection) -> HeartbeatResult:
-            row = conn.execute(heartbeat_stmt(self.db), {"tid": task_id, "b_lease": lease}).first()
+            length = self._step_timeout(conn, task_id, node_id) if node_id else None
+            row = conn.execute(
+                heartbeat_stmt(self.db), {"tid": task_id, "b_lease": lease, "length": length}
+            ).first()
             if row is not None:
-                return HeartbeatResult(int(row[0]), InstanceStatus.RUNNING)
+                return HeartbeatResult(int(row[0]), InstanceStatus.RUNNING, int(row[1]))
             i = s.instances
             seen = conn.execute(
                 select(_t.c.lease, i.c.status)
@@ -486,6 +577,18 @@ class Engine:
             return HeartbeatResult(0, InstanceStatus(seen.status))
 
         return self.db.write(fn)
+
+    def _step_timeout(self, conn: Connection, task_id: str, node_id: str) -> int | None:
+        """The timeout of `node_id` if it is a step a worker runs in the task's graph."""
+        version = conn.execute(select(_t.c.version).where(_t.c.id == task_id)).scalar()
+        if version is None:
+            return None
+        node = self.graph_of(conn, version).nodes.get(node_id)
+        if isinstance(node, Task | Predicate | Join):
+            return node.timeout_ms
+        if isinstance(node, Await) and node.apply is not None:
+            return node.apply.timeout_ms
+        return None
 
     # -- wake-ups -------------------------------------------------------------------------------
 
@@ -515,21 +618,29 @@ class Engine:
                     keep.append(waiter)
             self._waiters = keep
 
-    def wait_for_tasks(self, queues: Sequence[str], timeout_s: float) -> None:
+    def wait_for_tasks(
+        self, queues: Sequence[str], timeout_s: float, *, waiter: threading.Event | None = None
+    ) -> None:
         """Return when a task may have become READY since this thread's last poll, or after
-        `timeout_s`. Other processes' tasks wake us through LISTEN/NOTIFY on PostgreSQL."""
+        `timeout_s`. Other processes' tasks wake us through LISTEN/NOTIFY on PostgreSQL.
+        `waiter`: the event to park on, so the caller can end the wait itself by setting it."""
         if self.db.is_postgres and self._listener is None:
             with self._listener_lock:
                 if self._listener is None:
                     self._listener = self.db.listen(self._wake, self._stop)
-        waiter = (frozenset(queues), threading.Event())
+        if waiter is not None and waiter.is_set():
+            return
+        parked = (frozenset(queues), waiter or threading.Event())
         with self._cond:
             if self._gen != getattr(self._local, "gen", -1):
                 return
-            self._waiters.append(waiter)
-        if not waiter[1].wait(timeout_s):
+            self._waiters.append(parked)
+        woken = parked[1].wait(timeout_s)
+        if not woken or waiter is not None:
+            # A caller's own event may be set by the caller rather than by a wake-up: either way
+            # this waiter must not stay in the list.
             with self._cond, contextlib.suppress(ValueError):
-                self._waiters.remove(waiter)
+                self._waiters.remove(parked)
 
     def wake(self) -> None:
         """Wake every waiter now: pollers in wait_for_tasks, instance waiters and the ticker
@@ -571,3 +682,8 @@ class Engine:
 
 
 _ = (text, dumps, TaskActivation)
+
+
+def _has_activity(worker: EagerRequest, activity: str | None) -> bool:
+    """Whether the worker can run a task of `activity` (it said nothing, or it listed it)."""
+    return not worker.activities or activity is None or activity in worker.activities

@@ -9,13 +9,14 @@ released and driven to its next park.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, select
 
-from wiggle.errors import StaleLease, WrongPath
+from wiggle.errors import ReportOutOfOrder, StaleLease, WrongPath
 from wiggle.graph import Predicate, Task
 from wiggle.traversal import Handback, Move, classify, successor
 
@@ -32,7 +33,7 @@ from ._forks import branch_filtered
 from ._tx import TOKEN_COLUMNS, Inst, Tok, Tx
 from ._types import AdvanceResult, InstanceStatus, Json, StepFailure, StepOutcome, TokenState
 
-__all__ = ["apply_steps", "lock_token", "plan_steps"]
+__all__ = ["apply_steps", "lock_token", "next_lease", "plan_steps", "record_seq", "resent"]
 
 _i = s.instances
 _r = s.instances.alias("root")
@@ -256,3 +257,37 @@ def refuse_unless_current(tok: Tok | None, inst: Inst | None, task_id: str, leas
     if tok.state is not TokenState.LEASED:
         raise StaleLease(task_id, f"the task is {tok.state.value}, not leased")
     return True
+
+
+def resent(tok: Tok | None, inst: Inst | None, task_id: str, lease: str, seq: int) -> bool:
+    """Whether report `seq` under `lease` was applied already (docs/worker-protocol.md,
+    "Report identity"): then it must be answered again, never applied a second time.
+
+    The token remembers the last seq applied under its current lease (`report_seq`) and the
+    lease its last final report ended (`released_lease`). A seq that skips one the server has
+    not applied is refused: the worker lost track of what it sent.
+    """
+    if seq <= 0 or tok is None or inst is None:
+        return False  # no identity: a legacy report, checked as before
+    if tok.lease == lease and tok.state is TokenState.LEASED:
+        if seq <= tok.report_seq:
+            return True
+        if seq > tok.report_seq + 1 and inst.status is InstanceStatus.RUNNING:
+            raise ReportOutOfOrder(task_id, seq, tok.report_seq)
+        return False
+    return tok.released_lease == lease
+
+
+def next_lease(lease: str) -> str:
+    """The lease id CompleteTask's `next` issues after `lease`: derived, not random, so that a
+    resent CompleteTask finds the task it leased the first time."""
+    return hashlib.blake2b(lease.encode(), digest_size=16, person=b"wiggle-next").hexdigest()
+
+
+def record_seq(tok: Tok, lease: str, seq: int) -> None:
+    """After applying report `seq`: remember it under the lease, or as the released lease."""
+    if seq <= 0:
+        return
+    tok.report_seq = seq if tok.state is TokenState.LEASED and tok.lease == lease else 0
+    if tok.report_seq == 0:
+        tok.released_lease = lease

@@ -76,11 +76,12 @@ class StoredDefinition:
 
 @dataclass(frozen=True)
 class EagerRequest:
-    """Claim the first task of a new instance for this worker (eager dispatch,
-    docs/worker-protocol.md)."""
+    """Lease a task to this worker in the same transaction (docs/worker-protocol.md, "Eager
+    dispatch"): the first task of a new instance, or the next task after a CompleteTask."""
 
     worker_id: str
     queues: Sequence[str]
+    activities: Sequence[str] = ()  # empty: any activity
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,11 @@ class TaskActivation:
     execution_mode: ExecutionMode
     loop_counts: Mapping[str, int]
     timeout_ms: int
+
+    @property
+    def server_now_ms(self) -> int:
+        """The database clock when the lease was issued (a lease runs `timeout_ms` from then)."""
+        return self.lease_expires_at_ms - self.timeout_ms
 
 
 @dataclass(frozen=True)
@@ -140,12 +146,15 @@ class AdvanceResult:
     instance_status: InstanceStatus
     lease_expires_at_ms: int
     keep_going: bool
+    server_now_ms: int = 0
+    duplicate: bool = False  # a resent report answered again, not applied a second time
 
 
 @dataclass(frozen=True)
 class HeartbeatResult:
     lease_expires_at_ms: int
     instance_status: InstanceStatus
+    server_now_ms: int = 0
 
 
 @dataclass(frozen=True)

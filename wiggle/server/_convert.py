@@ -67,7 +67,8 @@ def outcome_from_pb(msg: pb.StepResult, limit: int) -> StepOutcome:
     raise InvalidRequest(f"step {msg.node_id!r} carries no outcome (context, predicate or failure)")
 
 
-def task_to_pb(task: TaskActivation) -> pb.Task:
+def task_to_pb(task: TaskActivation, limits: tuple[int, int] = (0, 0)) -> pb.Task:
+    """The wire task; `limits`: the server's (max payload, max request) bytes."""
     return pb.Task(
         task_id=task.task_id,
         lease=task.lease,
@@ -83,6 +84,9 @@ def task_to_pb(task: TaskActivation) -> pb.Task:
         execution_mode=str(task.execution_mode),
         loop_counts=encode_json(dict(task.loop_counts)),
         timeout_ms=task.timeout_ms,
+        server_now_ms=task.server_now_ms,
+        max_payload_bytes=limits[0],
+        max_request_bytes=limits[1],
     )
 
 

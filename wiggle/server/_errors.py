@@ -33,13 +33,16 @@ _TABLE: tuple[tuple[type[errors.WiggleError], grpc.StatusCode, str], ...] = (
     (errors.NotFound, grpc.StatusCode.NOT_FOUND, "ERROR_CODE_UNSPECIFIED"),
     (errors.InputRejected, grpc.StatusCode.INVALID_ARGUMENT, "INPUT_REJECTED"),
     (errors.WrongPath, grpc.StatusCode.INVALID_ARGUMENT, "WRONG_PATH"),
+    (errors.SignalNotAwaited, grpc.StatusCode.INVALID_ARGUMENT, "SIGNAL_NOT_AWAITED"),
     (errors.InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST"),
     (errors.StaleLease, grpc.StatusCode.FAILED_PRECONDITION, "STALE_LEASE"),
+    (errors.ReportOutOfOrder, grpc.StatusCode.FAILED_PRECONDITION, "REPORT_OUT_OF_ORDER"),
     (errors.InstanceNotRunning, grpc.StatusCode.FAILED_PRECONDITION, "INSTANCE_NOT_RUNNING"),
     (errors.Conflict, grpc.StatusCode.FAILED_PRECONDITION, "ERROR_CODE_UNSPECIFIED"),
     (errors.PayloadTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED, "PAYLOAD_TOO_LARGE"),
     (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED"),
-    (errors.Unavailable, grpc.StatusCode.UNAVAILABLE, "ERROR_CODE_UNSPECIFIED"),
+    (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED"),
+    (errors.Unavailable, grpc.StatusCode.UNAVAILABLE, "UNAVAILABLE"),
 )
 
 

@@ -120,6 +120,7 @@ class Server:
             # A quarter of the pool stays free for everything that is not a waiting poll.
             max_waiting_polls=max(1, config.max_workers * 3 // 4),
             stopping=self._stopping,
+            max_request_bytes=limit,
         )
         pb_grpc.add_WiggleServicer_to_server(service, self._grpc)  # type: ignore[no-untyped-call]
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._grpc)

@@ -98,9 +98,14 @@ class WiggleService(pb_grpc.WiggleServicer):
         max_poll_wait_s: float,
         max_waiting_polls: int,
         stopping: threading.Event,
+        max_request_bytes: int = 0,
     ) -> None:
         self._engine = engine
         self._limit = max_payload_bytes
+        self._limits = (max_payload_bytes, max_request_bytes)
+        # Open long polls by worker id, so EndPolls can end a draining worker's poll at once.
+        self._polls: dict[str, set[_OpenPoll]] = {}
+        self._polls_lock = threading.Lock()
         self._max_wait = max_poll_wait_s
         self._stopping = stopping
         self._max_waiting = max_waiting_polls
@@ -164,7 +169,7 @@ class WiggleService(pb_grpc.WiggleServicer):
         value = self._json(request.input, "the start input")
         eager = None
         if request.HasField("eager") and request.eager.worker_id:
-            eager = EagerRequest(request.eager.worker_id, tuple(request.eager.queues))
+            eager = _eager_of(request.eager)
         result = self._engine.start(
             request.flow,
             value,
@@ -176,7 +181,7 @@ class WiggleService(pb_grpc.WiggleServicer):
             instance_id=result.instance_id, version=result.version, created=result.created
         )
         if result.eager_task is not None:
-            response.eager_task.CopyFrom(task_to_pb(result.eager_task))
+            response.eager_task.CopyFrom(task_to_pb(result.eager_task, self._limits))
         return response
 
     @_rpc
@@ -304,9 +309,18 @@ class WiggleService(pb_grpc.WiggleServicer):
                 f"this server already holds {self._max_waiting} long polls; retry later "
                 "(or start it with more --threads)"
             )
+        poll = _OpenPoll()
+        with self._polls_lock:
+            self._polls.setdefault(request.worker_id, set()).add(poll)
         try:
-            return self._long_poll(request, context, queues, max_tasks, wait)
+            return self._long_poll(request, context, queues, max_tasks, wait, poll)
         finally:
+            with self._polls_lock:
+                mine = self._polls.get(request.worker_id)
+                if mine is not None:
+                    mine.discard(poll)
+                    if not mine:
+                        del self._polls[request.worker_id]
             if wait > 0:
                 self._waiting.release()
 
@@ -317,6 +331,7 @@ class WiggleService(pb_grpc.WiggleServicer):
         queues: tuple[str, ...],
         max_tasks: int,
         wait: float,
+        poll: _OpenPoll,
     ) -> pb.PollTasksResponse:
         deadline = time.monotonic() + wait
         note = WorkerNote(
@@ -328,17 +343,29 @@ class WiggleService(pb_grpc.WiggleServicer):
         )
         while True:
             self._note(note)  # every slice: a worker inside a long poll stays "polling"
-            tasks = self._engine.poll(queues, request.worker_id, max_tasks)
+            tasks = self._engine.poll(
+                queues, request.worker_id, max_tasks, activities=note.activities
+            )
             if tasks:
-                return pb.PollTasksResponse(tasks=[task_to_pb(t) for t in tasks])
+                if not context.is_active():
+                    # The caller went away while we claimed: give the tasks back at once (no
+                    # attempt consumed) rather than leave them leased to nobody.
+                    for task in tasks:
+                        self._engine.release(task.task_id, task.lease, seq=1, reason="poll_gone")
+                    return pb.PollTasksResponse()
+                return pb.PollTasksResponse(tasks=[task_to_pb(t, self._limits) for t in tasks])
             left = deadline - time.monotonic()
             # A caller that went away must not be handed tasks: they would sit leased to
             # nobody until the lease expired.
-            if left <= 0 or self._stopping.is_set() or not context.is_active():
+            if left <= 0 or poll.ended or self._stopping.is_set() or not context.is_active():
                 return pb.PollTasksResponse()
-            self._engine.wait_for_tasks(queues, min(left, POLL_SLICE_S))
+            poll.wake.clear()
+            if poll.ended:  # EndPolls between the check above and the clear
+                return pb.PollTasksResponse()
+            self._engine.wait_for_tasks(queues, min(left, POLL_SLICE_S), waiter=poll.wake)
             # After a shutdown began the engine may be closing under us: claim nothing more.
-            if self._stopping.is_set():
+            # A poll ended by EndPolls claims nothing more either: its worker is draining.
+            if self._stopping.is_set() or poll.ended:
                 return pb.PollTasksResponse()
 
     def _note(self, note: WorkerNote) -> None:
@@ -349,37 +376,61 @@ class WiggleService(pb_grpc.WiggleServicer):
             _log.warning("could not record worker %s: %s", note.worker_id[:80], exc)
 
     @_rpc
+    def EndPolls(
+        self, request: pb.EndPollsRequest, context: grpc.ServicerContext
+    ) -> pb.EndPollsResponse:
+        if not request.worker_id:
+            raise InvalidRequest("EndPolls needs a worker id")
+        with self._polls_lock:
+            open_polls = list(self._polls.get(request.worker_id, ()))
+        for poll in open_polls:
+            poll.ended = True
+            poll.wake.set()
+        return pb.EndPollsResponse(ended=len(open_polls))
+
+    @_rpc
     def CompleteTask(
         self, request: pb.CompleteTaskRequest, context: grpc.ServicerContext
     ) -> pb.TaskReportResponse:
         result = self._json(request.result, f"the result of task {request.task_id!r}")
         if request.HasField("next") and request.next.worker_id and not self._stopping.is_set():
-            nxt = EagerRequest(request.next.worker_id, tuple(request.next.queues) or ("default",))
             status, task = self._engine.complete_and_next(
-                request.task_id, request.lease, result, nxt
+                request.task_id, request.lease, result, _eager_of(request.next), seq=request.seq
             )
             response = pb.TaskReportResponse(instance_status=_status(status))
             if task is not None:
-                response.next_task.CopyFrom(task_to_pb(task))
+                response.next_task.CopyFrom(task_to_pb(task, self._limits))
             return response
-        status = self._engine.complete(request.task_id, request.lease, result)
+        status = self._engine.complete(request.task_id, request.lease, result, seq=request.seq)
         return pb.TaskReportResponse(instance_status=_status(status))
 
     @_rpc
     def FailTask(
         self, request: pb.FailTaskRequest, context: grpc.ServicerContext
     ) -> pb.TaskReportResponse:
-        status = self._engine.fail(request.task_id, request.lease, failure_from_pb(request.failure))
+        status = self._engine.fail(
+            request.task_id, request.lease, failure_from_pb(request.failure), seq=request.seq
+        )
+        return pb.TaskReportResponse(instance_status=_status(status))
+
+    @_rpc
+    def ReleaseTask(
+        self, request: pb.ReleaseTaskRequest, context: grpc.ServicerContext
+    ) -> pb.TaskReportResponse:
+        status = self._engine.release(
+            request.task_id, request.lease, seq=request.seq, reason=request.reason or "released"
+        )
         return pb.TaskReportResponse(instance_status=_status(status))
 
     @_rpc
     def Heartbeat(
         self, request: pb.HeartbeatRequest, context: grpc.ServicerContext
     ) -> pb.HeartbeatResponse:
-        result = self._engine.heartbeat(request.task_id, request.lease)
+        result = self._engine.heartbeat(request.task_id, request.lease, node_id=request.node_id)
         return pb.HeartbeatResponse(
             lease_expires_at_ms=result.lease_expires_at_ms,
             instance_status=_status(result.instance_status),
+            server_now_ms=result.server_now_ms,
         )
 
     @_rpc
@@ -393,9 +444,25 @@ class WiggleService(pb_grpc.WiggleServicer):
             steps,
             final=request.final,
             handback_reason=request.handback_reason,
+            seq=request.seq,
         )
         return pb.AdvanceRunResponse(
             instance_status=_status(result.instance_status),
             lease_expires_at_ms=result.lease_expires_at_ms,
             keep_going=result.keep_going,
+            server_now_ms=result.server_now_ms,
         )
+
+
+class _OpenPoll:
+    """One waiting PollTasks call: the event it parks on, and whether EndPolls ended it."""
+
+    __slots__ = ("ended", "wake")
+
+    def __init__(self) -> None:
+        self.wake = threading.Event()
+        self.ended = False
+
+
+def _eager_of(msg: pb.EagerDispatch) -> EagerRequest:
+    return EagerRequest(msg.worker_id, tuple(msg.queues) or ("default",), tuple(msg.activities))

@@ -68,7 +68,7 @@ class FakeEngine:
                 )
             self.cond.notify_all()
 
-    def poll(self, queues: Any, worker_id: str, max_tasks: int) -> list[TaskActivation]:
+    def poll(self, queues: Any, worker_id: str, max_tasks: int, **kw: Any) -> list[TaskActivation]:
         with self.cond:
             self.polls += 1
             mine = [t for t in self.tasks if t.queue in queues][:max_tasks]
@@ -79,11 +79,11 @@ class FakeEngine:
     def note_worker(self, note: Any) -> None:
         pass
 
-    def wait_for_tasks(self, queues: Any, timeout_s: float) -> None:
+    def wait_for_tasks(self, queues: Any, timeout_s: float, **kw: Any) -> None:
         with self.cond:
             self.cond.wait(timeout_s)
 
-    def complete(self, task_id: str, lease: str, result: Any) -> InstanceStatus:
+    def complete(self, task_id: str, lease: str, result: Any, **kw: Any) -> InstanceStatus:
         if lease != "lease":
             raise StaleLease(task_id)
         return InstanceStatus.RUNNING

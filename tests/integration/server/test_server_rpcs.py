@@ -308,3 +308,70 @@ def test_long_poll_wakes_on_a_start(client, stub, flows):
     tasks = _poll(stub, wait_ms=20_000)
     assert len(tasks) == 1
     assert time.monotonic() - began < 10  # woken by the start, well before the 20 s wait
+
+
+# -- report identity, release, EndPolls ---------------------------------------------------------
+
+
+def test_a_resent_report_gets_the_first_answer_over_the_wire(client, stub, flows):
+    client.deploy(flows["greet"])
+    started = client.start("greet", {"name": "x"})
+    (task,) = _poll(stub)
+    assert task.server_now_ms > 0
+    assert task.lease_expires_at_ms - task.server_now_ms == task.timeout_ms
+    assert task.max_payload_bytes > 0 and task.max_request_bytes > task.max_payload_bytes
+    step = pb.StepResult(node_id="hello", context=b'{"name": "x", "hi": 1}')
+    request = pb.AdvanceRunRequest(task_id=task.task_id, lease=task.lease, steps=[step], seq=1)
+    first = stub.AdvanceRun(request)
+    again = stub.AdvanceRun(request)  # as if the first answer had been lost
+    assert first.keep_going and again.keep_going
+    assert again.lease_expires_at_ms == first.lease_expires_at_ms
+    assert again.server_now_ms >= first.server_now_ms > 0
+    view = client.describe(started.instance_id, events=True)
+    assert [e.node_id for e in view.events if e.kind == "step_completed"] == ["hello"]
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.AdvanceRun(
+            pb.AdvanceRunRequest(task_id=task.task_id, lease=task.lease, steps=[step], seq=5)
+        )
+    assert exc.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert _code(exc.value) == "REPORT_OUT_OF_ORDER"
+
+
+def test_release_task_makes_the_task_ready_again_with_the_same_attempt(client, stub, flows):
+    client.deploy(flows["greet"])
+    client.start("greet", {"name": "x"})
+    (task,) = _poll(stub)
+    release = pb.ReleaseTaskRequest(
+        task_id=task.task_id, lease=task.lease, seq=1, reason="shutdown"
+    )
+    assert stub.ReleaseTask(release).instance_status == pb.RUNNING
+    assert stub.ReleaseTask(release).instance_status == pb.RUNNING  # a resend is harmless
+    (again,) = _poll(stub)
+    assert (again.task_id, again.attempt) == (task.task_id, 1)
+    assert again.lease != task.lease
+
+
+def test_end_polls_ends_a_workers_open_poll_at_once(stub, server):
+    request = pb.PollTasksRequest(
+        worker_id="draining", queues=["default"], max_tasks=1, wait_ms=30_000
+    )
+    future = stub.PollTasks.future(request, timeout=60)
+    deadline = time.monotonic() + 10
+    ended = 0
+    while not ended and time.monotonic() < deadline:  # until the poll is open on the server
+        ended = stub.EndPolls(pb.EndPollsRequest(worker_id="draining")).ended
+    assert ended == 1
+    assert list(future.result(timeout=5).tasks) == []
+    assert stub.EndPolls(pb.EndPollsRequest(worker_id="draining")).ended == 0
+
+
+def test_a_poll_takes_only_tasks_of_the_activities_it_lists(client, stub, flows):
+    client.deploy(flows["greet"])
+    client.start("greet", {"name": "x"})
+    request = pb.PollTasksRequest(
+        worker_id="w1", queues=["default"], max_tasks=5, wait_ms=0, activities=["bye"]
+    )
+    assert list(stub.PollTasks(request).tasks) == []
+    request.activities.append("hello")
+    (task,) = stub.PollTasks(request).tasks
+    assert task.activity == "hello"
