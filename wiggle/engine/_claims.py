@@ -186,6 +186,7 @@ def heartbeat_stmt(db: Database) -> Any:
 
 
 def _build_heartbeat(db: Database) -> Any:
+    length = func.coalesce(bindparam("length", type_=BigInteger), _t.c.timeout_ms)
     return (
         update(_t)
         .where(
@@ -193,9 +194,7 @@ def _build_heartbeat(db: Database) -> Any:
             _t.c.lease == bindparam("b_lease"),
             _t.c.state == TokenState.LEASED.value,
         )
-        .values(
-            lease_expires_at_ms=literal_column(db.now_sql)
-            + func.coalesce(bindparam("length", type_=BigInteger), _t.c.timeout_ms)
-        )
-        .returning(_t.c.lease_expires_at_ms, literal_column(db.now_sql))
+        .values(lease_expires_at_ms=literal_column(db.now_sql) + length)
+        # The clock read once: the expiry minus the length is the "now" it was computed from.
+        .returning(_t.c.lease_expires_at_ms, _t.c.lease_expires_at_ms - length)
     )
