@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Sets up a machine for Wiggle: Graphviz's `dot` and openssl (Debian packages, only when missing),
-# a virtual environment in the checkout (.venv) holding the Python package and its test tools,
-# and the Go modules of sdk/go when that SDK is present. Nothing is installed into the machine's
-# own Python. Safe to run again: every step is skipped or a no-op when already done.
+# Sets up a machine for Wiggle: Graphviz's `dot`, openssl, Chromium and chromedriver (Debian
+# packages, only when missing), a virtual environment in the checkout (.venv) holding the Python
+# package and its test tools, and the Go modules of sdk/go when that SDK is present. Nothing is
+# installed into the machine's own Python. Safe to run again: every step is skipped or a no-op when already done.
 #
 # Afterwards: `. .venv/bin/activate` puts `wiggle` (and pytest, ruff, mypy) on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages: Graphviz renders flows; openssl makes the certificates of the TLS tests.
+# Debian packages: Graphviz renders flows; openssl makes the certificates of the TLS tests;
+# Chromium and its driver run the console's browser tests (tests/browser).
 missing=()
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${missing[*]}" >&2
     if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi

@@ -141,6 +141,7 @@ def _run(args: argparse.Namespace) -> int:
         client = stack.enter_context(Client(address))
         for flow in flows:
             client.deploy(flow)
+        console_url = _start_console(stack, address, args.console) if args.console else ""
         started = client.start(main.name, value, version=main.version, worker=worker)
         mode_now = client.describe(started.instance_id).execution_mode
         print(
@@ -148,6 +149,10 @@ def _run(args: argparse.Namespace) -> int:
             file=progress,
             flush=True,
         )
+        if console_url:
+            print(
+                f"console: {console_url}/instances/{started.instance_id}", file=progress, flush=True
+            )
         for name, payload in signals:  # buffered by the engine until their await is reached
             client.signal(started.instance_id, name, payload)
         printer = EventPrinter(progress)
@@ -163,15 +168,53 @@ def _run(args: argparse.Namespace) -> int:
                 return 1
             time.sleep(delay)
             delay = min(delay * 1.5, 0.25)
+        _report(view, args.json)
+        if console_url:
+            print(
+                f"console: still open at {console_url}/ ; Ctrl-C to quit", file=progress, flush=True
+            )
+            _wait_for_interrupt()
+    return 0 if view.status == "COMPLETED" else 1
+
+
+def _report(view: Any, as_json: bool) -> None:
     reason = f" ({view.reason})" if view.reason else ""
-    if args.json:
+    if as_json:
         if view.status != "COMPLETED":
             print(f"{view.status}{reason}", file=sys.stderr)
-        print(orjson.dumps({"status": view.status, "context": view.context}).decode())
+        print(orjson.dumps({"status": view.status, "context": view.context}).decode(), flush=True)
     else:
         print(f"{view.status}{reason}")
-        print(orjson.dumps(view.context, option=orjson.OPT_INDENT_2).decode())
-    return 0 if view.status == "COMPLETED" else 1
+        print(orjson.dumps(view.context, option=orjson.OPT_INDENT_2).decode(), flush=True)
+
+
+def _start_console(stack: ExitStack, address: str, listen: str) -> str:
+    """The console of this run on `listen`, serving on a thread until the run ends."""
+    from wiggle.console import Backend, ConsoleServer, parse_listen, settings_for
+
+    host, port = parse_listen(listen)
+    backend = Backend(address)
+    stack.callback(backend.close)
+    console = ConsoleServer(backend, host, port, settings_for(host, None))
+    console.start()
+    stack.callback(console.stop)
+    return console.url
+
+
+def _wait_for_interrupt() -> None:
+    """Block until SIGINT or SIGTERM (the console stays open for a look at the result)."""
+    import signal
+    import threading
+
+    done = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: done.set())
+    try:
+        while not done.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _env_list(name: str, separator: str) -> list[str] | None:
@@ -239,6 +282,15 @@ def register(subparsers: Any) -> None:
         type=float,
         default=float(env("WIGGLE_RUN_TIMEOUT", "0") or 0) or None,
         help="give up (exit 1) after this many seconds (env WIGGLE_RUN_TIMEOUT)",
+    )
+    p.add_argument(
+        "--console",
+        nargs="?",
+        const=env("WIGGLE_CONSOLE_LISTEN", "127.0.0.1:8080"),
+        default=None,
+        metavar="HOST:PORT",
+        help="also serve the web console (default 127.0.0.1:8080, env WIGGLE_CONSOLE_LISTEN) "
+        "and keep it open after the instance ends, until Ctrl-C",
     )
     p.add_argument(
         "--json",

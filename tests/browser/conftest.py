@@ -1,0 +1,159 @@
+"""A real stack for the browser tests: an Engine on SQLite, the gRPC server, a Python worker,
+the console on a loopback port, and Debian's Chromium driven by Selenium (chromedriver).
+
+One stack and one browser serve the whole module (starting Chromium costs about a second);
+each test starts its own instances, so the tests do not depend on one another.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wiggle.client import Client, Instance
+from wiggle.console import Backend, ConsoleServer, ConsoleSettings
+from wiggle.engine import Engine
+from wiggle.server import Server, ServerConfig
+from wiggle.worker import NonRetryable, Registry, Worker
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
+
+# Waits for a signal between two steps; the page's graph shows the await as the current node.
+APPROVAL = """
+wiggle: 1
+name: approval
+input:
+  type: object
+  required: [amount]
+  properties: {amount: {type: number}, note: {type: string}}
+steps:
+  - task: prepare
+  - await: approve
+    timeout: 1h
+  - task: settle
+"""
+
+# A step that fails at once, with an error message chosen by the input.
+BREAKS = """
+wiggle: 1
+name: breaks
+steps:
+  - task: explode
+"""
+
+
+def _registry() -> Registry:
+    reg = Registry()
+
+    def prepare(ctx: Any) -> Any:
+        return {**ctx, "prepared": True}
+
+    def settle(ctx: Any) -> Any:
+        return {**ctx, "settled": True}
+
+    def explode(ctx: Any) -> Any:
+        raise NonRetryable(str(ctx.get("message", "boom")))
+
+    reg.register(prepare, "prepare")
+    reg.register(settle, "settle")
+    reg.register(explode, "explode")
+    return reg
+
+
+@dataclass
+class Stack:
+    engine: Engine
+    server: Server
+    client: Client
+    console_url: str
+
+    def wait(
+        self, instance_id: str, ok: Callable[[Instance], bool], timeout: float = 20
+    ) -> Instance:
+        deadline = time.monotonic() + timeout
+        while True:
+            view = self.client.describe(instance_id)
+            if ok(view):
+                return view
+            assert time.monotonic() < deadline, f"instance {instance_id} stuck: {view.status}"
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    tmp = tempfile.mkdtemp(prefix="wiggle-console-")
+    engine = Engine(f"sqlite:///{tmp}/wiggle.db")
+    server = Server(engine, ServerConfig(address="127.0.0.1:0", grace_s=0.5))
+    port = server.start()
+    address = f"127.0.0.1:{port}"
+    worker = Worker(address, registry=_registry(), poll_wait_ms=1_000)
+    worker.start()
+    client = Client(address)
+    client.deploy(APPROVAL.encode(), filename="approval.yaml")
+    client.deploy(BREAKS.encode(), filename="breaks.yaml")
+    backend = Backend(address)
+    console = ConsoleServer(backend, "127.0.0.1", 0, ConsoleSettings(refresh_ms=500))
+    console.start()
+    try:
+        yield Stack(engine, server, client, console.url)
+    finally:
+        console.stop()
+        backend.close()
+        client.close()
+        worker.stop()
+        server.stop(grace=0.2)
+        engine.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="wiggle-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+    # Selenium Manager would try to download a driver: the Debian one is given explicitly.
+    os.environ.setdefault("SE_AVOID_STATS", "true")
+    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
+    driver.implicitly_wait(0)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def screenshot(driver: Any, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+
+
+@pytest.fixture
+def shot() -> Callable[[Any, str], None]:
+    """Writes a screenshot of the page to docs/console/NAME.png."""
+    return screenshot

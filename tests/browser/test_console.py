@@ -1,0 +1,190 @@
+"""The console in a real browser (headless Chromium through Selenium) against a real server.
+
+Each test starts its own instances and waits on what the page shows (never on a fixed sleep).
+The pages' screenshots are written to docs/console/ (README shows two of them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+pytestmark = pytest.mark.timeout(120)
+
+WAIT = 20  # seconds: a generous bound for a loaded two-core machine, not an expected time
+
+HOSTILE = [
+    "<script>window.__xss = 1</script>",
+    '<img src="x" onerror="window.__xss = 2">',
+    '"><svg onload="window.__xss = 3">',
+]
+
+
+def _wait(driver: Any) -> WebDriverWait:
+    return WebDriverWait(driver, WAIT)
+
+
+def _awaiting(stack: Any, note: str = "") -> str:
+    started = stack.client.start("approval", {"amount": 120, "note": note})
+    stack.wait(started.instance_id, lambda v: any(t.state == "AWAITING" for t in v.tokens))
+    return started.instance_id
+
+
+def _css(driver: Any, selector: str) -> Any:
+    return driver.find_element(By.CSS_SELECTOR, selector)
+
+
+def test_the_list_shows_started_instances_and_refreshes_keeping_its_filters(stack, browser, shot):
+    first = _awaiting(stack)
+    broken = stack.client.start("breaks", {"message": "no funds"}).instance_id
+    stack.wait(broken, lambda v: v.status.finished)
+    browser.get(f"{stack.console_url}/instances")
+    rows = _css(browser, "#instances").text
+    assert first in rows and broken in rows
+    shot(browser, "instances")
+
+    # Filter by flow through the form: only that flow's instances remain.
+    field = _css(browser, "#filters input[name=flow]")
+    field.clear()
+    field.send_keys("approval")
+    _css(browser, "#filters button[type=submit]").click()
+    _wait(browser).until(ec.url_contains("flow=approval"))
+    assert first in _css(browser, "#instances").text
+    assert broken not in _css(browser, "#instances").text
+
+    # An instance started after the page loaded appears without a reload, filter still applied.
+    later = _awaiting(stack)
+    _wait(browser).until(
+        ec.presence_of_element_located((By.CSS_SELECTOR, f'tr[data-instance="{later}"]'))
+    )
+    assert broken not in _css(browser, "#instances").text
+    assert "flow=approval" in browser.current_url
+    assert _css(browser, "#filters input[name=flow]").get_attribute("value") == "approval"
+
+
+def test_the_instance_page_draws_the_graph_with_the_current_node_highlighted(stack, browser, shot):
+    instance_id = _awaiting(stack)
+    browser.get(f"{stack.console_url}/instances/{instance_id}")
+    current = _css(browser, "svg.flow-graph g.node.current")
+    assert current.get_attribute("data-node") == "approve"
+    assert current.get_attribute("data-state") == "AWAITING"
+    prepared = _css(browser, 'svg.flow-graph g.node[data-node="prepare"]')
+    assert prepared.get_attribute("data-state") == "DONE"
+    assert _css(browser, "#status").text == "RUNNING"
+    assert '"amount": 120' in _css(browser, "#context").text
+    assert "step_completed" in _css(browser, "#timeline").text
+    assert (
+        _css(browser, '#tokens li[data-node="approve"]').get_attribute("data-state") == "AWAITING"
+    )
+    shot(browser, "instance")
+
+
+def test_a_signal_sent_from_the_page_moves_the_instance_on(stack, browser, shot):
+    instance_id = _awaiting(stack)
+    browser.get(f"{stack.console_url}/instances/{instance_id}")
+
+    # A payload that is not JSON is refused on the page; nothing is sent.
+    Select(_css(browser, "#signal-name")).select_by_value("approve")
+    _css(browser, "#signal-payload").send_keys("{oops")
+    _css(browser, "#signal-form button[type=submit]").click()
+    assert (
+        "not valid JSON"
+        in _wait(browser).until(ec.presence_of_element_located((By.ID, "signal-error"))).text
+    )
+    assert stack.client.describe(instance_id).status == "RUNNING"
+
+    payload = _css(browser, "#signal-payload")
+    payload.clear()
+    payload.send_keys('{"approved_by": "ops"}')
+    _css(browser, "#signal-form button[type=submit]").click()
+    confirm = _wait(browser).until(ec.presence_of_element_located((By.ID, "confirm")))
+    assert "approve" in confirm.text and instance_id in confirm.text
+    assert stack.client.describe(instance_id).status == "RUNNING"  # not before the confirmation
+    _css(browser, "#confirm-button").click()
+
+    _wait(browser).until(ec.text_to_be_present_in_element((By.ID, "status"), "COMPLETED"))
+    assert '"settled": true' in _css(browser, "#context").text
+    assert stack.client.describe(instance_id).status == "COMPLETED"
+
+
+def test_cancel_from_the_page_asks_first_then_cancels(stack, browser, shot):
+    instance_id = _awaiting(stack)
+    browser.get(f"{stack.console_url}/instances/{instance_id}")
+    _css(browser, "#cancel-reason").send_keys("customer withdrew")
+    _css(browser, "#cancel-form button[type=submit]").click()
+    confirm = _wait(browser).until(ec.presence_of_element_located((By.ID, "confirm")))
+    assert "customer withdrew" in confirm.text
+    assert stack.client.describe(instance_id).status == "RUNNING"
+    _css(browser, "#confirm-button").click()
+    _wait(browser).until(ec.text_to_be_present_in_element((By.ID, "status"), "CANCELLED"))
+    assert "customer withdrew" in _css(browser, "#reason").text
+    assert "actions" not in {
+        e.get_attribute("id") for e in browser.find_elements(By.TAG_NAME, "section")
+    }
+
+
+def test_flows_page_lists_versions_and_starts_an_instance_checked_against_the_schema(
+    stack, browser, shot
+):
+    browser.get(f"{stack.console_url}/flows")
+    assert _css(browser, 'section.flow[data-flow="approval"]')
+    shot(browser, "flows")
+    browser.get(f"{stack.console_url}/flows/approval")
+    assert _css(browser, 'svg.flow-graph g.node[data-node="approve"]')
+    box = _css(browser, "#start-input")
+    box.clear()
+    box.send_keys('{"amount": "a lot"}')
+    _css(browser, "#start-form button[type=submit]").click()
+    problems = _wait(browser).until(ec.presence_of_element_located((By.ID, "start-problems")))
+    assert "/amount" in problems.text and "number" in problems.text
+
+    box = _css(browser, "#start-input")
+    box.clear()
+    box.send_keys('{"amount": 5}')
+    _css(browser, "#start-form button[type=submit]").click()
+    _wait(browser).until(ec.url_contains("/instances/"))
+    instance_id = browser.current_url.split("/instances/", 1)[1].split("?", 1)[0]
+    assert stack.client.describe(instance_id).flow == "approval"
+    _wait(browser).until(ec.text_to_be_present_in_element((By.ID, "current-node"), "approve"))
+
+
+def test_workers_page(stack, browser, shot):
+    browser.get(f"{stack.console_url}/workers")
+    table_or_note = browser.find_elements(By.ID, "workers") or browser.find_elements(
+        By.CSS_SELECTOR, "p.note"
+    )
+    assert table_or_note
+    shot(browser, "workers")
+
+
+def test_hostile_flow_name_context_and_error_message_are_inert(stack, browser, shot):
+    note = "".join(HOSTILE)
+    waiting = _awaiting(stack, note=note)
+    broken = stack.client.start("breaks", {"message": note}).instance_id
+    stack.wait(broken, lambda v: v.status.finished)
+    hostile = quote(HOSTILE[2], safe="")
+    pages = [
+        f"/instances/{waiting}",
+        f"/instances/{broken}",
+        f"/instances?flow={quote(HOSTILE[0], safe='')}&q={hostile}",
+        f"/flows/{quote(HOSTILE[1], safe='')}",
+        f"/instances/{hostile}",
+    ]
+    for path in pages:
+        browser.get(stack.console_url + path)
+        assert browser.execute_script("return window.__xss === undefined"), path
+        assert not browser.find_elements(By.CSS_SELECTOR, "main script, main img, main svg[onload]")
+    # The hostile text is shown as text, where it belongs.
+    browser.get(f"{stack.console_url}/instances/{waiting}")
+    assert HOSTILE[0] in _css(browser, "#context").text
+    browser.get(f"{stack.console_url}/instances/{broken}")
+    assert _css(browser, "#status").text == "FAILED"
+    assert HOSTILE[1] in _css(browser, "#reason").text
+    browser.get(f"{stack.console_url}/instances?flow={quote(HOSTILE[0], safe='')}")
+    assert _css(browser, "#filters input[name=flow]").get_attribute("value") == HOSTILE[0]
+    assert browser.execute_script("return window.__xss === undefined")

@@ -1,0 +1,79 @@
+"""`wiggle console`: the web console, a gRPC client of any Wiggle server (docs/console.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from wiggle.cli._remote_commands import add_connection_flags, env, env_flag
+
+__all__ = ["DEFAULT_LISTEN", "register"]
+
+DEFAULT_LISTEN = "127.0.0.1:8080"
+
+
+def _console(args: argparse.Namespace) -> int:
+    from wiggle.client import TlsConfig
+    from wiggle.console import Backend, ConsoleServer, parse_listen, settings_for
+
+    host, port = parse_listen(args.listen)
+    if bool(args.https_cert) != bool(args.https_key):
+        print("wiggle: give both --https-cert and --https-key, or neither", file=sys.stderr)
+        return 2
+    settings = settings_for(
+        host,
+        args.token,
+        require_login=True if args.require_login else None,
+        tls=bool(args.https_cert),
+    )
+    tls = None
+    if args.tls or args.tls_ca or args.tls_cert or args.tls_key or args.tls_server_name:
+        tls = TlsConfig(
+            ca=args.tls_ca, cert=args.tls_cert, key=args.tls_key, server_name=args.tls_server_name
+        )
+    backend = Backend(args.address, token=args.token, tls=tls)
+    try:
+        server = ConsoleServer(
+            backend, host, port, settings, tls_cert=args.https_cert, tls_key=args.https_key
+        )
+        login = " (log in with the server's token)" if settings.require_login else ""
+        print(f"console: {server.url}/ for the server at {args.address}{login}", flush=True)
+        server.run()
+    finally:
+        backend.close()
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "console",
+        help="serve the web console of a Wiggle server",
+        description="Serve the web console (instances, their live graphs, flows, workers) for "
+        "the Wiggle server at --address. Bound to loopback it needs no login; bound to any other "
+        "address it requires --token and asks each browser to log in with it.",
+    )
+    p.add_argument(
+        "--listen",
+        default=env("WIGGLE_CONSOLE_LISTEN", DEFAULT_LISTEN),
+        metavar="HOST:PORT",
+        help="where the console listens (env WIGGLE_CONSOLE_LISTEN; default %(default)s)",
+    )
+    p.add_argument(
+        "--require-login",
+        action="store_true",
+        default=env_flag("WIGGLE_CONSOLE_REQUIRE_LOGIN"),
+        help="ask for the token even on loopback (env WIGGLE_CONSOLE_REQUIRE_LOGIN)",
+    )
+    p.add_argument(
+        "--https-cert",
+        default=env("WIGGLE_CONSOLE_HTTPS_CERT"),
+        help="serve HTTPS with this PEM certificate chain (env WIGGLE_CONSOLE_HTTPS_CERT)",
+    )
+    p.add_argument(
+        "--https-key",
+        default=env("WIGGLE_CONSOLE_HTTPS_KEY"),
+        help="... and this PEM private key (env WIGGLE_CONSOLE_HTTPS_KEY)",
+    )
+    add_connection_flags(p)
+    p.set_defaults(handler=_console)

@@ -1,0 +1,107 @@
+"""Serving the console with uvicorn: in the foreground (`wiggle console`) or on a background
+thread (`wiggle run --console`, the tests).
+
+The listening socket is bound here, before uvicorn starts, so port 0 works and the URL can be
+printed (and a browser pointed at it) before the first request.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import dataclass
+
+import uvicorn
+
+from wiggle.console._app import ConsoleSettings, create_app
+from wiggle.console._backend import Backend
+from wiggle.console._security import is_loopback
+from wiggle.errors import InvalidRequest
+
+__all__ = ["ConsoleServer", "parse_listen", "settings_for"]
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """`HOST:PORT` (or `[::1]:PORT`) as a host and a port number."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise InvalidRequest(f"--listen {listen[:80]!r}: expected HOST:PORT, e.g. 127.0.0.1:8080")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def settings_for(
+    host: str, token: str | None, *, require_login: bool | None = None, tls: bool = False
+) -> ConsoleSettings:
+    """Safe defaults from the bind host: off loopback a login with `token` is required (and a
+    token must be given), on loopback only loopback Host names are answered."""
+    loopback = is_loopback(host)
+    login = (not loopback) if require_login is None else require_login
+    if login and not token:
+        raise InvalidRequest(
+            f"the console on {host} would be reachable from other machines: give --token (the "
+            "server's bearer token), which people then type to log in"
+        )
+    return ConsoleSettings(
+        token=token, require_login=login, loopback_only=loopback, secure_cookies=tls
+    )
+
+
+@dataclass
+class ConsoleServer:
+    """A console bound to `host:port` over `backend`. `start()` serves on a thread and returns
+    the port; `run()` serves in this thread until SIGINT / SIGTERM."""
+
+    backend: Backend
+    host: str = "127.0.0.1"
+    port: int = 8080
+    settings: ConsoleSettings | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+    def __post_init__(self) -> None:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        self._socket = socket.socket(family, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._socket.bind((self.host, self.port))
+        except OSError as exc:
+            self._socket.close()
+            raise InvalidRequest(
+                f"cannot listen on {self.host}:{self.port}: {exc.strerror}"
+            ) from None
+        self._socket.listen(128)
+        self.port = self._socket.getsockname()[1]
+        app = create_app(self.backend, self.settings)
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            ssl_certfile=self.tls_cert,
+            ssl_keyfile=self.tls_key,
+            timeout_graceful_shutdown=2,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self.tls_cert else "http"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{scheme}://{host}:{self.port}"
+
+    def run(self) -> None:
+        try:
+            self._server.run(sockets=[self._socket])
+        finally:
+            self._socket.close()
+
+    def start(self) -> int:
+        self._thread = threading.Thread(target=self.run, name="wiggle-console", daemon=True)
+        self._thread.start()
+        return self.port
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._socket.close()
