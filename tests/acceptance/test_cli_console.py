@@ -1,0 +1,80 @@
+"""`wiggle run --console` and `wiggle console` as subprocesses."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+HANDLERS = (
+    "from wiggle import activity\n\n@activity\ndef hello(ctx):\n    return {**ctx, 'hi': 1}\n"
+)
+FLOW = "wiggle: 1\nname: greet\nsteps:\n  - task: hello\n"
+
+
+def _wiggle(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "wiggle.cli", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _line_with(proc: subprocess.Popen[str], text: str) -> str:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if text in line:
+            return line
+    raise AssertionError(
+        f"no line with {text!r}; stderr: {proc.stderr.read() if proc.stderr else ''}"
+    )
+
+
+def test_run_with_console_serves_the_instance_page_and_stays_open_until_interrupted(tmp_path):
+    (tmp_path / "handlers.py").write_text(HANDLERS)
+    (tmp_path / "greet.yaml").write_text(FLOW)
+    proc = _wiggle(
+        "run",
+        "greet.yaml",
+        "--handlers",
+        "handlers.py",
+        "--input",
+        "{}",
+        "--console",
+        "127.0.0.1:0",
+        cwd=tmp_path,
+    )
+    try:
+        url = _line_with(proc, "console: http://").split("console: ", 1)[1].strip()
+        assert "/instances/" in url
+        _line_with(proc, "COMPLETED")
+        _line_with(proc, "still open")
+        with urllib.request.urlopen(url, timeout=10) as response:
+            page = response.read().decode()
+        assert response.status == 200 and "COMPLETED" in page and "svg" in page
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()  # closes the pipes
+
+
+def test_console_off_loopback_without_a_token_refuses_to_start(tmp_path):
+    proc = _wiggle("console", "--listen", "0.0.0.0:0", cwd=tmp_path)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert "--token" in err and "Traceback" not in err

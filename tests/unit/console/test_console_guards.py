@@ -1,0 +1,202 @@
+"""The console's guard rails, through Starlette's test client over a fake backend (no server):
+security headers, the loopback Host check, login off loopback, CSRF on every POST, and the
+refusal to serve off loopback without a token."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from wiggle.console import ConsoleSettings, create_app, settings_for
+from wiggle.console._backend import InstanceDetail, InstancePage, InstanceRow, TokenView
+from wiggle.errors import InstanceNotFound, InvalidRequest
+
+ROW = InstanceRow("i-1", "greet", "sha256:" + "a" * 64, "RUNNING", 1, 2, "hello", "")
+
+
+class FakeBackend:
+    """Records the actions; answers one instance list."""
+
+    def __init__(self) -> None:
+        self.actions: list[tuple[Any, ...]] = []
+
+    def list_instances(self, query: Any) -> InstancePage:
+        return InstancePage([ROW], "", {"RUNNING": 1})
+
+    def describe(self, instance_id: str) -> InstanceDetail:
+        raise InstanceNotFound(instance_id)
+
+    def signal(self, instance_id: str, name: str, payload: Any) -> bool:
+        self.actions.append(("signal", instance_id, name, payload))
+        return True
+
+    def cancel(self, instance_id: str, reason: str) -> str:
+        self.actions.append(("cancel", instance_id, reason))
+        return "CANCELLED"
+
+
+def _client(settings: ConsoleSettings | None = None, base: str = "http://127.0.0.1:8080"):
+    backend = FakeBackend()
+    app = create_app(backend, settings)  # type: ignore[arg-type]
+    return TestClient(app, base_url=base, follow_redirects=False), backend
+
+
+def _csrf(client: TestClient) -> str:
+    client.get("/instances")
+    return client.cookies["wiggle_csrf"]
+
+
+def test_every_page_carries_a_strict_csp_and_a_protected_csrf_cookie():
+    client, _ = _client()
+    response = client.get("/instances")
+    assert response.status_code == 200
+    csp = response.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+    assert "frame-ancestors 'none'" in csp
+    assert response.headers["x-content-type-options"] == "nosniff"
+    cookie = response.headers["set-cookie"].lower()
+    assert "wiggle_csrf=" in cookie and "httponly" in cookie and "samesite=strict" in cookie
+    assert client.get("/static/console.js").headers["content-security-policy"] == csp
+
+
+def test_a_loopback_console_refuses_foreign_host_names():
+    client, _ = _client(base="http://attacker.example:8080")
+    assert client.get("/instances").status_code == 400
+    for base in ("http://localhost:8080", "http://[::1]:8080", "http://127.0.0.1"):
+        assert _client(base=base)[0].get("/instances").status_code == 200
+
+
+def test_a_post_without_the_csrf_token_acts_on_nothing():
+    client, backend = _client()
+    _csrf(client)
+    form = {"name": "go", "payload": "{}", "confirm": "yes"}
+    response = client.post("/instances/i-1/signal", data=form)
+    assert response.status_code == 403 and "CSRF" in response.text
+    response = client.post("/instances/i-1/signal", data={**form, "csrf": "x" * 43})
+    assert response.status_code == 403
+    assert backend.actions == []
+
+
+def test_a_post_from_another_origin_is_refused_even_with_the_token():
+    client, backend = _client()
+    token = _csrf(client)
+    response = client.post(
+        "/instances/i-1/cancel",
+        data={"csrf": token, "reason": "r", "confirm": "yes"},
+        headers={"origin": "http://evil.example"},
+    )
+    assert response.status_code == 403
+    assert backend.actions == []
+
+
+def test_signal_and_cancel_act_only_after_the_confirmation():
+    client, backend = _client()
+    token = _csrf(client)
+    first = client.post(
+        "/instances/i-1/signal", data={"csrf": token, "name": "go", "payload": '{"a": 1}'}
+    )
+    assert first.status_code == 200 and 'name="confirm" value="yes"' in first.text
+    assert backend.actions == []
+    done = client.post(
+        "/instances/i-1/signal",
+        data={"csrf": token, "name": "go", "payload": '{"a": 1}', "confirm": "yes"},
+    )
+    assert done.status_code == 303 and done.headers["location"].startswith("/instances/i-1?")
+    assert backend.actions == [("signal", "i-1", "go", {"a": 1})]
+    client.post("/instances/i-1/cancel", data={"csrf": token, "reason": "stop"})
+    assert len(backend.actions) == 1
+    client.post("/instances/i-1/cancel", data={"csrf": token, "reason": "stop", "confirm": "yes"})
+    assert backend.actions[-1] == ("cancel", "i-1", "stop")
+
+
+def test_off_loopback_every_page_needs_a_login_with_the_token():
+    settings = settings_for("0.0.0.0", "s3cret")
+    assert settings.require_login and not settings.loopback_only
+    client, _ = _client(settings, base="http://console.internal:8080")
+    response = client.get("/instances")
+    assert response.status_code == 303 and response.headers["location"].startswith("/login")
+    assert client.get("/instances", headers={"x-wiggle-fragment": "1"}).status_code == 401
+    token = client.cookies["wiggle_csrf"]
+    wrong = client.post("/login", data={"csrf": token, "token": "guess"})
+    assert wrong.status_code == 401 and "wiggle_session" not in client.cookies
+    right = client.post("/login?next=/instances", data={"csrf": token, "token": "s3cret"})
+    assert right.status_code == 303 and right.headers["location"] == "/instances"
+    cookie = right.headers["set-cookie"].lower()
+    assert "wiggle_session=" in cookie and "httponly" in cookie and "samesite=strict" in cookie
+    assert client.get("/instances").status_code == 200
+    client.post("/logout", data={"csrf": token})
+    assert client.get("/instances").status_code == 303
+
+
+def test_the_login_never_redirects_off_the_console():
+    client, _ = _client(settings_for("0.0.0.0", "s3cret"), base="http://console.internal")
+    token = _csrf(client)
+    response = client.post("/login?next=//evil.example/x", data={"csrf": token, "token": "s3cret"})
+    assert response.headers["location"] == "/"
+
+
+def test_off_loopback_without_a_token_the_console_refuses_to_start():
+    with pytest.raises(InvalidRequest, match="--token"):
+        settings_for("0.0.0.0", None)
+    assert not settings_for("127.0.0.1", None).require_login
+    assert settings_for("127.0.0.1", "t", require_login=True).require_login
+
+
+def test_server_errors_become_an_escaped_page_with_a_fitting_status():
+    client, _ = _client()
+    response = client.get("/instances/%3Cb%3Ex")
+    assert response.status_code == 404
+    assert "<b>x" not in response.text and "&lt;b&gt;x" in response.text
+
+
+def test_explanations_token_contexts_and_links_are_shown_when_the_server_sends_them():
+    from wiggle.client import Definition
+    from wiggle.compiler import load_flow
+
+    flow = load_flow(b"wiggle: 1\nname: gate\nsteps:\n  - task: prep\n  - await: approve\n")
+    token = TokenView(
+        "t",
+        "approve",
+        "AWAITING",
+        1,
+        "",
+        0,
+        0,
+        "",
+        {"score": 7},
+        "",
+        "",
+        "",
+        "",
+        0,
+        "waiting for signal `approve` since 12:00",
+    )
+    detail = InstanceDetail(
+        "i-1",
+        "gate",
+        flow.version,
+        "RUNNING",
+        {"score": 7},
+        {},
+        "",
+        "SERVER",
+        "p-9",
+        ["c-1"],
+        "approve",
+        1,
+        2,
+        [token],
+        [],
+    )
+    client, backend = _client()
+    backend.describe = lambda instance_id: detail  # type: ignore[method-assign]
+    backend.get_definition = lambda name, version: Definition(  # type: ignore[attr-defined]
+        "gate", flow.version, flow.canonical, 1
+    )
+    page = client.get("/instances/i-1").text
+    assert "waiting for signal `approve` since 12:00" in page
+    assert "&#34;score&#34;: 7" in page or "&quot;score&quot;: 7" in page or '"score": 7' in page
+    assert 'href="/instances/p-9"' in page and 'href="/instances/c-1"' in page
+    assert 'class="node lit current" data-node="approve"' in page
