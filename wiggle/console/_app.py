@@ -323,8 +323,11 @@ def create_app(backend: Backend, settings: ConsoleSettings | None = None) -> Sta
             result = await call(backend.list_instances, query)
             for row in result.rows:
                 seen = by_name.setdefault(row.flow, [])
-                if all(v.version != row.version for v in seen):
-                    seen.append(FlowVersion(row.flow, row.version, 0, "", {}))
+                version = next((v for v in seen if v.version == row.version), None)
+                if version is None:
+                    version = FlowVersion(row.flow, row.version, 0, "", {})
+                    seen.append(version)
+                version.counts[row.status] = version.counts.get(row.status, 0) + 1
         return page(
             request,
             "flows.html",
