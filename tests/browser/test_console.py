@@ -76,7 +76,7 @@ def test_the_instance_page_draws_the_graph_with_the_current_node_highlighted(sta
     prepared = _css(browser, 'svg.flow-graph g.node[data-node="prepare"]')
     assert prepared.get_attribute("data-state") == "DONE"
     assert _css(browser, "#status").text == "RUNNING"
-    assert '"amount": 120' in _css(browser, "#context").text
+    assert '"prepared": true' in _css(browser, "#context").text  # the latest, not the input
     assert "step_completed" in _css(browser, "#timeline").text
     assert (
         _css(browser, '#tokens li[data-node="approve"]').get_attribute("data-state") == "AWAITING"

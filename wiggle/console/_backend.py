@@ -1,13 +1,9 @@
 """What the console reads from and sends to a Wiggle server, as plain view data.
 
-Reads go straight to the gRPC API because the console shows fields the client's dataclasses do
-not carry yet (token explanations and contexts, child ids, counts, next-page tokens); actions
-(start, signal, cancel) and definitions go through `wiggle.client.Client`, like the CLI's.
-
-A server that predates an RPC answers UNIMPLEMENTED: that becomes `Unsupported`, which the pages
-turn into a short note instead of an error. Older servers also ignore the newer ListInstances
-filters, so the same filters are applied again here to the page they return (a filter applied
-twice changes nothing).
+Everything goes through `wiggle.client.Client`, as the CLI's commands do. A server that predates
+an RPC answers UNIMPLEMENTED: that becomes `Unsupported`, which the pages turn into a short note
+instead of an error. Older servers also ignore the newer ListInstances filters, so the same
+filters are applied again here to the page they return (a filter applied twice changes nothing).
 """
 
 from __future__ import annotations
@@ -16,22 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import grpc
-import orjson
-
 from wiggle import errors
-from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
-from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.client import (
     Client,
     Definition,
+    Instance,
     InstanceStatus,
     Started,
     TlsConfig,
-    open_channel,
-    token_metadata,
 )
-from wiggle.client._errors import from_rpc_error
 
 __all__ = [
     "STATUSES",
@@ -175,72 +164,56 @@ class WorkerView:
     last_poll_ms: int
 
 
-def _loads(data: bytes) -> Any:
-    if not data:
-        return None
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return data.decode(errors="replace")
-
-
-def _status_name(value: int) -> str:
-    name = pb.InstanceStatus.Name(value)
-    return "" if name == "INSTANCE_STATUS_UNSPECIFIED" else name
-
-
-def _row(msg: pb.Instance) -> InstanceRow:
+def _row(view: Instance) -> InstanceRow:
     return InstanceRow(
-        msg.instance_id,
-        msg.flow,
-        msg.version,
-        _status_name(msg.status),
-        msg.created_at_ms,
-        msg.updated_at_ms,
-        msg.current_node,
-        msg.reason,
+        view.instance_id,
+        view.flow,
+        view.version,
+        str(view.status),
+        view.created_at_ms,
+        view.updated_at_ms,
+        view.current_node,
+        view.reason,
     )
 
 
-def _token(t: pb.Token) -> TokenView:
-    return TokenView(
-        t.token_id,
-        t.node_id,
-        pb.TokenState.Name(t.state),
-        t.attempt,
-        t.lease_owner,
-        t.lease_expires_at_ms,
-        t.wake_at_ms,
-        t.branch,
-        _loads(t.context),
-        t.queue,
-        t.activity,
-        t.wait_kind,
-        t.child_instance_id,
-        t.ready_at_ms,
-        t.explanation,
-    )
-
-
-def _detail(msg: pb.Instance) -> InstanceDetail:
+def _detail(view: Instance) -> InstanceDetail:
     return InstanceDetail(
-        instance_id=msg.instance_id,
-        flow=msg.flow,
-        version=msg.version,
-        status=_status_name(msg.status),
-        context=_loads(msg.context),
-        input=_loads(msg.input),
-        reason=msg.reason,
-        execution_mode=pb.ExecutionMode.Name(msg.execution_mode),
-        parent_instance_id=msg.parent_instance_id,
-        child_instance_ids=list(msg.child_instance_ids),
-        current_node=msg.current_node,
-        created_at_ms=msg.created_at_ms,
-        updated_at_ms=msg.updated_at_ms,
-        tokens=[_token(t) for t in msg.tokens],
+        instance_id=view.instance_id,
+        flow=view.flow,
+        version=view.version,
+        status=str(view.status),
+        context=view.context,
+        input=view.input,
+        reason=view.reason,
+        execution_mode=view.execution_mode,
+        parent_instance_id=view.parent_instance_id,
+        child_instance_ids=list(view.child_instance_ids),
+        current_node=view.current_node,
+        created_at_ms=view.created_at_ms,
+        updated_at_ms=view.updated_at_ms,
+        tokens=[
+            TokenView(
+                t.token_id,
+                t.node_id,
+                str(t.state),
+                t.attempt,
+                t.lease_owner,
+                t.lease_expires_at_ms,
+                t.wake_at_ms,
+                t.branch,
+                t.context,
+                t.queue,
+                t.activity,
+                t.wait_kind,
+                t.child_instance_id,
+                t.ready_at_ms,
+                t.explanation,
+            )
+            for t in view.tokens
+        ],
         events=[
-            EventView(e.seq, e.at_ms, e.kind, e.node_id, e.attempt, _loads(e.detail))
-            for e in msg.events
+            EventView(e.seq, e.at_ms, e.kind, e.node_id, e.attempt, e.detail) for e in view.events
         ],
     )
 
@@ -257,66 +230,58 @@ class Backend:
         timeout: float = 10.0,
     ) -> None:
         self.address = address
-        self._channel = open_channel(address, tls)
-        self._stub = pb_grpc.WiggleStub(self._channel)  # type: ignore[no-untyped-call]
-        self._metadata = token_metadata(token)
-        self._timeout = timeout
-        # Actions retry for a short while only: a person is waiting on the page.
+        # Retry for a short while only: a person is waiting on the page.
         self.client = Client(address, token=token, tls=tls, timeout=timeout, retry_for=2.0)
 
     def close(self) -> None:
         self.client.close()
-        self._channel.close()
 
-    def _call(self, method: Callable[..., T], request: Any) -> T:
+    def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         try:
-            return method(request, timeout=self._timeout, metadata=self._metadata)
-        except grpc.RpcError as exc:
-            code = exc.code() if callable(getattr(exc, "code", None)) else None
-            if code is grpc.StatusCode.UNIMPLEMENTED:
+            return fn(*args, **kwargs)
+        except errors.WiggleError as exc:
+            # The client reports a status it has no class for as "server error CODE: ...".
+            if type(exc) is errors.WiggleError and "UNIMPLEMENTED" in str(exc):
                 raise Unsupported(f"the server at {self.address} does not support this") from None
-            raise from_rpc_error(exc, self.address) from None
+            raise
 
     # -- reads -------------------------------------------------------------------------------
 
     def list_instances(self, query: InstanceFilter) -> InstancePage:
-        request = pb.ListInstancesRequest(
-            flow=query.flow,
-            page_size=query.page_size,
-            page_token=query.page_token,
-            version=query.version,
-            started_after_ms=query.started_after_ms,
-            started_before_ms=query.started_before_ms,
-            id_contains=query.id_contains,
-            include_counts=True,
+        page = self._call(
+            self.client.list_instances,
+            flow=query.flow or None,
+            status=query.status or None,
+            version=query.version or None,
+            started_after_ms=query.started_after_ms or None,
+            started_before_ms=query.started_before_ms or None,
+            id_contains=query.id_contains or None,
+            limit=query.page_size,
+            page_token=query.page_token or None,
+            counts=True,
         )
-        if query.status:
-            request.status = pb.InstanceStatus.Value(query.status)  # type: ignore[assignment]
-        response = self._call(self._stub.ListInstances, request)
-        rows = [r for r in map(_row, response.instances) if query.matches(r)]
-        counts = {name: int(n) for name, n in response.counts.items()} or None
-        return InstancePage(rows, response.next_page_token, counts)
+        rows = [r for r in map(_row, page) if query.matches(r)]
+        counts = {name: int(n) for name, n in page.counts.items()} or None
+        return InstancePage(rows, page.next_page_token, counts)
 
     def describe(self, instance_id: str) -> InstanceDetail:
-        request = pb.DescribeInstanceRequest(instance_id=instance_id, include_events=True)
-        return _detail(self._call(self._stub.DescribeInstance, request))
+        return _detail(self._call(self.client.describe, instance_id, events=True))
 
     def list_definitions(self, name: str = "") -> list[FlowVersion]:
-        request = pb.ListDefinitionsRequest(name=name, include_counts=True)
-        response = self._call(self._stub.ListDefinitions, request)
+        found = self._call(self.client.list_definitions, name or None, counts=True)
         return [
             FlowVersion(
                 d.name,
                 d.version,
                 d.registered_at_ms,
-                pb.ExecutionMode.Name(d.execution_mode),
+                d.execution_mode,
                 {status: int(n) for status, n in d.instance_counts.items()},
             )
-            for d in response.definitions
+            for d in found
         ]
 
     def list_workers(self) -> list[WorkerView]:
-        response = self._call(self._stub.ListWorkers, pb.ListWorkersRequest())
+        found, _now = self._call(self.client.list_workers)
         return [
             WorkerView(
                 w.worker_id,
@@ -327,19 +292,19 @@ class Backend:
                 w.first_seen_ms,
                 w.last_poll_ms,
             )
-            for w in response.workers
+            for w in found
         ]
 
     def get_definition(self, name: str, version: str = "") -> Definition:
-        return self.client.get_definition(name, version or None)
+        return self._call(self.client.get_definition, name, version or None)
 
     # -- actions -----------------------------------------------------------------------------
 
     def start(self, flow: str, version: str, value: Any) -> Started:
-        return self.client.start(flow, value, version=version or None)
+        return self._call(self.client.start, flow, value, version=version or None)
 
     def signal(self, instance_id: str, name: str, payload: Any) -> bool:
-        return self.client.signal(instance_id, name, payload)
+        return self._call(self.client.signal, instance_id, name, payload)
 
     def cancel(self, instance_id: str, reason: str) -> InstanceStatus:
-        return self.client.cancel(instance_id, reason)
+        return self._call(self.client.cancel, instance_id, reason)

@@ -200,3 +200,20 @@ def test_explanations_token_contexts_and_links_are_shown_when_the_server_sends_t
     assert "&#34;score&#34;: 7" in page or "&quot;score&quot;: 7" in page or '"score": 7' in page
     assert 'href="/instances/p-9"' in page and 'href="/instances/c-1"' in page
     assert 'class="node lit current" data-node="approve"' in page
+
+
+def test_a_server_without_the_newer_rpcs_gets_notes_instead_of_errors():
+    from wiggle.console import Unsupported
+
+    client, backend = _client()
+
+    def unsupported(*args: Any, **kwargs: Any) -> Any:
+        raise Unsupported("the server at x does not support this")
+
+    backend.list_workers = unsupported  # type: ignore[attr-defined]
+    backend.list_definitions = unsupported  # type: ignore[attr-defined]
+    workers = client.get("/workers")
+    assert workers.status_code == 200 and "does not report its workers" in workers.text
+    flows = client.get("/flows")
+    assert flows.status_code == 200 and "does not list definitions" in flows.text
+    assert 'data-flow="greet"' in flows.text  # from the newest instances
