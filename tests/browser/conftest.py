@@ -149,8 +149,14 @@ def browser() -> Iterator[Any]:
 
 
 def screenshot(driver: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+    """Every run writes docs/console/latest/NAME.png (ignored by git); the committed pictures
+    README shows (docs/console/NAME.png) are replaced only with WIGGLE_UPDATE_SCREENSHOTS=1, so
+    a test run leaves the checkout clean."""
+    latest = SCREENSHOTS / "latest"
+    latest.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(latest / f"{name}.png"))
+    if name in ("instances", "instance") and os.environ.get("WIGGLE_UPDATE_SCREENSHOTS") == "1":
+        shutil.copyfile(latest / f"{name}.png", SCREENSHOTS / f"{name}.png")
 
 
 @pytest.fixture
