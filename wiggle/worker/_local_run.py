@@ -3,10 +3,11 @@
 A LOCAL run starts at the leased node and keeps executing nodes itself while the shared handback
 rule (`wiggle.traversal`) says the next node is a step this worker may run, reporting through
 AdvanceRun: after every step in LOCAL_SYNC; in LOCAL_ASYNC at handback, right after a
-`checkpoint` step, and whenever `local_batch_size` results are buffered. Between steps it checks
-whether the worker is draining (hand back with reason SHUTDOWN, flushing the buffer), whether
-the lease was lost (abandon: the server refuses our results anyway) and whether enough lease is
-left to start another step.
+`checkpoint` step, whenever `local_batch_size` results are buffered, and before a result would
+push the request over the server's limit (`wiggle.localrun`). Between steps it checks whether
+the worker is draining (hand back with reason SHUTDOWN, flushing the buffer), whether the lease
+was lost (abandon: the server refuses our results anyway), whether enough lease is left to
+start another step, and whether it has the next step's activity.
 
 What a crash costs follows from when results reach the server: one step in SERVER and
 LOCAL_SYNC, everything buffered since the last flush in LOCAL_ASYNC.
@@ -26,6 +27,13 @@ import orjson
 from wiggle import traversal
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
+from wiggle.localrun import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    RuntimeHandback,
+    default_max_request_bytes,
+    flush_after,
+    over_request_limit,
+)
 from wiggle.traversal import Handback
 from wiggle.worker._activities import Outcome, Registry, run_handler
 from wiggle.worker._context import StepInfo
@@ -232,18 +240,20 @@ class LocalRun:
             info = _info(task, node_id, activity, attempt, self.mode)
             is_predicate = isinstance(node, Predicate)
             outcome = run_handler(env.registry.get(activity), activity, ctx, info, predicate=False)
-            if is_predicate and outcome.failure is None:
-                if isinstance(outcome.value, bool):
-                    outcome = Outcome(predicate=outcome.value)
-                else:
-                    # Not a boolean: report the value as it is, so the server fails the step
-                    # exactly as it does for a SERVER-mode CompleteTask (same reason, no retry).
-                    self.buffer.append(_step_result(node_id, outcome))
-                    self._finish(Handback.STEP_FAILED)
+            # Not a boolean at a predicate: the value goes as it is (a context), so the server
+            # fails the step exactly as it does a SERVER-mode CompleteTask (same reason).
+            ends = outcome.failure is not None or (
+                is_predicate and not isinstance(outcome.value, bool)
+            )
+            if is_predicate and not ends:
+                outcome = Outcome(predicate=outcome.value)
+            result = _step_result(node_id, outcome)
+            if self.buffer and self._over_request_limit(result):
+                response = self._flush(final=False, reason="", next_node=node_id)
+                if response is None or not response.keep_going:
                     return
-            self.buffer.append(_step_result(node_id, outcome))
-
-            if outcome.failure is not None:
+            self.buffer.append(result)
+            if ends:
                 # The successful prefix and the failure go together, so the server applies the
                 # prefix and then the step's retry policy in one transaction.
                 self._finish(Handback.STEP_FAILED)
@@ -256,14 +266,14 @@ class LocalRun:
                 predicate_value=outcome.predicate,
                 loop_counts=loop_counts,
             )
-            reason = move.handback or self._between_steps()
+            reason = move.handback or self._between_steps(move.next_node)
             if reason == "abandon":
                 return
             if reason is not None:
                 self._finish(reason)
                 return
             assert move.next_node is not None
-            if self._must_flush(node):
+            if flush_after(self.mode, node, len(self.buffer), self.env.local_batch_size):
                 response = self._flush(final=False, reason="", next_node=move.next_node)
                 if response is None or not response.keep_going:
                     return
@@ -276,8 +286,9 @@ class LocalRun:
             attempt = 1
             loop_counts = move.loop_counts
 
-    def _between_steps(self) -> Handback | str | None:
-        """Why not to start another step: a drain, a lost lease, a spent lease budget."""
+    def _between_steps(self, next_node: str | None) -> str | None:
+        """Why not to start another step: a drain, a lost lease, a spent lease budget, an
+        activity this worker does not have."""
         if self.env.aborted.is_set():
             self.handback = "aborted"
             return "abandon"  # stopped without draining: behave like a crash
@@ -287,24 +298,26 @@ class LocalRun:
             )
             self.handback = Handback.NOT_RUNNING
             return "abandon"
+        if self.env.advance_run_supported is False and self.flushes == 0:
+            return "fallback"  # another run found out: report the first step the SERVER way
         if self.env.draining.is_set():
-            return Handback.SHUTDOWN
+            return RuntimeHandback.SHUTDOWN
         if not traversal.lease_budget_left(self.lease.remaining_ms(), self.lease.length_ms):
-            return Handback.LEASE_BUDGET
+            return RuntimeHandback.LEASE_BUDGET
+        node = self.graph.nodes.get(next_node or "")
+        if isinstance(node, Task | Predicate) and self.env.registry.get(node.activity) is None:
+            return RuntimeHandback.UNKNOWN_ACTIVITY
         return None
 
-    def _must_flush(self, node: object) -> bool:
-        if self.mode is ExecutionMode.LOCAL_SYNC:
-            return True
-        if isinstance(node, Task) and node.checkpoint:
-            return True
-        if len(self.buffer) >= max(1, self.env.local_batch_size):
-            return True
-        # Until the server has answered one AdvanceRun we do not know it implements it; report
-        # the first step alone so that an UNIMPLEMENTED answer can still fall back to
-        # CompleteTask for exactly that step. (False: another run found out while this one ran
-        # its first step; `_flush` then reports that step the SERVER way.)
-        return self.env.advance_run_supported is not True
+    def _over_request_limit(self, result: pb.StepResult) -> bool:
+        """Whether adding `result` would push the AdvanceRun over the server's request limit
+        (LOCAL_ASYNC: a LOCAL_SYNC buffer is empty here)."""
+        limit = self.task.max_request_bytes or default_max_request_bytes(
+            self.task.max_payload_bytes or DEFAULT_MAX_PAYLOAD_BYTES
+        )
+        request = pb.AdvanceRunRequest(task_id=self.task.task_id, lease=self.task.lease)
+        request.steps.extend([*self.buffer, result])
+        return over_request_limit(request.ByteSize(), limit)
 
     def _finish(self, reason: str) -> None:
         self.handback = reason
@@ -314,8 +327,8 @@ class LocalRun:
         self, *, final: bool, reason: str, next_node: str | None = None
     ) -> pb.AdvanceRunResponse | None:
         """Send the buffer; None when the run must stop (refused, not RUNNING, fallen back)."""
-        if self.env.advance_run_supported is False and self.flushes == 0 and len(self.buffer) == 1:
-            self._fall_back()
+        if self.env.advance_run_supported is False and self.flushes == 0:
+            self._fall_back()  # another run found out the server has no AdvanceRun
             return None
         request = pb.AdvanceRunRequest(
             task_id=self.task.task_id,
@@ -344,8 +357,10 @@ class LocalRun:
         return response
 
     def _flush_refused(self, exc: RpcFailed) -> None:
-        if exc.code == grpc.StatusCode.UNIMPLEMENTED and len(self.buffer) == 1:
-            # An older server: report this one step the SERVER way, and stop trying LOCAL runs.
+        if exc.code == grpc.StatusCode.UNIMPLEMENTED and self.flushes == 0:
+            # An older server: report the first step the SERVER way (its lease is the task's),
+            # and run every later task as a SERVER step. The rest of the buffer is dropped: those
+            # steps run again as SERVER tasks, within LOCAL_ASYNC's at-least-once contract.
             if self.env.advance_run_supported is not False:  # say it once, not per run
                 _log.warning("server does not implement AdvanceRun; running tasks in SERVER mode")
             self.env.advance_run_supported = False
@@ -357,7 +372,7 @@ class LocalRun:
         return None
 
     def _fall_back(self) -> None:
-        """Report the one buffered step with CompleteTask / FailTask, as in SERVER mode."""
+        """Report the first buffered step with CompleteTask / FailTask, as in SERVER mode."""
         outcome = _outcome_of(self.buffer[0])
         self.buffer.clear()
         self.handback = "fallback"

@@ -269,9 +269,10 @@ def test_unimplemented_advance_run_falls_back_to_complete_task(harness, rpc_erro
 
     h.stub.answers["AdvanceRun"] = unimplemented
     run_task(h.env, h.task(ctx={}))
-    # Support unknown: the first step was reported alone, so it can be re-sent as CompleteTask.
-    assert executed == ["s0"]
-    assert h.stub.batches() == [(["s0"], False, "")]
+    # No probing: the run buffered as usual; the refused batch's first step (the one the lease is
+    # on) goes as CompleteTask, the rest is dropped and runs again as SERVER tasks.
+    assert executed == ["s0", "s1", "s2"]
+    assert h.stub.batches() == [(["s0", "s1", "s2"], True, "end")]
     [complete] = h.stub.requests("CompleteTask")
     assert orjson.loads(complete.result) == {"s0": 1}
     assert h.env.advance_run_supported is False
@@ -281,11 +282,24 @@ def test_unimplemented_advance_run_falls_back_to_complete_task(harness, rpc_erro
     assert len(h.stub.requests("CompleteTask")) == 2
 
 
-def test_first_async_run_probes_then_batches(harness):
+def test_unimplemented_failure_falls_back_to_fail_task(harness, rpc_error):
+    executed: list[str] = []
+    reg = counting_registry(2, executed, fail_at="s0")
+    h = harness(linear("LOCAL_SYNC", 2), reg, advance_supported=None)
+    h.stub.answers["AdvanceRun"] = lambda r: (_ for _ in ()).throw(
+        rpc_error(grpc.StatusCode.UNIMPLEMENTED, "no AdvanceRun here")
+    )
+    run_task(h.env, h.task(ctx={}))
+    [fail] = h.stub.requests("FailTask")
+    assert fail.failure.message == "s0 broke" and not fail.failure.non_retryable
+    assert not h.stub.requests("CompleteTask")
+
+
+def test_a_fresh_worker_does_not_probe_the_server(harness):
     executed: list[str] = []
     h = harness(linear("LOCAL_ASYNC", 4), counting_registry(4, executed), advance_supported=None)
     run_task(h.env, h.task(ctx={}))
-    assert h.stub.batches() == [(["s0"], False, ""), (["s1", "s2", "s3"], True, "end")]
+    assert h.stub.batches() == [(["s0", "s1", "s2", "s3"], True, "end")]
     assert h.env.advance_run_supported is True
 
 
