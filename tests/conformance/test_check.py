@@ -14,7 +14,10 @@ from wiggle.conformance._trace import Trace
 @pytest.mark.parametrize(
     ("a", "b", "equal"),
     [
-        (1, 1.0, True),
+        (1, 1.0, False),  # an integer and a non-integer are told apart: 4 is not 4.0
+        (4.0, 4.0, True),
+        (9007199254740993, 9007199254740992, False),
+        (9007199254740993, 9007199254740993.0, False),
         (True, 1, False),
         (False, 0, False),
         (None, None, True),

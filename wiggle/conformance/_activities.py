@@ -18,7 +18,7 @@ import orjson
 
 from wiggle.worker import NonRetryable, Registry, step
 
-__all__ = ["TRACE_ENV", "build_registry"]
+__all__ = ["ACTIVITY_NAMES", "TRACE_ENV", "build_registry"]
 
 TRACE_ENV = "WIGGLE_CONFORMANCE_TRACE"
 
@@ -58,9 +58,14 @@ def _pred_obj(ctx: Any) -> dict[str, Any]:
     return ctx if isinstance(ctx, dict) else {}
 
 
+_INT64 = range(-(2**63), 2**63)
+
+
 def _int(value: Any) -> int:
-    # JSON true is not a number here, though Python thinks bool is an int.
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    """A count: an integer within 64 bits, else 0 (JSON true is not a number here, though
+    Python thinks bool is an int; 4.0 is not an integer)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and value in _INT64
+    return value if ok else 0
 
 
 def _append(ctx: Any, activity: str) -> dict[str, Any]:
@@ -95,6 +100,18 @@ def double(ctx: Any) -> Any:
     if isinstance(ctx, bool) or not isinstance(ctx, int | float):
         raise NonRetryable("conformance: double needs a number")
     return 2 * ctx
+
+
+def grow(ctx: Any) -> Any:
+    c = _obj(ctx, "grow")
+    return {**c, "blob": "x" * max(0, _int(c.get("grow_bytes", 0)))}
+
+
+def nest(ctx: Any) -> Any:
+    depth = _int(ctx.get("nest_depth", 1)) if isinstance(ctx, dict) else 1
+    for _ in range(depth):
+        ctx = [ctx]
+    return ctx
 
 
 def fail_times(ctx: Any) -> Any:
@@ -156,7 +173,11 @@ def merge_results(ctx: Any) -> Any:
 
 def sum_results(ctx: Any) -> Any:
     context, results = _combine_input(ctx, "sum_results")
-    values = results.values() if isinstance(results, dict) else results or []
+    values: list[Any] = []  # neither a list nor an object: no terms
+    if isinstance(results, dict):
+        values = list(results.values())
+    elif isinstance(results, list):
+        values = results
     total: int | float = 0
     for r in values:
         if isinstance(r, int | float) and not isinstance(r, bool):
@@ -183,6 +204,8 @@ _ALL: tuple[Callable[[Any], Any], ...] = (
     inc_m,
     zero,
     double,
+    grow,
+    nest,
     fail_times,
     fail_always,
     fail_fatal,
@@ -195,6 +218,9 @@ _ALL: tuple[Callable[[Any], Any], ...] = (
     sum_results,
     apply_signal,
 )
+
+
+ACTIVITY_NAMES = frozenset(fn.__name__ for fn in _ALL)
 
 
 def _traced(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:

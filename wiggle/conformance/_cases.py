@@ -11,6 +11,7 @@ from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
 
+from wiggle.conformance._recorder import ServerFault
 from wiggle.errors import WiggleError
 
 __all__ = [
@@ -112,6 +113,7 @@ class Expect:
     max_elapsed_ms: int | None
     deadline_s: float
     start_error: str | None
+    reports: dict[str, list[str]] = field(default_factory=dict)  # mode -> expected reports
 
     def steps_for(self, mode: str) -> dict[str, Count]:
         return {**self.steps, **self.steps_by_mode.get(mode, {})}
@@ -132,6 +134,7 @@ class Expect:
             max_elapsed_ms=doc.get("max_elapsed_ms"),
             deadline_s=float(doc.get("deadline_s", 30)),
             start_error=doc.get("start_error"),
+            reports={m: list(r) for m, r in doc.get("reports", {}).items()},
         )
 
 
@@ -145,6 +148,13 @@ class Run:
     cancel_reason: str
     faults: list[Fault]
     expect: Expect
+    server_faults: list[ServerFault] = field(default_factory=list)
+    transport: str = "plaintext"
+
+    @property
+    def alone(self) -> bool:
+        """Whether this run needs the worker to itself: faults of either side, or TLS."""
+        return bool(self.faults or self.server_faults) or self.transport != "plaintext"
 
 
 @dataclass(frozen=True)
@@ -158,7 +168,7 @@ class Case:
     has_faults: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "has_faults", any(r.faults for r in self.runs))
+        object.__setattr__(self, "has_faults", any(r.alone for r in self.runs))
 
 
 def _read(path: Path) -> Any:
@@ -212,6 +222,16 @@ def load_case(path: Path, spec_dir: Path | None = None) -> Case:
                     for f in r.get("faults", [])
                 ],
                 expect=Expect.parse(r["expect"]),
+                server_faults=[
+                    ServerFault(
+                        f["rpc"],
+                        status=f.get("status", "UNAVAILABLE"),
+                        lose_response=bool(f.get("lose_response", False)),
+                        times=int(f.get("times", 0)),
+                    )
+                    for f in r.get("server_faults", [])
+                ],
+                transport=r.get("transport", "plaintext"),
             )
         )
     return Case(doc["id"], doc["description"], doc["flow"], doc.get("flows", []), runs, path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,15 +11,18 @@ import orjson
 
 from wiggle.conformance._cases import MISSING, Count, Expect
 
-__all__ = ["RunResult", "check_steps", "compare_modes", "json_equal", "show"]
+__all__ = ["RunResult", "check_reports", "check_steps", "compare_modes", "json_equal", "show"]
 
 
 def json_equal(a: Any, b: Any) -> bool:
-    """Equality of JSON values: 1 == 1.0 as JSON numbers, but true is not 1 (as it is in Python)."""
+    """Equality of JSON values as Wiggle keeps them (docs/worker-protocol.md, "JSON values"):
+    an integer and a number written with a fraction are different (4 is not 4.0, as a worker must
+    not turn one into the other), integers compare exactly at any size, and true is not 1 (as it
+    is in Python)."""
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, int | float) and isinstance(b, int | float):
-        return a == b
+        return type(a) is type(b) and a == b
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
@@ -64,6 +68,18 @@ def check_steps(expected: Mapping[str, Count], observed: Mapping[str, int]) -> l
             problems.append(f"step {key} ran {n} times; expected {count}")
     for key in sorted(set(observed) - set(expected)):
         problems.append(f"step {key} ran {observed[key]} times; expected it not to run")
+    return problems
+
+
+def check_reports(expected: Sequence[str], observed: Sequence[str]) -> list[str]:
+    """The reports a case expects in this mode, compared as a multiset: branches interleave."""
+    missing = Counter(expected) - Counter(observed)
+    extra = Counter(observed) - Counter(expected)
+    if not missing and not extra:
+        return []
+    problems = [f"reports {list(observed)}; expected {list(expected)}"]
+    problems += [f"missing report: {r}" for r in sorted(missing.elements())]
+    problems += [f"unexpected report: {r}" for r in sorted(extra.elements())]
     return problems
 
 

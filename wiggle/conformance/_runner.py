@@ -7,11 +7,15 @@ loopback port with a fresh token, and deploys every case's flows. Then two phase
 1. every case without injected faults, many at once;
 2. each case with faults alone, since a kill takes down whatever else the worker was running.
 
-Both run against one worker process per session, which the faults kill (and replace), stop
-(and replace) or freeze.
+Both run against one worker process per session serving the queues `default` and `other`, which
+the faults kill (and replace), stop (and replace) or freeze, plus a second one serving `side`
+(so that a queue change can hand a run over to another worker).
 
 A run is watched through DescribeInstance and the trace file the activities write; signals,
-cancels and faults fire at their moments; the outcome is checked against the expectation.
+cancels and faults fire at their moments; the outcome is checked against the expectation. The
+server records every task it hands out and every report and heartbeat (`_recorder`), and the
+orchestration is judged from that record (`_orchestration`): how the worker drove each mode,
+not just where the instance ended.
 """
 
 from __future__ import annotations
@@ -28,17 +32,33 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wiggle.conformance._cases import Case, Fault, Moment, Run
-from wiggle.conformance._check import RunResult, check_outcome, check_steps, show
+from wiggle.conformance._check import RunResult, check_outcome, check_reports, check_steps, show
 from wiggle.conformance._databases import database_label, fresh_databases
+from wiggle.conformance._orchestration import RunContext, check_orchestration, render_reports
+from wiggle.conformance._recorder import Recorder
 from wiggle.conformance._trace import Trace, TraceLine
 from wiggle.conformance._worker_process import WorkerProcess
 
-__all__ = ["MODES", "RunnerOptions", "run_corpus"]
+if TYPE_CHECKING:
+    from wiggle.graph import Graph
+
+__all__ = ["BATCH_SIZE", "MODES", "RunnerOptions", "run_corpus"]
 
 MODES = ("SERVER", "LOCAL_SYNC", "LOCAL_ASYNC")
+
+#: The worker's LOCAL_ASYNC batch size (WIGGLE_CONFORMANCE_BATCH_SIZE) and the server's limits
+#: in every session: small, so that a few steps reach a full batch or the size limit.
+BATCH_SIZE = 5
+MAX_PAYLOAD_BYTES = 64 * 1024
+MAX_REQUEST_BYTES = 256 * 1024
+#: The queues of the session's two workers: the one the faults hit, and a second one.
+MAIN_QUEUES = "default,other"
+SIDE_QUEUES = "side"
+#: How long a stopped worker's poll may stay parked in the server (its wait slice, and more).
+_POLL_GONE_S = 5.0
 
 #: How long to keep watching after an instance ended, to catch a step that runs too late (a
 #: stale worker, a step after a cancel). Longer where faults or cancels make that likely.
@@ -54,6 +74,8 @@ class RunnerOptions:
     parallel: int = 16  # cases run at once in phase 1
     verbose: bool = False  # on a failed run, add the instance's trace and event log
     on_result: Callable[[RunResult], None] | None = None
+    #: Judge how the worker drove each run (reports per mode), not only its outcome.
+    orchestration: bool = True
 
 
 class _Session:
@@ -73,9 +95,15 @@ class _Session:
         self.engine = Engine(url, default_mode=ExecutionMode(mode))
         self._stack.callback(self.engine.close)
         self.token = secrets.token_urlsafe(24)
-        server = Server(
-            self.engine, ServerConfig(address="127.0.0.1:0", token=self.token, grace_s=1.0)
+        self.recorder = Recorder()
+        self._config = ServerConfig(
+            address="127.0.0.1:0",
+            token=self.token,
+            grace_s=1.0,
+            max_payload_bytes=MAX_PAYLOAD_BYTES,
+            max_request_bytes=MAX_REQUEST_BYTES,
         )
+        server = Server(self.engine, self._config, interceptors=[self.recorder])
         port = server.start()
         self._stack.callback(server.stop)
         self.address = f"127.0.0.1:{port}"
@@ -87,23 +115,86 @@ class _Session:
             "WIGGLE_ADDRESS": self.address,
             "WIGGLE_AUTH_TOKEN": self.token,
             "WIGGLE_CONFORMANCE_TRACE": str(self.trace.path),
+            "WIGGLE_CONFORMANCE_BATCH_SIZE": str(BATCH_SIZE),
         }
+        for key in ("WIGGLE_TLS_CA", "WIGGLE_QUEUES"):
+            self.env.pop(key, None)
         self.worker: WorkerProcess | None = None
+        self.side: WorkerProcess | None = None
+        self.graphs: dict[str, Graph] = {}
+        self._tls_address: str | None = None
+        self._tls_ca: str = ""
 
     def close(self) -> None:
         self._stack.close()
 
+    def _process(self, label: str, queues: str, **env: str) -> WorkerProcess:
+        log = self.tmp / f"worker-{self.mode}-{label.replace('/', '_')}.log"
+        return WorkerProcess(self.options.worker, {**self.env, "WIGGLE_QUEUES": queues, **env}, log)
+
     @contextmanager
     def worker_process(self, label: str) -> Iterator[WorkerProcess]:
-        log = self.tmp / f"worker-{self.mode}-{label.replace('/', '_')}.log"
-        worker = WorkerProcess(self.options.worker, self.env, log)
-        worker.start()
-        self.worker = worker
+        self.worker = self._process(label, MAIN_QUEUES)
+        self.side = self._process(f"{label}-side", SIDE_QUEUES)
+        self.worker.start()
+        self.side.start()
         try:
-            yield worker
+            yield self.worker
         finally:
-            worker.stop()
-            self.worker = None
+            self.worker.stop()
+            self.side.stop()
+            self.worker = self.side = None
+
+    def restart(self) -> None:
+        """A fresh main worker (after a case that changed what it believes of the server)."""
+        if self.worker is not None:
+            self.worker.stop()
+            self.recorder.wait_polls_ended(tuple(MAIN_QUEUES.split(",")), _POLL_GONE_S)
+            self.worker.start()
+
+    @contextmanager
+    def tls_worker(self, label: str) -> Iterator[None]:
+        """For one run: the usual workers stand aside and a worker connected over TLS (to a
+        second server of the same engine, with the same token) serves every queue."""
+        if self._tls_address is None:
+            from wiggle.conformance._tls import make_certificates
+            from wiggle.server import Server, ServerConfig
+
+            certs = make_certificates(self.tmp / "tls")
+            server = Server(
+                self.engine,
+                ServerConfig(
+                    address="localhost:0",
+                    token=self.token,
+                    grace_s=1.0,
+                    tls_cert=certs.cert,
+                    tls_key=certs.key,
+                    max_payload_bytes=MAX_PAYLOAD_BYTES,
+                    max_request_bytes=MAX_REQUEST_BYTES,
+                ),
+                interceptors=[self.recorder],
+            )
+            self._tls_address = f"localhost:{server.start()}"
+            self._stack.callback(server.stop)
+            self._tls_ca = str(certs.ca)
+        assert self.worker is not None and self.side is not None
+        self.worker.stop()
+        self.side.stop()
+        self.recorder.wait_polls_ended(None, _POLL_GONE_S)
+        tls = self._process(
+            label,
+            f"{MAIN_QUEUES},{SIDE_QUEUES}",
+            WIGGLE_ADDRESS=self._tls_address,
+            WIGGLE_TLS_CA=self._tls_ca,
+        )
+        tls.start()
+        try:
+            yield
+        finally:
+            tls.stop()
+            self.recorder.wait_polls_ended(None, _POLL_GONE_S)
+            self.worker.start()
+            self.side.start()
 
     def inject(self, fault: Fault) -> None:
         worker = self.worker
@@ -120,10 +211,14 @@ class _Session:
 
     def deploy(self, case: Case) -> str:
         """Register the case's flows (children first, in order); the version under test."""
+        from wiggle.compiler import load_flow
+
         version = ""
         for flow in [*case.flows, case.flow]:
             source = json.dumps(flow).encode()
             version = self.client.deploy(source, filename=str(case.path)).version
+            compiled = load_flow(source, str(case.path))
+            self.graphs[compiled.version] = compiled.graph
         return version
 
 
@@ -196,6 +291,19 @@ class _Watch:
 
 
 def _execute(session: _Session, case: Case, run: Run, version: str) -> RunResult:
+    if run.transport == "tls":
+        with session.tls_worker(f"{case.id}-tls"):
+            return _execute_run(session, case, run, version)
+    session.recorder.arm(run.server_faults)
+    try:
+        return _execute_run(session, case, run, version)
+    finally:
+        session.recorder.disarm()
+        if run.server_faults:
+            session.restart()  # e.g. a worker that fell back to SERVER steps after UNIMPLEMENTED
+
+
+def _execute_run(session: _Session, case: Case, run: Run, version: str) -> RunResult:
     from wiggle.errors import WiggleError
 
     expect = run.expect
@@ -293,14 +401,46 @@ def _execute(session: _Session, case: Case, run: Run, version: str) -> RunResult
             result.problems.append(f"took {took} ms; expected at most {expect.max_elapsed_ms}")
     if not view.status.finished:
         client.cancel(root, "conformance cleanup")
+    reports: list[str] = []
+    if session.options.orchestration:
+        reports = _judge(session, run, watch, result)
     if result.problems and session.options.verbose:
-        result.problems += _evidence(watch, t0)
+        result.problems += _evidence(watch, t0, reports)
     return result
 
 
-def _evidence(watch: _Watch, t0: float) -> list[str]:
-    """What happened, for a person reading a failure: trace lines and the event log."""
-    lines = [
+def _judge(session: _Session, run: Run, watch: _Watch, result: RunResult) -> list[str]:
+    """Check how the worker drove the run; returns the root's reports, rendered."""
+    from wiggle.conformance._activities import ACTIVITY_NAMES
+
+    instances = {watch.root, *(i.instance_id for i in watch.descendants())}
+    recorder = session.recorder
+    deliveries = recorder.deliveries(instances)
+    calls = recorder.calls({d.lease for d in deliveries})
+    faults = {f.action for f in run.faults}
+    refused = {(f.rpc, f.status) for f in run.server_faults if not f.lose_response}
+    ctx = RunContext(
+        graph_of=session.graphs.get,
+        batch_size=BATCH_SIZE,
+        activities=ACTIVITY_NAMES,
+        terminated="term" in faults,
+        disturbed=bool(faults or run.cancel or run.server_faults) or result.status != "COMPLETED",
+        fallback=("AdvanceRun", "UNIMPLEMENTED") in refused,
+        heartbeats_refused=any(rpc == "Heartbeat" for rpc, _ in refused),
+    )
+    result.problems += check_orchestration(deliveries, calls, ctx)
+    mine = [d for d in deliveries if d.instance_id == watch.root]
+    reports = render_reports(mine, recorder.calls({d.lease for d in mine}))
+    expected = run.expect.reports.get(session.mode)
+    if expected is not None:
+        result.problems += check_reports(expected, reports)
+    return reports
+
+
+def _evidence(watch: _Watch, t0: float, reports: Sequence[str] = ()) -> list[str]:
+    """What happened, for a person reading a failure: trace lines, reports and the event log."""
+    lines = [f"report: {r}" for r in reports]
+    lines += [
         f"trace: {watch.key(line)} attempt {line.attempt}"
         for line in watch.lines()
         if watch.key(line) is not None

@@ -13,10 +13,12 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Sequence
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -55,6 +57,8 @@ class ServerConfig:
     tls_key: Path | None = None  # its PEM private key
     tls_client_ca: Path | None = None  # PEM CA bundle: when set, clients must present a cert
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD
+    #: The largest request message; None: room for a few payloads (an AdvanceRun batch).
+    max_request_bytes: int | None = None
     max_workers: int = 128  # the handler thread pool (idle long polls each hold one thread)
     max_poll_wait_s: float = 60.0
     grace_s: float = 10.0  # how long in-flight calls may run on after shutdown begins
@@ -71,6 +75,15 @@ class ServerConfig:
             raise ServerConfigError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
         if self.max_payload_bytes <= 0:
             raise ServerConfigError("--max-payload-bytes must be positive")
+        if self.max_request_bytes is not None and self.max_request_bytes < self.max_payload_bytes:
+            raise ServerConfigError("the request limit must be at least the payload limit")
+
+    @property
+    def request_limit(self) -> int:
+        """The largest request message the server accepts (Task.max_request_bytes)."""
+        if self.max_request_bytes is not None:
+            return self.max_request_bytes
+        return self.max_payload_bytes * MESSAGE_PAYLOADS + MESSAGE_OVERHEAD
 
     def credentials(self) -> grpc.ServerCredentials | None:
         if self.tls_cert is None or self.tls_key is None:
@@ -91,7 +104,16 @@ class Server:
     The engine stays the caller's: `stop()` does not close it unless `close_engine=True`.
     """
 
-    def __init__(self, engine: Engine, config: ServerConfig, *, close_engine: bool = False) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        config: ServerConfig,
+        *,
+        close_engine: bool = False,
+        interceptors: Sequence[grpc.ServerInterceptor[Any, Any]] = (),
+    ) -> None:
+        """`interceptors` run after authentication, in order (the conformance runner records
+        and injects faults with one)."""
         config.check()
         self.config = config
         self._engine = engine
@@ -101,12 +123,15 @@ class Server:
         self._stop_lock = threading.Lock()
         self._ticker = Ticker(engine)
         self._health = health.HealthServicer()
-        limit = config.max_payload_bytes * MESSAGE_PAYLOADS + MESSAGE_OVERHEAD
+        limit = config.request_limit
+        chain: list[grpc.ServerInterceptor[Any, Any]] = (
+            [TokenAuth(config.token)] if config.token else []
+        )
         self._grpc = grpc.server(
             futures.ThreadPoolExecutor(
                 max_workers=config.max_workers, thread_name_prefix="wiggle-rpc"
             ),
-            interceptors=[TokenAuth(config.token)] if config.token else [],
+            interceptors=[*chain, *interceptors],
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", -1),

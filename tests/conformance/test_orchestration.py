@@ -1,0 +1,230 @@
+"""The orchestration judge on hand-made records: what it accepts and what it reports."""
+
+from __future__ import annotations
+
+from itertools import count
+from typing import Any
+
+import pytest
+
+from wiggle.compiler import load_flow
+from wiggle.conformance._orchestration import (
+    RunContext,
+    check_orchestration,
+    logical_reports,
+    render_reports,
+)
+from wiggle.conformance._recorder import Call, Delivery, StepSeen
+
+FLOW = """
+wiggle: 1
+name: judged
+steps:
+  - {task: a}
+  - {task: b, checkpoint: true}
+  - {filter: p}
+  - {task: c}
+  - {task: d, queue: side}
+"""
+GRAPH = load_flow(FLOW.encode()).graph
+_order = count()
+
+
+def ctx(**kw: Any) -> RunContext:
+    base: dict[str, Any] = {
+        "graph_of": {GRAPH.version: GRAPH}.get,
+        "batch_size": 5,
+        "activities": {"a", "b", "p", "c", "d"},
+    }
+    return RunContext(**{**base, **kw})
+
+
+def task(node: str, mode: str, lease: str = "L1") -> Delivery:
+    return Delivery(
+        task_id=f"t-{node}",
+        lease=lease,
+        instance_id="i",
+        flow="judged",
+        version=GRAPH.version,
+        node_id=node,
+        attempt=1,
+        mode=mode,
+        loop_counts=b"{}",
+        via="poll",
+        queues=("default", "other"),
+        max_request_bytes=256 * 1024,
+        timeout_ms=60_000,
+        at=0.0,
+    )
+
+
+def step(node: str, value: Any = "ctx") -> StepSeen:
+    if value is True or value is False:
+        return StepSeen(node, "predicate", predicate=value)
+    if value == "fail":
+        return StepSeen(node, "failure")
+    if value == "bool-context":
+        return StepSeen(node, "context", context_bool=True, entry_bytes=8)
+    return StepSeen(node, "context", context_bytes=10, entry_bytes=20)
+
+
+def advance(*steps: StepSeen, final: str | None = None, seq: int = 0, lease: str = "L1") -> Call:
+    return Call(
+        order=next(_order),
+        at=1.0,
+        rpc="AdvanceRun",
+        task_id="t",
+        lease=lease,
+        seq=seq,
+        steps=steps,
+        final=final is not None,
+        reason=final or "",
+        keep_going=final is None,
+        instance_status="RUNNING",
+        request_bytes=100,
+    )
+
+
+def single(rpc: str, lease: str = "L1", seq: int = 0, code: str = "OK") -> Call:
+    return Call(order=next(_order), at=1.0, rpc=rpc, task_id="t", lease=lease, seq=seq, code=code)
+
+
+def judge(delivery: Delivery, *calls: Call, **kw: Any) -> list[str]:
+    return check_orchestration([delivery], list(calls), ctx(**kw))
+
+
+def test_a_conforming_async_run_passes() -> None:
+    calls = [
+        advance(step("a"), step("b")),
+        advance(step("p", True), step("c"), final="other_queue"),
+    ]
+    assert judge(task("a", "LOCAL_ASYNC"), *calls) == []
+
+
+def test_a_conforming_sync_run_passes() -> None:
+    calls = [
+        advance(step("a")),
+        advance(step("b")),
+        advance(step("p", True)),
+        advance(step("c"), final="other_queue"),
+    ]
+    assert judge(task("a", "LOCAL_SYNC"), *calls) == []
+
+
+def test_a_local_task_reported_as_one_server_step_is_caught() -> None:
+    [problem] = judge(task("a", "LOCAL_SYNC"), single("CompleteTask"))
+    assert "did not chain" in problem
+
+
+def test_after_unimplemented_server_steps_are_fine() -> None:
+    assert judge(task("a", "LOCAL_SYNC"), single("CompleteTask"), fallback=True) == []
+
+
+def test_sync_batches_of_several_steps_are_caught() -> None:
+    calls = [
+        advance(step("a"), step("b")),
+        advance(step("p", True), step("c"), final="other_queue"),
+    ]
+    problems = judge(task("a", "LOCAL_SYNC"), *calls)
+    assert any("LOCAL_SYNC sent 2 steps" in p for p in problems)
+
+
+def test_an_ignored_checkpoint_is_caught() -> None:
+    calls = [advance(step("a"), step("b"), step("p", True), step("c"), final="other_queue")]
+    [problem] = judge(task("a", "LOCAL_ASYNC"), *calls)
+    assert "checkpoint b was not flushed" in problem
+
+
+def test_a_flush_without_a_reason_is_caught() -> None:
+    calls = [
+        advance(step("a")),
+        advance(step("b")),
+        advance(step("p", True), step("c"), final="other_queue"),
+    ]
+    [problem] = judge(task("a", "LOCAL_ASYNC"), *calls)
+    assert "flushed after a (1 steps)" in problem
+
+
+def test_a_batch_over_the_batch_size_is_caught() -> None:
+    calls = [
+        advance(step("a"), step("b")),
+        advance(step("p", True), step("c"), final="other_queue"),
+    ]
+    problems = judge(task("a", "LOCAL_ASYNC"), *calls, batch_size=1)
+    assert any("the batch size is 1" in p for p in problems)
+
+
+def test_a_predicate_sent_as_a_context_is_caught() -> None:
+    calls = [
+        advance(step("a"), step("b")),
+        advance(step("p", "bool-context"), step("c"), final="other_queue"),
+    ]
+    [problem] = judge(task("a", "LOCAL_ASYNC"), *calls)
+    assert "predicate p: its boolean was sent as a context" in problem
+
+
+def test_a_wrong_handback_reason_is_caught() -> None:
+    calls = [advance(step("a"), step("b")), advance(step("p", True), step("c"), final="end")]
+    [problem] = judge(task("a", "LOCAL_ASYNC"), *calls)
+    assert "reason 'end'; expected 'other_queue'" in problem
+
+
+def test_handing_back_where_the_run_could_go_on_is_caught() -> None:
+    [problem] = judge(task("a", "LOCAL_SYNC"), advance(step("a"), final="end"))
+    assert "could go on to b" in problem
+
+
+@pytest.mark.parametrize(
+    ("reason", "allowed"),
+    [("shutdown", {"terminated": True}), ("lease_budget", {"heartbeats_refused": True})],
+)
+def test_runtime_reasons_need_their_cause(reason: str, allowed: dict[str, Any]) -> None:
+    d = task("a", "LOCAL_SYNC")
+    assert judge(d, advance(step("a"), final=reason))
+    assert judge(d, advance(step("a"), final=reason), **allowed) == []
+
+
+def test_unknown_activity_needs_a_missing_activity() -> None:
+    d = task("a", "LOCAL_SYNC")
+    assert judge(d, advance(step("a"), final="unknown_activity"))
+    assert judge(d, advance(step("a"), final="unknown_activity"), activities={"a"}) == []
+
+
+def test_chaining_past_a_queue_the_worker_does_not_serve_is_caught() -> None:
+    calls = [advance(step("p", True), step("c"), step("d"), final="end")]
+    problems = judge(task("p", "LOCAL_ASYNC"), *calls)
+    assert any("chained past c, where the run hands back (other_queue)" in p for p in problems)
+
+
+def test_a_failure_must_end_the_run_as_step_failed() -> None:
+    assert judge(task("a", "LOCAL_SYNC"), advance(step("a", "fail"), final="step_failed")) == []
+    [problem] = judge(task("a", "LOCAL_SYNC"), advance(step("a", "fail"), final="end"))
+    assert "expected 'step_failed'" in problem
+
+
+def test_stopping_after_keep_going_is_caught_unless_disturbed() -> None:
+    d = task("a", "LOCAL_SYNC")
+    [problem] = judge(d, advance(step("a")))
+    assert "without handing back" in problem
+    assert judge(d, advance(step("a")), disturbed=True) == []
+
+
+def test_a_task_never_reported_is_caught() -> None:
+    [problem] = judge(task("a", "SERVER"))
+    assert "never reported" in problem
+
+
+def test_a_server_task_with_advance_run_is_caught() -> None:
+    [problem] = judge(task("a", "SERVER"), advance(step("a"), final="end"))
+    assert "SERVER tasks are one step" in problem
+
+
+def test_resends_count_once_and_render_in_the_vectors_notation() -> None:
+    d = task("a", "LOCAL_ASYNC")
+    first = advance(step("a"), step("b"), seq=1)
+    lost = Call(**{**first.__dict__, "order": next(_order), "code": "UNAVAILABLE"})
+    second = advance(step("p", False), final="filtered", seq=2)
+    calls = [first, lost, second]
+    assert [c.order for c in logical_reports(calls)] == [first.order, second.order]
+    assert render_reports([d], calls) == ["advance a b", "advance p=false / filtered"]
+    assert judge(d, *calls) == []

@@ -1,0 +1,303 @@
+"""Judging how a worker drove a run, from the calls the runner's server recorded.
+
+Two checks. `check_orchestration` holds every run to the protocol (docs/worker-protocol.md):
+SERVER tasks are one step each, reported with CompleteTask / FailTask; a LOCAL task is a local
+run reported with AdvanceRun, one step per call in LOCAL_SYNC, in LOCAL_ASYNC flushed exactly at
+checkpoints, full batches and the request size limit; every final call names the reason the
+handback rule (or the worker's state) gives; predicates report booleans as `predicate`. And
+`render_reports` writes a run's reports in the notation the cases' `reports` expectations use
+(the same as spec/conformance/localrun/), so a case can state them exactly, per mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from wiggle.conformance._recorder import REPORTS, Call, Delivery, StepSeen
+from wiggle.graph import Graph, Predicate, Task
+from wiggle.localrun import REQUEST_HEADROOM, RUNTIME_HANDBACKS, default_max_request_bytes
+from wiggle.traversal import Handback, Move, advance
+
+__all__ = ["RunContext", "check_orchestration", "logical_reports", "render_reports"]
+
+#: Slack on the size rule: the fields that differ between the call as sent and as estimated.
+_SIZE_SLACK = 64
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What the judge needs to know about a run besides the calls."""
+
+    graph_of: Callable[[str], Graph | None]  # by version
+    batch_size: int
+    activities: Collection[str]  # what the worker under test has registered
+    terminated: bool = False  # a graceful stop (SIGTERM) hit the run: `shutdown` is expected
+    disturbed: bool = False  # a kill, pause, cancel or server fault: runs may end unreported
+    fallback: bool = False  # the server answered AdvanceRun UNIMPLEMENTED in this session
+    heartbeats_refused: bool = False  # the case refused heartbeats: `lease_budget` is expected
+
+
+def logical_reports(calls: Sequence[Call]) -> list[Call]:
+    """The reports among `calls`, in order, each once: a resend (same lease and seq) of a report
+    is left out once one copy was applied; until then the latest copy stands for it."""
+    out: list[Call] = []
+    index: dict[tuple[str, int], int] = {}
+    for c in calls:
+        if c.rpc not in REPORTS:
+            continue
+        key = (c.lease, c.seq)
+        if c.seq > 0 and key in index:
+            first = out[index[key]]
+            if not first.ok:
+                out[index[key]] = c
+            continue
+        if c.seq > 0:
+            index[key] = len(out)
+        out.append(c)
+    return out
+
+
+def _step_text(step: StepSeen) -> str:
+    if step.kind == "predicate":
+        return f"{step.node_id}={'true' if step.predicate else 'false'}"
+    if step.kind == "failure":
+        return f"{step.node_id}!"
+    return step.node_id
+
+
+def render(call: Call, node_id: str) -> str:
+    """`advance a p=true c! / reason`, `complete a`, `fail a`, `release a / reason`."""
+    if call.rpc == "AdvanceRun":
+        text = " ".join(["advance", *(_step_text(s) for s in call.steps)])
+        return f"{text} / {call.reason}" if call.final else text
+    if call.rpc == "ReleaseTask":
+        return f"release {node_id} / {call.reason}"
+    return f"{'complete' if call.rpc == 'CompleteTask' else 'fail'} {node_id}"
+
+
+def render_reports(deliveries: Sequence[Delivery], calls: Sequence[Call]) -> list[str]:
+    node_of = {d.lease: d.node_id for d in deliveries}
+    return [render(c, node_of.get(c.lease, "?")) for c in logical_reports(calls)]
+
+
+def check_orchestration(
+    deliveries: Sequence[Delivery], calls: Sequence[Call], ctx: RunContext
+) -> list[str]:
+    """Every way the recorded calls depart from the protocol, as sentences."""
+    problems: list[str] = []
+    by_lease: dict[str, list[Call]] = {}
+    for c in calls:
+        by_lease.setdefault(c.lease, []).append(c)
+    for d in sorted(deliveries, key=lambda d: d.at):
+        graph = ctx.graph_of(d.version)
+        if graph is None:
+            continue
+        found = _check_task(d, by_lease.get(d.lease, []), graph, ctx)
+        problems += [f"task at {d.node_id} ({d.mode}): {p}" for p in found]
+    return problems
+
+
+def _check_task(d: Delivery, calls: Sequence[Call], graph: Graph, ctx: RunContext) -> list[str]:
+    reports = logical_reports(calls)
+    problems = [
+        f"{c.rpc} refused with {c.error_code or c.code}"
+        for c in reports
+        if c.code == "INVALID_ARGUMENT" or c.error_code == "REPORT_OUT_OF_ORDER"
+    ]
+    if not reports:
+        if not ctx.disturbed:
+            problems.append("never reported (no CompleteTask, FailTask, AdvanceRun or ReleaseTask)")
+        return problems
+    if d.mode == "SERVER":
+        if any(c.rpc == "AdvanceRun" for c in reports):
+            problems.append("a SERVER task was reported with AdvanceRun: SERVER tasks are one step")
+        applied = [c for c in reports if c.rpc in ("CompleteTask", "FailTask") and c.ok]
+        if len(applied) > 1:
+            problems.append(f"reported {len(applied)} times (one step, one report)")
+        return problems
+    if ctx.fallback:
+        return problems  # after UNIMPLEMENTED the worker runs LOCAL tasks as SERVER steps
+    singles = [c.rpc for c in reports if c.rpc in ("CompleteTask", "FailTask")]
+    if singles:
+        problems.append(
+            f"reported with {singles[0]}: a {d.mode} task is a local run, reported with "
+            "AdvanceRun (the worker did not chain)"
+        )
+        return problems
+    return problems + _Run(d, calls, graph, ctx).check(
+        [c for c in reports if c.rpc == "AdvanceRun"]
+    )
+
+
+class _Run:
+    """One local run: its AdvanceRun calls checked against the local-run loop."""
+
+    def __init__(self, d: Delivery, calls: Sequence[Call], graph: Graph, ctx: RunContext) -> None:
+        self.d = d
+        self.calls = calls  # heartbeats included: they renew the lease
+        self.graph = graph
+        self.ctx = ctx
+        self.counts: Mapping[str, int] = orjson.loads(d.loop_counts) if d.loop_counts else {}
+        self.limit = d.max_request_bytes or default_max_request_bytes(4 * 1024 * 1024)
+        self.problems: list[str] = []
+
+    def check(self, advances: Sequence[Call]) -> list[str]:
+        for i, call in enumerate(advances):
+            if i > 0 and advances[i - 1].final:
+                self.problems.append("an AdvanceRun after the run's final one")
+                break
+            following = advances[i + 1] if i + 1 < len(advances) else None
+            self._call(call, following)
+        return self.problems
+
+    def _call(self, call: Call, following: Call | None) -> None:
+        steps, mode = call.steps, self.d.mode
+        if not steps:
+            if not call.final:
+                self.problems.append("an empty non-final AdvanceRun")
+            return
+        if mode == "LOCAL_SYNC" and len(steps) > 1:
+            names = " ".join(s.node_id for s in steps)
+            self.problems.append(
+                f"LOCAL_SYNC sent {len(steps)} steps in one AdvanceRun ({names}): it reports "
+                "every step before the next one runs"
+            )
+        if mode == "LOCAL_ASYNC" and len(steps) > self.ctx.batch_size:
+            self.problems.append(
+                f"{len(steps)} steps in one AdvanceRun; the batch size is {self.ctx.batch_size}"
+            )
+        for step in steps[:-1]:
+            self._inside(step)
+        last = steps[-1]
+        failed, move = self._follow(last)
+        if call.final:
+            self._final(call, last, failed, move)
+            return
+        if failed:
+            self.problems.append(f"{last.node_id} failed, but the AdvanceRun was not final")
+        elif move is not None and move.handback is not None:
+            self.problems.append(
+                f"sent final=false after {last.node_id}, where the run hands back ({move.handback})"
+            )
+        elif (
+            mode == "LOCAL_ASYNC" and self._flush_reason(last, len(steps), call, following) is None
+        ):
+            self.problems.append(
+                f"flushed after {last.node_id} ({len(steps)} steps): not a checkpoint, the batch "
+                f"was not full ({self.ctx.batch_size}) and the next result fit"
+            )
+        if following is None and call.ok and call.keep_going and not self.ctx.disturbed:
+            self.problems.append(
+                f"stopped after a non-final AdvanceRun at {last.node_id} without handing back "
+                "(keep_going was true)"
+            )
+
+    def _inside(self, step: StepSeen) -> None:
+        """A step with more steps after it in the same call: the run went on from it."""
+        failed, move = self._follow(step)
+        node = self.graph.nodes.get(step.node_id)
+        if failed:
+            self.problems.append(f"{step.node_id} failed, but the run went on in the same batch")
+        elif move is not None and move.handback is not None:
+            self.problems.append(
+                f"chained past {step.node_id}, where the run hands back ({move.handback})"
+            )
+        elif self.d.mode == "LOCAL_ASYNC" and isinstance(node, Task) and node.checkpoint:
+            self.problems.append(
+                f"checkpoint {step.node_id} was not flushed before the next step ran"
+            )
+
+    def _follow(self, step: StepSeen) -> tuple[bool, Move | None]:
+        """(whether the step failed, the handback rule's move after it); updates loop counts."""
+        node = self.graph.nodes.get(step.node_id)
+        value: bool | None = None
+        if step.kind in ("failure", "none"):
+            return True, None
+        if isinstance(node, Predicate):
+            if step.kind == "predicate":
+                value = step.predicate
+            elif step.context_bool is not None:
+                self.problems.append(
+                    f"predicate {step.node_id}: its boolean was sent as a context; a boolean "
+                    "goes in `predicate`"
+                )
+                value = step.context_bool  # the server follows it all the same
+            else:
+                return True, None  # not a boolean: the server fails the step
+        try:
+            move = advance(
+                self.graph,
+                step.node_id,
+                self.d.queues,
+                predicate_value=value,
+                loop_counts=self.counts,
+            )
+        except ValueError:
+            return False, None  # not a worker step: the server refuses it (WRONG_PATH)
+        self.counts = move.loop_counts
+        return False, move
+
+    def _final(self, call: Call, last: StepSeen, failed: bool, move: Move | None) -> None:
+        reason = call.reason
+        if failed:
+            expected = Handback.STEP_FAILED.value
+        elif move is None:
+            return
+        elif move.handback is not None:
+            expected = move.handback.value
+        else:
+            assert move.next_node is not None
+            self._runtime(call, last, move.next_node)
+            return
+        if reason != expected:
+            self.problems.append(
+                f"handed back after {last.node_id} with reason {reason!r}; expected {expected!r}"
+            )
+
+    def _runtime(self, call: Call, last: StepSeen, next_node: str) -> None:
+        """A final call where the graph lets the run go on: only the worker's state may stop it."""
+        reason, ctx = call.reason, self.ctx
+        node = self.graph.nodes[next_node]
+        why = ""
+        if reason not in RUNTIME_HANDBACKS:
+            why = f"the run could go on to {next_node}"
+        elif reason == "shutdown" and not ctx.terminated:
+            why = "nothing stopped the worker"
+        elif reason == "lease_budget" and not self._lease_was_low(call, last):
+            why = "heartbeats kept the lease"
+        elif reason == "unknown_activity" and getattr(node, "activity", "") in ctx.activities:
+            why = f"the worker has {getattr(node, 'activity', '')}"
+        if why:
+            self.problems.append(
+                f"handed back after {last.node_id} with reason {reason!r}, but {why}"
+            )
+
+    def _lease_was_low(self, call: Call, last: StepSeen) -> bool:
+        """Whether `lease_budget` is plausible: heartbeats were refused, the run was disturbed,
+        or half the step's timeout had passed since the lease was last renewed."""
+        if self.ctx.heartbeats_refused or self.ctx.disturbed:
+            return True
+        renewed = self.d.at
+        for c in self.calls:
+            if c.order < call.order and c.code == "OK" and (c.rpc == "Heartbeat" or not c.final):
+                renewed = max(renewed, c.at)
+        node = self.graph.nodes.get(last.node_id)
+        timeout_ms = getattr(node, "timeout_ms", self.d.timeout_ms) or self.d.timeout_ms
+        return (call.at - renewed) * 1000 >= timeout_ms / 2
+
+    def _flush_reason(
+        self, last: StepSeen, buffered: int, call: Call, following: Call | None
+    ) -> str | None:
+        node = self.graph.nodes.get(last.node_id)
+        if isinstance(node, Task) and node.checkpoint:
+            return "checkpoint"
+        if buffered >= self.ctx.batch_size:
+            return "batch_full"
+        if following is not None and following.steps:
+            size = call.request_bytes + following.steps[0].entry_bytes
+            if size > self.limit - REQUEST_HEADROOM - _SIZE_SLACK:
+                return "size"
+        return None

@@ -1,0 +1,339 @@
+"""What the worker under test said to the server, recorded by the runner's own server.
+
+A gRPC server interceptor sees every task the server hands out (PollTasks, an eager start,
+CompleteTask's `next`) and every call the worker makes about a task: reports (CompleteTask,
+FailTask, AdvanceRun, ReleaseTask) with their seq, steps, `final` and reason, and heartbeats. The
+runner judges a worker's orchestration from this record (`_orchestration`): the trace file
+only says which steps ran, this says how they were driven.
+
+It also injects server-side faults a case asks for: a call answered with a status instead of
+being served (an AdvanceRun UNIMPLEMENTED, a Heartbeat UNAVAILABLE), or served and then answered
+UNAVAILABLE, as if the response had been lost on the way.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+__all__ = ["Call", "Delivery", "Recorder", "ServerFault", "StepSeen"]
+
+_SERVICE = "/wiggle.v1.Wiggle/"
+REPORTS = ("CompleteTask", "FailTask", "AdvanceRun", "ReleaseTask")
+_WATCHED = frozenset({*REPORTS, "Heartbeat", "PollTasks", "StartInstance", "EndPolls"})
+
+
+@dataclass(frozen=True)
+class StepSeen:
+    """One StepResult of an AdvanceRun (or the one step of CompleteTask / FailTask)."""
+
+    node_id: str
+    kind: str  # "context", "predicate", "failure" or "none"
+    predicate: bool | None = None
+    context_bytes: int = 0
+    context_bool: bool | None = None  # a `context` holding JSON true or false: that value
+    entry_bytes: int = 0  # what the step adds to the encoded request
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A task the server handed out: one lease on one step."""
+
+    task_id: str
+    lease: str
+    instance_id: str
+    flow: str
+    version: str
+    node_id: str
+    attempt: int
+    mode: str
+    loop_counts: bytes
+    via: str  # "poll", "eager" or "next"
+    queues: tuple[str, ...]  # the queues of the worker it went to
+    max_request_bytes: int
+    timeout_ms: int
+    at: float  # time.monotonic() when it was handed out
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call about a task, as the server received and answered it."""
+
+    order: int
+    at: float  # time.monotonic() when it was answered
+    rpc: str
+    task_id: str
+    lease: str
+    seq: int = 0
+    steps: tuple[StepSeen, ...] = ()
+    final: bool = False
+    reason: str = ""
+    node_id: str = ""  # a Heartbeat's node_id
+    code: str = "OK"  # the status it was answered with
+    error_code: str = ""  # the wiggle-error-code trailer
+    keep_going: bool = False
+    instance_status: str = ""
+    injected: str = ""  # a fault the recorder applied: "refused" or "lost"
+    request_bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """The server applied it (a lost response was applied too)."""
+        return self.code == "OK" or self.injected == "lost"
+
+
+@dataclass(frozen=True)
+class ServerFault:
+    """Answer `rpc` with `status` instead of serving it (`lose_response` False), or serve it
+    and then answer UNAVAILABLE (True); `times` 0: every call, else that many."""
+
+    rpc: str
+    status: str = "UNAVAILABLE"
+    lose_response: bool = False
+    times: int = 0
+
+
+@dataclass
+class _Armed:
+    fault: ServerFault
+    left: int  # -1: unlimited
+
+
+if TYPE_CHECKING:
+    _Interceptor = grpc.ServerInterceptor[Any, Any]
+else:  # generic only in the type stubs
+    _Interceptor = grpc.ServerInterceptor
+
+
+def _steps_of(method: str, request: Any) -> tuple[StepSeen, ...]:
+    if method == "AdvanceRun":
+        out = []
+        for s in request.steps:
+            which = s.WhichOneof("outcome") or "none"
+            raw = bytes(s.context).strip() if which == "context" else b""
+            out.append(
+                StepSeen(
+                    s.node_id,
+                    which,
+                    predicate=s.predicate if which == "predicate" else None,
+                    context_bytes=len(raw),
+                    context_bool={b"true": True, b"false": False}.get(raw),
+                    entry_bytes=_entry_bytes(s.ByteSize()),
+                )
+            )
+        return tuple(out)
+    return ()
+
+
+def _entry_bytes(size: int) -> int:
+    """A repeated message field's cost: its tag, its length as a varint, the message."""
+    varint = 1
+    while size >= 0x80 << (7 * (varint - 1)):
+        varint += 1
+    return 1 + varint + size
+
+
+class Recorder(_Interceptor):
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._open_polls: dict[tuple[str, ...], int] = {}  # by the polling worker's queues
+        self._calls: list[Call] = []
+        self._deliveries: dict[str, Delivery] = {}  # by lease
+        self._faults: list[_Armed] = []
+
+    # -- what the runner asks --------------------------------------------------------------
+
+    def arm(self, faults: Sequence[ServerFault]) -> None:
+        """Inject these faults from now on (replacing any armed before)."""
+        with self._lock:
+            self._faults = [_Armed(f, f.times or -1) for f in faults]
+
+    def disarm(self) -> None:
+        self.arm(())
+
+    def deliveries(self, instance_ids: set[str]) -> list[Delivery]:
+        with self._lock:
+            return [d for d in self._deliveries.values() if d.instance_id in instance_ids]
+
+    def calls(self, leases: set[str]) -> list[Call]:
+        with self._lock:
+            return [c for c in self._calls if c.lease in leases]
+
+    def wait_polls_ended(self, queues: tuple[str, ...] | None, timeout_s: float) -> bool:
+        """Wait until the server has no PollTasks call open for a worker serving `queues` (None:
+        for anyone). A stopped worker's poll may still be parked in the server, which would claim
+        a new task for a caller that is gone."""
+        with self._lock:
+            return self._lock.wait_for(
+                lambda: (
+                    not any(n for q, n in self._open_polls.items() if queues is None or q == queues)
+                ),
+                timeout_s,
+            )
+
+    def refused_unimplemented(self) -> bool:
+        """Whether any AdvanceRun was answered UNIMPLEMENTED (the worker then falls back)."""
+        with self._lock:
+            return any(c.rpc == "AdvanceRun" and c.code == "UNIMPLEMENTED" for c in self._calls)
+
+    # -- the interceptor -------------------------------------------------------------------
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = continuation(handler_call_details)
+        full: str = handler_call_details.method
+        method = full.removeprefix(_SERVICE)
+        if handler is None or not full.startswith(_SERVICE) or method not in _WATCHED:
+            return handler
+        inner = handler.unary_unary
+        assert inner is not None
+
+        def serve(request: Any, context: grpc.ServicerContext) -> Any:
+            if method == "PollTasks":
+                return self._poll(inner, request, context)
+            fault = self._take(method)
+            if fault is not None and not fault.lose_response:
+                self._record(
+                    method, request, None, context, injected="refused", status=fault.status
+                )
+                context.abort(grpc.StatusCode[fault.status], f"conformance fault: {method} refused")
+            try:
+                response = inner(request, context)
+            except BaseException:
+                self._record(method, request, None, context)
+                raise
+            if fault is not None:
+                self._record(method, request, response, context, injected="lost")
+                context.abort(grpc.StatusCode.UNAVAILABLE, "conformance fault: response lost")
+            self._record(method, request, response, context)
+            return response
+
+        return grpc.unary_unary_rpc_method_handler(
+            serve,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    def _poll(self, inner: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        queues = tuple(request.queues)
+        with self._lock:
+            self._open_polls[queues] = self._open_polls.get(queues, 0) + 1
+        try:
+            response = inner(request, context)
+            self._record("PollTasks", request, response, context)
+            return response
+        finally:
+            with self._lock:
+                self._open_polls[queues] -= 1
+                self._lock.notify_all()
+
+    def _take(self, method: str) -> ServerFault | None:
+        with self._lock:
+            for armed in self._faults:
+                if armed.fault.rpc == method and armed.left != 0:
+                    if armed.left > 0:
+                        armed.left -= 1
+                    return armed.fault
+        return None
+
+    def _record(
+        self,
+        method: str,
+        request: Any,
+        response: Any,
+        context: grpc.ServicerContext,
+        *,
+        injected: str = "",
+        status: str = "",
+    ) -> None:
+        if method in ("PollTasks", "StartInstance", "CompleteTask") and response is not None:
+            self._deliver(method, request, response)
+        if method in ("PollTasks", "StartInstance", "EndPolls"):
+            return
+        code = status or ("OK" if response is not None else _code_name(context))
+        error_code = ""
+        for key, value in context.trailing_metadata() or ():
+            if key == "wiggle-error-code":
+                error_code = value if isinstance(value, str) else value.decode()
+        call = Call(
+            order=0,
+            at=time.monotonic(),
+            rpc=method,
+            task_id=request.task_id,
+            lease=request.lease,
+            seq=getattr(request, "seq", 0),
+            steps=_steps_of(method, request),
+            final=bool(getattr(request, "final", method != "AdvanceRun")),
+            reason=getattr(request, "handback_reason", "") or getattr(request, "reason", ""),
+            node_id=getattr(request, "node_id", "") if method == "Heartbeat" else "",
+            code=code,
+            error_code=error_code,
+            keep_going=bool(getattr(response, "keep_going", False)),
+            instance_status=_status_name(response),
+            injected=injected,
+            request_bytes=request.ByteSize(),
+        )
+        with self._lock:
+            self._calls.append(_numbered(call, len(self._calls)))
+
+    def _deliver(self, method: str, request: Any, response: Any) -> None:
+        if method == "PollTasks":
+            tasks, via, queues = list(response.tasks), "poll", tuple(request.queues)
+        elif method == "StartInstance":
+            has = response.HasField("eager_task")
+            tasks, via, queues = [response.eager_task] if has else [], "eager", ()
+            if has:
+                queues = tuple(request.eager.queues)
+        else:
+            has = response.HasField("next_task")
+            tasks, via = [response.next_task] if has else [], "next"
+            queues = tuple(request.next.queues) if request.HasField("next") else ()
+        with self._lock:
+            for t in tasks:
+                self._deliveries[t.lease] = Delivery(
+                    task_id=t.task_id,
+                    lease=t.lease,
+                    instance_id=t.instance_id,
+                    flow=t.flow,
+                    version=t.version,
+                    node_id=t.node_id,
+                    attempt=t.attempt,
+                    mode=_mode_name(t.execution_mode),
+                    loop_counts=bytes(t.loop_counts),
+                    via=via,
+                    queues=queues or ("default",),
+                    max_request_bytes=t.max_request_bytes,
+                    timeout_ms=t.timeout_ms,
+                    at=time.monotonic(),
+                )
+
+
+def _code_name(context: grpc.ServicerContext) -> str:
+    code = context.code()  # type: ignore[attr-defined]
+    return code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
+
+
+def _status_name(response: Any) -> str:
+    from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
+
+    if response is None or not hasattr(response, "instance_status"):
+        return ""
+    return pb.InstanceStatus.Name(response.instance_status)
+
+
+def _mode_name(mode: int) -> str:
+    from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
+
+    return pb.ExecutionMode.Name(mode)
+
+
+def _numbered(call: Call, order: int) -> Call:
+    return replace(call, order=order)
