@@ -41,14 +41,16 @@ class RunContext:
 
 
 def logical_reports(calls: Sequence[Call]) -> list[Call]:
-    """The reports among `calls`, in order, each once: a resend (same lease and seq) of a report
-    is left out once one copy was applied; until then the latest copy stands for it."""
+    """The reports among `calls`, in order, each once: a resend (same lease, RPC and seq) of a
+    report is left out once one copy was applied; until then the latest copy stands for it. (A
+    report after a refused one reuses its seq, but it is another RPC: a ReleaseTask, say, or the
+    CompleteTask of an UNIMPLEMENTED fallback.)"""
     out: list[Call] = []
-    index: dict[tuple[str, int], int] = {}
+    index: dict[tuple[str, str, int], int] = {}
     for c in calls:
         if c.rpc not in REPORTS:
             continue
-        key = (c.lease, c.seq)
+        key = (c.lease, c.rpc, c.seq)
         if c.seq > 0 and key in index:
             first = out[index[key]]
             if not first.ok:

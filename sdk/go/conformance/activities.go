@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/wiggle-engine/wiggle/sdk/go/worker"
@@ -20,7 +21,7 @@ func Register(w worker.Worker) {
 		"noop": noop, "append": appendStep, "inc": incKey("inc", "n"), "inc_m": incKey("inc_m", "m"),
 		"zero": zero, "double": double, "fail_times": failTimes, "fail_always": failAlways,
 		"fail_fatal": failFatal, "hold": hold, "merge_results": mergeResults,
-		"sum_results": sumResults, "apply_signal": applySignal,
+		"sum_results": sumResults, "apply_signal": applySignal, "grow": grow, "nest": nest,
 	}
 	for name, fn := range tasks {
 		w.Register(name, traced(name, fn))
@@ -110,6 +111,33 @@ func double(_ context.Context, in json.RawMessage) (json.RawMessage, error) {
 		return number{isInt: true, i: 2 * n.i}.encode(), nil
 	}
 	return formatFloat(2 * n.f), nil
+}
+
+// grow is ctx with blob = grow_bytes (default 0) letters x: a result of a chosen size.
+func grow(_ context.Context, in json.RawMessage) (json.RawMessage, error) {
+	o, err := obj(in, "grow")
+	if err != nil {
+		return nil, err
+	}
+	n := int64(0)
+	if v := o.get("grow_bytes"); v != nil {
+		n = max(0, intOr0(v))
+	}
+	o.set("blob", json.RawMessage(`"`+strings.Repeat("x", int(n))+`"`))
+	return o.encode(), nil
+}
+
+// nest wraps ctx in nest_depth (default 1) lists: a result of a chosen depth.
+func nest(_ context.Context, in json.RawMessage) (json.RawMessage, error) {
+	depth := int64(1)
+	if o, ok := parseObject(in); ok {
+		if v := o.get("nest_depth"); v != nil {
+			depth = intOr0(v)
+		}
+	}
+	body := normalize(in)
+	depth = max(0, min(depth, 100000))
+	return json.RawMessage(strings.Repeat("[", int(depth)) + string(body) + strings.Repeat("]", int(depth))), nil
 }
 
 func failTimes(ctx context.Context, in json.RawMessage) (json.RawMessage, error) {

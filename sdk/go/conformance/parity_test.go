@@ -51,6 +51,8 @@ var parityCases = func() []paritycase {
 		`{"n":true,"m":1.5,"limit":3,"limit_m":2}`, `{"n":-4,"limit":-3,"hold_ms":10}`,
 		`{"fail_times":{"f":2},"n":{"x":1}}`, `{"a":[1,{"b":null}],"s":"q\"\\\n"}`,
 		`{"hold_ms":"soon"}`, `{"n":9007199254740993,"limit":9007199254740994}`,
+		`{"grow_bytes":3,"blob":1,"k":4.0}`, `{"grow_bytes":-2}`, `{"nest_depth":3,"f":4.0}`,
+		`{"nest_depth":0}`, `{"nest_depth":2.0,"n":18446744073709551615}`,
 	}
 	scalars := []string{`null`, `3`, `2.5`, `-7`, `true`, `"x"`, `[1,2]`, `0`, `1e3`}
 	combines := []string{
@@ -58,11 +60,12 @@ var parityCases = func() []paritycase {
 		`{"context":{"k":1},"results":[1,{"n":4},{"m":9},2.5,true]}`,
 		`{"context":{},"results":null}`, `{"context":3,"results":[]}`, `{"results":[1]}`,
 		`{"context":{"signals":[1]},"signal":{"p":"é"}}`, `{"context":{"x":1}}`,
-		`{"context":{"signals":"bad"},"signal":[null]}`, `[]`,
+		`{"context":{"signals":"bad"},"signal":[null]}`, `[]`, `{"context":{},"results":5}`,
+		`{"context":{},"results":[1.5,2.5]}`,
 	}
 	var cs []paritycase
 	for _, act := range []string{"noop", "append", "inc", "inc_m", "zero", "hold", "fail_times",
-		"fail_always", "fail_fatal", "is_true", "lt", "lt_m", "is_even", "double"} {
+		"fail_always", "fail_fatal", "is_true", "lt", "lt_m", "is_even", "double", "grow", "nest"} {
 		for _, in := range append(append([]string{}, objects...), scalars...) {
 			if act == "hold" && strings.HasPrefix(in, "{") && !strings.Contains(in, "hold_ms") {
 				continue // 300 ms each: the default is covered once below

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -48,6 +49,18 @@ func (r *registry) add(name string, h handler) {
 	r.byName[name] = h
 }
 
+// names is every registered activity, sorted: what PollTasks and EagerDispatch list.
+func (r *registry) names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.byName))
+	for name := range r.byName {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
 func (r *registry) get(name string) (handler, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -70,8 +83,9 @@ type failure struct {
 }
 
 // runHandler runs one step and turns whatever happens (an error, a panic, a result that is not
-// JSON, a predicate that is not a boolean) into an outcome, so no user mistake escapes into the
-// worker's own loops. asPredicate says the node is a predicate and a boolean is needed.
+// JSON) into an outcome, so no user mistake escapes into the worker's own loops. asPredicate says
+// the node is a predicate: a JSON boolean is its value; anything else stays a context, which
+// the server fails as it fails a SERVER-mode CompleteTask with a non-boolean result.
 func runHandler(ctx context.Context, h handler, found bool, name string, in json.RawMessage, asPredicate bool) (out outcome) {
 	if !found {
 		return outcome{failure: &failure{
@@ -121,10 +135,60 @@ func runHandler(ctx context.Context, h handler, found bool, name string, in json
 		v := false
 		return outcome{predicate: &v}
 	}
-	return outcome{failure: &failure{
-		message:   fmt.Sprintf("predicate '%s' returned %s, expected a bool", name, jsonType(result)),
-		errorType: "TypeError",
-	}}
+	return outcome{context: result}
+}
+
+// checkLimits fails, non-retryably, a result the server would not take: over its payload limit
+// (0: the default) or nested deeper than the depth limit (docs/worker-protocol.md, "Limits").
+// Retrying cannot make it smaller.
+func checkLimits(out outcome, maxPayload int64) outcome {
+	if out.context == nil {
+		return out
+	}
+	if maxPayload <= 0 {
+		maxPayload = defaultMaxPayload
+	}
+	if n := int64(len(out.context)); n > maxPayload {
+		return outcome{failure: &failure{
+			message:      fmt.Sprintf("step result is %d bytes; the limit is %d bytes (max_payload_bytes)", n, maxPayload),
+			nonRetryable: true,
+			errorType:    "PayloadTooLarge",
+		}}
+	}
+	if d := depth(out.context); d > maxDepth {
+		return outcome{failure: &failure{
+			message:      fmt.Sprintf("step result nests %d levels deep; the limit is %d", d, maxDepth),
+			nonRetryable: true,
+			errorType:    "TooDeep",
+		}}
+	}
+	return out
+}
+
+// depth is how deeply raw (valid JSON) nests arrays and objects.
+func depth(raw json.RawMessage) int {
+	deepest, level, inString, escaped := 0, 0, false, false
+	for _, c := range raw {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			level++
+			deepest = max(deepest, level)
+		case c == ']' || c == '}':
+			level--
+		}
+	}
+	return deepest
 }
 
 func failureOf(err error) *failure {
@@ -141,19 +205,4 @@ func failureOf(err error) *failure {
 		msg = t.Name()
 	}
 	return &failure{message: msg, errorType: t.Name()}
-}
-
-func jsonType(raw json.RawMessage) string {
-	s := strings.TrimSpace(string(raw))
-	switch {
-	case s == "null":
-		return "null"
-	case strings.HasPrefix(s, "{"):
-		return "object"
-	case strings.HasPrefix(s, "["):
-		return "array"
-	case strings.HasPrefix(s, `"`):
-		return "string"
-	}
-	return "number"
 }

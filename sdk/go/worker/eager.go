@@ -7,8 +7,9 @@ import (
 )
 
 // EagerSlot is a reserved slot for the first task of an instance this process starts itself
-// (docs/worker-protocol.md, "Eager dispatch"): reserve, call StartInstance with EagerDispatch{WorkerId: w.ID(), Queues},
-// then Dispatch the returned eager_task, or Release when none came back. Exactly one of the two
+// (docs/worker-protocol.md, "Eager dispatch"): reserve, call StartInstance with
+// Eager: w.EagerDispatch(), then Dispatch the returned eager_task, or Release when none came
+// back. Exactly one of the two
 // takes effect; the other is a no-op, so `defer slot.Release()` is always safe.
 type EagerSlot interface {
 	// Dispatch runs t on the reserved slot, as if PollTasks had returned it.
@@ -40,18 +41,21 @@ func (w *worker) ReserveEagerSlot() EagerSlot {
 	return &eagerSlot{w: w}
 }
 
+// EagerDispatch is what StartInstance's eager field carries for this worker.
+func (w *worker) EagerDispatch() *wigglepb.EagerDispatch { return w.eagerDispatch() }
+
 func (s *eagerSlot) Dispatch(t *wigglepb.Task) {
 	s.once.Do(func() {
 		if t == nil {
 			s.w.giveSlots(1)
 			return
 		}
-		// Race: Close may have begun since the reservation. Until it waits for the running
-		// tasks the task still starts (and is drained); after that it is refused, its slot
-		// given back, and its lease left to expire so the server redelivers it.
-		if !s.w.startTask(t, true) {
-			s.w.log.Warn("eager task refused: the worker is closing", "task", t.GetTaskId())
+		// Race: Close may have begun since the reservation. The task is then given back
+		// unrun (ReleaseTask): a drain costs no attempt.
+		if s.w.isDraining() || !s.w.startTask(t, true) {
+			s.w.log.Info("eager task released: the worker is closing", "task", t.GetTaskId())
 			s.w.giveSlots(1)
+			s.w.releaseAll([]*wigglepb.Task{t})
 		}
 	})
 }

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/wiggle-engine/wiggle/sdk/go/graph"
 	"github.com/wiggle-engine/wiggle/sdk/go/wigglepb"
@@ -29,7 +31,14 @@ type fakeServer struct {
 	advances    []*wigglepb.AdvanceRunRequest
 	completes   []*wigglepb.CompleteTaskRequest
 	fails       []*wigglepb.FailTaskRequest
+	releases    []*wigglepb.ReleaseTaskRequest
+	polls       []*wigglepb.PollTasksRequest
+	beats       []*wigglepb.HeartbeatRequest
 	heartbeats  int
+	ended       chan struct{}  // closed by EndPolls: open polls answer at once
+	noEndPolls  bool           // EndPolls answers UNIMPLEMENTED, as an older server does
+	nextTask    *wigglepb.Task // CompleteTask with `next` hands this out once
+	log         []string       // every report, in the local-run vectors' notation
 	auth        []string
 	advanceErr  error                   // AdvanceRun answers this error when set
 	getDefErr   error                   // GetDefinition answers this error when set
@@ -37,7 +46,32 @@ type fakeServer struct {
 	statusAfter wigglepb.InstanceStatus // AdvanceRun / Heartbeat status; 0 means RUNNING
 }
 
-func newFake() *fakeServer { return &fakeServer{graphs: map[string][]byte{}} }
+func newFake() *fakeServer {
+	return &fakeServer{graphs: map[string][]byte{}, ended: make(chan struct{})}
+}
+
+func (f *fakeServer) EndPolls(ctx context.Context, in *wigglepb.EndPollsRequest, _ ...grpc.CallOption) (*wigglepb.EndPollsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen(ctx)
+	if f.noEndPolls {
+		return nil, status.Error(codes.Unimplemented, "no EndPolls here")
+	}
+	select {
+	case <-f.ended:
+	default:
+		close(f.ended)
+	}
+	return &wigglepb.EndPollsResponse{Ended: 1}, nil
+}
+
+func (f *fakeServer) ReleaseTask(ctx context.Context, in *wigglepb.ReleaseTaskRequest, _ ...grpc.CallOption) (*wigglepb.TaskReportResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen(ctx)
+	f.releases = append(f.releases, in)
+	return &wigglepb.TaskReportResponse{InstanceStatus: wigglepb.InstanceStatus_RUNNING}, nil
+}
 
 func (f *fakeServer) seen(ctx context.Context) {
 	md, _ := metadata.FromOutgoingContext(ctx)
@@ -73,6 +107,7 @@ func (f *fakeServer) PollTasks(ctx context.Context, in *wigglepb.PollTasksReques
 		f.mu.Unlock()
 		return nil, err
 	}
+	f.polls = append(f.polls, in)
 	f.mu.Unlock()
 	for {
 		f.mu.Lock()
@@ -88,6 +123,8 @@ func (f *fakeServer) PollTasks(ctx context.Context, in *wigglepb.PollTasksReques
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-f.ended:
+			return &wigglepb.PollTasksResponse{}, nil
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -98,7 +135,12 @@ func (f *fakeServer) CompleteTask(ctx context.Context, in *wigglepb.CompleteTask
 	defer f.mu.Unlock()
 	f.seen(ctx)
 	f.completes = append(f.completes, in)
-	return &wigglepb.TaskReportResponse{InstanceStatus: wigglepb.InstanceStatus_RUNNING}, nil
+	f.log = append(f.log, "complete "+in.GetTaskId())
+	resp := &wigglepb.TaskReportResponse{InstanceStatus: wigglepb.InstanceStatus_RUNNING}
+	if in.GetNext() != nil && f.nextTask != nil {
+		resp.NextTask, f.nextTask = f.nextTask, nil
+	}
+	return resp, nil
 }
 
 func (f *fakeServer) FailTask(ctx context.Context, in *wigglepb.FailTaskRequest, _ ...grpc.CallOption) (*wigglepb.TaskReportResponse, error) {
@@ -106,6 +148,7 @@ func (f *fakeServer) FailTask(ctx context.Context, in *wigglepb.FailTaskRequest,
 	defer f.mu.Unlock()
 	f.seen(ctx)
 	f.fails = append(f.fails, in)
+	f.log = append(f.log, "fail "+in.GetTaskId())
 	return &wigglepb.TaskReportResponse{InstanceStatus: wigglepb.InstanceStatus_RUNNING}, nil
 }
 
@@ -114,6 +157,7 @@ func (f *fakeServer) Heartbeat(ctx context.Context, in *wigglepb.HeartbeatReques
 	defer f.mu.Unlock()
 	f.seen(ctx)
 	f.heartbeats++
+	f.beats = append(f.beats, in)
 	return &wigglepb.HeartbeatResponse{
 		LeaseExpiresAtMs: time.Now().Add(time.Minute).UnixMilli(),
 		InstanceStatus:   f.status(),
@@ -124,6 +168,7 @@ func (f *fakeServer) AdvanceRun(ctx context.Context, in *wigglepb.AdvanceRunRequ
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seen(ctx)
+	f.log = append(f.log, renderAdvance(in))
 	if f.advanceErr != nil {
 		return nil, f.advanceErr
 	}
@@ -134,6 +179,31 @@ func (f *fakeServer) AdvanceRun(ctx context.Context, in *wigglepb.AdvanceRunRequ
 		LeaseExpiresAtMs: time.Now().Add(time.Minute).UnixMilli(),
 		KeepGoing:        !in.GetFinal() && st == wigglepb.InstanceStatus_RUNNING,
 	}, nil
+}
+
+// reports is every report so far in the notation of spec/conformance/localrun/README.md.
+func (f *fakeServer) reports() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.log...)
+}
+
+func renderAdvance(in *wigglepb.AdvanceRunRequest) string {
+	parts := []string{"advance"}
+	for _, s := range in.GetSteps() {
+		switch o := s.GetOutcome().(type) {
+		case *wigglepb.StepResult_Predicate:
+			parts = append(parts, fmt.Sprintf("%s=%t", s.GetNodeId(), o.Predicate))
+		case *wigglepb.StepResult_Failure:
+			parts = append(parts, s.GetNodeId()+"!")
+		default:
+			parts = append(parts, s.GetNodeId())
+		}
+	}
+	if in.GetFinal() {
+		parts = append(parts, "/", in.GetHandbackReason())
+	}
+	return strings.Join(parts, " ")
 }
 
 // batches summarises the AdvanceRun calls as "a,b|c>end": node ids of each batch, "|" between

@@ -12,10 +12,15 @@ import (
 	"github.com/wiggle-engine/wiggle/sdk/go/wigglepb"
 )
 
-// lease is one leased task: its fencing token and when it runs out. A heartbeat renews it at
-// about a third of its length, so one lost heartbeat never costs the lease; AdvanceRun renews
-// it too. Once the server says the instance is no longer RUNNING, or the lease is not ours any
-// more, the lease is lost: the step's context is cancelled and the run is abandoned.
+// lease is one leased task: its fencing token, when it runs out, the step running under it and
+// the reports applied under it. A heartbeat renews it at about a third of its length, so one
+// lost heartbeat never costs the lease; a non-final AdvanceRun renews it too. Once the server
+// says the instance is no longer RUNNING, or the lease is not ours any more, the lease is lost:
+// the step's context is cancelled and the run is abandoned.
+//
+// Times: the server states expiries on its own clock together with that clock's reading
+// (server_now_ms); what is left is anchored at this process's monotonic clock when the answer
+// arrived (docs/worker-protocol.md, "Clocks"), so no synced clocks are needed.
 type lease struct {
 	taskID string
 	token  string
@@ -23,47 +28,60 @@ type lease struct {
 	warned bool               // a failed heartbeat was logged; only keepAlive's goroutine uses it
 
 	mu        sync.Mutex
-	length    time.Duration // the lease length: the timeout of the node the token is at
+	length    time.Duration // the timeout the lease was last renewed for
 	deadline  time.Time     // carries a monotonic reading: immune to wall-clock jumps
 	renewedAt time.Time
 	lostWhy   string
+	node      string        // the step running now: heartbeats name it (node_id)
+	nodeLen   time.Duration // its timeout: what a heartbeat naming it renews the lease for
+	seq       int64         // reports the server applied under this lease
 }
 
 func newLease(t *wigglepb.Task, cancel context.CancelFunc) *lease {
-	length := time.Duration(t.GetTimeoutMs()) * time.Millisecond
+	length := ms(t.GetTimeoutMs())
 	if length <= 0 {
 		length = 60 * time.Second
 	}
-	l := &lease{taskID: t.GetTaskId(), token: t.GetLease(), length: length, cancel: cancel}
-	l.renewed(t.GetLeaseExpiresAtMs())
+	l := &lease{taskID: t.GetTaskId(), token: t.GetLease(), length: length, cancel: cancel,
+		node: t.GetNodeId(), nodeLen: length}
+	l.renewed(t.GetLeaseExpiresAtMs(), t.GetServerNowMs(), 0)
 	return l
 }
 
-// renewed records a renewal the server reported as an absolute expiry on the database's clock.
-// What is left is measured against our wall clock once and then anchored on the monotonic
-// clock; a nonsense expiry (clock skew) falls back to one lease length.
-func (l *lease) renewed(expiresAtMs int64) {
-	l.renewedFor(expiresAtMs, 0)
-}
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
-// renewedFor is renewed after the token moved to a node whose timeout (lengthMs, 0: unchanged)
-// the server now leases it for: AdvanceRun renews for the next node's timeout.
-func (l *lease) renewedFor(expiresAtMs, lengthMs int64) {
+// renewed records a renewal: the expiry and the server's clock when it answered, both in
+// milliseconds (serverNowMs 0: an older server; this host's wall clock stands in, and a
+// nonsense expiry falls back to one lease length). length is the lease's new length (0: as it
+// was).
+func (l *lease) renewed(expiresAtMs, serverNowMs int64, length time.Duration) {
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if lengthMs > 0 {
-		l.length = time.Duration(lengthMs) * time.Millisecond
+	if length > 0 {
+		l.length = length
 	}
-	left := l.length
-	if expiresAtMs > 0 {
-		left = time.Duration(expiresAtMs-now.UnixMilli()) * time.Millisecond
-	}
-	if left <= 0 || left > 10*l.length {
+	var left time.Duration
+	switch {
+	case expiresAtMs <= 0:
 		left = l.length
+	case serverNowMs > 0:
+		left = ms(expiresAtMs - serverNowMs)
+	default:
+		left = ms(expiresAtMs - now.UnixMilli())
+		if left <= 0 || left > 10*l.length {
+			left = l.length
+		}
 	}
 	l.deadline = now.Add(left)
 	l.renewedAt = now
+}
+
+// at records the step now running and its timeout, which the next heartbeat names.
+func (l *lease) at(node string, timeout time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.node, l.nodeLen = node, timeout
 }
 
 func (l *lease) lose(why string) {
@@ -82,6 +100,9 @@ func (l *lease) lose(why string) {
 func (l *lease) lost() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.lostWhy == "" && time.Now().After(l.deadline) {
+		return "the lease expired"
+	}
 	return l.lostWhy
 }
 
@@ -104,6 +125,19 @@ func (l *lease) lengthNow() time.Duration {
 	return l.length
 }
 
+// nextSeq is the seq of the next report: one past the last the server applied.
+func (l *lease) nextSeq() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seq + 1
+}
+
+func (l *lease) applied(seq int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq = max(l.seq, seq)
+}
+
 // keepAlive heartbeats l whenever it falls due, until ctx ends (the task's run finished) or
 // the lease is lost. A renewal by AdvanceRun moves the next beat later on its own.
 func (w *worker) keepAlive(ctx context.Context, l *lease) {
@@ -124,12 +158,16 @@ func (w *worker) keepAlive(ctx context.Context, l *lease) {
 	}
 }
 
-// beat heartbeats l once. An unreachable server is not fatal: the next beat tries again and a
-// local run's lease budget check notices if the deadline comes close.
+// beat heartbeats l once, naming the step running now. An unreachable server is not fatal: the
+// next beat tries again sooner, and a local run's lease budget check notices if the deadline
+// comes close.
 func (w *worker) beat(ctx context.Context, l *lease) {
-	length := l.lengthNow()
+	l.mu.Lock()
+	length, node, nodeLen := l.length, l.node, l.nodeLen
+	l.mu.Unlock()
 	r := w.rpc.withTimeout(max(time.Second, length/3))
-	resp, err := call(ctx, r, 0, w.rpc.client.Heartbeat, &wigglepb.HeartbeatRequest{TaskId: l.taskID, Lease: l.token})
+	resp, err := call(ctx, r, 0, w.rpc.client.Heartbeat,
+		&wigglepb.HeartbeatRequest{TaskId: l.taskID, Lease: l.token, NodeId: node})
 	if err != nil {
 		switch status.Code(err) {
 		case codes.FailedPrecondition, codes.NotFound, codes.Aborted:
@@ -139,7 +177,7 @@ func (w *worker) beat(ctx context.Context, l *lease) {
 				l.warned = true // once per lease: a broken server would flood the log
 				w.log.Warn("heartbeat failed", "task", l.taskID, "err", err)
 			}
-			// Retry sooner than a full third of the lease: pretend a renewal a second ago.
+			// Retry sooner than a full third of the lease: pretend a renewal a while ago.
 			l.mu.Lock()
 			l.renewedAt = time.Now().Add(-length/3 + min(time.Second, length/6))
 			l.mu.Unlock()
@@ -150,5 +188,5 @@ func (w *worker) beat(ctx context.Context, l *lease) {
 		l.lose("instance is " + resp.GetInstanceStatus().String())
 		return
 	}
-	l.renewed(resp.GetLeaseExpiresAtMs())
+	l.renewed(resp.GetLeaseExpiresAtMs(), resp.GetServerNowMs(), nodeLen)
 }

@@ -3,23 +3,27 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/wiggle-engine/wiggle/sdk/go/graph"
 	"github.com/wiggle-engine/wiggle/sdk/go/traversal"
 	"github.com/wiggle-engine/wiggle/sdk/go/wigglepb"
 )
 
-// localRun is one local run, from a leased task to its handback.
+// localRun is one local run, from a leased task to its handback (docs/worker-protocol.md,
+// "Local runs"; vectors in spec/conformance/localrun/).
 //
 // It starts at the leased node and keeps executing nodes itself while the handback rule says
 // the next node is a step this worker may run, reporting through AdvanceRun: after every step
-// in LOCAL_SYNC; in LOCAL_ASYNC at handback, right after a checkpoint step, and whenever
-// LocalBatchSize results are buffered. Between steps it checks whether the worker is draining
-// (hand back with reason shutdown, flushing the buffer), whether the lease was lost (abandon:
-// the server would refuse the results anyway) and whether enough lease is left.
+// in LOCAL_SYNC; in LOCAL_ASYNC at handback, right after a checkpoint step, whenever
+// LocalBatchSize results are buffered, and before a result would push the request over the
+// server's limit. Between steps it checks whether the lease was lost (abandon: the server would
+// refuse the results anyway), whether the worker is draining (hand back with reason shutdown),
+// whether enough lease is left, and whether it has the next step's activity.
 //
 // What a crash costs follows from when results reach the server: one step in LOCAL_SYNC,
 // everything buffered since the last flush in LOCAL_ASYNC.
@@ -32,8 +36,8 @@ type localRun struct {
 	buffer   []*wigglepb.StepResult
 	flushes  int
 	handback string // why the run ended, for logs and tests
-	// nextTimeoutMs is the timeout of the node a non-final flush moves the token to.
-	nextTimeoutMs int64
+	// nextTimeout is the timeout of the node a non-final flush moves the token to.
+	nextTimeout time.Duration
 }
 
 func newLocalRun(w *worker, t *wigglepb.Task, g *graph.Graph, l *lease) *localRun {
@@ -56,8 +60,21 @@ func (r *localRun) run(ctx context.Context) {
 		h, found := w.reg.get(activity)
 		info := stepInfo(t, nodeID, activity, attempt, r.mode)
 		out := runHandler(WithStep(ctx, info), h, found, activity, in, isPredicate)
-		r.buffer = append(r.buffer, stepResult(nodeID, out))
-		if out.failure != nil {
+		if !isPredicate || out.predicate == nil {
+			out = checkLimits(out, t.GetMaxPayloadBytes())
+		}
+		// A failure, or no boolean at a predicate (its value goes as a context, and the server
+		// fails the step as it does a SERVER-mode CompleteTask): the run ends here.
+		ends := out.failure != nil || (isPredicate && out.predicate == nil)
+		result := stepResult(nodeID, out)
+		if len(r.buffer) > 0 && r.overLimit(result) {
+			r.nextTimeout = stepTimeout(node)
+			if resp := r.flush(ctx, false, ""); resp == nil || !resp.GetKeepGoing() {
+				return
+			}
+		}
+		r.buffer = append(r.buffer, result)
+		if ends {
 			// The successful prefix and the failure go together, so the server applies the
 			// prefix and then the step's retry policy in one transaction.
 			r.finish(ctx, traversal.StepFailed)
@@ -72,7 +89,7 @@ func (r *localRun) run(ctx context.Context) {
 		reason := move.Handback
 		if reason == traversal.None {
 			var abandon bool
-			if reason, abandon = r.betweenSteps(ctx); abandon {
+			if reason, abandon = r.betweenSteps(ctx, g.Nodes[move.Next]); abandon {
 				return
 			}
 		}
@@ -80,10 +97,9 @@ func (r *localRun) run(ctx context.Context) {
 			r.finish(ctx, reason)
 			return
 		}
-		if r.mustFlush(node) {
-			r.nextTimeoutMs = g.Nodes[move.Next].TimeoutMs
-			resp := r.flush(ctx, false, "")
-			if resp == nil || !resp.GetKeepGoing() {
+		if flushAfter(r.mode, node, len(r.buffer), w.opts.LocalBatchSize) {
+			r.nextTimeout = stepTimeout(g.Nodes[move.Next])
+			if resp := r.flush(ctx, false, ""); resp == nil || !resp.GetKeepGoing() {
 				return
 			}
 		}
@@ -91,15 +107,25 @@ func (r *localRun) run(ctx context.Context) {
 			in = out.context
 		}
 		nodeID = move.Next
-		activity = g.Nodes[nodeID].Activity
+		activity = g.Nodes[nodeID].StepActivity()
 		attempt = 1
 		loopCounts = move.LoopCounts
 	}
 }
 
-// betweenSteps is why not to start another step: a drain or a spent lease budget; abandon
-// when the lease is lost or the worker gave up draining (behave like a crash).
-func (r *localRun) betweenSteps(ctx context.Context) (traversal.Handback, bool) {
+func stepTimeout(n *graph.Node) time.Duration {
+	if n.Kind == graph.KindAwait && n.Apply != nil {
+		return ms(n.Apply.TimeoutMs)
+	}
+	return ms(n.TimeoutMs)
+}
+
+// betweenSteps is why not to start the next step: a fallback another run discovered, a drain,
+// a spent lease budget, an activity this worker lacks; abandon when the lease is lost or the
+// worker gave up draining (behave like a crash). Before the budget check, a next step with a
+// longer timeout than the lease's length is announced by a heartbeat naming it, so the server
+// renews the lease by that timeout (docs/worker-protocol.md, "Lease length in a local run").
+func (r *localRun) betweenSteps(ctx context.Context, next *graph.Node) (traversal.Handback, bool) {
 	if why := r.l.lost(); why != "" {
 		r.w.log.Info("local run abandoned", "task", r.t.GetTaskId(), "why", why)
 		r.handback = string(traversal.NotRunning)
@@ -109,29 +135,44 @@ func (r *localRun) betweenSteps(ctx context.Context) (traversal.Handback, bool) 
 		r.handback = "aborted"
 		return traversal.None, true
 	}
+	if r.w.advanceRun.Load() < 0 && r.flushes == 0 {
+		return fallbackReason, false
+	}
 	if r.w.isDraining() {
 		return traversal.Shutdown, false
+	}
+	timeout := stepTimeout(next)
+	r.l.at(next.ID, timeout)
+	if timeout > r.l.lengthNow() {
+		r.w.beat(ctx, r.l)
+		if why := r.l.lost(); why != "" {
+			r.handback = string(traversal.NotRunning)
+			return traversal.None, true
+		}
 	}
 	if !traversal.LeaseBudgetLeft(r.l.remaining().Milliseconds(), r.l.lengthNow().Milliseconds()) {
 		return traversal.LeaseBudget, false
 	}
+	if _, ok := r.w.reg.get(next.StepActivity()); !ok {
+		return unknownActivity, false
+	}
 	return traversal.None, false
 }
 
-func (r *localRun) mustFlush(node *graph.Node) bool {
-	switch {
-	case r.mode == graph.ModeLocalSync:
-		return true
-	case node.Kind == graph.KindTask && node.Checkpoint:
-		return true
-	case len(r.buffer) >= r.w.opts.LocalBatchSize:
-		return true
+// overLimit reports whether adding result to the buffer would push the AdvanceRun over the
+// server's request limit (LOCAL_ASYNC: a LOCAL_SYNC buffer is empty here).
+func (r *localRun) overLimit(result *wigglepb.StepResult) bool {
+	limit := r.t.GetMaxRequestBytes()
+	if limit <= 0 {
+		payload := r.t.GetMaxPayloadBytes()
+		if payload <= 0 {
+			payload = defaultMaxPayload
+		}
+		limit = defaultMaxRequest(payload)
 	}
-	// Until the server has answered one AdvanceRun we do not know it implements it; report the
-	// first step alone so that an UNIMPLEMENTED answer can still fall back to CompleteTask for
-	// exactly that step. (-1: another run found out while this one ran its first step; flush
-	// then reports that step the SERVER way.)
-	return r.w.advanceRun.Load() != 1
+	req := &wigglepb.AdvanceRunRequest{TaskId: r.t.GetTaskId(), Lease: r.t.GetLease(),
+		Steps: append(append([]*wigglepb.StepResult(nil), r.buffer...), result)}
+	return overRequestLimit(proto.Size(req), limit)
 }
 
 func (r *localRun) finish(ctx context.Context, reason traversal.Handback) {
@@ -141,21 +182,24 @@ func (r *localRun) finish(ctx context.Context, reason traversal.Handback) {
 
 // flush sends the buffer; nil when the run must stop (refused, not RUNNING, fallen back).
 func (r *localRun) flush(ctx context.Context, final bool, reason traversal.Handback) *wigglepb.AdvanceRunResponse {
-	if r.w.advanceRun.Load() < 0 && r.flushes == 0 && len(r.buffer) == 1 {
-		r.fallBack(ctx)
+	if r.w.advanceRun.Load() < 0 && r.flushes == 0 {
+		r.fallBack(ctx) // another run found out the server has no AdvanceRun
 		return nil
 	}
-	resp, err := call(ctx, r.w.rpc, retryWindow(r.l), r.w.rpc.client.AdvanceRun, &wigglepb.AdvanceRunRequest{
+	seq := r.l.nextSeq()
+	resp, err := callReport(ctx, r.w.rpc, retryWindow(r.l), r.w.rpc.client.AdvanceRun, &wigglepb.AdvanceRunRequest{
 		TaskId:         r.t.GetTaskId(),
 		Lease:          r.t.GetLease(),
 		Steps:          r.buffer,
 		Final:          final,
 		HandbackReason: string(reason),
+		Seq:            seq,
 	})
 	if err != nil {
 		r.refused(ctx, err)
 		return nil
 	}
+	r.l.applied(seq)
 	r.flushes++
 	r.buffer = nil
 	r.w.advanceRun.Store(1)
@@ -167,30 +211,32 @@ func (r *localRun) flush(ctx context.Context, final bool, reason traversal.Handb
 	}
 	if !final {
 		// The server moved the token on and leased it for the next node's timeout.
-		r.l.renewedFor(resp.GetLeaseExpiresAtMs(), r.nextTimeoutMs)
+		r.l.renewed(resp.GetLeaseExpiresAtMs(), resp.GetServerNowMs(), r.nextTimeout)
 	}
 	return resp
 }
 
 func (r *localRun) refused(ctx context.Context, err error) {
-	if status.Code(err) == codes.Unimplemented && len(r.buffer) == 1 {
-		// An older server: report this one step the SERVER way, and stop trying local runs.
+	if status.Code(err) == codes.Unimplemented && r.flushes == 0 {
+		// An older server: report the first step the SERVER way (the lease is the task's), and
+		// run every later task as a SERVER step. The rest of the buffer is dropped: those steps
+		// run again as SERVER tasks, within LOCAL_ASYNC's at-least-once contract.
 		if r.w.advanceRun.Swap(-1) != -1 { // say it once, not per run
 			r.w.log.Warn("server does not implement AdvanceRun; running tasks in SERVER mode")
 		}
 		r.fallBack(ctx)
 		return
 	}
-	r.w.logRefused("AdvanceRun", r.t, err)
 	if r.handback == "" {
 		r.handback = "refused"
 	}
+	r.w.refused(ctx, "AdvanceRun", r.t, r.l, err)
 }
 
-// fallBack reports the one buffered step with CompleteTask / FailTask, as in SERVER mode.
+// fallBack reports the first buffered step with CompleteTask / FailTask, as in SERVER mode.
 func (r *localRun) fallBack(ctx context.Context) {
 	out := outcomeOf(r.buffer[0])
 	r.buffer = nil
 	r.handback = "fallback"
-	r.w.reportSingle(ctx, r.t, r.l, out)
+	r.w.reportSingle(ctx, r.t, r.l, out, false)
 }

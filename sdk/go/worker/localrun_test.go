@@ -41,7 +41,7 @@ func TestLocalRunBatches(t *testing.T) {
 	}{
 		{"sync reports every step", []string{"a:task:default", "b:task:default", "c:task:default"}, lsync, true, 0, "a|b|c>end"},
 		{"async reports once at handback", []string{"a:task:default", "b:task:default", "c:task:default"}, lasync, true, 0, "a,b,c>end"},
-		{"async probes AdvanceRun with the first step alone", []string{"a:task:default", "b:task:default", "c:task:default"}, lasync, false, 0, "a|b,c>end"},
+		{"a fresh worker does not probe AdvanceRun", []string{"a:task:default", "b:task:default", "c:task:default"}, lasync, false, 0, "a,b,c>end"},
 		{"async flushes after a checkpoint", []string{"a:task:default", "b:cp:default", "c:task:default", "d:task:default"}, lasync, true, 0, "a,b|c,d>end"},
 		{"async flushes a full batch", []string{"a:task:default", "b:task:default", "c:task:default", "d:task:default", "e:task:default"}, lasync, true, 2, "a,b|c,d|e>end"},
 		{"sync hands back at a queue change", []string{"a:task:default", "b:task:other"}, lsync, true, 0, "a>other_queue"},
@@ -125,11 +125,28 @@ func TestLocalRunLeaseBudget(t *testing.T) {
 	doc, version := flow(t, "a:task:default", "b:task:default")
 	f.graphs[version] = doc
 	tk := task(version, "a", lasync)
-	tk.TimeoutMs = 1000
-	tk.LeaseExpiresAtMs = time.Now().Add(100 * time.Millisecond).UnixMilli() // < a quarter left
+	tk.LeaseExpiresAtMs = time.Now().Add(10 * time.Second).UnixMilli() // < a quarter of 60 s left
 	run(t, f, Options{}, true, tk, "a", "b")
 	if got := f.batches(); got != "a>lease_budget" {
 		t.Fatalf("batches %q", got)
+	}
+}
+
+// A next step with a longer timeout than the lease was renewed for is announced first, by a
+// heartbeat naming it: the server renews by its timeout, and the run goes on.
+func TestLocalRunHeartbeatsBeforeALongerStep(t *testing.T) {
+	f := newFake()
+	doc, version := flow(t, "a:task:default", "b:task:default")
+	f.graphs[version] = doc
+	tk := task(version, "a", lasync)
+	tk.TimeoutMs = 1000
+	tk.LeaseExpiresAtMs = time.Now().Add(100 * time.Millisecond).UnixMilli() // < a quarter left
+	run(t, f, Options{}, true, tk, "a", "b")
+	if got := f.batches(); got != "a,b>end" {
+		t.Fatalf("batches %q", got)
+	}
+	if len(f.beats) == 0 || f.beats[0].GetNodeId() != "b" {
+		t.Fatalf("no heartbeat naming b before it ran: %v", f.beats)
 	}
 }
 
@@ -140,7 +157,7 @@ func TestUnimplementedAdvanceRunFallsBackToServerMode(t *testing.T) {
 	f.graphs[version] = doc
 	w := run(t, f, Options{}, false, task(version, "a", lsync), "a", "b")
 	if len(f.completes) != 1 || f.completes[0].GetTaskId() != "t-a" {
-		t.Fatalf("the probed step was not completed the SERVER way: %v", f.completes)
+		t.Fatalf("the refused step was not completed the SERVER way: %v", f.completes)
 	}
 	w.runTask(task(version, "b", lasync))
 	if len(f.completes) != 2 || f.completes[1].GetTaskId() != "t-b" {

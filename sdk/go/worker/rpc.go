@@ -49,6 +49,26 @@ func (r *rpc) outgoing(ctx context.Context) context.Context {
 // backoff for up to retryFor. Every other error, and the last unreachable one, is returned.
 func call[Req, Resp any](ctx context.Context, r *rpc, retryFor time.Duration,
 	fn func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
+	return callRetrying(ctx, r, retryFor, retryable, fn, req)
+}
+
+// resendable codes leave a report's fate unknown, or say the server failed on it: the report is
+// sent again unchanged, with the same seq, which the server never applies twice
+// (docs/worker-protocol.md, "Reports").
+func resendable(err error) bool {
+	c := status.Code(err)
+	return retryable(err) || c == codes.Internal || c == codes.Unknown
+}
+
+// callReport sends a report, resending it while its fate is unknown for up to retryFor.
+func callReport[Req, Resp any](ctx context.Context, r *rpc, retryFor time.Duration,
+	fn func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
+	return callRetrying(ctx, r, retryFor, resendable, fn, req)
+}
+
+func callRetrying[Req, Resp any](ctx context.Context, r *rpc, retryFor time.Duration,
+	again func(error) bool, fn func(context.Context, Req, ...grpc.CallOption) (Resp, error),
+	req Req) (Resp, error) {
 	giveUp := time.Now().Add(retryFor)
 	b := backoff{}
 	for {
@@ -59,7 +79,7 @@ func call[Req, Resp any](ctx context.Context, r *rpc, retryFor time.Duration,
 			r.outage.succeeded(r.log)
 			return resp, nil
 		}
-		if !retryable(err) || ctx.Err() != nil {
+		if !again(err) || ctx.Err() != nil {
 			return resp, err
 		}
 		r.outage.failed(r.log, err)

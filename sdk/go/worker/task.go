@@ -19,9 +19,18 @@ var modes = map[wigglepb.ExecutionMode]graph.ExecutionMode{
 	wigglepb.ExecutionMode_LOCAL_ASYNC: graph.ModeLocalAsync,
 }
 
-// runTask runs one leased task to its report: a single SERVER step, or a local run. It never
-// fails: problems are logged, and the lease then expires and the server redelivers.
+// runTask runs one leased task to its report, then every task a report brought back
+// (CompleteTask's `next`) on the same slot. It never fails: problems are logged, and a lease the
+// worker cannot report on is released, or expires and the server redelivers.
 func (w *worker) runTask(t *wigglepb.Task) {
+	for t != nil {
+		t = w.runOne(t)
+	}
+}
+
+// runOne runs t (a SERVER step or a local run); the next task the server leased to this worker
+// in the same transaction, if any.
+func (w *worker) runOne(t *wigglepb.Task) (next *wigglepb.Task) {
 	// Handlers run under ctx: it ends when the lease is lost (the instance is cancelled, say)
 	// or the worker gives up draining.
 	ctx, cancel := context.WithCancel(w.abortCtx)
@@ -35,9 +44,15 @@ func (w *worker) runTask(t *wigglepb.Task) {
 	}()
 	if g := w.localGraph(ctx, t); g != nil {
 		newLocalRun(w, t, g, l).run(ctx)
-		return
+		return nil
 	}
-	w.serverStep(ctx, t, l)
+	next = w.serverStep(ctx, t, l)
+	if next != nil && w.isDraining() {
+		// Leased to us while we began to drain: give it back unrun, no attempt consumed.
+		w.release(ctx, next, newLease(next, nil), "shutdown")
+		return nil
+	}
+	return next
 }
 
 // localGraph is the graph to chain on, or nil to run the task as one SERVER step.
@@ -71,49 +86,87 @@ func stepInfo(t *wigglepb.Task, node, activity string, attempt int, mode graph.E
 // serverStep runs the one step of a SERVER task, then CompleteTask or FailTask. Without the
 // graph the worker cannot tell a predicate from a task; a predicate's bool encodes as JSON
 // true / false, which is exactly what CompleteTask expects for it.
-func (w *worker) serverStep(ctx context.Context, t *wigglepb.Task, l *lease) {
+func (w *worker) serverStep(ctx context.Context, t *wigglepb.Task, l *lease) *wigglepb.Task {
 	info := stepInfo(t, t.GetNodeId(), t.GetActivity(), int(t.GetAttempt()), graph.ModeServer)
 	h, ok := w.reg.get(t.GetActivity())
 	out := runHandler(WithStep(ctx, info), h, ok, t.GetActivity(), t.GetInput(), false)
-	w.reportSingle(ctx, t, l, out)
+	return w.reportSingle(ctx, t, l, checkLimits(out, t.GetMaxPayloadBytes()), true)
 }
 
-func (w *worker) reportSingle(ctx context.Context, t *wigglepb.Task, l *lease, out outcome) {
+// reportSingle reports one step with CompleteTask or FailTask; with wantNext (and not draining)
+// CompleteTask asks for the instance's next task, which it returns.
+func (w *worker) reportSingle(ctx context.Context, t *wigglepb.Task, l *lease, out outcome, wantNext bool) *wigglepb.Task {
 	if why := l.lost(); why != "" {
 		w.log.Info("task dropped", "task", t.GetTaskId(), "why", why)
-		return
+		return nil
 	}
+	seq := l.nextSeq()
 	var err error
+	var next *wigglepb.Task
 	if f := out.failure; f != nil {
-		_, err = call(ctx, w.rpc, retryWindow(l), w.rpc.client.FailTask, &wigglepb.FailTaskRequest{
-			TaskId: t.GetTaskId(), Lease: t.GetLease(), Failure: f.proto(),
+		_, err = callReport(ctx, w.rpc, retryWindow(l), w.rpc.client.FailTask, &wigglepb.FailTaskRequest{
+			TaskId: t.GetTaskId(), Lease: t.GetLease(), Failure: f.proto(), Seq: seq,
 		})
 	} else {
 		result := []byte(out.context)
 		if out.predicate != nil { // a predicate's value, reported in SERVER form
 			result = []byte(fmt.Sprint(*out.predicate))
 		}
-		_, err = call(ctx, w.rpc, retryWindow(l), w.rpc.client.CompleteTask, &wigglepb.CompleteTaskRequest{
-			TaskId: t.GetTaskId(), Lease: t.GetLease(), Result: result,
-		})
+		req := &wigglepb.CompleteTaskRequest{TaskId: t.GetTaskId(), Lease: t.GetLease(), Result: result, Seq: seq}
+		if wantNext && !w.isDraining() {
+			req.Next = w.eagerDispatch()
+		}
+		var resp *wigglepb.TaskReportResponse
+		resp, err = callReport(ctx, w.rpc, retryWindow(l), w.rpc.client.CompleteTask, req)
+		next = resp.GetNextTask()
 	}
 	if err != nil {
-		w.logRefused("report", t, err)
+		w.refused(ctx, "report", t, l, err)
+		return nil
 	}
+	l.applied(seq)
+	return next
 }
 
-// logRefused logs a refused report: quietly when the task is simply not ours any more.
-func (w *worker) logRefused(what string, t *wigglepb.Task, err error) {
+// refused handles a report the server did not apply: quietly when the task is simply not ours
+// any more; otherwise the lease may still be ours, so the task is released at once (the
+// refused report's seq is still free) rather than left to expire.
+func (w *worker) refused(ctx context.Context, what string, t *wigglepb.Task, l *lease, err error) {
 	switch status.Code(err) {
-	case codes.FailedPrecondition, codes.NotFound, codes.Canceled:
-		w.log.Info(what+" refused", "task", t.GetTaskId(), "err", err)
+	case codes.FailedPrecondition, codes.NotFound:
+		w.log.Info(what+" refused: the lease is not ours", "task", t.GetTaskId(), "err", err)
+		return
+	case codes.Canceled:
+		return // the worker gave up draining: behave like a crash
+	}
+	w.log.Error(what+" refused", "task", t.GetTaskId(), "err", err)
+	w.release(ctx, t, l, "report refused")
+}
+
+// release gives a leased task back without a result: READY again at the same attempt.
+func (w *worker) release(ctx context.Context, t *wigglepb.Task, l *lease, reason string) {
+	seq := l.nextSeq()
+	_, err := callReport(ctx, w.rpc, retryWindow(l), w.rpc.client.ReleaseTask, &wigglepb.ReleaseTaskRequest{
+		TaskId: t.GetTaskId(), Lease: t.GetLease(), Seq: seq, Reason: reason,
+	})
+	switch {
+	case err == nil:
+		l.applied(seq)
+		w.log.Info("task released", "task", t.GetTaskId(), "reason", reason)
+	case status.Code(err) == codes.Unimplemented:
+		w.log.Info("the server cannot release tasks; the lease will expire", "task", t.GetTaskId())
 	default:
-		w.log.Error(what+" refused", "task", t.GetTaskId(), "err", err)
+		w.log.Info("release refused", "task", t.GetTaskId(), "err", err)
 	}
 }
 
-// retryWindow is how long a report is retried while the server is unreachable: retrying past
-// the lease's end is pointless, the task then belongs to someone else.
+// eagerDispatch asks for a task leased to this worker in the same transaction as the call.
+func (w *worker) eagerDispatch() *wigglepb.EagerDispatch {
+	return &wigglepb.EagerDispatch{WorkerId: w.opts.WorkerID, Queues: w.opts.Queues, Activities: w.reg.names()}
+}
+
+// retryWindow is how long a report is resent while its fate is unknown: past the lease's end
+// the task belongs to someone else.
 func retryWindow(l *lease) time.Duration {
 	return max(time.Second, l.remaining())
 }

@@ -39,6 +39,9 @@ type Worker interface {
 	// ReserveEagerSlot reserves a slot for the eager first task of an instance this process
 	// starts (StartInstance with EagerDispatch); nil when none is free. See EagerSlot.
 	ReserveEagerSlot() EagerSlot
+	// EagerDispatch is the StartInstanceRequest.eager this worker asks for: its id, queues
+	// and activities.
+	EagerDispatch() *wigglepb.EagerDispatch
 }
 
 type worker struct {
@@ -60,7 +63,8 @@ type worker struct {
 	// abortCtx ends when a drain gives up: runs drop their buffers, reports are abandoned.
 	abortCtx context.Context
 	abort    context.CancelFunc
-	// pollCtx ends when polling stops; cancelling it cancels the PollTasks call in flight.
+	// pollCtx ends when polling must stop at once; cancelling it cancels the PollTasks call in
+	// flight (only when the server cannot end it with EndPolls).
 	pollCtx    context.Context
 	stopPoll   context.CancelFunc
 	pollerDone chan struct{}
@@ -127,13 +131,10 @@ func (w *worker) Run(ctx context.Context) error {
 
 func (w *worker) Close(ctx context.Context) error {
 	w.closeOnce.Do(func() {
-		// Ordering: draining is announced before polling stops, so a task a poll returns in
-		// the meantime still runs (its first step) and is handed back, not left leased.
+		// Ordering: draining is announced before the polls end, so a task a poll returns in the
+		// meantime is released unrun (ReleaseTask), not left leased.
 		close(w.draining)
-		w.stopPoll()
-		if w.started.Load() {
-			<-w.pollerDone
-		}
+		w.endPolls()
 		w.taskMu.Lock()
 		w.noNewTasks = true
 		w.taskMu.Unlock()

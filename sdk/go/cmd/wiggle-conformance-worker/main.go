@@ -3,7 +3,9 @@
 // against it.
 //
 // Environment: WIGGLE_ADDRESS (host:port, required), WIGGLE_AUTH_TOKEN (optional bearer token),
-// WIGGLE_QUEUES (comma-separated, default "default,other"), WIGGLE_CONCURRENCY (default 64),
+// WIGGLE_TLS_CA (a PEM CA bundle: connect with TLS, trusting it), WIGGLE_QUEUES
+// (comma-separated, default "default,other"), WIGGLE_CONCURRENCY (default 64),
+// WIGGLE_CONFORMANCE_BATCH_SIZE (the LOCAL_ASYNC batch size, default the SDK's),
 // WIGGLE_CONFORMANCE_TRACE (the trace file the activities append to).
 //
 // SIGTERM or SIGINT drains (running steps finish, buffered runs are handed back) and exits 0; a
@@ -21,6 +23,7 @@ import (
 	"syscall"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/wiggle-engine/wiggle/sdk/go/conformance"
@@ -44,15 +47,21 @@ func run() error {
 	if q := os.Getenv("WIGGLE_QUEUES"); q != "" {
 		queues = strings.Split(q, ",")
 	}
-	concurrency := 64
-	if c := os.Getenv("WIGGLE_CONCURRENCY"); c != "" {
-		n, err := strconv.Atoi(c)
-		if err != nil || n <= 0 {
-			return fmt.Errorf("WIGGLE_CONCURRENCY=%q is not a positive integer", c)
-		}
-		concurrency = n
+	concurrency, err := positive("WIGGLE_CONCURRENCY", 64)
+	if err != nil {
+		return err
 	}
-	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	batch, err := positive("WIGGLE_CONFORMANCE_BATCH_SIZE", 0)
+	if err != nil {
+		return err
+	}
+	creds := insecure.NewCredentials()
+	if ca := os.Getenv("WIGGLE_TLS_CA"); ca != "" {
+		if creds, err = credentials.NewClientTLSFromFile(ca, ""); err != nil {
+			return fmt.Errorf("WIGGLE_TLS_CA: %w", err)
+		}
+	}
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return err
 	}
@@ -60,10 +69,11 @@ func run() error {
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	w := worker.New(wigglepb.NewWiggleClient(conn), worker.Options{
-		Queues:      queues,
-		Concurrency: concurrency,
-		Token:       os.Getenv("WIGGLE_AUTH_TOKEN"),
-		Logger:      log,
+		Queues:         queues,
+		Concurrency:    concurrency,
+		LocalBatchSize: batch,
+		Token:          os.Getenv("WIGGLE_AUTH_TOKEN"),
+		Logger:         log,
 	})
 	conformance.Register(w)
 
@@ -87,4 +97,17 @@ func run() error {
 		return fmt.Errorf("drain cut short: %w", err)
 	}
 	return nil
+}
+
+// positive reads an optional positive integer from the environment (fallback when unset).
+func positive(name string, fallback int) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return fallback, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s=%q is not a positive integer", name, v)
+	}
+	return n, nil
 }
