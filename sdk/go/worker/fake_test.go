@@ -35,10 +35,15 @@ type fakeServer struct {
 	polls       []*wigglepb.PollTasksRequest
 	beats       []*wigglepb.HeartbeatRequest
 	heartbeats  int
-	ended       chan struct{}  // closed by EndPolls: open polls answer at once
-	noEndPolls  bool           // EndPolls answers UNIMPLEMENTED, as an older server does
-	nextTask    *wigglepb.Task // CompleteTask with `next` hands this out once
-	log         []string       // every report, in the local-run vectors' notation
+	ended       chan struct{}                   // closed by EndPolls: open polls answer at once
+	noEndPolls  bool                            // EndPolls answers UNIMPLEMENTED, as an older server does
+	nextTask    *wigglepb.Task                  // CompleteTask with `next` hands this out once
+	log         []string                        // every report, in the local-run vectors' notation
+	beat        chan *wigglepb.HeartbeatRequest // when set, each heartbeat is sent here too
+	completed   chan struct{}                   // when set, signalled at each CompleteTask
+	loseAnswers int                             // the next AdvanceRuns are applied, then answered UNAVAILABLE
+	onEnd       []*wigglepb.Task                // what a poll ended by EndPolls still brings back
+	polled      chan struct{}                   // closed by the first PollTasks
 	auth        []string
 	advanceErr  error                   // AdvanceRun answers this error when set
 	getDefErr   error                   // GetDefinition answers this error when set
@@ -47,7 +52,7 @@ type fakeServer struct {
 }
 
 func newFake() *fakeServer {
-	return &fakeServer{graphs: map[string][]byte{}, ended: make(chan struct{})}
+	return &fakeServer{graphs: map[string][]byte{}, ended: make(chan struct{}), polled: make(chan struct{})}
 }
 
 func (f *fakeServer) EndPolls(ctx context.Context, in *wigglepb.EndPollsRequest, _ ...grpc.CallOption) (*wigglepb.EndPollsResponse, error) {
@@ -108,6 +113,9 @@ func (f *fakeServer) PollTasks(ctx context.Context, in *wigglepb.PollTasksReques
 		return nil, err
 	}
 	f.polls = append(f.polls, in)
+	if len(f.polls) == 1 {
+		close(f.polled)
+	}
 	f.mu.Unlock()
 	for {
 		f.mu.Lock()
@@ -124,7 +132,11 @@ func (f *fakeServer) PollTasks(ctx context.Context, in *wigglepb.PollTasksReques
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-f.ended:
-			return &wigglepb.PollTasksResponse{}, nil
+			f.mu.Lock()
+			out := f.onEnd
+			f.onEnd = nil
+			f.mu.Unlock()
+			return &wigglepb.PollTasksResponse{Tasks: out}, nil
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -136,6 +148,12 @@ func (f *fakeServer) CompleteTask(ctx context.Context, in *wigglepb.CompleteTask
 	f.seen(ctx)
 	f.completes = append(f.completes, in)
 	f.log = append(f.log, "complete "+in.GetTaskId())
+	if f.completed != nil {
+		select {
+		case f.completed <- struct{}{}:
+		default:
+		}
+	}
 	resp := &wigglepb.TaskReportResponse{InstanceStatus: wigglepb.InstanceStatus_RUNNING}
 	if in.GetNext() != nil && f.nextTask != nil {
 		resp.NextTask, f.nextTask = f.nextTask, nil
@@ -158,6 +176,12 @@ func (f *fakeServer) Heartbeat(ctx context.Context, in *wigglepb.HeartbeatReques
 	f.seen(ctx)
 	f.heartbeats++
 	f.beats = append(f.beats, in)
+	if f.beat != nil {
+		select {
+		case f.beat <- in:
+		default:
+		}
+	}
 	return &wigglepb.HeartbeatResponse{
 		LeaseExpiresAtMs: time.Now().Add(time.Minute).UnixMilli(),
 		InstanceStatus:   f.status(),
@@ -173,6 +197,10 @@ func (f *fakeServer) AdvanceRun(ctx context.Context, in *wigglepb.AdvanceRunRequ
 		return nil, f.advanceErr
 	}
 	f.advances = append(f.advances, in)
+	if f.loseAnswers > 0 {
+		f.loseAnswers--
+		return nil, status.Error(codes.Unavailable, "the answer was lost")
+	}
 	st := f.status()
 	return &wigglepb.AdvanceRunResponse{
 		InstanceStatus:   st,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -200,5 +201,35 @@ func TestFallbackLearnedMidStep(t *testing.T) {
 	w.runTask(task(version, "a", lasync))
 	if len(f.advances) != 0 || len(f.completes) != 1 {
 		t.Fatalf("advances %d completes %d", len(f.advances), len(f.completes))
+	}
+}
+
+// Every AdvanceRun of a run carries the next seq under its lease.
+func TestLocalRunNumbersItsReports(t *testing.T) {
+	f := newFake()
+	doc, version := flow(t, "a:task:default", "b:task:default", "c:task:default")
+	f.graphs[version] = doc
+	run(t, f, Options{}, true, task(version, "a", lsync), "a", "b", "c")
+	var seqs []int64
+	for _, a := range f.advances {
+		seqs = append(seqs, a.GetSeq())
+	}
+	if fmt.Sprint(seqs) != "[1 2 3]" {
+		t.Errorf("seqs %v", seqs)
+	}
+}
+
+// A report whose answer is lost is sent again unchanged, with the same seq; the run goes on.
+func TestALostAnswerIsResentWithTheSameSeq(t *testing.T) {
+	f := newFake()
+	f.loseAnswers = 1
+	doc, version := flow(t, "a:task:default", "b:task:default")
+	f.graphs[version] = doc
+	run(t, f, Options{}, true, task(version, "a", lsync), "a", "b")
+	if got := f.batches(); got != "a|a|b>end" {
+		t.Fatalf("batches %q, want the first one twice", got)
+	}
+	if f.advances[0].GetSeq() != 1 || f.advances[1].GetSeq() != 1 || f.advances[2].GetSeq() != 2 {
+		t.Errorf("seqs %d %d %d", f.advances[0].GetSeq(), f.advances[1].GetSeq(), f.advances[2].GetSeq())
 	}
 }

@@ -81,20 +81,29 @@ func TestServerStepFailures(t *testing.T) {
 	}
 }
 
+// A step that outlasts its lease keeps it by heartbeats: the step waits for two of them (each
+// naming it), which come about a third of a lease apart.
 func TestHeartbeatsKeepALongStepAlive(t *testing.T) {
 	f := newFake()
+	f.beat = make(chan *wigglepb.HeartbeatRequest, 16)
 	w := testWorker(f, Options{})
 	w.Register("slow", func(ctx context.Context, in json.RawMessage) (json.RawMessage, error) {
-		time.Sleep(350 * time.Millisecond)
+		for range 2 {
+			select {
+			case hb := <-f.beat:
+				if hb.GetNodeId() != "slow" {
+					t.Errorf("heartbeat names %q, not the running step", hb.GetNodeId())
+				}
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		return in, nil
 	})
 	tk := task("v1", "slow", wigglepb.ExecutionMode_SERVER)
 	tk.TimeoutMs = 150
 	tk.LeaseExpiresAtMs = time.Now().Add(150 * time.Millisecond).UnixMilli()
 	w.runTask(tk)
-	if f.heartbeats < 2 {
-		t.Errorf("%d heartbeats during a step of 2+ lease lengths", f.heartbeats)
-	}
 	if len(f.completes) != 1 {
 		t.Errorf("step not completed")
 	}
@@ -150,7 +159,7 @@ func TestPollAndDrain(t *testing.T) {
 	<-inB
 	closed := make(chan error)
 	go func() { closed <- w.Close(context.Background()) }()
-	time.Sleep(50 * time.Millisecond) // Close has begun draining: b finishes, c never starts
+	<-w.draining // Close has begun draining: b finishes, c never starts
 	close(release)
 	if err := <-closed; err != nil {
 		t.Fatalf("Close: %v", err)
@@ -169,13 +178,15 @@ func TestPollAndDrain(t *testing.T) {
 func TestCloseGivesUpAtItsDeadline(t *testing.T) {
 	f := newFake()
 	w := testWorker(f, Options{PollWait: 20 * time.Millisecond})
+	running := make(chan struct{})
 	w.Register("stuck", func(ctx context.Context, in json.RawMessage) (json.RawMessage, error) {
+		close(running)
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
 	f.queue = append(f.queue, task("v1", "stuck", wigglepb.ExecutionMode_SERVER))
 	_ = w.Start()
-	time.Sleep(50 * time.Millisecond)
+	<-running
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := w.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -193,24 +204,36 @@ func TestPollRetriesWhileUnreachable(t *testing.T) {
 		status.Error(codes.Internal, "oops"),
 	}
 	f.queue = []*wigglepb.Task{task("v1", "a", wigglepb.ExecutionMode_SERVER)}
+	f.completed = make(chan struct{}, 1)
 	w := testWorker(f, Options{PollWait: 20 * time.Millisecond}, "a")
-	start := time.Now()
 	_ = w.Start()
 	defer w.Close(context.Background())
-	for {
-		f.mu.Lock()
-		n := len(f.completes)
-		f.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("task not run after the server came back")
-		}
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-f.completed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("task not run after the server came back")
 	}
-	if d := time.Since(start); d < 200*time.Millisecond {
-		t.Errorf("three failed polls took only %s: no backoff", d)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.polls) < 1 || len(f.pollErrs) != 0 {
+		t.Errorf("%d polls answered, %d errors left", len(f.polls), len(f.pollErrs))
+	}
+}
+
+// The poll loop's pauses after failures grow from 100 ms, doubling, jittered by ±20%, up to 5 s.
+func TestBackoffGrowsToItsCap(t *testing.T) {
+	var b backoff
+	want := 100 * time.Millisecond
+	for range 10 {
+		d := b.next()
+		if d < want*8/10 || d > want*12/10 {
+			t.Fatalf("delay %s, want %s ±20%%", d, want)
+		}
+		want = min(5*time.Second, want*2)
+	}
+	b.reset()
+	if d := b.next(); d > 120*time.Millisecond {
+		t.Errorf("after a reset the delay is %s", d)
 	}
 }
 
@@ -252,4 +275,110 @@ func TestEagerSlot(t *testing.T) {
 func startedWithoutPolling(w *worker) {
 	w.started.Store(true)
 	close(w.pollerDone)
+}
+
+// A drain ends the open poll with EndPolls (never cancelling it), and a task that poll still
+// brings back is given back unrun with ReleaseTask, reason shutdown.
+func TestDrainEndsPollsAndReleasesWhatTheyBring(t *testing.T) {
+	f := newFake()
+	late := task("v1", "a", wigglepb.ExecutionMode_SERVER)
+	f.onEnd = []*wigglepb.Task{late}
+	w := testWorker(f, Options{PollWait: time.Minute}, "a")
+	_ = w.Start()
+	waitPolled(t, f)
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.completes) != 0 {
+		t.Errorf("a task received during the drain was run")
+	}
+	if len(f.releases) != 1 || f.releases[0].GetReason() != "shutdown" || f.releases[0].GetSeq() != 1 ||
+		f.releases[0].GetLease() != late.GetLease() {
+		t.Fatalf("releases %v, want the late task given back with reason shutdown, seq 1", f.releases)
+	}
+}
+
+// An older server without EndPolls: the poll is cancelled instead, and Close still returns.
+func TestDrainWithoutEndPollsCancelsThePoll(t *testing.T) {
+	f := newFake()
+	f.noEndPolls = true
+	w := testWorker(f, Options{PollWait: time.Minute}, "a")
+	_ = w.Start()
+	waitPolled(t, f)
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitPolled(t *testing.T, f *fakeServer) {
+	t.Helper()
+	select {
+	case <-f.polled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker never polled")
+	}
+}
+
+// PollTasks says who the worker is: its activities (sorted), slots and SDK.
+func TestPollCarriesTheWorkersIdentity(t *testing.T) {
+	f := newFake()
+	w := testWorker(f, Options{Concurrency: 3, PollWait: time.Minute, Queues: []string{"q"}}, "b", "a")
+	w.RegisterPredicate("p", func(context.Context, json.RawMessage) (bool, error) { return true, nil })
+	_ = w.Start()
+	waitPolled(t, f)
+	_ = w.Close(context.Background())
+	p := f.polls[0]
+	if strings.Join(p.GetActivities(), ",") != "a,b,p" || p.GetSlots() != 3 || p.GetSdk() != SDK ||
+		strings.Join(p.GetQueues(), ",") != "q" || p.GetWorkerId() != w.ID() {
+		t.Errorf("poll %v", p)
+	}
+}
+
+// In SERVER mode CompleteTask asks for the instance's next task and the worker runs it on the
+// same slot; each lease numbers its own reports from 1.
+func TestCompleteTaskAsksForNextAndRunsIt(t *testing.T) {
+	f := newFake()
+	w := testWorker(f, Options{}, "a", "b")
+	next := task("v1", "b", wigglepb.ExecutionMode_SERVER)
+	next.Lease = "l2"
+	f.nextTask = next
+	w.runTask(task("v1", "a", wigglepb.ExecutionMode_SERVER))
+	if len(f.completes) != 2 {
+		t.Fatalf("%d completes; the next task was not run", len(f.completes))
+	}
+	first, second := f.completes[0], f.completes[1]
+	if n := first.GetNext(); n == nil || n.GetWorkerId() != w.ID() || strings.Join(n.GetActivities(), ",") != "a,b" {
+		t.Errorf("CompleteTask did not ask for next: %v", n)
+	}
+	if first.GetSeq() != 1 || second.GetSeq() != 1 || second.GetLease() != "l2" {
+		t.Errorf("seqs %d, %d (lease %s)", first.GetSeq(), second.GetSeq(), second.GetLease())
+	}
+}
+
+// A result over the server's payload limit, or nested deeper than 128, fails the step at once,
+// non-retryably, naming the limit.
+func TestOverLimitResultsFailNonRetryably(t *testing.T) {
+	f := newFake()
+	w := testWorker(f, Options{})
+	w.Register("big", func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`"` + strings.Repeat("x", 100) + `"`), nil
+	})
+	w.Register("deep", func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(strings.Repeat("[", 129) + strings.Repeat("]", 129)), nil
+	})
+	big := task("v1", "big", wigglepb.ExecutionMode_SERVER)
+	big.MaxPayloadBytes = 64
+	w.runTask(big)
+	w.runTask(task("v1", "deep", wigglepb.ExecutionMode_SERVER))
+	if len(f.fails) != 2 || len(f.completes) != 0 {
+		t.Fatalf("fails %d completes %d", len(f.fails), len(f.completes))
+	}
+	for i, want := range []string{"102 bytes; the limit is 64 bytes", "nests 129 levels deep; the limit is 128"} {
+		fl := f.fails[i].GetFailure()
+		if !strings.Contains(fl.GetMessage(), want) || !fl.GetNonRetryable() {
+			t.Errorf("failure %v, want %q, non-retryable", fl, want)
+		}
+	}
 }
