@@ -114,6 +114,7 @@ class Expect:
     deadline_s: float
     start_error: str | None
     reports: dict[str, list[str]] = field(default_factory=dict)  # mode -> expected reports
+    settle_ms: int | None = None  # how long to watch after the end (None: the runner's default)
 
     def steps_for(self, mode: str) -> dict[str, Count]:
         return {**self.steps, **self.steps_by_mode.get(mode, {})}
@@ -135,6 +136,7 @@ class Expect:
             deadline_s=float(doc.get("deadline_s", 30)),
             start_error=doc.get("start_error"),
             reports={m: list(r) for m, r in doc.get("reports", {}).items()},
+            settle_ms=doc.get("settle_ms"),
         )
 
 

@@ -366,7 +366,8 @@ def _execute_run(session: _Session, case: Case, run: Run, version: str) -> RunRe
         delay = min(delay * 1.25, 0.05 if pending else 0.25)
 
     eventful = bool(run.cancel or run.faults) or expect.status != "COMPLETED"
-    time.sleep(_SETTLE_EVENTFUL_S if eventful else _SETTLE_S)
+    settle = _SETTLE_EVENTFUL_S if eventful else _SETTLE_S
+    time.sleep(settle if expect.settle_ms is None else expect.settle_ms / 1000)
     session.trace.refresh()
     view = client.describe(root)
     result.status = str(view.status)

@@ -1,0 +1,85 @@
+"""Negative controls: the corpus must fail a worker that breaks the protocol.
+
+Each broken worker (broken_worker.py) is the Python worker with one rule broken. Each test runs
+the few cases that reach that rule, in the modes where it matters, and requires failed rows whose
+problems name the broken rule. The outcome (status, context) of most of these runs is right:
+only the judged orchestration, or the steps that ran, give the flaw away.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conformance.broken_worker import FLAWS
+from wiggle.conformance import RunnerOptions, format_table, load_cases, run_corpus, summarise
+
+BROKEN = Path(__file__).with_name("broken_worker.py")
+
+CONTROLS = [
+    pytest.param(
+        "never-chains",
+        "modes/linear,modes/predicates",
+        ["LOCAL_SYNC", "LOCAL_ASYNC"],
+        ["the worker did not chain", "missing report: advance a b c / end"],
+        id="never-chains",
+    ),
+    pytest.param(
+        "async-flushes-only-at-the-end",
+        "modes/checkpoint,modes/batch-full,limits/size-flush",
+        ["LOCAL_ASYNC"],
+        [
+            "checkpoint b was not flushed before the next step ran",
+            "steps in one AdvanceRun; the batch size is 5",
+            "missing report: advance g1 g2 g3 g4",
+        ],
+        id="async-flushes-only-at-the-end",
+    ),
+    pytest.param(
+        "ignores-checkpoint",
+        "modes/checkpoint,modes/checkpoint-and-batch",
+        ["LOCAL_ASYNC"],
+        ["checkpoint b was not flushed", "checkpoint s2 was not flushed"],
+        id="ignores-checkpoint",
+    ),
+    pytest.param(
+        "keeps-running-after-lease-lost",
+        "lease/cancel-stops-the-run",
+        ["LOCAL_ASYNC"],
+        ["step b ran 1 times; expected it not to run"],
+        id="keeps-running-after-lease-lost",
+    ),
+    pytest.param(
+        "predicate-as-context",
+        "modes/predicates,modes/filtered",
+        ["LOCAL_SYNC", "LOCAL_ASYNC"],
+        ["predicate ok: its boolean was sent as a context", "missing report: advance ok=true"],
+        id="predicate-as-context",
+    ),
+]
+
+
+def test_every_flaw_has_a_control() -> None:
+    assert {p.values[0] for p in CONTROLS} == set(FLAWS)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("flaw", "cases", "modes", "evidence"), CONTROLS)
+def test_the_corpus_fails_a_broken_worker(
+    flaw: str, cases: str, modes: list[str], evidence: list[str]
+) -> None:
+    worker = f"{shlex.quote(sys.executable)} {shlex.quote(str(BROKEN))} {flaw}"
+    rows = summarise(
+        run_corpus(
+            load_cases(cases),
+            RunnerOptions(modes=modes, databases=["sqlite"], worker=worker),
+        )
+    )
+    failed = [r for r in rows if not r.passed]
+    assert failed, f"the corpus passed a worker that {FLAWS[flaw]}:\n{format_table(rows)}"
+    problems = "\n".join(p for r in failed for p in r.problems)
+    for phrase in evidence:
+        assert phrase in problems, f"{phrase!r} not among the problems:\n{format_table(failed)}"
