@@ -1,7 +1,10 @@
-"""`wiggle conformance`: the corpus under every mode, on every database, against a worker.
+"""`wiggle conformance`: the corpus under every mode, on every database, against a worker; or,
+with `--flow`, one flow of the user's under every mode.
 
-Parse, delegate to wiggle.conformance, print. The table has one row per (case, mode, database)
-and one "(modes agree)" row per (case, database); the last line is `N passed, N failed`.
+Parse, delegate to wiggle.conformance, print. The corpus table has one row per (case, mode,
+database) and one "(modes agree)" row per (case, database); the last line is
+`N passed, N failed`. The flow check prints one row per (mode, database), every difference
+between the modes, and last `modes agree` or `modes differ`.
 """
 
 from __future__ import annotations
@@ -47,7 +50,80 @@ def _select(pattern: str | None) -> list[Any]:
     return load_cases(pattern)
 
 
+def _check_flow(args: argparse.Namespace, databases: list[str]) -> int:
+    from wiggle.cli._remote_commands import load_registry, parse_json
+    from wiggle.conformance import FlowSignal, check_flow
+    from wiggle.errors import FlowError, InvalidRequest
+
+    if not args.handlers:
+        raise InvalidRequest("--flow needs --handlers (the file or module of its activities)")
+    value = parse_json(args.input, "--input")
+    signals = []
+    for text in args.signal or []:
+        name, sep, payload = text.partition("=")
+        if not sep or not name:
+            raise InvalidRequest(f"--signal {text[:80]!r}: expected NAME=JSON")
+        signals.append(FlowSignal(name, parse_json(payload, f"the payload of --signal {name}")))
+    registry = load_registry(args.handlers)
+
+    def row(o: Any) -> None:
+        if not args.json:
+            steps = sum(o.steps.values())
+            print(
+                f"{o.mode:<12} {o.database:<9} {o.status:<10} {steps:>5}  {o.seconds:6.1f}s"
+                + (f"  ({o.problem})" if o.problem else ""),
+                flush=True,
+            )
+
+    if not args.json:
+        print(f"{'mode':<12} {'database':<9} {'status':<10} {'steps':>5}  {'time':>7}")
+    try:
+        check = check_flow(
+            args.flow,
+            registry,
+            value,
+            signals=signals,
+            register=args.register or [],
+            modes=args.modes,
+            databases=databases,
+            deadline_s=args.timeout,
+            on_outcome=row,
+        )
+    except FlowError as exc:
+        for diagnostic in exc.diagnostics:
+            print(diagnostic, file=sys.stderr)
+        return 2
+    if args.json:
+        doc = {
+            "agree": check.agree,
+            "outcomes": [
+                {
+                    "mode": o.mode,
+                    "database": o.database,
+                    "status": o.status,
+                    "reason": o.reason,
+                    "context": None if o.problem and o.status == "" else o.context,
+                    "steps": o.steps,
+                    "problem": o.problem,
+                }
+                for o in check.outcomes
+            ],
+            "differences": check.differences,
+        }
+        print(orjson.dumps(doc).decode())
+    else:
+        stuck = [f"{o.mode} on {o.database}: {o.problem}" for o in check.outcomes if o.problem]
+        for problem in stuck + check.differences:
+            print(f"  - {problem}")
+        print("modes agree" if check.agree else "modes differ")
+    return 0 if check.agree else 1
+
+
 def _run(args: argparse.Namespace) -> int:
+    from_env = [d.strip() for d in (env("WIGGLE_CONFORMANCE_DATABASES") or "").split(",")]
+    databases = args.database or [d for d in from_env if d] or ["sqlite"]
+    if args.flow:
+        return _check_flow(args, databases)
     from wiggle.conformance import (
         PYTHON_WORKER,
         RunnerOptions,
@@ -60,8 +136,6 @@ def _run(args: argparse.Namespace) -> int:
     if not cases:
         print(f"wiggle conformance: no case matches {args.cases!r}", file=sys.stderr)
         return 2
-    from_env = [d.strip() for d in (env("WIGGLE_CONFORMANCE_DATABASES") or "").split(",")]
-    databases = args.database or [d for d in from_env if d] or ["sqlite"]
     started = time.monotonic()
     print(
         f"{len(cases)} cases x {len(args.modes)} modes x {len(databases)} databases",
@@ -98,7 +172,10 @@ def register(subparsers: Any) -> None:
         help="run the conformance corpus under every mode and database",
         description="Run every case of spec/conformance/ under each execution mode on each "
         "database, against the Python conformance worker or an external one, and check that "
-        "each run matches its expectation and that the modes agree. Exit 1 on any failure.",
+        "each run matches its expectation and that the modes agree. Exit 1 on any failure. "
+        "With --flow, run one flow of yours with your handlers under each mode instead, and "
+        "report any difference between the modes in final status, context, or which steps ran "
+        "how often (exit 1 when they differ).",
     )
     p.add_argument(
         "--modes",
@@ -143,6 +220,46 @@ def register(subparsers: Any) -> None:
         action="store_true",
         default=env_flag("WIGGLE_CONFORMANCE_VERBOSE"),
         help="with each failed run, show its trace and the instance's event log",
+    )
+    own = p.add_argument_group("one flow of yours (--flow)")
+    own.add_argument(
+        "--flow",
+        default=env("WIGGLE_CONFORMANCE_FLOW"),
+        metavar="FLOW",
+        help="run this flow file under each mode (its `execution` overridden) instead of the "
+        "corpus (env WIGGLE_CONFORMANCE_FLOW)",
+    )
+    own.add_argument(
+        "--handlers",
+        default=env("WIGGLE_HANDLERS"),
+        metavar="H",
+        help="the handlers file or module of the flow's activities (env WIGGLE_HANDLERS)",
+    )
+    own.add_argument(
+        "--input",
+        default=env("WIGGLE_INPUT", "{}"),
+        metavar="JSON",
+        help="the start input, JSON or @file (env WIGGLE_INPUT; default {})",
+    )
+    own.add_argument(
+        "--signal",
+        action="append",
+        metavar="NAME=JSON",
+        help="send this signal right after the start (buffered until awaited); repeatable",
+    )
+    own.add_argument(
+        "--register",
+        action="append",
+        metavar="FLOW",
+        help="a child flow the flow starts as a subflow, registered first; repeatable",
+    )
+    own.add_argument(
+        "--timeout",
+        type=float,
+        default=float(env("WIGGLE_CONFORMANCE_TIMEOUT", "60") or 60),
+        metavar="S",
+        help="give up on a run still RUNNING after S seconds (env WIGGLE_CONFORMANCE_TIMEOUT; "
+        "default 60)",
     )
     p.add_argument(
         "--json",

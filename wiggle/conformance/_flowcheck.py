@@ -1,0 +1,368 @@
+"""User flows under every execution mode: does each end the same way in every mode?
+
+`check_flow` runs a flow with the user's handlers once per mode and database, in a fresh
+embedded stack each (engine, gRPC server, the Python worker, a client), with the flow's
+`execution` overridden to the mode and the same instance id in each (handlers that build keys
+from it return the same context). Every handler call is counted by node. The runs must agree
+on the final status, the final context, and, for runs that complete, which steps ran how often
+(when an instance fails or is cancelled, which steps of its other branches ran first is a
+matter of timing); every difference is reported. It is the corpus's "modes agree" check for
+flows outside the corpus (`wiggle conformance --flow`). `check_flows` does the same for many
+runs at once, sharing one stack per mode and database (one worker per handlers registry): how
+the shipped definitions are checked.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from wiggle.conformance._cases import MISSING, Moment
+from wiggle.conformance._check import json_equal, show
+from wiggle.conformance._databases import database_label, fresh_databases
+
+if TYPE_CHECKING:
+    from wiggle.client import Client
+    from wiggle.compiler import CompiledFlow
+    from wiggle.worker import Registry
+
+__all__ = [
+    "FlowCheck",
+    "FlowPlan",
+    "FlowSignal",
+    "ModeOutcome",
+    "check_flow",
+    "check_flows",
+    "compiled_in_mode",
+]
+
+MODES = ("SERVER", "LOCAL_SYNC", "LOCAL_ASYNC")
+AT_START = Moment("at_start")
+
+
+@dataclass(frozen=True)
+class FlowSignal:
+    """A signal sent once its moment comes: `at_start` (buffered until awaited), `started:<node>`
+    (once that step of the flow has run in this run) or `AWAITING:<node>`."""
+
+    name: str
+    payload: Any
+    when: Moment = AT_START
+
+
+@dataclass(frozen=True)
+class FlowPlan:
+    """One run to check: the flow (last) after the child flows it starts, its handlers, its
+    input and the signals to send."""
+
+    flows: Sequence[CompiledFlow]
+    registry: Registry
+    value: Any
+    signals: Sequence[FlowSignal] = ()
+    label: str = ""
+
+
+@dataclass
+class ModeOutcome:
+    mode: str
+    database: str
+    status: str = ""
+    reason: str = ""
+    context: Any = MISSING
+    steps: dict[str, int] = field(default_factory=dict)  # node (flow/node in a child) -> runs
+    seconds: float = 0.0
+    problem: str = ""  # the run could not be judged (did not finish, a signal never sent)
+
+
+@dataclass
+class FlowCheck:
+    label: str
+    outcomes: list[ModeOutcome]
+    differences: list[str]
+
+    @property
+    def agree(self) -> bool:
+        return not self.differences and not any(o.problem for o in self.outcomes)
+
+    def outcome(self, mode: str, database: str = "sqlite") -> ModeOutcome:
+        return next(o for o in self.outcomes if o.mode == mode and o.database == database)
+
+
+def compiled_in_mode(flow: CompiledFlow, mode: str) -> CompiledFlow:
+    """`flow` with its `execution` set to `mode` (a variant with its own version hash)."""
+    from wiggle.compiler import canonical_json, graph_from_canonical
+
+    if flow.document.get("execution") == mode:
+        return flow
+    return graph_from_canonical(canonical_json({**flow.document, "execution": mode}))
+
+
+def _queues(flows: Sequence[CompiledFlow]) -> set[str]:
+    queues: set[str] = set()
+    for flow in flows:
+        for node in flow.graph:
+            for holder in (node, getattr(node, "apply", None)):
+                queue = getattr(holder, "queue", None)
+                if isinstance(queue, str):
+                    queues.add(queue)
+    return queues or {"default"}
+
+
+class _Counter:
+    """Wraps every handler of a registry to note each run by instance, flow and node."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.runs: list[tuple[str, str, str]] = []  # (instance id, flow, node)
+
+    def wrap(self, registry: Registry) -> Registry:
+        from wiggle.worker import Registry, step
+
+        counted = Registry()
+        for name in registry.names():
+            act = registry.get(name)
+            assert act is not None
+            counted.register(self._wrapped(act.fn, act.is_async, step), name)
+        return counted
+
+    def _wrapped(self, fn: Callable[[Any], Any], is_async: bool, step: Any) -> Callable[[Any], Any]:
+        def note() -> None:
+            info = step()
+            with self._lock:
+                self.runs.append((info.instance_id, info.flow, info.node_id))
+
+        if is_async:
+
+            @functools.wraps(fn)
+            async def run_async(ctx: Any) -> Any:
+                note()
+                return await fn(ctx)
+
+            return run_async
+
+        @functools.wraps(fn)
+        def run(ctx: Any) -> Any:
+            note()
+            return fn(ctx)
+
+        return run
+
+    def counts(self, instances: set[str], root_flow: str) -> dict[str, int]:
+        with self._lock:
+            runs = list(self.runs)
+        out: dict[str, int] = {}
+        for instance, flow, node in runs:
+            if instance in instances:
+                key = node if flow == root_flow else f"{flow}/{node}"
+                out[key] = out.get(key, 0) + 1
+        return out
+
+
+@dataclass
+class _Live:
+    """One plan's run in progress."""
+
+    plan: FlowPlan
+    root: str
+    root_flow: str
+    pending: list[FlowSignal]
+    outcome: ModeOutcome
+    t0: float
+    done: bool = False
+
+
+def _descendants(client: Client, root: str) -> set[str]:
+    found, frontier = {root}, [root]
+    while frontier:
+        for child in client.describe(frontier.pop()).child_instance_ids:
+            if child not in found:
+                found.add(child)
+                frontier.append(child)
+    return found
+
+
+def _run_mode(
+    url: str, mode: str, database: str, plans: Sequence[FlowPlan], deadline_s: float
+) -> list[ModeOutcome]:
+    from wiggle.client import Client
+    from wiggle.engine import Engine
+    from wiggle.graph import ExecutionMode
+    from wiggle.server import Server, ServerConfig
+    from wiggle.worker import Worker
+
+    counter = _Counter()
+    variants = [[compiled_in_mode(f, mode) for f in p.flows] for p in plans]
+    with ExitStack() as stack:
+        engine = Engine(url, default_mode=ExecutionMode(mode))
+        stack.callback(engine.close)
+        server = Server(engine, ServerConfig(address="127.0.0.1:0", grace_s=2.0))
+        address = f"127.0.0.1:{server.start()}"
+        stack.callback(server.stop)
+        # One worker per handlers registry, on the queues of its flows: two registries may
+        # bind one activity name differently, so they never share a queue.
+        owners: dict[str, int] = {}
+        served: dict[int, tuple[Registry, set[str]]] = {}
+        for plan, flows in zip(plans, variants, strict=True):
+            queues = _queues(flows)
+            for q in queues:
+                if owners.setdefault(q, id(plan.registry)) != id(plan.registry):
+                    raise ValueError(f"queue {q!r} is used by flows with different handlers")
+            served.setdefault(id(plan.registry), (plan.registry, set()))[1].update(queues)
+        for registry, queues in served.values():
+            worker = Worker(
+                address,
+                queues=sorted(queues),
+                registry=counter.wrap(registry),
+                concurrency=16,
+                poll_wait_ms=2_000,
+            )
+            worker.start()
+            stack.callback(worker.stop)
+        client = stack.enter_context(Client(address))
+        for flow in {f.version: f for flows in variants for f in flows}.values():
+            client.deploy(flow)
+        live: list[_Live] = []
+        for i, (plan, flows) in enumerate(zip(plans, variants, strict=True)):
+            main = flows[-1]
+            # The same instance id in every mode (each has a database of its own), so a handler
+            # that builds an idempotency key from it returns the same context in each.
+            root = client.start(
+                main.name, plan.value, version=main.version, instance_id=f"flowcheck-{i + 1}"
+            ).instance_id
+            r = _Live(plan, root, main.name, list(plan.signals), ModeOutcome(mode, database), 0.0)
+            r.t0 = time.monotonic()
+            _send_due(client, counter, r)  # at_start: right after its own start
+            live.append(r)
+        deadline = time.monotonic() + deadline_s
+        while not all(r.done for r in live):
+            for r in live:
+                if not r.done:
+                    _step(client, counter, r, deadline, deadline_s)
+            if not all(r.done for r in live):
+                time.sleep(0.02)
+        for r in live:
+            instances = _descendants(client, r.root)
+            r.outcome.steps = counter.counts(instances, r.root_flow)
+    return [r.outcome for r in live]
+
+
+def _send_due(client: Client, counter: _Counter, r: _Live) -> None:
+    """Send the run's signals whose moment has come, in order."""
+    while r.pending:
+        when = r.pending[0].when
+        if when.kind == "at_start":
+            due = True
+        elif when.kind == "started":
+            due = when.key in counter.counts({r.root}, r.root_flow)
+        else:
+            tokens = client.describe(r.root).tokens
+            due = any(t.node_id == when.node and str(t.state) == when.kind for t in tokens)
+        if not due:
+            break
+        signal = r.pending.pop(0)
+        client.signal(r.root, signal.name, signal.payload)
+
+
+def _step(client: Client, counter: _Counter, r: _Live, deadline: float, deadline_s: float) -> None:
+    """Send the run's due signals; finish its outcome once it has ended (or timed out)."""
+    _send_due(client, counter, r)
+    view = client.describe(r.root)
+    timed_out = time.monotonic() > deadline
+    if not view.status.finished and not timed_out:
+        return
+    o = r.outcome
+    o.status, o.reason, o.context = str(view.status), view.reason, view.context
+    o.seconds = time.monotonic() - r.t0
+    if not view.status.finished:
+        o.problem = f"still RUNNING after {deadline_s:g} s"
+        client.cancel(r.root, "wiggle conformance --flow: gave up")
+    elif r.pending:
+        o.problem = "ended before these signals were sent: " + ", ".join(
+            f"{s.name} ({s.when})" for s in r.pending
+        )
+    r.done = True
+
+
+def _differences(outcomes: Sequence[ModeOutcome]) -> list[str]:
+    problems: list[str] = []
+    for database, group in itertools.groupby(outcomes, key=lambda o: o.database):
+        runs = list(group)
+        first = runs[0]
+        for other in runs[1:]:
+            pair = f"{first.mode} vs {other.mode} on {database}"
+            if other.status != first.status:
+                problems.append(f"status {first.status} vs {other.status} ({pair})")
+            if not json_equal(first.context, other.context):
+                problems.append(
+                    f"context {show(first.context, 200)} vs {show(other.context, 200)} ({pair})"
+                )
+            if first.status != "COMPLETED" or other.status != "COMPLETED":
+                # Parallel branches race a failure or a cancel: which of their steps ran before
+                # the instance ended is timing, not mode.
+                continue
+            for node in sorted(set(first.steps) | set(other.steps)):
+                a, b = first.steps.get(node, 0), other.steps.get(node, 0)
+                if a != b:
+                    problems.append(f"step {node} ran {a} times vs {b} times ({pair})")
+    return problems
+
+
+def check_flows(
+    plans: Sequence[FlowPlan],
+    *,
+    modes: Sequence[str] = MODES,
+    databases: Sequence[str] = ("sqlite",),
+    deadline_s: float = 60.0,
+    on_outcome: Callable[[FlowPlan, ModeOutcome], None] | None = None,
+) -> list[FlowCheck]:
+    """Each plan under each mode on each database (all plans of a mode and database in one
+    stack, concurrently); per plan, its outcomes and every difference between the modes."""
+    per_plan: list[list[ModeOutcome]] = [[] for _ in plans]
+    for spec in databases:
+        label = database_label(spec)
+        with fresh_databases(spec) as new_database:
+            for mode in modes:
+                outcomes = _run_mode(new_database(), mode, label, plans, deadline_s)
+                for i, outcome in enumerate(outcomes):
+                    per_plan[i].append(outcome)
+                    if on_outcome is not None:
+                        on_outcome(plans[i], outcome)
+    return [
+        FlowCheck(plan.label, outs, _differences(outs))
+        for plan, outs in zip(plans, per_plan, strict=True)
+    ]
+
+
+def check_flow(
+    flow: str | Path | CompiledFlow,
+    handlers: str | Registry,
+    value: Any,
+    *,
+    signals: Sequence[FlowSignal] = (),
+    register: Sequence[str | Path | CompiledFlow] = (),
+    modes: Sequence[str] = MODES,
+    databases: Sequence[str] = ("sqlite",),
+    deadline_s: float = 60.0,
+    on_outcome: Callable[[ModeOutcome], None] | None = None,
+) -> FlowCheck:
+    """Run `flow` (after the child flows of `register`) with `handlers` (a registry, or a file
+    or module to load one from) under each mode on each database; its outcomes and every
+    difference between the modes. FlowError for a bad flow."""
+    from wiggle.compiler import load_flow_file
+    from wiggle.worker import load_handlers
+
+    flows = [f if not isinstance(f, str | Path) else load_flow_file(f) for f in [*register, flow]]
+    registry = load_handlers(handlers) if isinstance(handlers, str) else handlers
+    plan = FlowPlan(flows, registry, value, signals, label=flows[-1].name)
+    report = None if on_outcome is None else (lambda _plan, o: on_outcome(o))
+    [check] = check_flows(
+        [plan], modes=modes, databases=databases, deadline_s=deadline_s, on_outcome=report
+    )
+    return check
