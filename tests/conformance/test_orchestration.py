@@ -228,3 +228,11 @@ def test_resends_count_once_and_render_in_the_vectors_notation() -> None:
     assert [c.order for c in logical_reports(calls)] == [first.order, second.order]
     assert render_reports([d], calls) == ["advance a b", "advance p=false / filtered"]
     assert judge(d, *calls) == []
+
+
+def test_a_resend_with_other_content_is_caught() -> None:
+    first = advance(step("a"), seq=1)
+    lost = Call(**{**first.__dict__, "order": next(_order), "code": "UNAVAILABLE"})
+    changed = Call(**{**first.__dict__, "order": next(_order), "steps": (step("a"), step("b"))})
+    problems = judge(task("a", "LOCAL_ASYNC"), lost, changed, disturbed=True)
+    assert problems == ["task at a (LOCAL_ASYNC): AdvanceRun seq 1 was resent with other content"]

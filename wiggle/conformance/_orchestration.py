@@ -102,9 +102,23 @@ def check_orchestration(
     return problems
 
 
+def _resends_differ(calls: Sequence[Call]) -> list[str]:
+    """A resent report (same lease, RPC and seq) must be the report it repeats, unchanged."""
+    first: dict[tuple[str, str, int], Call] = {}
+    problems = []
+    for c in calls:
+        if c.rpc not in REPORTS or c.seq <= 0:
+            continue
+        seen = first.setdefault((c.lease, c.rpc, c.seq), c)
+        if seen is not c and (seen.steps, seen.final, seen.reason) != (c.steps, c.final, c.reason):
+            problems.append(f"{c.rpc} seq {c.seq} was resent with other content")
+    return problems
+
+
 def _check_task(d: Delivery, calls: Sequence[Call], graph: Graph, ctx: RunContext) -> list[str]:
     reports = logical_reports(calls)
-    problems = [
+    problems = _resends_differ(calls)
+    problems += [
         f"{c.rpc} refused with {c.error_code or c.code}"
         for c in reports
         if c.code == "INVALID_ARGUMENT" or c.error_code == "REPORT_OUT_OF_ORDER"

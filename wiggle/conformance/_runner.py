@@ -430,12 +430,30 @@ def _judge(session: _Session, run: Run, watch: _Watch, result: RunResult) -> lis
         heartbeats_refused=any(rpc == "Heartbeat" for rpc, _ in refused),
     )
     result.problems += check_orchestration(deliveries, calls, ctx)
+    result.problems += _faults_fired(session.mode, run, calls)
     mine = [d for d in deliveries if d.instance_id == watch.root]
     reports = render_reports(mine, recorder.calls({d.lease for d in mine}))
     expected = run.expect.reports.get(session.mode)
     if expected is not None:
         result.problems += check_reports(expected, reports)
     return reports
+
+
+#: RPCs a worker does not use in a mode (without a fallback): a server fault on one cannot fire.
+_UNUSED = {"SERVER": {"AdvanceRun"}, "LOCAL_SYNC": {"CompleteTask", "FailTask"}}
+_UNUSED["LOCAL_ASYNC"] = _UNUSED["LOCAL_SYNC"]
+
+
+def _faults_fired(mode: str, run: Run, calls: Sequence[Any]) -> list[str]:
+    """A case's server fault that never fired tested nothing: say so."""
+    if any(f.status == "UNIMPLEMENTED" for f in run.server_faults):
+        return []  # the fallback changes which RPCs the worker uses
+    fired = {c.rpc for c in calls if c.injected}
+    return [
+        f"the server fault on {f.rpc} never fired"
+        for f in run.server_faults
+        if f.rpc not in _UNUSED[mode] and f.rpc not in fired
+    ]
 
 
 def _evidence(watch: _Watch, t0: float, reports: Sequence[str] = ()) -> list[str]:
