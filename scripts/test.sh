@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up a machine and runs every check: lint, types, generated-code freshness, the Go worker
-# SDK's tests (the conformance corpus with the Go worker included) and the whole Python test suite
-# (unit, integration on SQLite and PostgreSQL, acceptance, conformance). Exits non-zero on
-# any failure, including a test run that collected no tests (pytest exit 5).
+# SDK's tests, the conformance corpus with the Go worker on SQLite and PostgreSQL, and the whole
+# Python test suite (unit, integration on SQLite and PostgreSQL, acceptance, conformance with
+# the Python worker). Exits non-zero on any failure, including a test run that collected no
+# tests (pytest exit 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -18,6 +19,11 @@ echo "== generated protobuf is fresh" >&2
 "$PYTHON" scripts/gen_proto.py --check
 echo "== Go worker SDK: generated code is fresh, vet, tests" >&2
 bash sdk/go/gen.sh --check
-(cd sdk/go && go vet ./... && go test -count=1 ./...)
+# The corpus with the Go worker runs below, whole and on both databases, rather than in go test.
+(cd sdk/go && go vet ./... && WIGGLE_GO_CONFORMANCE=off go test -count=1 ./...)
+echo "== the conformance corpus with the Go worker, on SQLite and PostgreSQL" >&2
+go -C sdk/go build -o bin/wiggle-conformance-worker ./cmd/wiggle-conformance-worker
+"$PYTHON" -m wiggle conformance --worker sdk/go/bin/wiggle-conformance-worker \
+    --database sqlite --database postgres
 echo "== pytest" >&2
 "$PYTHON" -m pytest "$@"

@@ -293,7 +293,9 @@ class _Run:
 
     def _lease_was_low(self, call: Call, last: StepSeen) -> bool:
         """Whether `lease_budget` is plausible: heartbeats were refused, the run was disturbed,
-        or half the step's timeout had passed since the lease was last renewed."""
+        or half a lease had passed since the lease was last renewed (the shorter of the task's
+        timeout and the last step's: a worker that does not name its step in heartbeats keeps
+        the task's)."""
         if self.ctx.heartbeats_refused or self.ctx.disturbed:
             return True
         renewed = self.d.at
@@ -301,7 +303,7 @@ class _Run:
             if c.order < call.order and c.code == "OK" and (c.rpc == "Heartbeat" or not c.final):
                 renewed = max(renewed, c.at)
         node = self.graph.nodes.get(last.node_id)
-        timeout_ms = getattr(node, "timeout_ms", self.d.timeout_ms) or self.d.timeout_ms
+        timeout_ms = min(getattr(node, "timeout_ms", 0) or self.d.timeout_ms, self.d.timeout_ms)
         return (call.at - renewed) * 1000 >= timeout_ms / 2
 
     def _flush_reason(

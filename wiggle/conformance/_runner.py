@@ -76,6 +76,8 @@ class RunnerOptions:
     on_result: Callable[[RunResult], None] | None = None
     #: Judge how the worker drove each run (reports per mode), not only its outcome.
     orchestration: bool = True
+    #: Run the modes of a database at once (False: one after another).
+    modes_at_once: bool = True
 
 
 class _Session:
@@ -160,7 +162,7 @@ class _Session:
             from wiggle.conformance._tls import make_certificates
             from wiggle.server import Server, ServerConfig
 
-            certs = make_certificates(self.tmp / "tls")
+            certs = make_certificates(self.tmp / f"tls-{self.mode}-{uuid.uuid4().hex[:8]}")
             server = Server(
                 self.engine,
                 ServerConfig(
@@ -496,7 +498,12 @@ def _run_case(session: _Session, case: Case, versions: dict[str, str]) -> list[R
     return results
 
 
-def _run_mode(session: _Session, cases: Sequence[Case], options: RunnerOptions) -> list[RunResult]:
+def _run_mode(
+    session: _Session, cases: Sequence[Case], options: RunnerOptions, busy: threading.Lock
+) -> list[RunResult]:
+    """One session: deploy, the plain cases many at once, then the others one at a time. `busy`
+    is held for the busy part (deploying, the plain cases), so that sessions running at once
+    overlap only their faulty cases, which mostly wait."""
     versions: dict[str, str] = {}
     results: list[RunResult] = []
     lock = threading.Lock()
@@ -508,41 +515,55 @@ def _run_mode(session: _Session, cases: Sequence[Case], options: RunnerOptions) 
                 for r in batch:
                     options.on_result(r)
 
-    for case in cases:
-        try:
-            versions[case.id] = session.deploy(case)
-        except Exception as exc:  # a flow the server refuses fails its case, not the corpus
-            report(
-                [
-                    RunResult(case.id, r.index, session.mode, session.database, [f"deploy: {exc}"])
-                    for r in case.runs
-                ]
-            )
-    plain = [c for c in cases if not c.has_faults and c.id in versions]
-    faulty = [c for c in cases if c.has_faults and c.id in versions]
     # One worker for the session: starting and draining a process per case costs seconds each,
     # and the phases keep a kill from reaching any case but the one that asked for it.
     with session.worker_process("session"):
-        if plain:
-            with ThreadPoolExecutor(options.parallel) as pool:
-                for batch in pool.map(lambda c: _run_case(session, c, versions), plain):
-                    report(batch)
+        with busy:
+            for case in cases:
+                try:
+                    versions[case.id] = session.deploy(case)
+                except Exception as exc:  # a flow the server refuses fails its case only
+                    report(
+                        [
+                            RunResult(
+                                case.id, r.index, session.mode, session.database, [f"deploy: {exc}"]
+                            )
+                            for r in case.runs
+                        ]
+                    )
+            plain = [c for c in cases if not c.has_faults and c.id in versions]
+            if plain:
+                with ThreadPoolExecutor(options.parallel) as pool:
+                    for batch in pool.map(lambda c: _run_case(session, c, versions), plain):
+                        report(batch)
+        faulty = [c for c in cases if c.has_faults and c.id in versions]
         for case in faulty:
             report(_run_case(session, case, versions))
     return results
 
 
 def run_corpus(cases: Sequence[Case], options: RunnerOptions) -> list[RunResult]:
-    """Every case under every mode on every database, in that nesting."""
+    """Every case under every mode on every database. The sessions of one database (one per
+    mode, each with its own database, server and workers) run at once, taking turns for their
+    busy part: the rest is mostly waiting, on leases to expire and timers to fire, one faulty
+    case after another, and those waits overlap."""
     results: list[RunResult] = []
+    busy = threading.Lock()
     with tempfile.TemporaryDirectory(prefix="wiggle-conformance-") as tmp:
         for spec in options.databases:
-            label = database_label(spec)
             with fresh_databases(spec) as new_database:
-                for mode in options.modes:
-                    session = _Session(new_database(), mode, label, options, Path(tmp))
+                sessions = [(mode, new_database(), database_label(spec)) for mode in options.modes]
+
+                def session_of(plan: tuple[str, str, str]) -> list[RunResult]:
+                    mode, url, label = plan
+                    session = _Session(url, mode, label, options, Path(tmp))
                     try:
-                        results += _run_mode(session, cases, options)
+                        return _run_mode(session, cases, options, busy)
                     finally:
                         session.close()
+
+                width = len(sessions) if options.modes_at_once else 1
+                with ThreadPoolExecutor(width, thread_name_prefix="conformance-mode") as pool:
+                    for batch in pool.map(session_of, sessions):
+                        results += batch
     return results
