@@ -1,0 +1,269 @@
+package dev.wiggle.worker;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.google.protobuf.CodedOutputStream;
+import dev.wiggle.graph.ExecutionMode;
+import dev.wiggle.graph.Graph;
+import dev.wiggle.graph.Kind;
+import dev.wiggle.graph.Node;
+import dev.wiggle.proto.v1.AdvanceRunRequest;
+import dev.wiggle.proto.v1.AdvanceRunResponse;
+import dev.wiggle.proto.v1.InstanceStatus;
+import dev.wiggle.proto.v1.StepResult;
+import dev.wiggle.proto.v1.Task;
+import dev.wiggle.traversal.Handback;
+import dev.wiggle.traversal.Move;
+import dev.wiggle.traversal.Traversal;
+import io.grpc.Status;
+import java.io.IOException;
+import java.lang.System.Logger.Level;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * One local run, from a leased task to its handback.
+ *
+ * <p>It starts at the leased node and keeps running nodes itself while the handback rule ({@link
+ * Traversal}) says the next node is a step this worker may run, reporting through AdvanceRun:
+ * after every step in LOCAL_SYNC; in LOCAL_ASYNC at the handback, right after a checkpoint step,
+ * when {@code localBatchSize} results are buffered, and before a result would push the request
+ * over the server's {@code max_request_bytes}. Between steps it checks whether the worker is
+ * draining (hand back with reason {@code shutdown}, flushing the buffer), whether the lease was
+ * lost (abandon: the server would refuse the results anyway) and whether enough lease is left.
+ *
+ * <p>What a crash costs follows from when results reach the server: one step in LOCAL_SYNC,
+ * everything buffered since the last flush in LOCAL_ASYNC.
+ */
+final class LocalRun {
+  private static final System.Logger LOG = System.getLogger("dev.wiggle.worker");
+  /** Room for an AdvanceRun's own fields besides its steps. */
+  private static final int REQUEST_OVERHEAD = 1_024;
+
+  private final Env env;
+  private final Task task;
+  private final Graph g;
+  private final Lease lease;
+  private final ExecutionMode mode;
+  private final List<StepResult> buffer = new ArrayList<>();
+  private long bufferBytes;
+  private int flushes;
+  /** A report failed without a definite answer: its fate is unknown, so do not release. */
+  private boolean inDoubt;
+  /** Why the run ended, for logs and tests. */
+  String handback;
+  /** Every AdvanceRun sent, in order (tests read them). */
+  final List<AdvanceRunRequest> sent = new ArrayList<>();
+
+  LocalRun(Env env, Task task, Graph g, Lease lease) {
+    this.env = env;
+    this.task = task;
+    this.g = g;
+    this.lease = lease;
+    this.mode = TaskRunner.mode(task);
+  }
+
+  void run() {
+    String nodeId = task.getNodeId();
+    String activity = task.getActivity();
+    int attempt = task.getAttempt();
+    byte[] input = task.getInput().toByteArray();
+    Map<String, Integer> loopCounts = loopCounts();
+    while (true) {
+      Node node = g.node(nodeId);
+      boolean isPredicate = node.kind() == Kind.PREDICATE;
+      lease.running(nodeId, node.timeoutMs());
+      StepInfo info = TaskRunner.info(task, nodeId, activity, attempt, mode, lease);
+      Outcome out = Handlers.run(env.registry.get(activity), activity, input, info, isPredicate,
+          task.getMaxPayloadBytes(), lease);
+      StepResult step = out.toStep(nodeId);
+      int size = CodedOutputStream.computeMessageSize(AdvanceRunRequest.STEPS_FIELD_NUMBER, step);
+      long maxRequest = task.getMaxRequestBytes();
+      if (maxRequest > 0 && !buffer.isEmpty()
+          && bufferBytes + size + REQUEST_OVERHEAD > maxRequest) {
+        // Flush what is buffered first: the token moves to this node, whose result follows.
+        AdvanceRunResponse r = flush(false, "", node);
+        if (r == null || !r.getKeepGoing()) {
+          return;
+        }
+      }
+      buffer.add(step);
+      bufferBytes += size;
+      if (out.failure() != null || (isPredicate && out.predicate() == null)) {
+        // A failure goes with the successful prefix, so the server applies both and then the
+        // retry policy in one transaction. A predicate's non-boolean result goes as it is, so
+        // the server fails the step as it does for a SERVER-mode CompleteTask.
+        finish(Handback.STEP_FAILED);
+        return;
+      }
+      Move move = Traversal.advance(g, nodeId, env.queues, out.predicate(), loopCounts);
+      Handback reason = move.handback();
+      boolean flushNow = mustFlush(node);
+      if (reason == null) {
+        Node next = g.node(move.next());
+        String stop = betweenSteps();
+        if (stop != null) {
+          abandon(stop);
+          return;
+        }
+        reason = budgetOrDrain(next, flushNow);
+      }
+      if (reason != null) {
+        finish(reason);
+        return;
+      }
+      Node next = g.node(move.next());
+      if (flushNow) {
+        AdvanceRunResponse r = flush(false, "", next);
+        if (r == null || !r.getKeepGoing()) {
+          return;
+        }
+      }
+      if (!isPredicate) {
+        input = out.context();
+      }
+      nodeId = next.id();
+      activity = next.activity();
+      attempt = 1;
+      loopCounts = move.loopCounts();
+    }
+  }
+
+  private Map<String, Integer> loopCounts() {
+    Map<String, Integer> counts = new HashMap<>();
+    if (task.getLoopCounts().isEmpty()) {
+      return counts;
+    }
+    try {
+      JsonNode doc = Json.parse(task.getLoopCounts().toByteArray());
+      doc.fields().forEachRemaining(e -> counts.put(e.getKey(), e.getValue().asInt()));
+    } catch (IOException e) {
+      LOG.log(Level.WARNING, "task " + task.getTaskId() + " has unreadable loop counts; "
+          + "treating them as empty: " + e.getMessage());
+    }
+    return counts;
+  }
+
+  /** Why to abandon the run before the next step (like a crash), or null. */
+  private String betweenSteps() {
+    if (env.aborted) {
+      return "aborted"; // stopped without draining
+    }
+    if (lease.lost()) {
+      LOG.log(Level.INFO, "local run of task " + task.getTaskId() + " abandoned: " + lease.lostWhy());
+      return Handback.NOT_RUNNING.wire();
+    }
+    return null;
+  }
+
+  /** Why to hand back before the next step: a drain or a spent lease budget; null: go on. */
+  private Handback budgetOrDrain(Node next, boolean flushNow) {
+    if (env.draining) {
+      return Handback.SHUTDOWN;
+    }
+    // A longer step than the lease was last renewed for: renew by its timeout first, so the
+    // budget below is measured against the lease it will run under. (A flush renews by it too.)
+    if (!flushNow && next.timeoutMs() > lease.lengthMs()) {
+      lease.running(next.id(), next.timeoutMs());
+      env.keeper.beat(lease);
+    }
+    if (!Traversal.leaseBudgetLeft(lease.remainingMs(), lease.lengthMs())) {
+      return Handback.LEASE_BUDGET;
+    }
+    return null;
+  }
+
+  private boolean mustFlush(Node node) {
+    if (mode == ExecutionMode.LOCAL_SYNC) {
+      return true;
+    }
+    if (node.kind() == Kind.TASK && node.checkpoint()) {
+      return true;
+    }
+    if (buffer.size() >= env.localBatchSize) {
+      return true;
+    }
+    // Until the server has answered one AdvanceRun we do not know it implements it: report the
+    // first step alone, so an UNIMPLEMENTED answer can still fall back to CompleteTask for
+    // exactly that step.
+    return env.advanceRun.get() != 1;
+  }
+
+  private void finish(Handback reason) {
+    handback = reason.wire();
+    flush(true, reason.wire(), null);
+  }
+
+  /** Ends the run without reporting; gives the lease back when it may still be ours. */
+  private void abandon(String why) {
+    handback = why;
+    if (env.aborted && !lease.lost() && !inDoubt) {
+      TaskRunner.release(env, task, lease, "shutdown");
+    }
+  }
+
+  /**
+   * Sends the buffer; null when the run must stop (refused, not RUNNING, fallen back).
+   * {@code next}: where a non-final flush moves the token (its timeout is the new lease length).
+   */
+  private AdvanceRunResponse flush(boolean fin, String reason, Node next) {
+    if (env.advanceRun.get() < 0 && flushes == 0 && buffer.size() == 1) {
+      fallBack();
+      return null;
+    }
+    AdvanceRunRequest req = AdvanceRunRequest.newBuilder()
+        .setTaskId(task.getTaskId()).setLease(task.getLease()).addAllSteps(buffer)
+        .setFinal(fin).setHandbackReason(reason).setSeq(lease.nextSeq()).build();
+    sent.add(req);
+    AdvanceRunResponse r;
+    try {
+      r = env.rpc.call(WiggleRpc.ADVANCE_RUN, req, 0, TaskRunner.retryWindow(lease));
+    } catch (RpcException e) {
+      refused(e, req.getSeq());
+      return null;
+    }
+    long received = System.nanoTime();
+    flushes++;
+    buffer.clear();
+    bufferBytes = 0;
+    env.advanceRun.set(1);
+    if (r.getInstanceStatus() != InstanceStatus.RUNNING) {
+      if (handback == null) {
+        handback = Handback.NOT_RUNNING.wire();
+      }
+      return null;
+    }
+    if (!fin) {
+      // The server moved the token on and leased it for the next node's timeout.
+      lease.renewed(r.getLeaseExpiresAtMs(), r.getServerNowMs(), received, next.timeoutMs());
+    }
+    return r;
+  }
+
+  private void refused(RpcException e, long seq) {
+    if (e.code() == Status.Code.UNIMPLEMENTED && buffer.size() == 1 && flushes == 0) {
+      // An older server: report this one step the SERVER way, and stop trying local runs.
+      lease.unsent(seq);
+      if (env.advanceRun.getAndSet(-1) != -1) { // say it once, not per run
+        LOG.log(Level.WARNING, "server does not implement AdvanceRun; running tasks in SERVER mode");
+      }
+      fallBack();
+      return;
+    }
+    inDoubt = e.retryable();
+    TaskRunner.refused("AdvanceRun for task " + task.getTaskId(), e);
+    if (handback == null) {
+      handback = "refused";
+    }
+  }
+
+  /** Reports the one buffered step with CompleteTask / FailTask, as in SERVER mode. */
+  private void fallBack() {
+    Outcome out = Outcome.of(buffer.get(0));
+    buffer.clear();
+    bufferBytes = 0;
+    handback = "fallback";
+    TaskRunner.reportSingle(env, task, lease, out, false);
+  }
+}

@@ -1,0 +1,127 @@
+package dev.wiggle.worker;
+
+import io.grpc.CallOptions;
+import io.grpc.Channel;
+import io.grpc.MethodDescriptor;
+import io.grpc.StatusRuntimeException;
+import io.grpc.stub.ClientCalls;
+import java.lang.System.Logger.Level;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+
+/**
+ * The worker's one I/O seam: every call goes through here, with a deadline, retried with backoff
+ * while the server cannot be reached. A retried report is the same request message, so it
+ * carries the same {@code seq}: the server answers a resend as it answered the first, never
+ * applying it twice.
+ */
+final class Rpc {
+  private static final System.Logger LOG = System.getLogger("dev.wiggle.worker");
+
+  private final Channel channel;
+  private final long callTimeoutMs;
+  private final BooleanSupplier stopped;
+  private final Outage outage = new Outage();
+
+  /**
+   * @param channel carries the bearer token already (see {@link Connection})
+   * @param stopped true once the worker stops without draining: retry loops give up at once
+   */
+  Rpc(Channel channel, long callTimeoutMs, BooleanSupplier stopped) {
+    this.channel = channel;
+    this.callTimeoutMs = callTimeoutMs;
+    this.stopped = stopped;
+  }
+
+  long callTimeoutMs() {
+    return callTimeoutMs;
+  }
+
+  /** {@code call} with the default deadline and no retries. */
+  <Q, R> R call(MethodDescriptor<Q, R> method, Q request) throws RpcException {
+    return call(method, request, 0, 0);
+  }
+
+  /**
+   * Calls {@code method}; while the server is unreachable (UNAVAILABLE, DEADLINE_EXCEEDED) it
+   * retries with backoff for up to {@code retryForMs}. Every other failure, and the last
+   * unreachable one, is thrown. {@code timeoutMs} 0 is the default deadline.
+   */
+  <Q, R> R call(MethodDescriptor<Q, R> method, Q request, long timeoutMs, long retryForMs)
+      throws RpcException {
+    long giveUpAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(retryForMs);
+    Backoff backoff = new Backoff();
+    String name = method.getBareMethodName();
+    while (true) {
+      CallOptions options = CallOptions.DEFAULT.withDeadlineAfter(
+          timeoutMs > 0 ? timeoutMs : callTimeoutMs, TimeUnit.MILLISECONDS);
+      try {
+        R response = ClientCalls.blockingUnaryCall(channel, method, options, request);
+        outage.succeeded();
+        return response;
+      } catch (StatusRuntimeException e) {
+        RpcException failure = RpcException.of(name, e);
+        if (!failure.retryable() || stopped.getAsBoolean() || Thread.currentThread().isInterrupted()) {
+          throw failure;
+        }
+        outage.failed(failure);
+        long delayMs = backoff.nextMs();
+        if (System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(delayMs) - giveUpAt > 0) {
+          throw failure;
+        }
+        try {
+          Thread.sleep(delayMs);
+        } catch (InterruptedException ie) {
+          Thread.currentThread().interrupt();
+          throw failure;
+        }
+      }
+    }
+  }
+
+  /** Capped exponential backoff with jitter: 100 ms, 200 ms, ... up to 5 s. */
+  static final class Backoff {
+    private long nextMs = 100;
+
+    long nextMs() {
+      long d = nextMs;
+      nextMs = Math.min(5_000, nextMs * 2);
+      return (long) (d * ThreadLocalRandom.current().nextDouble(0.8, 1.2));
+    }
+
+    void reset() {
+      nextMs = 100;
+    }
+  }
+
+  /**
+   * Logs once when the server becomes unreachable and once when it is back, not per attempt:
+   * many threads failing during one outage make one line.
+   */
+  static final class Outage {
+    private long downSince; // System.nanoTime(); 0 while reachable
+    private volatile boolean down;
+
+    synchronized void failed(RpcException e) {
+      if (!down) {
+        down = true;
+        downSince = System.nanoTime();
+        LOG.log(Level.WARNING, "wiggle server unreachable; retrying with backoff: " + e.getMessage());
+      }
+    }
+
+    void succeeded() {
+      if (!down) { // the common case, without taking the lock
+        return;
+      }
+      synchronized (this) {
+        if (down) {
+          down = false;
+          LOG.log(Level.WARNING, "wiggle server reachable again after "
+              + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - downSince) + " ms");
+        }
+      }
+    }
+  }
+}
