@@ -48,6 +48,8 @@ public final class ConformanceActivities {
     m.put("merge_results", (ctx, s) -> mergeResults(ctx));
     m.put("sum_results", (ctx, s) -> sumResults(ctx));
     m.put("apply_signal", (ctx, s) -> applySignal(ctx));
+    m.put("grow", (ctx, s) -> grow(obj(ctx, "grow")));
+    m.put("nest", (ctx, s) -> nest(ctx));
     return m;
   }
 
@@ -90,9 +92,30 @@ public final class ConformanceActivities {
     return ctx != null && ctx.isObject() ? ctx : F.objectNode();
   }
 
-  /** An integer field, 0 when missing or not an integer (JSON true is no number). */
+  /**
+   * A field read as a count: an integer within the signed 64-bit range, else 0 ({@code 4.0},
+   * {@code "5"}, {@code true} and larger integers are no counts).
+   */
   private static BigInteger integer(JsonNode v) {
-    return v != null && v.isIntegralNumber() ? v.bigIntegerValue() : BigInteger.ZERO;
+    return v != null && v.isIntegralNumber() && v.canConvertToLong()
+        ? v.bigIntegerValue() : BigInteger.ZERO;
+  }
+
+  private static ObjectNode grow(ObjectNode c) {
+    long n = integer(c.get("grow_bytes")).longValue();
+    return c.put("blob", "x".repeat((int) Math.max(0, Math.min(n, Integer.MAX_VALUE - 8))));
+  }
+
+  private static JsonNode nest(JsonNode ctx) {
+    long depth = 1;
+    if (ctx != null && ctx.isObject() && ctx.has("nest_depth")) {
+      depth = integer(ctx.get("nest_depth")).longValue();
+    }
+    JsonNode out = ctx;
+    for (long i = 0; i < depth; i++) {
+      out = F.arrayNode().add(out);
+    }
+    return out;
   }
 
   private static ObjectNode append(ObjectNode c, StepInfo s) {

@@ -32,7 +32,9 @@ public enum Handback {
   /** The server says the instance is no longer RUNNING. */
   NOT_RUNNING("not_running"),
   /** The worker is draining before it exits. */
-  SHUTDOWN("shutdown");
+  SHUTDOWN("shutdown"),
+  /** The next step's activity is not registered on this worker (another worker has it). */
+  UNKNOWN_ACTIVITY("unknown_activity");
 
   private final String wire;
 

@@ -16,7 +16,7 @@ final class Handlers {
    * @param asPredicate the node is a predicate: a boolean is needed. A task handler's non-boolean
    *     result there comes back as a context, which the caller reports as it is so the server
    *     fails the step exactly as it does for a SERVER-mode CompleteTask.
-   * @param maxPayloadBytes the server's limit on a result (0: unknown, unchecked)
+   * @param maxPayloadBytes the server's limit on a result (0: an older server, 4 MiB assumed)
    */
   static Outcome run(
       Registry.Handler h,
@@ -64,15 +64,14 @@ final class Handlers {
   static Outcome checked(String name, JsonNode result, long maxPayloadBytes) {
     int depth = Json.depth(result);
     if (depth > Json.MAX_DEPTH) {
-      return Outcome.failed(
-          "activity '" + name + "' returned a value nested " + depth + " levels deep; the limit is "
-              + Json.MAX_DEPTH, true, "PayloadTooDeep");
+      return Outcome.failed("step result nests " + depth + " levels deep; the limit is "
+          + Json.MAX_DEPTH, true, "PayloadTooDeep");
     }
     byte[] bytes = Json.write(result);
-    if (maxPayloadBytes > 0 && bytes.length > maxPayloadBytes) {
-      return Outcome.failed(
-          "activity '" + name + "' returned " + bytes.length + " bytes of JSON, over the server's"
-              + " limit of " + maxPayloadBytes + " bytes (max_payload_bytes)", true, "PayloadTooLarge");
+    long limit = Limits.payload(maxPayloadBytes);
+    if (bytes.length > limit) {
+      return Outcome.failed("step result is " + bytes.length + " bytes; the limit is " + limit
+          + " bytes (max_payload_bytes)", true, "PayloadTooLarge");
     }
     return Outcome.ofContext(bytes);
   }

@@ -26,7 +26,7 @@ final class Lease {
   private long deadlineNanos;
   private long renewedAtNanos;
   private String lostWhy;
-  private long seq;
+  private long applied; // the seq of the last report the server applied under this lease
   private String nodeId; // the step running now: heartbeats renew by its timeout
   private long nodeTimeoutMs;
   private Thread handler; // the thread inside a handler, interrupted when the lease is lost
@@ -87,25 +87,24 @@ final class Lease {
     renewedAtNanos = System.nanoTime() - third + soon;
   }
 
-  /** The next report's {@code seq}: 1 for the first report under this lease, then +1. */
-  synchronized long nextSeq() {
-    return ++seq;
+  /**
+   * The {@code seq} of the next report: one more than the last the server applied (1 for the
+   * first report under this lease). A report refused with an error was not applied, so the next
+   * one takes its number again; a resend after a lost answer is the same message, same number.
+   */
+  synchronized long reportSeq() {
+    return applied + 1;
+  }
+
+  /** The server applied (answered) the report numbered {@code seq}. */
+  synchronized void applied(long seq) {
+    applied = Math.max(applied, seq);
   }
 
   /** The step a local run is about to run, and its timeout (what a heartbeat renews by). */
   synchronized void running(String nodeId, long timeoutMs) {
     this.nodeId = nodeId;
     this.nodeTimeoutMs = timeoutMs > 0 ? timeoutMs : lengthMs;
-  }
-
-  /**
-   * The report numbered {@code seq} was answered UNIMPLEMENTED: the server never applied it, so
-   * the next report takes its number again.
-   */
-  synchronized void unsent(long seq) {
-    if (this.seq == seq) {
-      this.seq--;
-    }
   }
 
   synchronized String nodeId() {
@@ -131,6 +130,11 @@ final class Lease {
 
   synchronized boolean lost() {
     return lostWhy != null;
+  }
+
+  /** Lost, or past its expiry on this host's clock: the task is someone else's by now. */
+  synchronized boolean over() {
+    return lostWhy != null || deadlineNanos - System.nanoTime() <= 0;
   }
 
   synchronized String lostWhy() {

@@ -38,23 +38,20 @@ import java.util.Map;
  */
 final class LocalRun {
   private static final System.Logger LOG = System.getLogger("dev.wiggle.worker");
-  /** Room for an AdvanceRun's own fields besides its steps. */
-  private static final int REQUEST_OVERHEAD = 1_024;
+  /** Room left under {@code max_request_bytes} for the fields that change between calls. */
+  private static final int REQUEST_MARGIN = 1_024;
 
   private final Env env;
   private final Task task;
   private final Graph g;
   private final Lease lease;
   private final ExecutionMode mode;
+  private final long maxRequestBytes;
   private final List<StepResult> buffer = new ArrayList<>();
-  private long bufferBytes;
+  private long bufferBytes; // the encoded size of the buffered steps as AdvanceRun fields
   private int flushes;
-  /** A report failed without a definite answer: its fate is unknown, so do not release. */
-  private boolean inDoubt;
   /** Why the run ended, for logs and tests. */
   String handback;
-  /** Every AdvanceRun sent, in order (tests read them). */
-  final List<AdvanceRunRequest> sent = new ArrayList<>();
 
   LocalRun(Env env, Task task, Graph g, Lease lease) {
     this.env = env;
@@ -62,6 +59,7 @@ final class LocalRun {
     this.g = g;
     this.lease = lease;
     this.mode = TaskRunner.mode(task);
+    this.maxRequestBytes = Limits.request(task.getMaxRequestBytes(), task.getMaxPayloadBytes());
   }
 
   void run() {
@@ -77,12 +75,16 @@ final class LocalRun {
       StepInfo info = TaskRunner.info(task, nodeId, activity, attempt, mode, lease);
       Outcome out = Handlers.run(env.registry.get(activity), activity, input, info, isPredicate,
           task.getMaxPayloadBytes(), lease);
+      if (env.aborted || lease.lost()) {
+        // The handler was interrupted (the drain gave up) or its result would be refused.
+        abandon(env.aborted ? "aborted" : Handback.NOT_RUNNING.wire());
+        return;
+      }
       StepResult step = out.toStep(nodeId);
       int size = CodedOutputStream.computeMessageSize(AdvanceRunRequest.STEPS_FIELD_NUMBER, step);
-      long maxRequest = task.getMaxRequestBytes();
-      if (maxRequest > 0 && !buffer.isEmpty()
-          && bufferBytes + size + REQUEST_OVERHEAD > maxRequest) {
-        // Flush what is buffered first: the token moves to this node, whose result follows.
+      if (!buffer.isEmpty() && requestSize(size) > maxRequestBytes - REQUEST_MARGIN) {
+        // Send what is buffered first: the token moves to this node, whose result starts the
+        // next batch.
         AdvanceRunResponse r = flush(false, "", node);
         if (r == null || !r.getKeepGoing()) {
           return;
@@ -98,23 +100,21 @@ final class LocalRun {
         return;
       }
       Move move = Traversal.advance(g, nodeId, env.queues, out.predicate(), loopCounts);
-      Handback reason = move.handback();
-      boolean flushNow = mustFlush(node);
-      if (reason == null) {
-        Node next = g.node(move.next());
-        String stop = betweenSteps();
-        if (stop != null) {
-          abandon(stop);
-          return;
-        }
-        reason = budgetOrDrain(next, flushNow);
-      }
-      if (reason != null) {
-        finish(reason);
+      if (move.handback() != null) {
+        finish(move.handback());
         return;
       }
       Node next = g.node(move.next());
-      if (flushNow) {
+      if (lease.over()) {
+        abandon(Handback.NOT_RUNNING.wire()); // lost, or expired on our clock: no report
+        return;
+      }
+      Handback why = betweenSteps(next);
+      if (why != null) {
+        finish(why);
+        return;
+      }
+      if (mustFlush(node)) {
         AdvanceRunResponse r = flush(false, "", next);
         if (r == null || !r.getKeepGoing()) {
           return;
@@ -145,49 +145,43 @@ final class LocalRun {
     return counts;
   }
 
-  /** Why to abandon the run before the next step (like a crash), or null. */
-  private String betweenSteps() {
-    if (env.aborted) {
-      return "aborted"; // stopped without draining
-    }
-    if (lease.lost()) {
-      LOG.log(Level.INFO, "local run of task " + task.getTaskId() + " abandoned: " + lease.lostWhy());
-      return Handback.NOT_RUNNING.wire();
-    }
-    return null;
+  /** The encoded size of the next AdvanceRun if a step of {@code stepSize} joined the buffer. */
+  private long requestSize(int stepSize) {
+    int fields = AdvanceRunRequest.newBuilder().setTaskId(task.getTaskId())
+        .setLease(task.getLease()).setSeq(lease.reportSeq()).build().getSerializedSize();
+    return fields + bufferBytes + stepSize;
   }
 
-  /** Why to hand back before the next step: a drain or a spent lease budget; null: go on. */
-  private Handback budgetOrDrain(Node next, boolean flushNow) {
+  /**
+   * Why to hand back before starting {@code next}, or null: a drain, a spent lease budget, an
+   * activity this worker does not have.
+   */
+  private Handback betweenSteps(Node next) {
     if (env.draining) {
       return Handback.SHUTDOWN;
     }
-    // A longer step than the lease was last renewed for: renew by its timeout first, so the
-    // budget below is measured against the lease it will run under. (A flush renews by it too.)
-    if (!flushNow && next.timeoutMs() > lease.lengthMs()) {
+    // A step longer than the lease was last renewed for: renew by its timeout first, so the
+    // budget is measured against the lease it will run under.
+    if (next.timeoutMs() > lease.lengthMs()) {
       lease.running(next.id(), next.timeoutMs());
       env.keeper.beat(lease);
+      if (lease.over()) {
+        return Handback.LEASE_BUDGET;
+      }
     }
     if (!Traversal.leaseBudgetLeft(lease.remainingMs(), lease.lengthMs())) {
       return Handback.LEASE_BUDGET;
+    }
+    if (env.registry.get(next.activity()) == null) {
+      return Handback.UNKNOWN_ACTIVITY;
     }
     return null;
   }
 
   private boolean mustFlush(Node node) {
-    if (mode == ExecutionMode.LOCAL_SYNC) {
-      return true;
-    }
-    if (node.kind() == Kind.TASK && node.checkpoint()) {
-      return true;
-    }
-    if (buffer.size() >= env.localBatchSize) {
-      return true;
-    }
-    // Until the server has answered one AdvanceRun we do not know it implements it: report the
-    // first step alone, so an UNIMPLEMENTED answer can still fall back to CompleteTask for
-    // exactly that step.
-    return env.advanceRun.get() != 1;
+    return mode == ExecutionMode.LOCAL_SYNC
+        || (node.kind() == Kind.TASK && node.checkpoint())
+        || buffer.size() >= env.localBatchSize;
   }
 
   private void finish(Handback reason) {
@@ -195,11 +189,14 @@ final class LocalRun {
     flush(true, reason.wire(), null);
   }
 
-  /** Ends the run without reporting; gives the lease back when it may still be ours. */
+  /** Ends the run without reporting; gives the task back when its lease may still be ours. */
   private void abandon(String why) {
     handback = why;
-    if (env.aborted && !lease.lost() && !inDoubt) {
+    if (env.aborted) {
       TaskRunner.release(env, task, lease, "shutdown");
+    } else {
+      LOG.log(Level.INFO, "local run of task " + task.getTaskId() + " abandoned: "
+          + (lease.lost() ? lease.lostWhy() : "the lease expired"));
     }
   }
 
@@ -208,22 +205,23 @@ final class LocalRun {
    * {@code next}: where a non-final flush moves the token (its timeout is the new lease length).
    */
   private AdvanceRunResponse flush(boolean fin, String reason, Node next) {
-    if (env.advanceRun.get() < 0 && flushes == 0 && buffer.size() == 1) {
-      fallBack();
+    if (env.advanceRun.get() < 0 && flushes == 0) {
+      fallBack(); // another run found out meanwhile that the server has no AdvanceRun
       return null;
     }
+    long seq = lease.reportSeq();
     AdvanceRunRequest req = AdvanceRunRequest.newBuilder()
         .setTaskId(task.getTaskId()).setLease(task.getLease()).addAllSteps(buffer)
-        .setFinal(fin).setHandbackReason(reason).setSeq(lease.nextSeq()).build();
-    sent.add(req);
+        .setFinal(fin).setHandbackReason(reason).setSeq(seq).build();
     AdvanceRunResponse r;
     try {
       r = env.rpc.call(WiggleRpc.ADVANCE_RUN, req, 0, TaskRunner.retryWindow(lease));
     } catch (RpcException e) {
-      refused(e, req.getSeq());
+      refused(e);
       return null;
     }
     long received = System.nanoTime();
+    lease.applied(seq);
     flushes++;
     buffer.clear();
     bufferBytes = 0;
@@ -241,24 +239,25 @@ final class LocalRun {
     return r;
   }
 
-  private void refused(RpcException e, long seq) {
-    if (e.code() == Status.Code.UNIMPLEMENTED && buffer.size() == 1 && flushes == 0) {
-      // An older server: report this one step the SERVER way, and stop trying local runs.
-      lease.unsent(seq);
+  private void refused(RpcException e) {
+    if (e.code() == Status.Code.UNIMPLEMENTED && flushes == 0) {
+      // An older server: report the first step the SERVER way, and stop trying local runs.
       if (env.advanceRun.getAndSet(-1) != -1) { // say it once, not per run
         LOG.log(Level.WARNING, "server does not implement AdvanceRun; running tasks in SERVER mode");
       }
       fallBack();
       return;
     }
-    inDoubt = e.retryable();
-    TaskRunner.refused("AdvanceRun for task " + task.getTaskId(), e);
     if (handback == null) {
       handback = "refused";
     }
+    TaskRunner.refused(env, task, lease, "AdvanceRun for task " + task.getTaskId(), e);
   }
 
-  /** Reports the one buffered step with CompleteTask / FailTask, as in SERVER mode. */
+  /**
+   * Reports the first buffered step with CompleteTask / FailTask, as in SERVER mode, and drops
+   * the rest: those steps run again as SERVER tasks (at-least-once allows it).
+   */
   private void fallBack() {
     Outcome out = Outcome.of(buffer.get(0));
     buffer.clear();

@@ -15,6 +15,7 @@ import java.util.function.BiConsumer;
  *
  * <p>Stopping: a draining worker asks the server to end its open poll (EndPolls), which answers
  * with what it holds, usually nothing; a task that still arrives is given back (ReleaseTask).
+ * The loop never polls again once the worker drains.
  * Only an older server without EndPolls gets its poll cancelled, a race in which the server may
  * lease tasks for a call nobody reads: those leases expire and the tasks are redelivered.
  */
@@ -58,7 +59,7 @@ final class Poller implements Runnable {
   @Override
   public void run() {
     Rpc.Backoff backoff = new Rpc.Backoff();
-    while (!stopped) {
+    while (!stopped && !env.stopping()) {
       try {
         if (!slots.awaitFree(250)) {
           continue;
@@ -89,13 +90,12 @@ final class Poller implements Runnable {
       for (Task t : tasks) {
         Lease lease = TaskRunner.hold(env, t, received);
         if (env.stopping()) {
-          // Polled for, but the worker is draining: give it back without costing an attempt.
-          TaskRunner.Released r = TaskRunner.release(env, t, lease, "shutdown");
-          if (r != TaskRunner.Released.UNSUPPORTED) {
-            env.keeper.drop(lease);
-            slots.give(1);
-            continue;
-          }
+          // Polled for, but the worker is draining: give it back without costing an attempt
+          // (or, from a server without ReleaseTask, let its lease expire).
+          TaskRunner.release(env, t, lease, "shutdown");
+          env.keeper.drop(lease);
+          slots.give(1);
+          continue;
         }
         start.accept(t, lease);
       }

@@ -39,12 +39,22 @@ public final class RpcException extends Exception {
     return errorCode;
   }
 
-  /** Not reachable right now, or no answer in time: the call may be tried again later. */
+  /**
+   * Back off and try again: the server is unreachable or overloaded, no answer came in time (a
+   * report's fate is then unknown), or a server bug (INTERNAL, UNKNOWN; a resent report is
+   * applied at most once).
+   */
   boolean retryable() {
-    return code == Status.Code.UNAVAILABLE || code == Status.Code.DEADLINE_EXCEEDED;
+    return switch (code) {
+      case UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, UNKNOWN -> true;
+      default -> false;
+    };
   }
 
-  /** The task is not this worker's to report any more (stale lease, gone, cancelled). */
+  /**
+   * The lease is lost: the task is not this worker's to report any more (STALE_LEASE,
+   * INSTANCE_NOT_RUNNING, REPORT_OUT_OF_ORDER, no such task).
+   */
   boolean gone() {
     return code == Status.Code.FAILED_PRECONDITION || code == Status.Code.NOT_FOUND
         || code == Status.Code.ABORTED;

@@ -15,15 +15,15 @@ import java.lang.System.Logger.Level;
 
 /**
  * Runs one leased task to its report: a single SERVER step (CompleteTask / FailTask), or a
- * {@link LocalRun}. Never throws: problems are logged, and the lease then expires and the server
- * redelivers the task.
+ * {@link LocalRun}. Never throws: problems are logged, and the task is given back or its lease
+ * left to expire, so the server redelivers it.
  */
 final class TaskRunner {
   private static final System.Logger LOG = System.getLogger("dev.wiggle.worker");
 
   private TaskRunner() {}
 
-  /** Starts keeping {@code task}'s lease alive; done on receipt, before the task waits for a thread. */
+  /** Starts keeping {@code task}'s lease alive; done on receipt, before it waits for a thread. */
   static Lease hold(Env env, Task task, long receivedNanos) {
     Lease l = new Lease(task.getTaskId(), task.getLease(), task.getNodeId(), task.getTimeoutMs());
     l.renewed(task.getLeaseExpiresAtMs(), task.getServerNowMs(), receivedNanos, 0);
@@ -38,6 +38,11 @@ final class TaskRunner {
       Task t = next;
       next = null;
       try {
+        if (env.stopping()) {
+          // Received (a next task, or queued for a thread) but not started before the drain.
+          release(env, t, lease, "shutdown");
+          continue;
+        }
         Graph g = localGraph(env, t);
         if (g != null) {
           new LocalRun(env, t, g, lease).run();
@@ -47,16 +52,12 @@ final class TaskRunner {
       } catch (RuntimeException e) {
         LOG.log(Level.ERROR, "task " + t.getTaskId() + " (" + t.getFlow() + "/" + t.getNodeId()
             + ") crashed in the worker", e);
+        release(env, t, lease, "worker error: " + e.getClass().getSimpleName());
       } finally {
         env.keeper.drop(lease);
       }
       if (next != null) {
         lease = hold(env, next, System.nanoTime());
-        // Race: the worker began draining while the report that brought this task was in flight.
-        if (env.stopping() && release(env, next, lease, "shutdown") != Released.UNSUPPORTED) {
-          env.keeper.drop(lease);
-          next = null;
-        }
       }
     }
   }
@@ -103,6 +104,11 @@ final class TaskRunner {
     StepInfo info = info(t, t.getNodeId(), t.getActivity(), t.getAttempt(), ExecutionMode.SERVER, lease);
     Outcome out = Handlers.run(env.registry.get(t.getActivity()), t.getActivity(),
         t.getInput().toByteArray(), info, false, t.getMaxPayloadBytes(), lease);
+    if (env.aborted) {
+      // The drain gave up while the step ran (its handler was interrupted): give it back.
+      release(env, t, lease, "shutdown");
+      return null;
+    }
     return reportSingle(env, t, lease, out, true);
   }
 
@@ -115,62 +121,82 @@ final class TaskRunner {
       LOG.log(Level.INFO, "task " + t.getTaskId() + " dropped: " + lease.lostWhy());
       return null;
     }
+    long seq = lease.reportSeq();
     long retryFor = retryWindow(lease);
     try {
       if (out.failure() != null) {
         env.rpc.call(WiggleRpc.FAIL_TASK, FailTaskRequest.newBuilder()
             .setTaskId(t.getTaskId()).setLease(t.getLease()).setFailure(out.failure().proto())
-            .setSeq(lease.nextSeq()).build(), 0, retryFor);
+            .setSeq(seq).build(), 0, retryFor);
+        lease.applied(seq);
         return null;
       }
       CompleteTaskRequest.Builder req = CompleteTaskRequest.newBuilder()
           .setTaskId(t.getTaskId()).setLease(t.getLease())
-          .setResult(ByteString.copyFrom(out.serverResult())).setSeq(lease.nextSeq());
+          .setResult(ByteString.copyFrom(out.serverResult())).setSeq(seq);
       boolean ask = wantNext && !env.stopping();
       if (ask) {
         req.setNext(EagerDispatch.newBuilder().setWorkerId(env.workerId)
             .addAllQueues(env.queues).addAllActivities(env.registry.names()));
       }
       TaskReportResponse r = env.rpc.call(WiggleRpc.COMPLETE_TASK, req.build(), 0, retryFor);
+      lease.applied(seq);
       return ask && r.hasNextTask() ? r.getNextTask() : null;
     } catch (RpcException e) {
-      refused("report of task " + t.getTaskId(), e);
+      refused(env, t, lease, "report of task " + t.getTaskId(), e);
       return null;
     }
   }
 
-  static void refused(String what, RpcException e) {
-    LOG.log(e.gone() ? Level.INFO : Level.ERROR, what + " refused: " + e.getMessage());
+  /**
+   * A report the server did not apply: the lease is lost (stop), its fate is unknown after
+   * resending for as long as the lease lasted (the lease has run out: nothing to do), or it was
+   * refused for good (give the task back at once, under the refused report's seq, so the step
+   * is redelivered now rather than when the lease expires).
+   */
+  static void refused(Env env, Task t, Lease lease, String what, RpcException e) {
+    if (e.gone()) {
+      lease.lose(e.getMessage());
+      LOG.log(Level.INFO, what + " refused, the lease is lost: " + e.getMessage());
+      return;
+    }
+    if (e.retryable() || e.code() == Status.Code.CANCELLED) {
+      LOG.log(Level.WARNING, what + " unanswered; its lease is left to expire: " + e.getMessage());
+      return;
+    }
+    LOG.log(Level.ERROR, what + " refused: " + e.getMessage());
+    release(env, t, lease, "report refused: " + e.code());
   }
 
   /**
-   * How long a report is retried while the server is unreachable: past the lease's end the task
-   * belongs to someone else, and the report would be refused.
+   * How long a report is resent while unanswered: past the lease's end the task belongs to
+   * someone else, and the report would be refused.
    */
   static long retryWindow(Lease lease) {
     return Math.max(1_000, lease.remainingMs());
   }
 
-  enum Released { YES, REFUSED, UNSUPPORTED }
-
   /**
    * Gives a leased task back without running (more of) it: READY again at the same node with the
-   * same attempt. UNSUPPORTED: the server predates ReleaseTask; the caller runs the task instead.
+   * same attempt. False when the server did not take it (an older server without ReleaseTask, or
+   * the lease is gone): the lease then expires and the server redelivers.
    */
-  static Released release(Env env, Task t, Lease lease, String reason) {
-    long seq = lease.nextSeq();
+  static boolean release(Env env, Task t, Lease lease, String reason) {
+    if (lease.lost()) {
+      return false;
+    }
+    long seq = lease.reportSeq();
     try {
       env.rpc.call(WiggleRpc.RELEASE_TASK, ReleaseTaskRequest.newBuilder()
           .setTaskId(t.getTaskId()).setLease(t.getLease()).setSeq(seq).setReason(reason).build(),
-          5_000, 0);
-      return Released.YES;
+          5_000, env.aborted ? 0 : retryWindow(lease));
+      lease.applied(seq);
+      return true;
     } catch (RpcException e) {
-      if (e.code() == Status.Code.UNIMPLEMENTED) {
-        lease.unsent(seq);
-        return Released.UNSUPPORTED;
-      }
-      refused("release of task " + t.getTaskId(), e);
-      return Released.REFUSED;
+      LOG.log(e.code() == Status.Code.UNIMPLEMENTED || e.gone() ? Level.INFO : Level.WARNING,
+          "release of task " + t.getTaskId() + " refused; its lease is left to expire: "
+              + e.getMessage());
+      return false;
     }
   }
 }

@@ -234,11 +234,10 @@ public final class Worker implements AutoCloseable {
     Lease lease = TaskRunner.hold(env, task, System.nanoTime());
     if (env.stopping()) {
       // Closing since the reservation: give the task back rather than start it.
-      if (TaskRunner.release(env, task, lease, "shutdown") != TaskRunner.Released.UNSUPPORTED) {
-        env.keeper.drop(lease);
-        slots.give(1);
-        return false;
-      }
+      TaskRunner.release(env, task, lease, "shutdown");
+      env.keeper.drop(lease);
+      slots.give(1);
+      return false;
     }
     submit(task, lease);
     return true;

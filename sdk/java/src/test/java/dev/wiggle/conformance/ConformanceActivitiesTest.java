@@ -35,7 +35,7 @@ class ConformanceActivitiesTest {
   @Test
   void everyActivityOfTheDocumentIsThere() {
     assertEquals(Set.of("noop", "append", "inc", "inc_m", "zero", "double", "fail_times",
-        "fail_always", "fail_fatal", "hold", "merge_results", "sum_results", "apply_signal"),
+        "fail_always", "fail_fatal", "hold", "merge_results", "sum_results", "apply_signal", "grow", "nest"),
         ConformanceActivities.tasks().keySet());
     assertEquals(Set.of("is_true", "lt", "lt_m", "is_even"), ConformanceActivities.predicates().keySet());
   }
@@ -46,7 +46,9 @@ class ConformanceActivitiesTest {
     "append|{\"z\":1,\"trail\":[\"a\"],\"k\":2}|b|{\"z\":1,\"trail\":[\"a\",\"b\"],\"k\":2}",
     "append|{\"trail\":7}|b|{\"trail\":[\"b\"]}",
     "inc|{}|n|{\"n\":1}",
-    "inc|{\"n\":18446744073709551615}|n|{\"n\":18446744073709551616}",
+    "inc|{\"n\":9223372036854775806}|n|{\"n\":9223372036854775807}",
+    "inc|{\"n\":18446744073709551615,\"k\":9007199254740993}|n|{\"n\":1,\"k\":9007199254740993}",
+    "inc|{\"n\":4.0}|n|{\"n\":1}",
     "inc|{\"n\":true}|n|{\"n\":1}",
     "inc|{\"n\":2.5}|n|{\"n\":1}",
     "inc_m|{\"m\":4,\"n\":1}|n|{\"m\":5,\"n\":1}",
@@ -61,6 +63,10 @@ class ConformanceActivitiesTest {
     "sum_results|{\"context\":{\"sum\":9},\"results\":[]}|j|{\"sum\":0}",
     "apply_signal|{\"context\":{\"signals\":[1]},\"signal\":{\"s\":2}}|w|{\"signals\":[1,{\"s\":2}]}",
     "apply_signal|{\"context\":{}}|w|{\"signals\":[null]}",
+    "grow|{\"grow_bytes\":3}|g|{\"grow_bytes\":3,\"blob\":\"xxx\"}",
+    "grow|{\"grow_bytes\":\"3\"}|g|{\"grow_bytes\":\"3\",\"blob\":\"\"}",
+    "nest|{\"nest_depth\":2}|g|[[{\"nest_depth\":2}]]",
+    "nest|7|g|[7]",
   })
   void tasksComputeTheDocumentedResult(String name, String input, String node, String expected)
       throws Exception {

@@ -17,6 +17,7 @@ import dev.wiggle.proto.v1.ExecutionMode;
 import dev.wiggle.proto.v1.HeartbeatRequest;
 import dev.wiggle.proto.v1.HeartbeatResponse;
 import dev.wiggle.proto.v1.InstanceStatus;
+import dev.wiggle.proto.v1.ReleaseTaskRequest;
 import dev.wiggle.proto.v1.StepResult;
 import dev.wiggle.proto.v1.Task;
 import dev.wiggle.proto.v1.TaskReportResponse;
@@ -115,24 +116,40 @@ class LocalRunTest {
   }
 
   @Test
-  void localAsyncReportsTheFirstStepAloneUntilTheServerHasAnsweredOnce() {
+  void localAsyncBuffersTheWholeRun() {
     run(linear(), task(linear(), "a", ExecutionMode.LOCAL_ASYNC).build());
-    assertEquals(List.of("1:a", "2:b,c:final:end"), batches());
+    assertEquals(List.of("1:a,b,c:final:end"), batches());
     assertEquals(1, env.advanceRun.get());
   }
 
   @Test
-  void localAsyncBuffersTheWholeRunOnceAdvanceRunIsKnown() {
-    env.advanceRun.set(1);
-    run(linear(), task(linear(), "a", ExecutionMode.LOCAL_ASYNC).build());
-    assertEquals(List.of("1:a,b,c:final:end"), batches());
+  void aStepWhoseActivityThisWorkerLacksIsHandedBack() {
+    Graph g = new Graphs("a").task("a", "b").task("b", "c").task("c", "end").graph();
+    registry = new Registry();
+    registry.add("a", new Registry.Handler(LocalRunTest::append, null));
+    env = env(64);
+    run(g, task(g, "a", ExecutionMode.LOCAL_ASYNC).build());
+    assertEquals(List.of("1:a:final:unknown_activity"), batches());
+  }
+
+  @Test
+  void aReportRefusedForGoodGivesTheTaskBackUnderItsSeq() {
+    fake.on(WiggleRpc.ADVANCE_RUN, req -> {
+      throw Status.INVALID_ARGUMENT.withDescription("WRONG_PATH").asRuntimeException();
+    });
+    fake.on(WiggleRpc.RELEASE_TASK, req -> TaskReportResponse.getDefaultInstance());
+    LocalRun r = run(linear(), task(linear(), "a", ExecutionMode.LOCAL_SYNC).build());
+    assertEquals(List.of("1:a"), batches());
+    assertEquals("refused", r.handback);
+    List<ReleaseTaskRequest> released = fake.sent(ReleaseTaskRequest.class);
+    assertEquals(1, released.size());
+    assertEquals(1, released.get(0).getSeq()); // the refused report was not applied
   }
 
   @Test
   void aCheckpointFlushIncludesTheCheckpointStep() {
     Graph g = new Graphs("a").task("a", "b").task("b", "default", "c", true, 60_000)
         .task("c", "end").graph();
-    env.advanceRun.set(1);
     run(g, task(g, "a", ExecutionMode.LOCAL_ASYNC).build());
     assertEquals(List.of("1:a,b", "2:c:final:end"), batches());
   }
@@ -140,7 +157,6 @@ class LocalRunTest {
   @Test
   void aChainLongerThanTheBatchSizeFlushesEveryBatch() {
     env = env(2);
-    env.advanceRun.set(1);
     Graph g = new Graphs("a").task("a", "b").task("b", "c").task("c", "d").task("d", "e")
         .task("e", "end").graph();
     run(g, task(g, "a", ExecutionMode.LOCAL_ASYNC).build());
@@ -150,7 +166,6 @@ class LocalRunTest {
   @Test
   void aStepOnAnotherQueueEndsTheRun() {
     Graph g = new Graphs("a").task("a", "b").task("b", "other", "end", false, 60_000).graph();
-    env.advanceRun.set(1);
     run(g, task(g, "a", ExecutionMode.LOCAL_ASYNC).build());
     assertEquals(List.of("1:a:final:other_queue"), batches());
   }
@@ -158,7 +173,6 @@ class LocalRunTest {
   @Test
   void aFailureGoesWithTheSuccessfulPrefix() {
     Graph g = new Graphs("a").task("a", "fails").task("fails", "c").task("c", "end").graph();
-    env.advanceRun.set(1);
     run(g, task(g, "a", ExecutionMode.LOCAL_ASYNC).build());
     assertEquals(List.of("1:a,fails:final:step_failed"), batches());
     StepResult failed = fake.sent(AdvanceRunRequest.class).get(0).getSteps(1);
@@ -169,7 +183,6 @@ class LocalRunTest {
   @Test
   void aFalseFilterEndsTheToken() {
     Graph g = new Graphs("a").task("a", "p").predicate("p", "b", null).task("b", "end").graph();
-    env.advanceRun.set(1);
     run(g, task(g, "a", ExecutionMode.LOCAL_ASYNC).build());
     assertEquals(List.of("1:a,p:final:filtered"), batches());
     assertFalse(fake.sent(AdvanceRunRequest.class).get(0).getSteps(1).getPredicate());
@@ -178,17 +191,17 @@ class LocalRunTest {
   @Test
   void aSleepIsAHandback() {
     Graph g = new Graphs("a").task("a", "s").sleep("s", "b").task("b", "end").graph();
-    env.advanceRun.set(1);
     run(g, task(g, "a", ExecutionMode.LOCAL_SYNC).build());
     assertEquals(List.of("1:a:final:sleep"), batches());
   }
 
   @Test
-  void aServerWithoutAdvanceRunGetsTheStepAsCompleteTaskUnderTheSameSeq() {
+  void aServerWithoutAdvanceRunGetsTheFirstStepAsCompleteTaskUnderTheSameSeq() {
     fake.on(WiggleRpc.ADVANCE_RUN, null);
     fake.on(WiggleRpc.COMPLETE_TASK, req -> TaskReportResponse.newBuilder()
         .setInstanceStatus(InstanceStatus.RUNNING).build());
-    LocalRun r = run(linear(), task(linear(), "a", ExecutionMode.LOCAL_SYNC).build());
+    LocalRun r = run(linear(), task(linear(), "a", ExecutionMode.LOCAL_ASYNC).build());
+    assertEquals(List.of("1:a,b,c:final:end"), batches());
     assertEquals("fallback", r.handback);
     assertEquals(-1, env.advanceRun.get());
     List<CompleteTaskRequest> done = fake.sent(CompleteTaskRequest.class);
@@ -221,31 +234,31 @@ class LocalRunTest {
     assertEquals(List.of("1:big:final:step_failed"), batches());
     StepResult s = fake.sent(AdvanceRunRequest.class).get(0).getSteps(0);
     assertTrue(s.getFailure().getNonRetryable());
-    assertTrue(s.getFailure().getMessage().contains("limit of 100 bytes"), s.getFailure().getMessage());
+    assertEquals("step result is 502 bytes; the limit is 100 bytes (max_payload_bytes)",
+        s.getFailure().getMessage());
   }
 
   @Test
   void aBatchIsFlushedBeforeItWouldExceedTheRequestLimit() {
-    env.advanceRun.set(1);
     for (String name : List.of("p1", "p2", "p3")) {
       registry.add(name, new Registry.Handler((in, s) -> TextNode.valueOf("y".repeat(700)), null));
     }
     Graph g = new Graphs("p1").task("p1", "p2").task("p2", "p3").task("p3", "end").graph();
-    // Room for the request's own fields (1 KiB) and two 700-byte results, not three.
-    run(g, task(g, "p1", ExecutionMode.LOCAL_ASYNC).setMaxRequestBytes(1_024 + 1_500).build());
+    // Room for the 1 KiB margin, the request's own fields and two 700-byte results, not three.
+    long limit = 1_024 + 1_500;
+    run(g, task(g, "p1", ExecutionMode.LOCAL_ASYNC).setMaxRequestBytes(limit).build());
     assertEquals(List.of("1:p1,p2", "2:p3:final:end"), batches());
     for (AdvanceRunRequest r : fake.sent(AdvanceRunRequest.class)) {
-      assertTrue(r.getSerializedSize() <= 1_024 + 1_500, "request of " + r.getSerializedSize());
+      assertTrue(r.getSerializedSize() <= limit - 1_024, "request of " + r.getSerializedSize());
     }
   }
 
   @Test
   void tooLittleLeaseLeftHandsBack() {
-    env.advanceRun.set(1);
     long now = System.currentTimeMillis();
-    // The server's clock says 10 ms are left, whatever this host's clock says.
+    // The server's clock says 10 of 60 s are left, whatever this host's clock says.
     Task t = task(linear(), "a", ExecutionMode.LOCAL_ASYNC)
-        .setServerNowMs(now - 3_600_000).setLeaseExpiresAtMs(now - 3_600_000 + 10).build();
+        .setServerNowMs(now - 3_600_000).setLeaseExpiresAtMs(now - 3_600_000 + 10_000).build();
     run(linear(), t);
     assertEquals(List.of("1:a:final:lease_budget"), batches());
   }
@@ -259,7 +272,6 @@ class LocalRunTest {
     });
     Graph g = new Graphs("a").task("a", "default", "b", false, 1_000)
         .task("b", "default", "end", false, 600_000).graph();
-    env.advanceRun.set(1);
     run(g, task(g, "a", ExecutionMode.LOCAL_ASYNC).build());
     List<HeartbeatRequest> beats = fake.sent(HeartbeatRequest.class);
     assertEquals(1, beats.size());
@@ -274,7 +286,6 @@ class LocalRunTest {
       return in;
     }, null));
     Graph g = new Graphs("a").task("a", "stop").task("stop", "c").task("c", "end").graph();
-    env.advanceRun.set(1);
     run(g, task(g, "a", ExecutionMode.LOCAL_ASYNC).build());
     assertEquals(List.of("1:a,stop:final:shutdown"), batches());
   }
