@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Sets up a machine for Wiggle: Graphviz's `dot`, openssl, Chromium and chromedriver (Debian
-# packages, only when missing), a virtual environment in the checkout (.venv) holding the Python
-# package and its test tools, and the Go modules of sdk/go when that SDK is present. Nothing is
-# installed into the machine's own Python. Safe to run again: every step is skipped or a no-op when already done.
+# Sets up a machine for Wiggle: Graphviz's `dot`, openssl, Chromium and chromedriver, Maven
+# (Debian packages, only when missing), a virtual environment in the checkout (.venv) holding the
+# Python package and its test tools, the Go modules of sdk/go and the Maven artifacts of sdk/java.
+# Nothing is installed into the machine's own Python. Safe to run again: every step is skipped or
+# a no-op when already done.
 #
 # Afterwards: `. .venv/bin/activate` puts `wiggle` (and pytest, ruff, mypy) on PATH.
 set -euo pipefail
@@ -15,6 +16,8 @@ command -v dot >/dev/null 2>&1 || missing+=(graphviz)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+# Maven builds and tests the Java worker SDK (Debian's maven brings a JDK when there is none).
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${missing[*]}" >&2
     if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
@@ -42,4 +45,17 @@ fi
 if [ -f sdk/go/go.mod ] && command -v go >/dev/null 2>&1; then
     echo "setup: downloading Go modules" >&2
     (cd sdk/go && go mod download)
+fi
+
+# The Java SDK's Maven artifacts (plugins included), once per pom.xml: a build after this needs
+# no download. The stamp lives in Maven's own repository, which `mvn clean` leaves alone.
+if [ -f sdk/java/pom.xml ] && command -v mvn >/dev/null 2>&1; then
+    m2="${MAVEN_REPO:-$HOME/.m2/repository}"
+    stamp="$m2/.wiggle-java-$(sha1sum sdk/java/pom.xml | cut -c1-12)"
+    if [ ! -f "$stamp" ]; then
+        echo "setup: downloading the Java SDK's Maven artifacts" >&2
+        mvn -q -B -f sdk/java/pom.xml dependency:go-offline >/dev/null
+        mkdir -p "$m2"
+        touch "$stamp"
+    fi
 fi

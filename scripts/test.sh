@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Sets up a machine and runs every check: lint, types, generated-code freshness, the Go worker
-# SDK's tests, the conformance corpus with the Go worker on SQLite and PostgreSQL, and the whole
-# Python test suite (unit, integration on SQLite and PostgreSQL, acceptance, conformance with
-# the Python worker). Exits non-zero on any failure, including a test run that collected no
-# tests (pytest exit 5).
+# SDK's tests and the conformance corpus with the Go worker on SQLite and PostgreSQL, the Java
+# worker SDK's build, JUnit tests and the corpus with the Java worker on SQLite and PostgreSQL,
+# and the whole Python test suite (unit, integration on SQLite and PostgreSQL, acceptance,
+# conformance with the Python worker). Exits non-zero on any failure, including a test run that
+# collected no tests (pytest exit 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -25,5 +26,13 @@ echo "== the conformance corpus with the Go worker, on SQLite and PostgreSQL" >&
 go -C sdk/go build -o bin/wiggle-conformance-worker ./cmd/wiggle-conformance-worker
 "$PYTHON" -m wiggle conformance --worker sdk/go/bin/wiggle-conformance-worker \
     --database sqlite --database postgres
+echo "== Java worker SDK: generated code is fresh, build, JUnit (Surefire)" >&2
+bash sdk/java/gen.sh --check
+mvn -B -ntp -f sdk/java/pom.xml package
+echo "== conformance corpus with the Java worker (SQLite, PostgreSQL)" >&2
+# C1 only and the serial collector: a worker the corpus restarts a dozen times per session starts
+# in about half the time, and leaves the two cores to the server and the cases.
+"$PYTHON" -m wiggle conformance --database sqlite --database postgres \
+    --worker "java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -jar sdk/java/target/wiggle-conformance-worker.jar"
 echo "== pytest" >&2
 "$PYTHON" -m pytest "$@"

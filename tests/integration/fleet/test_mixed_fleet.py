@@ -1,7 +1,8 @@
 """One flow, three queues, three worker languages at once.
 
 A Python, a Go and a Java worker (real processes, each serving the conformance activities on one
-queue of its own) run one flow whose steps hop between their queues: chains on one queue, a
+queue of its own) run the example flow of sdk/java/examples/mixed-fleet/, whose steps hop between
+their queues: chains on one queue, a
 checkpoint, a filter, a parallel whose branches and combine sit on different queues. In each
 execution mode the instance must end with the context a single Python worker serving all three
 queues produces, every step must have run on the worker of its queue, and a SIGKILL of the Java
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ruamel.yaml import YAML
 
 from wiggle.client import Client
 from wiggle.compiler import load_flow
@@ -34,6 +36,7 @@ from wiggle.server import Server, ServerConfig
 
 ROOT = Path(__file__).resolve().parents[3]
 JAR = ROOT / "sdk/java/target/wiggle-conformance-worker.jar"
+EXAMPLE = ROOT / "sdk/java/examples/mixed-fleet/fleet.yaml"
 MODES = ("SERVER", "LOCAL_SYNC", "LOCAL_ASYNC")
 LANGUAGES = ("py", "go", "java")
 SOLO = "solo-py,solo-go,solo-java"
@@ -41,32 +44,20 @@ GO_WORKER_PACKAGE = "./cmd/wiggle-conformance-worker"
 
 
 def flow(name: str, mode: str, prefix: str = "") -> str:
-    """The fleet flow; `prefix` renames its queues (the single-worker reference run)."""
-    py, go, java = (f"{prefix}{q}" for q in LANGUAGES)
-    steps = [
-        {"task": "append", "id": "p1", "queue": py},
-        {"task": "inc", "id": "p2", "queue": py},
-        {"task": "append", "id": "g1", "queue": go},
-        {"task": "inc", "id": "g2", "queue": go},
-        {"task": "append", "id": "j1", "queue": java, "checkpoint": True},
-        {"task": "inc", "id": "j2", "queue": java},
-        {"filter": "lt", "id": "j3", "queue": java},
-        {
-            "id": "fan",
-            "parallel": {
-                "left": [
-                    {"task": "append", "id": "l1", "queue": py},
-                    {"task": "append", "id": "l2", "queue": java},
-                ],
-                "right": [{"task": "append", "id": "r1", "queue": go}],
-            },
-            "combine": "merge_results",
-            "queue": java,
-        },
-        {"task": "append", "id": "g3", "queue": go},
-        {"task": "append", "id": "p3", "queue": py},
-    ]
-    return json.dumps({"wiggle": 1, "name": name, "execution": mode, "steps": steps})
+    """The documented example flow under another name and mode; `prefix` renames its queues (the
+    single-worker reference run)."""
+    doc = YAML(typ="safe").load(EXAMPLE.read_text())
+    doc.update(name=name, execution=mode)
+
+    def requeue(steps: list[dict[str, Any]]) -> None:
+        for step in steps:
+            if "queue" in step:
+                step["queue"] = prefix + step["queue"]
+            for branch in step.get("parallel", {}).values():
+                requeue(branch)
+
+    requeue(doc["steps"])
+    return json.dumps(doc)
 
 
 def crash_flow(name: str, mode: str) -> str:
@@ -214,8 +205,17 @@ def test_three_languages_end_like_one(fleet: Fleet, mode: str) -> None:
     reference = fleet.run(flow(f"solo-{mode.lower()}", mode, prefix="solo-"), INPUT)
     assert reference.status == "COMPLETED", reference.reason
     assert view.context == reference.context
-    assert view.context["trail"] == ["p1", "g1", "j1", "g3", "p3"]
-    assert view.context["n"] == 3
+    # ... and is the context the example's README shows.
+    fork = {"limit": 10, "trail": ["p1", "g1", "j1"], "n": 3}
+    assert view.context == {
+        "limit": 10,
+        "trail": ["p1", "g1", "j1", "g3", "p3"],
+        "n": 3,
+        "results": {
+            "left": {**fork, "trail": ["p1", "g1", "j1", "l1", "l2"]},
+            "right": {**fork, "trail": ["p1", "g1", "j1", "r1"]},
+        },
+    }
 
     # Each step ran exactly once, on the worker of its queue.
     where = {
