@@ -22,6 +22,7 @@ final class Rpc {
   private final Channel channel;
   private final long callTimeoutMs;
   private final BooleanSupplier stopped;
+  private final Runnable reconnectNow;
   private final Outage outage = new Outage();
 
   /**
@@ -29,10 +30,22 @@ final class Rpc {
    * @param stopped true once the worker stops without draining: retry loops give up at once
    */
   Rpc(Channel channel, long callTimeoutMs, BooleanSupplier stopped) {
+    this(channel, callTimeoutMs, stopped, () -> {});
+  }
+
+  /**
+   * @param reconnectNow asks the channel to reconnect at once rather than after its own backoff
+   *     (which grows to minutes): this class's backoff paces the calls, and a server that is back
+   *     should be used at the next one
+   */
+  Rpc(Channel channel, long callTimeoutMs, BooleanSupplier stopped, Runnable reconnectNow) {
     this.channel = channel;
     this.callTimeoutMs = callTimeoutMs;
     this.stopped = stopped;
+    this.reconnectNow = reconnectNow;
   }
+
+
 
   long callTimeoutMs() {
     return callTimeoutMs;
@@ -62,6 +75,9 @@ final class Rpc {
         return response;
       } catch (StatusRuntimeException e) {
         RpcException failure = RpcException.of(name, e);
+        if (failure.code() == io.grpc.Status.Code.UNAVAILABLE) {
+          reconnectNow.run();
+        }
         if (!failure.retryable() || stopped.getAsBoolean() || Thread.currentThread().isInterrupted()) {
           throw failure;
         }

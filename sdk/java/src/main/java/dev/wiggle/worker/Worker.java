@@ -78,7 +78,9 @@ public final class Worker implements AutoCloseable {
     pollWaitMs = b.pollWait.toMillis();
     drainTimeout = b.drainTimeout;
     Env[] self = new Env[1]; // the Rpc's stop condition reads the Env built with it
-    Rpc rpc = new Rpc(channel, b.callTimeout.toMillis(), () -> self[0] != null && self[0].aborted);
+    Runnable reconnect = owned == null ? () -> {} : owned::resetConnectBackoff;
+    Rpc rpc = new Rpc(channel, b.callTimeout.toMillis(), () -> self[0] != null && self[0].aborted,
+        reconnect);
     env = new Env(rpc, registry, b.queues, new LeaseKeeper(rpc), b.localBatchSize, b.workerId);
     self[0] = env;
     slots = new Slots(concurrency);

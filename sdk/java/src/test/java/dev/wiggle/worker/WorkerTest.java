@@ -143,6 +143,56 @@ class WorkerTest {
   }
 
   @Test
+  void aPollThatFindsTheServerGoneTriesAgainUntilItIsBack() throws Exception {
+    AtomicInteger polls = new AtomicInteger();
+    CountDownLatch reported = new CountDownLatch(1);
+    fake.on(WiggleRpc.POLL_TASKS, req -> {
+      int n = polls.incrementAndGet();
+      if (n <= 2) {
+        throw io.grpc.Status.UNAVAILABLE.withDescription("server restarting").asRuntimeException();
+      }
+      return PollTasksResponse.newBuilder()
+          .addAllTasks(n == 3 ? List.of(serverTask("t1")) : List.of()).build();
+    });
+    fake.on(WiggleRpc.COMPLETE_TASK, req -> {
+      reported.countDown();
+      return TaskReportResponse.getDefaultInstance();
+    });
+    Worker w = builder().build().start();
+    assertTrue(reported.await(20, TimeUnit.SECONDS));
+    w.close(Duration.ofSeconds(10));
+    assertTrue(polls.get() >= 3);
+  }
+
+  @Test
+  void anEagerStartHandsTheFirstTaskToTheWorker() throws Exception {
+    CountDownLatch reported = new CountDownLatch(1);
+    fake.on(WiggleRpc.POLL_TASKS, req -> PollTasksResponse.getDefaultInstance());
+    fake.on(WiggleRpc.START_INSTANCE, req -> dev.wiggle.proto.v1.StartInstanceResponse.newBuilder()
+        .setInstanceId("i-eager").setCreated(true).setEagerTask(serverTask("eager")).build());
+    fake.on(WiggleRpc.COMPLETE_TASK, req -> {
+      reported.countDown();
+      return TaskReportResponse.getDefaultInstance();
+    });
+    Worker w = builder().pollWait(Duration.ofMillis(200)).build().start();
+    try (dev.wiggle.client.WiggleClient client = new dev.wiggle.client.WiggleClient(fake.channel)) {
+      dev.wiggle.client.WiggleClient.Started s =
+          client.startEager("f", IntNode.valueOf(1), w);
+      assertEquals("i-eager", s.instanceId());
+      assertTrue(s.eager());
+      assertTrue(reported.await(10, TimeUnit.SECONDS));
+    } finally {
+      w.close(Duration.ofSeconds(10));
+    }
+    dev.wiggle.proto.v1.StartInstanceRequest start =
+        fake.sent(dev.wiggle.proto.v1.StartInstanceRequest.class).get(0);
+    assertEquals("w-1", start.getEager().getWorkerId());
+    assertEquals(List.of("q"), start.getEager().getQueuesList());
+    assertEquals(List.of("seven"), start.getEager().getActivitiesList());
+    assertEquals("eager", fake.sent(CompleteTaskRequest.class).get(0).getTaskId());
+  }
+
+  @Test
   void badSettingsAreRefusedWithAClearMessage() {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
         () -> builder().concurrency(0).build());
