@@ -75,10 +75,12 @@ final class Poller implements Runnable {
       try {
         tasks = poll(want);
       } catch (RpcException e) {
-        if (stopped || e.code() == Status.Code.CANCELLED) {
-          return;
+        if (stopped) {
+          return; // our own cancel (a server without EndPolls)
         }
-        if (!e.retryable()) {
+        // Anything else, a server that cancelled the poll as it shut down included: back off
+        // and poll again. The loop only ends when the worker stops.
+        if (!e.retryable() && e.code() != Status.Code.CANCELLED) {
           LOG.log(Level.ERROR, "PollTasks failed: " + e.getMessage());
         }
         sleep(backoff.nextMs());

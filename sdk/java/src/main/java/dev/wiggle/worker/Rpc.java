@@ -78,7 +78,12 @@ final class Rpc {
         if (failure.code() == io.grpc.Status.Code.UNAVAILABLE) {
           reconnectNow.run();
         }
-        if (!failure.retryable() || stopped.getAsBoolean() || Thread.currentThread().isInterrupted()) {
+        // CANCELLED that this process did not ask for (a server shutting down cancels the calls
+        // it holds) is an answer lost like any other: the call's fate is unknown, try again.
+        boolean ours = Thread.currentThread().isInterrupted() || io.grpc.Context.current().isCancelled();
+        boolean again = failure.retryable()
+            || (failure.code() == io.grpc.Status.Code.CANCELLED && !ours);
+        if (!again || stopped.getAsBoolean() || ours) {
           throw failure;
         }
         outage.failed(failure);

@@ -165,6 +165,28 @@ class WorkerTest {
   }
 
   @Test
+  void aPollTheServerCancelsAsItShutsDownIsFollowedByAnother() throws Exception {
+    // Fails before the fix: the poll loop took CANCELLED for its own stop and ended for good.
+    AtomicInteger polls = new AtomicInteger();
+    CountDownLatch reported = new CountDownLatch(1);
+    fake.on(WiggleRpc.POLL_TASKS, req -> {
+      int n = polls.incrementAndGet();
+      if (n == 1) {
+        throw io.grpc.Status.CANCELLED.withDescription("server stopping").asRuntimeException();
+      }
+      return PollTasksResponse.newBuilder()
+          .addAllTasks(n == 2 ? List.of(serverTask("t1")) : List.of()).build();
+    });
+    fake.on(WiggleRpc.COMPLETE_TASK, req -> {
+      reported.countDown();
+      return TaskReportResponse.getDefaultInstance();
+    });
+    Worker w = builder().build().start();
+    assertTrue(reported.await(20, TimeUnit.SECONDS), "the worker stopped polling");
+    w.close(Duration.ofSeconds(10));
+  }
+
+  @Test
   void anEagerStartHandsTheFirstTaskToTheWorker() throws Exception {
     CountDownLatch reported = new CountDownLatch(1);
     fake.on(WiggleRpc.POLL_TASKS, req -> PollTasksResponse.getDefaultInstance());
