@@ -10,7 +10,8 @@ import java.time.Duration;
  *
  * <p>Environment: {@code WIGGLE_ADDRESS} (host:port, required), {@code WIGGLE_AUTH_TOKEN}, the
  * {@code WIGGLE_TLS*} variables of {@link Connection#fromEnvironment()}, {@code WIGGLE_QUEUES}
- * (comma-separated, default {@code default,other}), {@code WIGGLE_CONCURRENCY} (default 64), and
+ * (comma-separated, default {@code default,other}), {@code WIGGLE_CONCURRENCY} (default 64),
+ * {@code WIGGLE_CONFORMANCE_BATCH_SIZE} (the LOCAL_ASYNC batch size, default 64), and
  * {@code WIGGLE_CONFORMANCE_TRACE} (the trace file the activities append to). SIGTERM drains
  * (running steps finish, buffered runs are handed back) and exits.
  */
@@ -24,22 +25,30 @@ public final class ConformanceWorker {
       System.exit(2);
     }
     String queues = env("WIGGLE_QUEUES", "default,other");
-    int concurrency;
-    try {
-      concurrency = Integer.parseInt(env("WIGGLE_CONCURRENCY", "64"));
-    } catch (NumberFormatException e) {
-      concurrency = 0;
-    }
-    if (concurrency <= 0) {
-      System.err.println("wiggle-conformance-worker: WIGGLE_CONCURRENCY is not a positive integer");
-      System.exit(2);
-    }
+    int concurrency = positive("WIGGLE_CONCURRENCY", "64");
+    int batch = positive("WIGGLE_CONFORMANCE_BATCH_SIZE", "64");
     Worker.Builder b = Worker.builder()
         .connection(Connection.fromEnvironment())
         .queues(queues.split(","))
         .concurrency(concurrency)
+        .localBatchSize(batch)
         .pollWait(Duration.ofSeconds(2));
     ConformanceActivities.register(b).build().runUntilShutdown();
+  }
+
+  private static int positive(String name, String otherwise) {
+    String v = env(name, otherwise);
+    try {
+      int n = Integer.parseInt(v);
+      if (n > 0) {
+        return n;
+      }
+    } catch (NumberFormatException e) {
+      // reported below
+    }
+    System.err.println("wiggle-conformance-worker: " + name + "=" + v + " is not a positive integer");
+    System.exit(2);
+    return 0;
   }
 
   private static String env(String name, String otherwise) {
