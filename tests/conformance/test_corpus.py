@@ -97,3 +97,42 @@ def test_the_runner_reports_a_step_run_too_often(tmp_path: Path, capsys):
     assert code == 1
     assert "step a ran 1 times; expected 2" in out
     assert out.splitlines()[-1] == "0 passed, 1 failed"
+
+
+SLOW_BOOT = """\
+id: slow/boot
+description: One quick step, with a bound on the elapsed time.
+flow:
+  wiggle: 1
+  name: slow-boot
+  steps:
+    - {task: append, id: a}
+runs:
+  - input: {}
+    expect:
+      status: COMPLETED
+      context: {trail: [a]}
+      steps: {a: 1}
+      max_elapsed_ms: 2000
+"""
+
+
+def test_a_slow_starting_worker_is_not_charged_its_boot(tmp_path: Path, capsys):
+    # A worker whose runtime takes seconds to start (a JVM) polls late. The runner waits for its
+    # first poll before it starts a case; before it did, this case failed on its time bound.
+    (tmp_path / "slow.yaml").write_text(SLOW_BOOT)
+    worker = f"sh -c 'sleep 3; exec {PYTHON_WORKER}'"
+    code = main(
+        [
+            "conformance",
+            "--modes",
+            "SERVER",
+            "--cases",
+            str(tmp_path / "*.yaml"),
+            "--worker",
+            worker,
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.splitlines()[-1] == "1 passed, 0 failed"

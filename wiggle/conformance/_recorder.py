@@ -142,6 +142,7 @@ class Recorder(_Interceptor):
     def __init__(self) -> None:
         self._lock = threading.Condition()
         self._open_polls: dict[tuple[str, ...], int] = {}  # by the polling worker's queues
+        self._polls_seen: dict[tuple[str, ...], int] = {}  # every poll ever begun, by queues
         self._calls: list[Call] = []
         self._deliveries: dict[str, Delivery] = {}  # by lease
         self._faults: list[_Armed] = []
@@ -175,6 +176,18 @@ class Recorder(_Interceptor):
                 ),
                 timeout_s,
             )
+
+    def polls_seen(self, queues: tuple[str, ...]) -> int:
+        """How many polls a worker serving `queues` has begun so far."""
+        with self._lock:
+            return self._polls_seen.get(queues, 0)
+
+    def wait_polling(self, queues: tuple[str, ...], since: int, timeout_s: float) -> bool:
+        """Wait until a worker serving `queues` begins a poll after `since` polls were seen: a
+        process just started is serving only once it polls, and a slow-starting runtime (a JVM
+        takes seconds) would otherwise spend a case's time budget booting."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._polls_seen.get(queues, 0) > since, timeout_s)
 
     def refused_unimplemented(self) -> bool:
         """Whether any AdvanceRun was answered UNIMPLEMENTED (the worker then falls back)."""
@@ -226,6 +239,8 @@ class Recorder(_Interceptor):
         queues = tuple(request.queues)
         with self._lock:
             self._open_polls[queues] = self._open_polls.get(queues, 0) + 1
+            self._polls_seen[queues] = self._polls_seen.get(queues, 0) + 1
+            self._lock.notify_all()
         try:
             response = inner(request, context)
             self._record("PollTasks", request, response, context)

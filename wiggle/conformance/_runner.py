@@ -59,6 +59,8 @@ MAIN_QUEUES = "default,other"
 SIDE_QUEUES = "side"
 #: How long a stopped worker's poll may stay parked in the server (its wait slice, and more).
 _POLL_GONE_S = 5.0
+#: How long a started worker may take to begin polling before the cases go ahead regardless.
+_WORKER_READY_S = 60.0
 
 #: How long to keep watching after an instance ended, to catch a step that runs too late (a
 #: stale worker, a step after a cancel). Longer where faults or cancels make that likely.
@@ -134,12 +136,22 @@ class _Session:
         log = self.tmp / f"worker-{self.mode}-{label.replace('/', '_')}.log"
         return WorkerProcess(self.options.worker, {**self.env, "WIGGLE_QUEUES": queues, **env}, log)
 
+    def _start(self, *workers: tuple[WorkerProcess, str]) -> None:
+        """Start each (process, its queues) and wait until each polls: a case's clock must not
+        run while a worker boots (elapsed-time bounds would charge it its runtime's start-up)."""
+        seen = [
+            (tuple(q.split(",")), self.recorder.polls_seen(tuple(q.split(",")))) for _, q in workers
+        ]
+        for process, _ in workers:
+            process.start()
+        for key, before in seen:
+            self.recorder.wait_polling(key, before, _WORKER_READY_S)
+
     @contextmanager
     def worker_process(self, label: str) -> Iterator[WorkerProcess]:
         self.worker = self._process(label, MAIN_QUEUES)
         self.side = self._process(f"{label}-side", SIDE_QUEUES)
-        self.worker.start()
-        self.side.start()
+        self._start((self.worker, MAIN_QUEUES), (self.side, SIDE_QUEUES))
         try:
             yield self.worker
         finally:
@@ -152,7 +164,7 @@ class _Session:
         if self.worker is not None:
             self.worker.stop()
             self.recorder.wait_polls_ended(tuple(MAIN_QUEUES.split(",")), _POLL_GONE_S)
-            self.worker.start()
+            self._start((self.worker, MAIN_QUEUES))
 
     @contextmanager
     def tls_worker(self, label: str) -> Iterator[None]:
@@ -189,14 +201,13 @@ class _Session:
             WIGGLE_ADDRESS=self._tls_address,
             WIGGLE_TLS_CA=self._tls_ca,
         )
-        tls.start()
+        self._start((tls, f"{MAIN_QUEUES},{SIDE_QUEUES}"))
         try:
             yield
         finally:
             tls.stop()
             self.recorder.wait_polls_ended(None, _POLL_GONE_S)
-            self.worker.start()
-            self.side.start()
+            self._start((self.worker, MAIN_QUEUES), (self.side, SIDE_QUEUES))
 
     def inject(self, fault: Fault) -> None:
         worker = self.worker
