@@ -23,6 +23,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _stderr_fd() -> int | None:
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # a captured stderr (tests) has no descriptor
+        return None
+
+
 def wait_serving(address: str, timeout_s: float = 30.0) -> None:
     """Block until the server at `address` answers its gRPC health check with SERVING."""
     deadline = time.monotonic() + timeout_s
@@ -41,14 +48,22 @@ def wait_serving(address: str, timeout_s: float = 30.0) -> None:
 
 
 @contextlib.contextmanager
-def running(commands: Sequence[Sequence[str]], env: dict[str, str] | None = None) -> Iterator[None]:
-    """Run each command as a `python -m wiggle ...` subprocess; SIGTERM them all on exit."""
+def running(
+    commands: Sequence[Sequence[str]], env: dict[str, str] | None = None
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Run each command as a `python -m wiggle ...` subprocess; SIGTERM them all on exit.
+
+    Yields the processes (a benchmark reads their CPU time). Their stdout goes to this
+    process's stderr: a benchmark's stdout carries its figures (or its JSON) alone.
+    """
     full_env = {**os.environ, **(env or {})}
+    out = _stderr_fd()
     procs = [
-        subprocess.Popen([sys.executable, "-m", "wiggle", *cmd], env=full_env) for cmd in commands
+        subprocess.Popen([sys.executable, "-m", "wiggle", *cmd], env=full_env, stdout=out)
+        for cmd in commands
     ]
     try:
-        yield
+        yield procs
     finally:
         for proc in procs:
             if proc.poll() is None:

@@ -1,27 +1,38 @@
-"""Throughput of the whole stack: a linear flow over real gRPC and PostgreSQL.
+"""Throughput of the whole stack: a linear flow, real server and worker processes, a closed loop.
 
-A linear flow of `steps` tasks; `instances` instances started in a burst; `workers` worker
-processes of `concurrency` slots each (4 x 16 = 64 in flight); one server process (or more, over
-one PostgreSQL). Per mode it prints instances/s, steps/s and, on PostgreSQL, transactions
-committed and WAL flushes per instance, read from the server's own statistics views.
+Per mode: `servers` `wiggle server` processes over one database and `workers` `wiggle worker`
+processes of `concurrency` slots; a linear flow of `steps` tasks (`bench_step`, n + 1 each); a
+warm-up of `warmup` instances, then `instances` measured ones, `inflight` at a time, each result
+seen through WaitInstance. The measured window opens after a settle pause (PostgreSQL publishes
+its statistics late, see _counters) and closes at the last result; commits and WAL syncs are read
+once every process has disconnected. Then the run is verified from the engine's tables (_verify):
+a run that fails verification, or loses an instance, gets no figure and a non-zero exit.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+import orjson
 import sqlalchemy as sa
 
-from wiggle._postgres import create_database, drop_database, postgres_server
+from wiggle._postgres import create_database, drop_database, postgres_server, sqlalchemy_url
+from wiggle.bench._counters import PgCounters, cpu_seconds, pg_counters, wait_disconnected
+from wiggle.bench._history import fill_history
+from wiggle.bench._loop import Outcome, drive
 from wiggle.bench._processes import free_port, running, wait_serving
+from wiggle.bench._report import HEADER, Figures, percentile, row
+from wiggle.bench._verify import verify
 from wiggle.client import Client
 
-__all__ = ["run"]
+__all__ = ["MODES", "flow_source", "run"]
 
 MODES = ("SERVER", "LOCAL_SYNC", "LOCAL_ASYNC")
 
@@ -33,137 +44,249 @@ def flow_source(mode: str, steps: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def step_nodes(steps: int) -> list[str]:
+    return [f"s{i}" for i in range(1, steps + 1)]
+
+
 @dataclass
-class Result:
+class ModeRun:
+    """One mode's outcome: figures when it verified, else the problems found (never both)."""
+
     mode: str
-    instances: int
-    steps: int
-    seconds: float
-    commits: int | None
-    wal_syncs: int | None
-
-    def line(self) -> str:
-        per = (
-            f"{self.commits / self.instances:7.1f} commits/inst  "
-            f"{self.wal_syncs / self.instances:6.1f} WAL flushes/inst"
-            if self.commits is not None and self.wal_syncs is not None
-            else "commits n/a (SQLite)"
-        )
-        rate = self.instances / self.seconds
-        return (
-            f"{self.mode:<12} {rate:8.1f} inst/s  {rate * self.steps:8.0f} steps/s  "
-            f"{self.seconds:7.2f} s  {per}"
-        )
-
-
-def _pg_counters(url: str) -> tuple[int, int]:
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            commits = conn.execute(
-                sa.text(
-                    "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
-                )
-            ).scalar_one()
-            wal_syncs = conn.execute(sa.text("SELECT wal_sync FROM pg_stat_wal")).scalar_one()
-            return int(commits), int(wal_syncs)
-    finally:
-        engine.dispose()
+    figures: Figures | None = None
+    problems: list[str] = field(default_factory=list)
 
 
 def _pg_settings(url: str) -> str:
-    engine = sa.create_engine(url)
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
     try:
         with engine.connect() as conn:
-            fsync = conn.execute(sa.text("SHOW fsync")).scalar_one()
-            sync = conn.execute(sa.text("SHOW synchronous_commit")).scalar_one()
-            return f"fsync={fsync} synchronous_commit={sync}"
+            got = [
+                f"{name}={conn.execute(sa.text(f'SHOW {name}')).scalar_one()}"
+                for name in ("fsync", "synchronous_commit")
+            ]
+            conn.rollback()
+            return " ".join(got)
     finally:
         engine.dispose()
 
 
 @contextlib.contextmanager
-def _database(kind: str, base: str | None, tmpdir: str, mode: str) -> Iterator[str]:
-    if kind == "sqlite":
-        yield f"sqlite:///{tmpdir}/bench-{mode}.db"
-        return
-    assert base is not None
-    url = create_database(base, prefix="wiggle_bench")
-    try:
-        yield url
-    finally:
-        drop_database(url)
+def _databases(kind: str) -> Iterator[Any]:
+    """A factory of one database per mode: fresh and dropped afterwards for "postgres" and
+    "sqlite", the given URL itself (kept) otherwise."""
+    with contextlib.ExitStack() as stack:
+        if kind == "sqlite":
+            tmpdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="wiggle-bench-"))
+
+            @contextlib.contextmanager
+            def sqlite_db(mode: str) -> Iterator[str]:
+                yield f"sqlite:///{tmpdir}/bench-{mode.lower()}.db"
+
+            yield sqlite_db
+        elif kind == "postgres":
+            base = stack.enter_context(postgres_server())
+
+            @contextlib.contextmanager
+            def postgres_db(mode: str) -> Iterator[str]:
+                url = create_database(base, prefix="wiggle_bench")
+                try:
+                    yield url
+                finally:
+                    drop_database(url)
+
+            yield postgres_db
+        else:
+            url = sqlalchemy_url(kind)
+
+            @contextlib.contextmanager
+            def given(mode: str) -> Iterator[str]:
+                yield url
+
+            yield given
 
 
-def _count_finished(engine: sa.Engine) -> int:
-    # Read-only: each check ends in a rollback, so it adds nothing to the commit count.
-    with engine.connect() as conn:
-        query = sa.text("SELECT count(*) FROM wiggle_instances WHERE status <> 'RUNNING'")
-        return int(conn.execute(query).scalar_one())
+def _input_for(args: argparse.Namespace, warmup: bool) -> Any:
+    def make(i: int) -> Any:
+        if args.inject_failure and not warmup and i == 0:
+            return {"n": 0, "fail_at": args.steps // 2}  # bench_step fails it for good
+        return {"n": 0}
+
+    return make
 
 
-def run_mode(args: argparse.Namespace, url: str, mode: str) -> Result:
+def run_mode(args: argparse.Namespace, url: str, mode: str) -> ModeRun:
+    is_pg = url.startswith("postgresql")
     ports = [free_port() for _ in range(args.servers)]
     servers = [
         ["server", "--database", url, "--address", f"127.0.0.1:{p}", "--log-level", "warning"]
         for p in ports
     ]
-    with running(servers):
+    workers = [
+        [
+            "worker",
+            "--handlers",
+            "wiggle.bench._handlers",
+            "--address",
+            f"127.0.0.1:{ports[i % len(ports)]}",
+            "--concurrency",
+            str(args.concurrency),
+            "--log-level",
+            "warning",
+        ]
+        for i in range(args.workers)
+    ]
+    address = f"127.0.0.1:{ports[0]}"
+    warm: list[Outcome] = []
+    measured: list[Outcome] = []
+    failure: str | None = None
+    with running(servers) as server_procs:
         for port in ports:
             wait_serving(f"127.0.0.1:{port}")
-        address = f"127.0.0.1:{ports[0]}"
         with Client(address) as client:
             flow = client.deploy(flow_source(mode, args.steps).encode())
-        workers = [
-            [
-                "worker",
-                "--handlers",
-                "wiggle.bench._handlers",
-                "--address",
-                f"127.0.0.1:{ports[i % len(ports)]}",
-                "--concurrency",
-                str(args.concurrency),
-                "--log-level",
-                "warning",
-            ]
-            for i in range(args.workers)
-        ]
-        with running(workers):
-            time.sleep(args.warmup)  # let every worker connect and park its first long poll
-            before = _pg_counters(url) if url.startswith("postgresql") else None
-            started = time.perf_counter()
-            with Client(address) as client, ThreadPoolExecutor(8) as pool:
-                list(pool.map(lambda i: client.start(flow.name, {"i": i}), range(args.instances)))
-            watcher = sa.create_engine(url)
-            try:
-                while _count_finished(watcher) < args.instances:
-                    if time.perf_counter() - started > args.timeout:
-                        raise TimeoutError(f"{mode}: unfinished after {args.timeout}s")
-                    time.sleep(0.05)
-                seconds = time.perf_counter() - started
-            finally:
-                watcher.dispose()
-    # The server and workers are gone: every backend has flushed its statistics.
-    after = _pg_counters(url) if before is not None else None
-    commits = after[0] - before[0] if after and before else None
-    wal = after[1] - before[1] if after and before else None
-    return Result(mode, args.instances, args.steps, seconds, commits, wal)
+            if args.history:
+                fill_history(url, flow.name, flow.version, mode, args.steps, args.history)
+            with running(workers) as worker_procs:
+                try:
+                    warm = drive(
+                        client, flow.name, args.warmup, args.inflight,
+                        _input_for(args, warmup=True), args.timeout,
+                    )  # fmt: skip
+                    if is_pg:
+                        time.sleep(args.settle)  # the warm-up's backends publish their counters
+                    before = pg_counters(url) if is_pg else None
+                    cpu0 = cpu_seconds(server_procs), cpu_seconds(worker_procs)
+                    driver0 = time.process_time()
+                    started = time.perf_counter()
+                    measured = drive(
+                        client, flow.name, args.instances, args.inflight,
+                        _input_for(args, warmup=False), args.timeout,
+                    )  # fmt: skip
+                    seconds = time.perf_counter() - started
+                    driver_cpu = time.process_time() - driver0
+                    cpu1 = cpu_seconds(server_procs), cpu_seconds(worker_procs)
+                except Exception as exc:  # a lost instance, a refused start: no figure
+                    failure = f"the closed loop stopped: {type(exc).__name__}: {exc}"
+    # Every server and worker has exited: their backends have published their counters.
+    after: PgCounters | None = None
+    if is_pg and failure is None:
+        wait_disconnected(url)
+        after = pg_counters(url)
+    ids = [o.instance_id for o in warm + measured]
+    found = verify(url, ids, {"n": args.steps}, step_nodes(args.steps)) if ids else []
+    if failure is not None:
+        found.insert(0, failure)
+    if found:
+        return ModeRun(mode, problems=found)
+    latencies = [o.latency_s * 1000 for o in measured]
+    figures = Figures(
+        mode=mode,
+        instances=len(measured),
+        steps=args.steps,
+        seconds=seconds,
+        p50_ms=percentile(latencies, 50),
+        p99_ms=percentile(latencies, 99),
+        commits=after.commits - before.commits if after and before else None,
+        wal_syncs=after.wal_syncs - before.wal_syncs if after and before else None,
+        pg_cpu_s=(
+            after.cpu_s - before.cpu_s
+            if after and before and after.cpu_s is not None and before.cpu_s is not None
+            else None
+        ),
+        server_cpu_s=cpu1[0] - cpu0[0],
+        worker_cpu_s=cpu1[1] - cpu0[1],
+        driver_cpu_s=driver_cpu,
+    )
+    return ModeRun(mode, figures=figures)
+
+
+def _modes(text: str) -> list[str]:
+    modes = [m.strip().upper() for m in text.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise SystemExit(
+            f"wiggle bench: --modes takes a comma-separated list of {', '.join(MODES)}"
+            + (f" (not {', '.join(unknown)})" if unknown else "")
+        )
+    return modes
+
+
+def _check(args: argparse.Namespace) -> None:
+    for name in ("instances", "steps", "workers", "concurrency", "servers", "inflight"):
+        if getattr(args, name) < 1:
+            raise SystemExit(f"wiggle bench: --{name} must be at least 1")
+    for name in ("warmup", "history"):
+        if getattr(args, name) < 0:
+            raise SystemExit(f"wiggle bench: --{name} must not be negative")
+    if args.settle < 0 or args.timeout <= 0:
+        raise SystemExit("wiggle bench: --settle must not be negative, --timeout must be positive")
+
+
+def _config(args: argparse.Namespace, modes: list[str]) -> dict[str, Any]:
+    return {
+        "modes": modes,
+        "steps": args.steps,
+        "instances": args.instances,
+        "warmup": args.warmup,
+        "inflight": args.inflight,
+        "servers": args.servers,
+        "workers": args.workers,
+        "concurrency": args.concurrency,
+        "history": args.history,
+        "settle_s": args.settle,
+        "database": args.database if args.database in ("postgres", "sqlite") else "url",
+    }
 
 
 def run(args: argparse.Namespace) -> int:
-    import tempfile
-
-    modes = [m.strip().upper() for m in args.modes.split(",") if m.strip()]
-    print(
-        f"linear {args.steps}-step flow, {args.instances} instances, {args.workers} workers x "
-        f"{args.concurrency}, {args.servers} server(s), {args.database}"
-    )
-    with contextlib.ExitStack() as stack:
-        tmpdir = stack.enter_context(tempfile.TemporaryDirectory())
-        base = stack.enter_context(postgres_server()) if args.database == "postgres" else None
-        if base is not None:
-            print(_pg_settings(base))
+    modes = _modes(args.modes)
+    _check(args)
+    config = _config(args, modes)
+    runs: list[ModeRun] = []
+    with _databases(args.database) as database_for:
         for mode in modes:
-            with _database(args.database, base, tmpdir, mode) as url:
-                print(run_mode(args, url, mode).line(), flush=True)
-    return 0
+            with database_for(mode) as url:
+                if not runs:
+                    settings = _pg_settings(url) if url.startswith("postgresql") else None
+                    config["postgres_settings"] = settings
+                    if not args.json:
+                        _introduce(args, url, settings)
+                result = run_mode(args, url, mode)
+            runs.append(result)
+            if result.figures is not None and not args.json:
+                print(row(result.figures), flush=True)
+            if result.problems:
+                _refuse(result)
+                break
+    if args.json:
+        document = {
+            "config": config,
+            "runs": [r.figures.as_json() for r in runs if r.figures is not None],
+            "failed": [{"mode": r.mode, "problems": r.problems} for r in runs if r.problems],
+        }
+        sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+    return 1 if any(r.problems for r in runs) else 0
+
+
+def _introduce(args: argparse.Namespace, url: str, settings: str | None) -> None:
+    """The run's shape (and PostgreSQL's durability settings), before the table's header."""
+    where = args.database if args.database in ("postgres", "sqlite") else url.split("://")[0]
+    if settings:
+        where += " " + settings
+    history = f", {args.history} finished instances of history" if args.history else ""
+    print(
+        f"linear {args.steps}-step flow, {args.instances} instances (+{args.warmup} warm-up), "
+        f"{args.inflight} in flight, {args.servers} server(s), {args.workers} workers x "
+        f"{args.concurrency}, {where}{history}; CPU in ms per step"
+    )
+    print(HEADER, flush=True)
+
+
+def _refuse(result: ModeRun) -> None:
+    print(
+        f"wiggle bench: {result.mode} failed verification; no figures for it:",
+        file=sys.stderr,
+    )
+    for problem in result.problems:
+        print(f"  {problem}", file=sys.stderr)

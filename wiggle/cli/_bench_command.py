@@ -4,22 +4,94 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 from collections.abc import Callable
 from typing import Any
 
 __all__ = ["register"]
 
 
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    try:
+        return int(value) if value else default
+    except ValueError:
+        raise SystemExit(f"wiggle: {name}={value!r} is not an integer") from None
+
+
+def _env_float(name: str, default: float) -> float:
+    value = os.environ.get(name, "")
+    try:
+        return float(value) if value else default
+    except ValueError:
+        raise SystemExit(f"wiggle: {name}={value!r} is not a number") from None
+
+
 def _throughput_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--database", default="postgres", help="postgres (throwaway) or sqlite")
-    parser.add_argument("--modes", default="SERVER,LOCAL_SYNC,LOCAL_ASYNC")
-    parser.add_argument("--instances", type=int, default=1000)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--workers", type=int, default=4, help="worker processes")
-    parser.add_argument("--concurrency", type=int, default=16, help="slots per worker")
-    parser.add_argument("--servers", type=int, default=1, help="server processes")
-    parser.add_argument("--warmup", type=float, default=2.0, help="seconds before starting")
-    parser.add_argument("--timeout", type=float, default=600.0)
+    env = os.environ.get
+    parser.add_argument(
+        "--database",
+        default=env("WIGGLE_BENCH_DATABASE") or "postgres",
+        help="postgres (a throwaway server, a fresh database per mode), sqlite (a temporary "
+        "file per mode) or a database URL, used as it is by every mode and kept "
+        "(env WIGGLE_BENCH_DATABASE; default %(default)s)",
+    )
+    parser.add_argument(
+        "--modes",
+        default=env("WIGGLE_BENCH_MODES") or "SERVER,LOCAL_SYNC,LOCAL_ASYNC",
+        help="comma-separated execution modes, run one after the other "
+        "(env WIGGLE_BENCH_MODES; default %(default)s)",
+    )
+    ints = (
+        ("instances", 1000, "measured instances per mode"),
+        ("warmup", 50, "instances run before the measured window opens"),
+        ("inflight", 64, "instances in flight: the closed loop starts one when one ends"),
+        ("steps", 20, "tasks in the linear flow"),
+        ("servers", 1, "wiggle server processes over the one database"),
+        ("workers", 4, "wiggle worker processes (spread over the servers)"),
+        ("concurrency", 16, "slots per worker"),
+        (
+            "history",
+            0,
+            "finished instances written into each database before the run "
+            "(bulk INSERTs): the cost as history grows",
+        ),
+    )
+    for name, default, what in ints:
+        var = f"WIGGLE_BENCH_{name.upper()}"
+        parser.add_argument(
+            f"--{name}",
+            type=int,
+            default=_env_int(var, default),
+            help=f"{what} (env {var}; default %(default)s)",
+        )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=_env_float("WIGGLE_BENCH_SETTLE", 11.0),
+        help="PostgreSQL: seconds between the warm-up and the first counter reading, so that "
+        "every backend has published its statistics (env WIGGLE_BENCH_SETTLE; default "
+        "%(default)s)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=_env_float("WIGGLE_BENCH_TIMEOUT", 300.0),
+        help="seconds an instance may take before the run counts as failed "
+        "(env WIGGLE_BENCH_TIMEOUT; default %(default)s)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=(env("WIGGLE_JSON") or "").lower() in ("1", "true", "yes", "on"),
+        help="print one JSON document instead of the table (env WIGGLE_JSON)",
+    )
+    parser.add_argument(
+        "--inject-failure",
+        action="store_true",
+        help="test aid: the first measured instance fails for good, so the run must fail "
+        "verification and print no figure",
+    )
 
 
 def _latency_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +105,8 @@ _BENCHMARKS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], str
     "throughput": (
         "wiggle.bench._throughput",
         _throughput_arguments,
-        "linear flow, many instances, worker processes over gRPC: inst/s, commits/inst per mode",
+        "closed loop over server and worker processes, verified from the database: inst/s, "
+        "steps/s, latency, commits, WAL syncs and CPU per step, per mode",
     ),
     "latency": (
         "wiggle.bench._latency",

@@ -1,0 +1,133 @@
+"""What a run costs: PostgreSQL's commit and WAL counters, and CPU time per process group.
+
+PostgreSQL's figures come from its statistics views: `pg_stat_database.xact_commit` of the run's
+database (every committed transaction, read-only ones included) and `pg_stat_wal.wal_sync` (WAL
+fsyncs, cluster-wide). A backend publishes its counters at most once a second while busy, only
+after about ten seconds once idle, and at once when it exits. So a window opens after a settle
+pause (the warm-up's backends have flushed) and closes after every server and worker process has
+gone (their backends have exited).
+
+CPU is user + system time read with psutil: of the postmaster with its reaped and live children
+(every backend, whatever user the server runs as; only when the server runs on this machine), of
+each server and worker subprocess, and of this process (the driver threads).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+__all__ = ["PgCounters", "cpu_seconds", "pg_counters", "wait_disconnected"]
+
+
+@dataclass(frozen=True)
+class PgCounters:
+    commits: int
+    wal_syncs: int
+    cpu_s: float | None  # None: the server is not a local process psutil can read
+
+
+def _psutil() -> Any:
+    try:
+        import psutil
+    except ImportError:
+        raise SystemExit(
+            "wiggle bench: CPU figures need the psutil package: pip install psutil"
+        ) from None
+    return psutil
+
+
+def cpu_seconds(procs: Sequence[subprocess.Popen[bytes]]) -> float:
+    """User + system CPU seconds of `procs` so far (a process that has exited counts 0)."""
+    psutil = _psutil()
+    total = 0.0
+    for proc in procs:
+        try:
+            times = psutil.Process(proc.pid).cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def _postgres_cpu(backend_pid: int) -> float | None:
+    """CPU seconds of every process of the PostgreSQL server that runs `backend_pid`."""
+    psutil = _psutil()
+    try:
+        backend = psutil.Process(backend_pid)
+        master = backend.parent()
+        if master is None or "postgres" not in backend.name() + master.name():
+            return None  # the pid is some other local process: the server is elsewhere
+        times = master.cpu_times()
+        total = float(times.user + times.system + times.children_user + times.children_system)
+        for child in master.children():
+            try:
+                ct = child.cpu_times()
+            except psutil.Error:
+                continue  # exited meanwhile: counted in the postmaster's children_* next time
+            total += ct.user + ct.system
+        return total
+    except psutil.Error:
+        return None
+
+
+def _wal_syncs(conn: sa.Connection) -> int:
+    # PostgreSQL 18 moved the WAL's write and sync counts from pg_stat_wal to pg_stat_io.
+    in_wal_view = conn.execute(
+        sa.text(
+            "SELECT count(*) FROM pg_attribute WHERE attrelid = 'pg_stat_wal'::regclass "
+            "AND attname = 'wal_sync'"
+        )
+    ).scalar_one()
+    if in_wal_view:
+        return int(conn.execute(sa.text("SELECT wal_sync FROM pg_stat_wal")).scalar_one())
+    return int(
+        conn.execute(
+            sa.text("SELECT coalesce(sum(fsyncs), 0) FROM pg_stat_io WHERE object = 'wal'")
+        ).scalar_one()
+    )
+
+
+def pg_counters(url: str) -> PgCounters:
+    """One reading, on a connection of its own (nothing cached between readings)."""
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            commits = conn.execute(
+                sa.text(
+                    "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+                )
+            ).scalar_one()
+            wal_syncs = _wal_syncs(conn)
+            pid = conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+            conn.rollback()
+        return PgCounters(int(commits), int(wal_syncs), _postgres_cpu(int(pid)))
+    finally:
+        engine.dispose()
+
+
+def wait_disconnected(url: str, timeout_s: float = 15.0) -> bool:
+    """Wait until no other session uses the URL's database: their statistics are then flushed.
+    False when some session stayed past `timeout_s`."""
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    query = sa.text(
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            with engine.connect() as conn:
+                others = conn.execute(query).scalar_one()
+                conn.rollback()
+            if others == 0:
+                return True
+            time.sleep(0.2)
+        return False
+    finally:
+        engine.dispose()
