@@ -18,8 +18,8 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+import psutil
 import sqlalchemy as sa
 
 __all__ = ["PgCounters", "cpu_seconds", "pg_counters", "wait_disconnected"]
@@ -32,19 +32,8 @@ class PgCounters:
     cpu_s: float | None  # None: the server is not a local process psutil can read
 
 
-def _psutil() -> Any:
-    try:
-        import psutil
-    except ImportError:
-        raise SystemExit(
-            "wiggle bench: CPU figures need the psutil package: pip install psutil"
-        ) from None
-    return psutil
-
-
 def cpu_seconds(procs: Sequence[subprocess.Popen[bytes]]) -> float:
     """User + system CPU seconds of `procs` so far (a process that has exited counts 0)."""
-    psutil = _psutil()
     total = 0.0
     for proc in procs:
         try:
@@ -57,7 +46,6 @@ def cpu_seconds(procs: Sequence[subprocess.Popen[bytes]]) -> float:
 
 def _postgres_cpu(backend_pid: int) -> float | None:
     """CPU seconds of every process of the PostgreSQL server that runs `backend_pid`."""
-    psutil = _psutil()
     try:
         backend = psutil.Process(backend_pid)
         master = backend.parent()

@@ -21,6 +21,7 @@ _COMMAND_MODULES = (
     "wiggle.cli._run_command",  # run
     "wiggle.cli._remote_commands",  # server, worker, deploy, start, signal, cancel, status
     "wiggle.cli._console_command",  # console
+    "wiggle.cli._prune_command",  # prune
     "wiggle.cli._conformance_command",  # conformance
     "wiggle.cli._bench_command",  # bench
 )

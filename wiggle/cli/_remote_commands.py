@@ -244,11 +244,23 @@ def _server(args: argparse.Namespace) -> int:
         max_payload_bytes=args.max_payload_bytes,
         max_workers=args.threads,
         grace_s=args.grace,
+        retention_ms=_retention_ms(args.retention),
     )
     config.check()  # before opening the database: a refused config should not touch it
     engine = Engine(args.database, default_mode=ExecutionMode(args.execution_mode))
     serve(engine, config)
     return 0
+
+
+def _retention_ms(text: str | None) -> int | None:
+    if not text:
+        return None
+    from wiggle.compiler._durations import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise InvalidRequest(f"--retention: {exc}") from None
 
 
 def _register_server(subparsers: Any) -> None:
@@ -315,6 +327,14 @@ def _register_server(subparsers: Any) -> None:
         default=float(env("WIGGLE_SHUTDOWN_GRACE", "10") or 10),
         help="seconds in-flight calls may run on at shutdown "
         "(env WIGGLE_SHUTDOWN_GRACE; default %(default)s)",
+    )
+    p.add_argument(
+        "--retention",
+        default=env("WIGGLE_RETENTION"),
+        metavar="DURATION",
+        help="remove instances that finished longer ago than this, e.g. 30d, with their "
+        "tokens, events and signals: the leader prunes in small batches every minute "
+        "(env WIGGLE_RETENTION; default: keep everything; see also `wiggle prune`)",
     )
     p.add_argument(
         "--log-level",

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from ._engine import Engine
+from ._prune import PruneResult
 from ._schema import SCHEMA_VERSION, IncompatibleSchema
 from ._types import (
     AdvanceResult,
@@ -43,6 +44,7 @@ __all__ = [
     "InstanceStatus",
     "InstanceView",
     "Json",
+    "PruneResult",
     "StartResult",
     "StepFailure",
     "StepOutcome",

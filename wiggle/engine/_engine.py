@@ -22,7 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from wiggle.errors import DefinitionNotFound, InputRejected, InstanceNotFound, StaleLease
 from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
 
-from . import _describe, _instances, _listing, _ticker, _workers
+from . import _describe, _instances, _listing, _prune, _ticker, _workers
 from . import _schema as s
 from ._claims import claim, heartbeat_stmt
 from ._db import Database
@@ -661,6 +661,20 @@ class Engine:
         """
         if self._timers_changed.wait(timeout_s):
             self._timers_changed.clear()
+
+    # -- history --------------------------------------------------------------------------------
+
+    def prune(
+        self,
+        older_than_ms: int,
+        *,
+        batch: int = _prune.BATCH,
+        dry_run: bool = False,
+        between: Callable[[], bool] | None = None,
+    ) -> _prune.PruneResult:
+        """Remove the finished instance trees whose root ended more than `older_than_ms` ago,
+        with their tokens, events and signals, `batch` trees per transaction (see _prune)."""
+        return _prune.prune(self.db, older_than_ms, batch=batch, dry_run=dry_run, between=between)
 
     # -- leader duties --------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.engine import Engine
 from wiggle.errors import WiggleError
 from wiggle.server._auth import TokenAuth, is_loopback
+from wiggle.server._retention import Retention
 from wiggle.server._service import POLL_SLICE_S, WiggleService
 from wiggle.server._ticker import Ticker
 
@@ -62,6 +63,10 @@ class ServerConfig:
     max_workers: int = 128  # the handler thread pool (idle long polls each hold one thread)
     max_poll_wait_s: float = 60.0
     grace_s: float = 10.0  # how long in-flight calls may run on after shutdown begins
+    # Prune instances that finished longer ago than this (None: keep them all); the leader
+    # does it, every retention_interval_s.
+    retention_ms: int | None = None
+    retention_interval_s: float = 60.0
 
     def check(self) -> None:
         if not self.token and not is_loopback(self.address):
@@ -77,6 +82,8 @@ class ServerConfig:
             raise ServerConfigError("--max-payload-bytes must be positive")
         if self.max_request_bytes is not None and self.max_request_bytes < self.max_payload_bytes:
             raise ServerConfigError("the request limit must be at least the payload limit")
+        if self.retention_ms is not None and self.retention_ms <= 0:
+            raise ServerConfigError("--retention must be positive")
 
     @property
     def request_limit(self) -> int:
@@ -122,6 +129,11 @@ class Server:
         self._stopped = threading.Event()
         self._stop_lock = threading.Lock()
         self._ticker = Ticker(engine)
+        self._retention = (
+            Retention(engine, config.retention_ms, interval_s=config.retention_interval_s)
+            if config.retention_ms is not None
+            else None
+        )
         self._health = health.HealthServicer()
         limit = config.request_limit
         chain: list[grpc.ServerInterceptor[Any, Any]] = (
@@ -173,6 +185,8 @@ class Server:
             raise ServerConfigError(f"cannot listen on {self.config.address} (address in use?)")
         self._grpc.start()
         self._ticker.start()
+        if self._retention is not None:
+            self._retention.start()
         for name in ("", SERVICE_NAME):
             self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         _log.info("wiggle server listening on %s%s", self.address, " (TLS)" if creds else "")
@@ -194,6 +208,8 @@ class Server:
             # the engine (a long poll finishing its wait slice): let it return first.
             if not self._service.wait_idle(POLL_SLICE_S + 1.0):
                 _log.warning("handlers still running at shutdown")
+            if self._retention is not None:
+                self._retention.stop()
             self._ticker.stop()
             if self._close_engine:
                 self._engine.close()

@@ -1,0 +1,125 @@
+"""`wiggle prune`: remove finished instances from the database, in small batches.
+
+It talks to the database directly (the same URL a server uses), not through a server: pruning
+is an operator's maintenance job, safe to run while servers run on the same database. A server
+can also prune by itself (`wiggle server --retention`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from typing import Any
+
+import orjson
+
+from wiggle.cli._remote_commands import DEFAULT_DATABASE, env, env_flag, env_int
+from wiggle.errors import InvalidRequest
+
+__all__ = ["register"]
+
+
+def _duration_ms(text: str, flag: str) -> int:
+    from wiggle.compiler._durations import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise InvalidRequest(f"{flag}: {exc}") from None
+
+
+def _check_database(url: str) -> None:
+    """A SQLite file that does not exist is a typo, not an empty history: refuse it rather
+    than create a new database."""
+    from pathlib import Path
+
+    from sqlalchemy import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise InvalidRequest(f"--database: {url[:80]!r} is not a database URL") from None
+    path = parsed.database
+    is_file = parsed.get_backend_name() == "sqlite" and path not in (None, "", ":memory:")
+    if is_file and not Path(str(path)).exists():
+        raise InvalidRequest(f"--database: no SQLite database at {str(path)[:200]}")
+
+
+def _prune(args: argparse.Namespace) -> int:
+    older_than = _duration_ms(args.finished_before, "--finished-before")
+    if args.batch < 1:
+        raise InvalidRequest("--batch must be at least 1")
+    _check_database(args.database)
+    from wiggle.engine import Engine
+
+    engine = Engine(args.database)
+    try:
+        result = engine.prune(older_than, batch=args.batch, dry_run=args.dry_run)
+    finally:
+        engine.close()
+    cutoff = datetime.datetime.fromtimestamp(result.cutoff_ms / 1000, tz=datetime.UTC)
+    if args.json:
+        document: dict[str, Any] = {
+            "dry_run": result.dry_run,
+            "finished_before_ms": result.cutoff_ms,
+            "instances": result.instances,
+            "tokens": result.tokens,
+            "events": result.events,
+            "signals": result.signals,
+        }
+        sys.stdout.write(orjson.dumps(document).decode() + "\n")
+        return 0
+    verb = "would remove" if result.dry_run else "removed"
+    print(
+        f"{verb} {result.instances} finished instances that ended before "
+        f"{cutoff:%Y-%m-%d %H:%M:%S} UTC, with {result.tokens} tokens, {result.events} events "
+        f"and {result.signals} signals"
+    )
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "prune",
+        help="remove finished instances from the database",
+        description="Remove the instances that finished (COMPLETED, FAILED or CANCELLED) "
+        "before a time, with their tokens, events, signals and subflow children, in small "
+        "transactions that are safe beside running servers. A RUNNING instance, and a finished "
+        "child of a running parent, is never removed. Works on the database directly.",
+    )
+    p.add_argument(
+        "--finished-before",
+        required=env("WIGGLE_PRUNE_FINISHED_BEFORE") is None,
+        default=env("WIGGLE_PRUNE_FINISHED_BEFORE"),
+        metavar="DURATION",
+        help="how long ago an instance must have ended, e.g. 7d, 12h, 30m "
+        "(env WIGGLE_PRUNE_FINISHED_BEFORE)",
+    )
+    p.add_argument(
+        "--database",
+        default=env("WIGGLE_DATABASE_URL", DEFAULT_DATABASE),
+        help="SQLAlchemy URL, sqlite:///FILE or postgresql://... "
+        "(env WIGGLE_DATABASE_URL; default %(default)s)",
+    )
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=env_int("WIGGLE_PRUNE_BATCH", 500),
+        help="instances (with their children) per transaction "
+        "(env WIGGLE_PRUNE_BATCH; default %(default)s)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        default=env_flag("WIGGLE_DRY_RUN"),
+        help="count what would go, remove nothing (env WIGGLE_DRY_RUN)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        default=env_flag("WIGGLE_JSON"),
+        help="print one JSON object (env WIGGLE_JSON)",
+    )
+    p.set_defaults(handler=_prune)

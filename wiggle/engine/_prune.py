@@ -1,0 +1,194 @@
+"""History pruning: finished instances removed with their rows, batch by batch.
+
+A tree (a top-level instance and its subflow children, all sharing its `root_id`) goes as one
+unit, once its root ended before the cutoff and nothing in it is RUNNING: a finished child of a
+running parent is never touched, and no instance leaves a dangling parent or child behind.
+
+Each batch is one short transaction over at most `batch` trees, keyset-paged by root id, so a
+long prune never holds locks for long and never re-reads what it skipped. It is safe beside a
+running engine: every transition locks its tree's root row, and a batch locks the roots it is
+about to delete (SKIP LOCKED on PostgreSQL: a root some transaction holds, say a late report
+being refused, waits for a later run), so a finished tree is either read whole by the
+transition or found gone, which every transition already answers (no such task or instance).
+Running instances are never locked: the candidates are read by status, and only finished roots
+are locked. Nothing here runs on the hot path: pruning is a CLI command or the leader's
+retention duty (wiggle.server).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, delete, func, select
+
+from . import _schema as s
+from ._db import Database
+from ._types import InstanceStatus
+
+__all__ = ["BATCH", "PruneResult", "prune", "prune_batch"]
+
+#: Trees per transaction.
+BATCH = 500
+_FINISHED = [
+    InstanceStatus.COMPLETED.value,
+    InstanceStatus.FAILED.value,
+    InstanceStatus.CANCELLED.value,
+]
+_CHUNK = 500  # ids per IN list
+_i = s.instances
+# Rows that belong to an instance, removed before the instance itself.
+_OWNED = (s.events, s.signals, s.tokens)
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What a prune removed (or, with dry_run, would remove)."""
+
+    instances: int = 0
+    tokens: int = 0
+    events: int = 0
+    signals: int = 0
+    cutoff_ms: int = 0  # instances that ended before this time (database clock, ms)
+    dry_run: bool = False
+
+    def __add__(self, other: PruneResult) -> PruneResult:
+        return PruneResult(
+            self.instances + other.instances,
+            self.tokens + other.tokens,
+            self.events + other.events,
+            self.signals + other.signals,
+            self.cutoff_ms or other.cutoff_ms,
+            self.dry_run or other.dry_run,
+        )
+
+
+def _chunks(ids: Sequence[str]) -> Iterable[list[str]]:
+    for start in range(0, len(ids), _CHUNK):
+        yield list(ids[start : start + _CHUNK])
+
+
+def _candidates(conn: Connection, cutoff_ms: int, after: str, limit: int) -> list[str]:
+    """Finished top-level instances that ended before the cutoff, by id after `after`."""
+    q = (
+        select(_i.c.id)
+        .where(
+            _i.c.status.in_(_FINISHED),
+            _i.c.parent_instance_id.is_(None),
+            _i.c.updated_at_ms < cutoff_ms,
+            _i.c.id > after,
+        )
+        .order_by(_i.c.id)
+        .limit(limit)
+    )
+    return list(conn.execute(q).scalars())
+
+
+def _lock_roots(conn: Connection, db: Database, roots: list[str], cutoff_ms: int) -> list[str]:
+    """The roots still finished and before the cutoff, locked; on PostgreSQL a root another
+    transaction holds is skipped rather than waited for. (SQLite: the write transaction
+    already excludes every other writer.)"""
+    if not db.is_postgres:
+        return roots
+    q = (
+        select(_i.c.id)
+        .where(_i.c.id.in_(roots), _i.c.status.in_(_FINISHED), _i.c.updated_at_ms < cutoff_ms)
+        .with_for_update(skip_locked=True)
+    )
+    return list(conn.execute(q).scalars())
+
+
+def _trees(conn: Connection, roots: list[str]) -> dict[str, list[str]]:
+    """Every member of each root's tree (the root first), or no entry for a root whose tree
+    still has a RUNNING member. Walks down by parent id, one level per query."""
+    members: dict[str, list[str]] = {r: [r] for r in roots}
+    busy: set[str] = set()
+    level = roots
+    while level:
+        below: list[str] = []
+        for chunk in _chunks(level):
+            q = select(_i.c.id, _i.c.root_id, _i.c.status).where(_i.c.parent_instance_id.in_(chunk))
+            for row in conn.execute(q):
+                if row.root_id not in members:
+                    continue  # not a tree of this batch (cannot happen with sound rows)
+                members[row.root_id].append(row.id)
+                if row.status == InstanceStatus.RUNNING.value:
+                    busy.add(row.root_id)
+                below.append(row.id)
+        level = below
+    return {root: ids for root, ids in members.items() if root not in busy}
+
+
+def _count(conn: Connection, table: Any, ids: list[str]) -> int:
+    column = table.c.instance_id if table is not _i else table.c.id
+    total = 0
+    for chunk in _chunks(ids):
+        total += int(
+            conn.execute(
+                select(func.count()).select_from(table).where(column.in_(chunk))
+            ).scalar_one()
+        )
+    return total
+
+
+def _delete(conn: Connection, table: Any, ids: list[str]) -> int:
+    column = table.c.instance_id if table is not _i else table.c.id
+    total = 0
+    for chunk in _chunks(ids):
+        total += int(conn.execute(delete(table).where(column.in_(chunk))).rowcount or 0)
+    return total
+
+
+def prune_batch(
+    conn: Connection,
+    db: Database,
+    cutoff_ms: int,
+    after: str,
+    limit: int,
+    *,
+    dry_run: bool = False,
+) -> tuple[PruneResult, str | None]:
+    """One batch in the caller's transaction: (what went, the id to continue after, or None
+    when no candidate is left)."""
+    candidates = _candidates(conn, cutoff_ms, after, limit)
+    if not candidates:
+        return PruneResult(cutoff_ms=cutoff_ms, dry_run=dry_run), None
+    roots = candidates if dry_run else _lock_roots(conn, db, candidates, cutoff_ms)
+    trees = _trees(conn, roots)
+    ids = [member for tree in trees.values() for member in tree]
+    if not ids:
+        return PruneResult(cutoff_ms=cutoff_ms, dry_run=dry_run), candidates[-1]
+    act = _count if dry_run else _delete
+    events, signals, tokens = (act(conn, table, ids) for table in _OWNED)
+    instances = act(conn, _i, ids)
+    result = PruneResult(instances, tokens, events, signals, cutoff_ms, dry_run)
+    return result, candidates[-1]
+
+
+def prune(
+    db: Database,
+    older_than_ms: int,
+    *,
+    batch: int = BATCH,
+    dry_run: bool = False,
+    between: Callable[[], bool] | None = None,
+) -> PruneResult:
+    """Remove (dry_run: count) the trees whose root ended more than `older_than_ms` ago by the
+    database's clock, `batch` trees per transaction, until none is left. `between` runs after
+    each batch that found candidates (a pause, say); when it returns False the prune stops."""
+    if batch < 1:
+        raise ValueError("batch must be at least 1")
+    cutoff = int(db.read(lambda c: c.execute(select(db.now)).scalar_one())) - older_than_ms
+    total = PruneResult(cutoff_ms=cutoff, dry_run=dry_run)
+    after: str | None = ""
+    while after is not None:
+        one = functools.partial(
+            prune_batch, db=db, cutoff_ms=cutoff, after=after, limit=batch, dry_run=dry_run
+        )
+        got, after = db.read(one) if dry_run else db.write(one)
+        total += got
+        if after is not None and between is not None and not between():
+            break
+    return total
