@@ -47,7 +47,7 @@ def _history(url: str) -> tuple[list[str], str]:
 
 
 def test_prune_dry_run_then_prune(database_url):
-    old, running = _history(database_url)
+    _, running = _history(database_url)
 
     dry = _wiggle("prune", "--finished-before", "7d", "--database", database_url, "--dry-run")
     assert dry.returncode == 0, dry.stderr
@@ -63,11 +63,6 @@ def test_prune_dry_run_then_prune(database_url):
 
     engine = Engine(database_url)
     try:
-        assert (
-            engine.find_instances().instances[0].instance_id == running
-            if hasattr(engine.find_instances(), "instances")
-            else True
-        )
         assert engine.describe(running).status is InstanceStatus.RUNNING
         assert [v.instance_id for v in engine.list_instances()] == [running]
     finally:
