@@ -93,8 +93,10 @@ def pg_counters(url: str) -> PgCounters:
             ).scalar_one()
             wal_syncs = _wal_syncs(conn)
             pid = conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
-            conn.rollback()
-        return PgCounters(int(commits), int(wal_syncs), _postgres_cpu(int(pid)))
+            # While the connection is open: its backend is the way to the postmaster.
+            cpu = _postgres_cpu(int(pid))
+            conn.rollback()  # a rolled-back read adds nothing to xact_commit
+        return PgCounters(int(commits), int(wal_syncs), cpu)
     finally:
         engine.dispose()
 
