@@ -242,6 +242,25 @@ def _config(args: argparse.Namespace, modes: list[str]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     modes = _modes(args.modes)
     _check(args)
+    try:
+        return _run(args, modes)
+    except ModuleNotFoundError as exc:
+        if exc.name != "pgserver":
+            raise
+        print(
+            "wiggle bench: --database postgres needs the pgserver package (pip install "
+            "pgserver), or WIGGLE_TEST_POSTGRES_URL naming a server to create databases on",
+            file=sys.stderr,
+        )
+    except (sa.exc.SQLAlchemyError, TimeoutError) as exc:
+        # A database that cannot be reached, a server that never answered: no figure, no
+        # traceback.
+        detail = getattr(exc, "orig", None) or exc
+        print(f"wiggle bench: {type(exc).__name__}: {detail}", file=sys.stderr)
+    return 2
+
+
+def _run(args: argparse.Namespace, modes: list[str]) -> int:
     config = _config(args, modes)
     runs: list[ModeRun] = []
     with _databases(args.database) as database_for:
