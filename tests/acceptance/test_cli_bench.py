@@ -42,6 +42,7 @@ def test_a_failed_instance_means_no_figure_and_a_non_zero_exit(database_url):
     assert run.returncode == 1, run.stderr
     rows = [line for line in run.stdout.splitlines() if line.startswith("SERVER")]
     assert rows == []  # the header may be there; no figure is
+    assert "verified" not in run.stdout
     assert "SERVER failed verification; no figures for it" in run.stderr
     assert "1 of 6 instances did not complete (FAILED 1)" in run.stderr
     assert "injected failure" in run.stderr

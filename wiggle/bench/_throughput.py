@@ -278,6 +278,12 @@ def _run(args: argparse.Namespace, modes: list[str]) -> int:
             if result.problems:
                 _refuse(result)
                 break
+    if not args.json and runs and not any(r.problems for r in runs):
+        print(
+            f"verified from the database: in every mode, all {args.warmup + args.instances} "
+            f'instances COMPLETED with {{"n": {args.steps}}} and one step_completed event per '
+            "step node"
+        )
     if args.json:
         document = {
             "config": config,
