@@ -32,6 +32,9 @@ class Poller:
         worker_id: str,
         queues: tuple[str, ...],
         wait_ms: int = 10_000,
+        activities: Callable[[], list[str]] = list,
+        capacity: int = 0,
+        sdk: str = "",
     ) -> None:
         self._rpc = rpc
         self._slots = slots
@@ -39,6 +42,11 @@ class Poller:
         self._worker_id = worker_id
         self._queues = queues
         self._wait_ms = wait_ms
+        # Sent with every poll: the server leases only tasks whose activity is listed (so a
+        # worker never fails a step for want of a handler) and shows who serves what.
+        self._activities = activities
+        self._capacity = capacity
+        self._sdk = sdk
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._call: Any = None  # the in-flight PollTasks future, cancelled by stop()
@@ -121,6 +129,9 @@ class Poller:
             queues=list(self._queues),
             max_tasks=max_tasks,
             wait_ms=self._wait_ms,
+            activities=self._activities(),
+            slots=self._capacity,
+            sdk=self._sdk,
         )
         method = self._rpc.stub.PollTasks
         timeout = self._wait_ms / 1000 + 10.0

@@ -15,6 +15,7 @@ from typing import Any
 
 import grpc
 
+import wiggle
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.client import TlsConfig
@@ -141,6 +142,9 @@ class Worker:
             worker_id=self.worker_id,
             queues=self.queues,
             wait_ms=self._poll_wait_ms,
+            activities=self.registry.names,
+            capacity=self.concurrency,
+            sdk=f"wiggle-python/{wiggle.__version__}",
         )
         self._poller.start()
         _log.info("worker %s serving %s at %s", self.worker_id, ",".join(self.queues), self.address)

@@ -120,6 +120,10 @@ def test_polled_tasks_run_and_polls_ask_for_free_slots(harness):
     first_poll = stub.requests("PollTasks")[0]
     assert first_poll.worker_id == "w-1" and list(first_poll.queues) == ["default", "q2"]
     assert first_poll.max_tasks == 4
+    # The worker says who it is: its activities (so it is never leased a task it cannot run),
+    # its slots and its SDK.
+    assert list(first_poll.activities) == ["inc"]
+    assert first_poll.slots == 4 and first_poll.sdk.startswith("wiggle-python/")
     assert not worker.running
 
 
