@@ -8,8 +8,8 @@
     │   └── InstanceNotFound       no instance with that id
     ├── InvalidRequest             a well-formed request that cannot be honoured as asked
     │   ├── InputRejected          a start input that fails the flow's `input` schema
-    │   ├── WrongPath              an AdvanceRun batch that does not follow the graph
-    │   └── SignalNotAwaited       a signal no await of the instance's flow can receive
+    │   ├── SignalNotAwaited       a signal no `await` of the instance's flow can receive
+    │   └── WrongPath              an AdvanceRun batch that does not follow the graph
     ├── Conflict                   the request was valid once but the world moved on
     │   ├── StaleLease             a report carrying a lease that is no longer the current one
     │   ├── ReportOutOfOrder       a report whose seq skips one the server has not applied
@@ -108,7 +108,20 @@ class InputRejected(InvalidRequest):
 
 
 class SignalNotAwaited(InvalidRequest):
-    """A signal whose name no `await` in the instance's flow can receive."""
+    """A signal whose name no `await` in the instance's flow takes: it could never land."""
+
+    def __init__(self, instance_id: str, name: str, awaited: Sequence[str]) -> None:
+        self.instance_id = instance_id
+        self.name = name
+        self.awaited = tuple(awaited)
+        takes = (
+            "it awaits " + ", ".join(f"{a!r}" for a in self.awaited)
+            if self.awaited
+            else "its flow has no await"
+        )
+        super().__init__(
+            f"instance {instance_id!r} can never receive signal {name[:80]!r}: {takes}"
+        )
 
 
 class WrongPath(InvalidRequest):

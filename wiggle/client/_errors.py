@@ -57,6 +57,10 @@ def _build(reason: str, detail: dict[str, Any], message: str) -> errors.WiggleEr
         exc = errors.InstanceNotFound(text("instance_id"))
     elif reason == "STALE_LEASE":
         exc = errors.StaleLease(text("task_id"))
+    elif reason == "SIGNAL_NOT_AWAITED":
+        awaited = detail.get("awaited")
+        names = [a for a in awaited if isinstance(a, str)] if isinstance(awaited, list) else []
+        exc = errors.SignalNotAwaited(text("instance_id"), text("name"), names)
     elif reason == "INSTANCE_NOT_RUNNING":
         exc = errors.InstanceNotRunning(text("instance_id"), text("status"))
     else:
@@ -67,7 +71,6 @@ def _build(reason: str, detail: dict[str, Any], message: str) -> errors.WiggleEr
             "PAYLOAD_TOO_LARGE": errors.PayloadTooLarge,
             "UNAUTHENTICATED": errors.Unauthenticated,
             "PERMISSION_DENIED": errors.PermissionDenied,
-            "SIGNAL_NOT_AWAITED": errors.SignalNotAwaited,
             "REPORT_OUT_OF_ORDER": errors.Conflict,
             "UNAVAILABLE": errors.Unavailable,
         }

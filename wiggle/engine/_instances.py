@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, select
 
-from wiggle.errors import InstanceNotFound, InstanceNotRunning
+from wiggle.errors import InstanceNotFound, InstanceNotRunning, SignalNotAwaited
 from wiggle.graph import Await, ExecutionMode, Graph
 
 from . import _schema as s
@@ -24,7 +24,7 @@ from ._types import (
 if TYPE_CHECKING:
     from ._engine import Engine
 
-__all__ = ["cancel", "insert_instance", "list_instances", "signal", "status_of"]
+__all__ = ["awaited_signals", "cancel", "insert_instance", "list_instances", "signal", "status_of"]
 
 _i = s.instances
 _r = s.instances.alias("root")
@@ -85,12 +85,21 @@ def lock_instance(eng: Engine, conn: Connection, instance_id: str) -> tuple[Tx, 
     return tx, inst_from_row(tx, m)
 
 
+def awaited_signals(graph: Graph) -> list[str]:
+    """The signal names the graph's awaits take, sorted."""
+    return sorted({node.signal for node in graph if isinstance(node, Await)})
+
+
 def signal(
     eng: Engine, conn: Connection, instance_id: str, name: str, payload: Json
 ) -> tuple[bool, set[str]]:
     tx, inst = lock_instance(eng, conn, instance_id)
     if inst.status is not InstanceStatus.RUNNING:
         raise InstanceNotRunning(instance_id, inst.status.value)
+    awaited = awaited_signals(inst.graph)
+    if name not in awaited:
+        # Buffered, it would wait forever (and its instance would wait out its deadline).
+        raise SignalNotAwaited(instance_id, name, awaited)
     rows = conn.execute(
         select(*TOKEN_COLUMNS)
         .where(_t.c.instance_id == inst.id, _t.c.state == TokenState.AWAITING.value)

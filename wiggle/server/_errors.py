@@ -58,7 +58,12 @@ def _detail(exc: errors.WiggleError) -> dict[str, Any]:
     if isinstance(exc, errors.FlowError):
         return {"diagnostics": [asdict(d) for d in exc.diagnostics]}
     fields = ("name", "version", "instance_id", "status", "task_id")
-    return {f: getattr(exc, f) for f in fields if isinstance(getattr(exc, f, None), str)}
+    detail: dict[str, Any] = {
+        f: getattr(exc, f) for f in fields if isinstance(getattr(exc, f, None), str)
+    }
+    if isinstance(exc, errors.SignalNotAwaited):
+        detail["awaited"] = list(exc.awaited)
+    return detail
 
 
 def abort_with(context: grpc.ServicerContext, exc: BaseException) -> None:

@@ -6,6 +6,7 @@ import pytest
 from engine_testkit import MODES, events_of
 
 from wiggle.engine import InstanceStatus, TokenState
+from wiggle.errors import SignalNotAwaited
 
 pytestmark = pytest.mark.parametrize("mode", MODES)
 
@@ -330,7 +331,9 @@ def test_signal_after_the_await_is_reached_is_delivered(make_driver, mode):
     d.deploy(AWAIT)
     r = d.engine.start("wait", {"x": 1})
     d.run(r.instance_id, until=lambda v: any(t.state is TokenState.AWAITING for t in v.tokens))
-    assert d.engine.signal(r.instance_id, "other", 1) is False  # another name stays buffered
+    # A name no await of the flow takes is refused (buffered, it could never land).
+    with pytest.raises(SignalNotAwaited, match="it awaits 'approve'"):
+        d.engine.signal(r.instance_id, "other", 1)
     assert d.engine.signal(r.instance_id, "approve", None) is True
     assert d.run(r.instance_id).context == {"x": 1, "b": 1}
 

@@ -157,6 +157,24 @@ def test_signal_is_buffered_then_delivered(client, stub, flows):
     assert sorted(orjson.loads(t.input)["n"] for t in tasks) == [1, 2]
 
 
+def test_a_misspelled_signal_is_refused_naming_what_the_instance_awaits(client, stub, flows):
+    """The user story: a signal name no await takes was buffered with exit 0 and the instance
+    waited out its deadline. Now it is refused, and nothing is stored."""
+    client.deploy(flows["gate"])
+    iid = client.start("gate", None).instance_id
+    with pytest.raises(errors.SignalNotAwaited) as typed:
+        client.signal(iid, "Go", {"ok": True})
+    assert typed.value.awaited == ("go",) and typed.value.name == "Go"
+    assert "can never receive signal 'Go': it awaits 'go'" in str(typed.value)
+    with pytest.raises(grpc.RpcError) as exc:
+        stub.SignalInstance(pb.SignalInstanceRequest(instance_id=iid, name="Go"))
+    assert exc.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert _code(exc.value) == "SIGNAL_NOT_AWAITED"
+    kinds = [e.kind for e in client.describe(iid, events=True).events]
+    assert "signal_received" not in kinds
+    assert client.signal(iid, "go") is True
+
+
 def test_cancel(client, flows):
     client.deploy(flows["gate"])
     iid = client.start("gate", None).instance_id
