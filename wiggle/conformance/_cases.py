@@ -77,6 +77,7 @@ class Signal:
     name: str
     payload: Any
     when: Moment
+    refused: str | None = None  # the server must refuse it, with this in the message
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,9 @@ def load_case(path: Path, spec_dir: Path | None = None) -> Case:
                 description=r.get("description", ""),
                 input=r.get("input", {}),
                 signals=[
-                    Signal(s["name"], s.get("payload"), Moment.parse(s["when"]))
+                    Signal(
+                        s["name"], s.get("payload"), Moment.parse(s["when"]), s.get("refused")
+                    )
                     for s in r.get("signals", [])
                 ],
                 cancel=Moment.parse(cancel["when"]) if cancel else None,

@@ -303,6 +303,22 @@ class _Watch:
         return (moment.node, moment.kind) in self._tokens[flow]
 
 
+def _send(client: Any, root: str, signal: Any, problems: list[str]) -> None:
+    """Send one signal; one the case expects refused must be refused with its words."""
+    from wiggle.errors import InvalidRequest
+
+    if signal.refused is None:
+        client.signal(root, signal.name, signal.payload)
+        return
+    try:
+        client.signal(root, signal.name, signal.payload)
+    except InvalidRequest as exc:
+        if signal.refused not in str(exc):
+            problems.append(f"signal {signal.name} refused as {exc}; expected {signal.refused!r}")
+        return
+    problems.append(f"signal {signal.name} accepted; expected a refusal ({signal.refused!r})")
+
+
 def _execute(session: _Session, case: Case, run: Run, version: str) -> RunResult:
     if run.transport == "tls":
         with session.tls_worker(f"{case.id}-tls"):
@@ -356,7 +372,7 @@ def _execute_run(session: _Session, case: Case, run: Run, version: str) -> RunRe
             watch.forget_tokens()
         while signals and watch.reached(signals[0].when):
             signal = signals.pop(0)
-            client.signal(root, signal.name, signal.payload)
+            _send(client, root, signal, result.problems)
             # The next signal's moment must be judged on the state after this one.
             watch.forget_tokens()
         if cancel is not None and watch.reached(cancel):
