@@ -167,6 +167,10 @@ def test_run_exits_1_when_the_instance_fails(work):
         (["greet.yaml", "--handlers", "no_such_module_x"], "cannot load handlers"),
         (["nowhere.yaml", "--handlers", "handlers.py"], "nowhere.yaml:0:0: cannot read"),
         (["greet.yaml", "--handlers", "handlers.py", "--signal", "nope"], "expected NAME=JSON"),
+        (
+            ["gate.yaml", "--handlers", "handlers.py", "--signal", "Go={}"],
+            "flow 'gate' can never receive signal 'Go' (it awaits go)",
+        ),
     ],
 )
 def test_run_reports_bad_arguments_clearly(work, args, message):
@@ -207,9 +211,9 @@ def test_run_order_fulfilment_end_to_end(tmp_path):
     assert final["context"]["order_id"] == "A-1001"
 
 
-def test_run_warns_about_activities_without_a_handler(work):
+def test_run_refuses_activities_without_a_handler(work):
     (work / "lost.yaml").write_text("wiggle: 1\nname: lost\nsteps:\n  - task: nobody_home\n")
     result = wiggle("run", "lost.yaml", "--handlers", "handlers.py", "--input", "{}", cwd=work)
     assert result.returncode == 1
     assert "defines no activity named nobody_home" in result.stderr
-    assert "FAILED" in result.stdout
+    assert result.stdout == ""  # refused before anything started

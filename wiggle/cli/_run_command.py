@@ -86,6 +86,19 @@ def _signals(values: list[str]) -> Iterator[tuple[str, Any]]:
         yield name, parse_json(payload, f"the payload of --signal {name}")
 
 
+def _check_signals(signals: list[tuple[str, Any]], graph: Graph) -> None:
+    """Refuse, before anything starts, a --signal the flow could never receive."""
+    from wiggle.graph import Await
+
+    awaited = sorted({n.signal for n in graph if isinstance(n, Await)})
+    for name, _ in signals:
+        if name not in awaited:
+            takes = "it awaits " + ", ".join(awaited) if awaited else "it has no await"
+            raise InvalidRequest(
+                f"--signal {name}: flow {graph.name!r} can never receive signal {name!r} ({takes})"
+            )
+
+
 def _run(args: argparse.Namespace) -> int:
     # Check everything the user typed before starting anything.
     value = parse_json(args.input, "--input")
@@ -96,14 +109,14 @@ def _run(args: argparse.Namespace) -> int:
         for diagnostic in exc.diagnostics:
             print(diagnostic, file=sys.stderr)
         return 1
+    _check_signals(signals, flows[-1].graph)
     registry = load_registry(args.handlers)
-    # Only a warning: a missing handler fails its step when (if) the flow reaches it.
+    # The worker is only handed tasks whose activity it has: a missing one would wait forever.
     missing = sorted(_activities([f.graph for f in flows]) - set(registry.names()))
     if missing:
-        print(
-            f"wiggle: warning: {args.handlers} defines no activity named {', '.join(missing)}; "
-            "steps that run them will fail",
-            file=sys.stderr,
+        raise InvalidRequest(
+            f"{args.handlers} defines no activity named {', '.join(missing)}; the flow needs "
+            "every activity it names (write the missing @activity functions first)"
         )
 
     from wiggle.client import Client

@@ -215,9 +215,7 @@ def load_case(path: Path, spec_dir: Path | None = None) -> Case:
                 description=r.get("description", ""),
                 input=r.get("input", {}),
                 signals=[
-                    Signal(
-                        s["name"], s.get("payload"), Moment.parse(s["when"]), s.get("refused")
-                    )
+                    Signal(s["name"], s.get("payload"), Moment.parse(s["when"]), s.get("refused"))
                     for s in r.get("signals", [])
                 ],
                 cancel=Moment.parse(cancel["when"]) if cancel else None,
