@@ -59,8 +59,9 @@ class WiggleError(Exception):
 class Diagnostic:
     """One problem in a flow document, located as precisely as the source allows.
 
-    `line` and `column` are 1-based; 0 means "no position known" (for example a problem with the
-    document as a whole). `path` is the JSON pointer of the offending value inside the document.
+    `line` and `column` are 1-based. A problem with the document as a whole (unreadable, too
+    large, not UTF-8) is placed at 1:1, where an editor can jump; 0 means no position is known
+    (a graph handed over without its source). `path` is the JSON pointer of the offending value.
     """
 
     file: str

@@ -195,7 +195,7 @@ def test_compile_of_a_missing_flow_is_clean(tmp_path):
     done = wiggle("compile", "nope.yaml", cwd=tmp_path)
     assert done.returncode == 1
     assert b"Traceback" not in done.stderr
-    assert lines(done.stderr) == ["nope.yaml:0:0: cannot read the flow: No such file or directory"]
+    assert lines(done.stderr) == ["nope.yaml:1:1: cannot read the flow: No such file or directory"]
 
 
 # -- render --------------------------------------------------------------------------------------

@@ -165,7 +165,7 @@ def test_run_exits_1_when_the_instance_fails(work):
         ),
         (["greet.yaml", "--handlers", "missing.py"], "cannot load handlers"),
         (["greet.yaml", "--handlers", "no_such_module_x"], "cannot load handlers"),
-        (["nowhere.yaml", "--handlers", "handlers.py"], "nowhere.yaml:0:0: cannot read"),
+        (["nowhere.yaml", "--handlers", "handlers.py"], "nowhere.yaml:1:1: cannot read"),
         (["greet.yaml", "--handlers", "handlers.py", "--signal", "nope"], "expected NAME=JSON"),
         (
             ["gate.yaml", "--handlers", "handlers.py", "--signal", "Go={}"],

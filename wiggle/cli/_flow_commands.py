@@ -39,7 +39,7 @@ def _load(path: str) -> CompiledFlow:
         return load_flow_file(path)
     except OSError as exc:  # the compiler reports these itself; this is the belt to its braces
         reason = exc.strerror or str(exc)
-        raise FlowError([Diagnostic(path, 0, 0, f"cannot read the flow: {reason}")]) from None
+        raise FlowError([Diagnostic(path, 1, 1, f"cannot read the flow: {reason}")]) from None
 
 
 def _report(error: FlowError) -> None:

@@ -47,7 +47,7 @@ def _compile(path: str, mode: str | None) -> CompiledFlow:
     try:
         flow = load_flow_file(path)
     except OSError as exc:
-        raise FlowError([Diagnostic(path, 0, 0, f"cannot read the flow: {exc.strerror}")]) from None
+        raise FlowError([Diagnostic(path, 1, 1, f"cannot read the flow: {exc.strerror}")]) from None
     if mode is None or flow.document.get("execution") == mode:
         return flow
     return graph_from_canonical(canonical_json({**flow.document, "execution": mode}))

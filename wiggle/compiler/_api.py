@@ -9,7 +9,7 @@ from typing import Any
 
 from wiggle.compiler._canonical import canonical_json, version_of
 from wiggle.compiler._checks import DOCUMENT_CHECKS, GRAPH_CHECKS
-from wiggle.compiler._compile import compile_flow
+from wiggle.compiler._compile import compile_flow, duplicate_ids
 from wiggle.compiler._graph import graph_problems, graph_to_nx
 from wiggle.compiler._loader import MAX_BYTES, SourceMap, load_document
 from wiggle.compiler._messages import schema_diagnostics
@@ -56,6 +56,8 @@ def load_flow(
         for doc_check in DOCUMENT_CHECKS:
             problems.extend(doc_check(flow, where))
     if problems:
+        # One pass reports everything: duplicate ids too, when the steps can be numbered.
+        problems.extend(duplicate_ids(flow, where))
         raise FlowError(problems)
     compiled = compile_flow(flow)
     for graph_check in GRAPH_CHECKS:
@@ -77,14 +79,14 @@ def load_flow_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_BYTES) 
             raise FlowError(
                 [
                     Diagnostic(
-                        name, 0, 0, f"document is {size} bytes; the limit is {max_bytes} bytes"
+                        name, 1, 1, f"document is {size} bytes; the limit is {max_bytes} bytes"
                     )
                 ]
             )
         with open(name, "rb") as handle:
             data = handle.read(max_bytes + 1)
     except OSError as exc:
-        raise FlowError([Diagnostic(name, 0, 0, f"cannot read the flow: {exc.strerror}")]) from None
+        raise FlowError([Diagnostic(name, 1, 1, f"cannot read the flow: {exc.strerror}")]) from None
     return load_flow(data, name, max_bytes=max_bytes)
 
 
@@ -102,6 +104,6 @@ def graph_from_canonical(doc: bytes) -> CompiledFlow:
             raise FlowError(problems)
         return _finish(document, graph_to_nx(document))
     except (ValueError, UnicodeDecodeError) as exc:
-        raise FlowError([Diagnostic("<graph>", 0, 0, f"graph is not JSON: {exc}")]) from None
+        raise FlowError([Diagnostic("<graph>", 1, 1, f"graph is not JSON: {exc}")]) from None
     except RecursionError:
-        raise FlowError([Diagnostic("<graph>", 0, 0, "graph is nested too deeply")]) from None
+        raise FlowError([Diagnostic("<graph>", 1, 1, "graph is nested too deeply")]) from None

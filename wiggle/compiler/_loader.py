@@ -153,12 +153,12 @@ def _check_size_and_text(source: str | bytes, file: str, max_bytes: int) -> str:
     if isinstance(source, str) and size <= max_bytes:
         size = len(source.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
-        raise _fail(file, 0, 0, f"document is {size} bytes; the limit is {max_bytes} bytes")
+        raise _fail(file, 1, 1, f"document is {size} bytes; the limit is {max_bytes} bytes")
     if isinstance(source, bytes):
         try:
             text = source.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise _fail(file, 0, 0, f"document is not UTF-8: {exc.reason}") from None
+            raise _fail(file, 1, 1, f"document is not UTF-8: {exc.reason}") from None
     else:
         text = source
     if text.startswith("\ufeff"):
@@ -166,7 +166,7 @@ def _check_size_and_text(source: str | bytes, file: str, max_bytes: int) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise _fail(file, 0, 0, "document contains unpaired surrogate characters") from None
+        raise _fail(file, 1, 1, "document contains unpaired surrogate characters") from None
     run = _BRACKET_RUN.search(text)
     if run is not None:
         offset = run.end() - 1
@@ -294,9 +294,9 @@ def load_document(source: str | bytes, file: str, *, max_bytes: int = MAX_BYTES)
         message = f"character U+{exc.character:04X} is not allowed in YAML"
         raise _fail(file, line, column, message) from None
     except YAMLError as exc:
-        raise _fail(file, 0, 0, f"syntax error: {exc}") from None
+        raise _fail(file, 1, 1, f"syntax error: {exc}") from None
     except RecursionError:
-        raise _fail(file, 0, 0, f"nesting is deeper than {MAX_DEPTH} levels") from None
+        raise _fail(file, 1, 1, f"nesting is deeper than {MAX_DEPTH} levels") from None
     if builder.documents == 0:
         raise _fail(file, 1, 1, "the document is empty")
     return Loaded(builder.root, builder.source)

@@ -6,6 +6,7 @@ the alternative the author meant and word it in the flow format's terms, one per
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,7 +16,7 @@ from jsonschema.exceptions import (  # type: ignore[import-untyped,unused-ignore
 )
 
 from wiggle.compiler._loader import Path, SourceMap
-from wiggle.compiler._schema import step_keys
+from wiggle.compiler._schema import step_keys, step_options
 from wiggle.errors import Diagnostic
 
 __all__ = ["schema_diagnostics"]
@@ -93,6 +94,9 @@ def _message(error: ValidationError) -> str:
             present = [k for k, _ in step_keys() if k in error.instance]
             if present:
                 return f"a step has exactly one block key; found {', '.join(present)}"
+            unknown = _bad_block_key(error)
+            if unknown is not None:
+                return f"{_unknown_block(unknown)}; a step needs one block key: one of {names}"
             return f"a step needs one block key: one of {names}"
         return f"a step must be a mapping with one block key ({names})"
     if kind == "pattern":
@@ -125,6 +129,24 @@ def _message(error: ValidationError) -> str:
     if kind == "minProperties":
         return f"{title} must not be empty"
     return f"{title}: {error.message}"
+
+
+def _bad_block_key(error: ValidationError) -> str | None:
+    """A step without a block key: the first key that is no step option (a misspelled block)."""
+    if not (_is_step_choice(error) and isinstance(error.instance, dict)):
+        return None
+    blocks = {k for k, _ in step_keys()}
+    if any(k in blocks for k in error.instance):
+        return None
+    return next((k for k in error.instance if k not in step_options()), None)
+
+
+def _unknown_block(key: str) -> str:
+    """`unknown block 'tsk' (did you mean 'task'?)`."""
+    blocks = [k for k, _ in step_keys()]
+    close = difflib.get_close_matches(key, blocks, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown block {key!r}{hint}"
 
 
 def _json_type(value: Any) -> str:
@@ -181,5 +203,9 @@ def schema_diagnostics(validator: Any, value: Any, source: SourceMap) -> list[Di
             message = _message(error)
             if (path, message) not in seen:
                 seen.add((path, message))
-                out.append(source.diagnostic(path, message))
+                bad = _bad_block_key(error)  # point at the misspelled key itself
+                if bad is not None:
+                    out.append(source.diagnostic((*path, bad), message, at_key=True))
+                else:
+                    out.append(source.diagnostic(path, message))
     return out

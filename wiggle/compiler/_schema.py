@@ -88,6 +88,17 @@ def step_keys() -> tuple[tuple[str, str], ...]:
 
 
 @functools.cache
+def step_options() -> frozenset[str]:
+    """Every key some kind of step accepts besides its block key (id, queue, retry, ...)."""
+    defs = load_schema("flow")["$defs"]
+    blocks = {key for key, _ in step_keys()}
+    return (
+        frozenset(key for _, name in step_keys() for key in defs[name].get("properties", {}))
+        - blocks
+    )
+
+
+@functools.cache
 def _node_kinds() -> dict[str, int]:
     """Graph node kind → index of its alternative in the graph schema's node oneOf."""
     defs = load_schema("graph")["$defs"]

@@ -212,6 +212,26 @@ BAD: list[tuple[str, str, list[tuple[int, int, str]]]] = [
         H + "input: {maximum: .inf}\nsteps: [{task: a}]\n",
         [(3, 18, "not a JSON number")],
     ),
+    (
+        "misspelled-block-named-at-its-key",
+        H + "steps:\n  - task: a\n  - tsk: b\n    id: b\n",
+        [(5, 5, "unknown block 'tsk' (did you mean 'task'?); a step needs one block key")],
+    ),
+    (
+        "unknown-block-without-a-near-name",
+        H + "steps:\n  - frobnicate: x\n",
+        [(4, 5, "unknown block 'frobnicate'; a step needs one block key: one of task")],
+    ),
+    (
+        "duplicate-id-beside-a-schema-error",
+        H + "steps:\n  - task: a\n  - task: a\n  - sleep: 5x\n",
+        [(5, 11, "duplicate node id 'a'"), (6, 12, "'5x' is not a valid duration")],
+    ),
+    (
+        "not-utf8-at-1-1",
+        b"wiggle: 1\nname: \xff\n",
+        [(1, 1, "document is not UTF-8")],
+    ),
 ]
 
 
@@ -237,6 +257,23 @@ def test_every_problem_is_reported_in_source_order() -> None:
     lines = [d.line for d in caught.value.diagnostics]
     assert lines == [3, 6, 7, 8]
     assert str(caught.value).startswith("f.yaml:3:8: ")
+
+
+def test_an_oversized_or_missing_file_is_located_at_1_1(tmp_path) -> None:
+    from wiggle.compiler import load_flow_file
+
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * 2000)
+    with pytest.raises(FlowError) as caught:
+        load_flow_file(big, max_bytes=1000)
+    (found,) = caught.value.diagnostics
+    assert (found.line, found.column) == (1, 1)
+    assert "document is 2000 bytes; the limit is 1000 bytes" in found.message
+    with pytest.raises(FlowError) as caught:
+        load_flow_file(tmp_path / "nope.yaml")
+    assert str(caught.value).endswith(
+        "nope.yaml:1:1: cannot read the flow: No such file or directory"
+    )
 
 
 def test_diagnostics_carry_json_pointer_paths() -> None:
