@@ -172,11 +172,14 @@ def apply_steps(
     """Apply a validated batch (see the module docstring). `reason` None: a SERVER report."""
     plan = plan_steps(inst, tok, steps)
     graph = inst.graph
+    # A branch's steps name their branch (a fork's name, a for_each item's index or key), so
+    # progress lines can say which item a step ran for.
+    where = {"branch": tok.branch} if tok.branch is not None else {}
     for node_id, attempt, value in plan.completed:
         if value is None:
-            tx.event(inst.id, "step_completed", node_id, attempt)
+            tx.event(inst.id, "step_completed", node_id, attempt, **where)
         else:
-            tx.event(inst.id, "step_completed", node_id, attempt, predicate=value)
+            tx.event(inst.id, "step_completed", node_id, attempt, predicate=value, **where)
     tok.context = plan.context
     tok.loop_counts = plan.loop_counts
     if plan.failure is not None:
