@@ -4,19 +4,14 @@ by `wiggle deploy / start / signal / cancel / status`, on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-TOKEN = "acceptance-token"
+from clikit import TOKEN, Running, cli_env, wiggle
 
 HANDLERS = """\
 from wiggle import activity
@@ -34,96 +29,12 @@ GREET = "wiggle: 1\nname: greet\nsteps:\n  - task: hello\n  - task: bye\n"
 GATE = "wiggle: 1\nname: gate\nsteps:\n  - await: go\n  - task: hello\n"
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WIGGLE_")}
-    env["PYTHONIOENCODING"] = "utf-8"
-    env.update(extra)
-    return env
-
-
-class Running:
-    """A long-running `wiggle` subprocess whose stderr is collected in the background."""
-
-    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "wiggle", *args],
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: list[str] = []
-        self._got_line = threading.Condition()
-        self._drainer = threading.Thread(target=self._drain, daemon=True)
-        self._drainer.start()
-
-    def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            with self._got_line:
-                self.lines.append(line)
-                self._got_line.notify_all()
-
-    def wait_for(self, pattern: str, timeout: float = 60) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        with self._got_line:
-            while True:
-                for line in self.lines:
-                    found = re.search(pattern, line)
-                    if found:
-                        return found
-                left = deadline - time.monotonic()
-                if left <= 0 or self.proc.poll() is not None:
-                    raise AssertionError(f"no {pattern!r} in:\n{''.join(self.lines)}")
-                self._got_line.wait(min(left, 0.5))
-
-    def stop(self, timeout: float = 30) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self._drainer.join(10)
-            assert self.proc.stderr is not None
-            self.proc.stderr.close()
-
-
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
     (tmp_path / "handlers.py").write_text(HANDLERS)
     (tmp_path / "greet.yaml").write_text(GREET)
     (tmp_path / "gate.yaml").write_text(GATE)
     return tmp_path
-
-
-@pytest.fixture
-def server(work: Path, database_url: str) -> Iterator[tuple[str, Running]]:
-    running = Running(
-        ["server", "--address", "127.0.0.1:0", "--database", database_url, "--grace", "2"],
-        work,
-        _env(WIGGLE_AUTH_TOKEN=TOKEN),
-    )
-    try:
-        port = running.wait_for(r"listening on 127\.0\.0\.1:(\d+)").group(1)
-        yield f"127.0.0.1:{port}", running
-    finally:
-        running.stop()
-
-
-def wiggle(address: str, *args: str, cwd: Path, token: str | None = TOKEN, timeout: float = 120):
-    env = _env(WIGGLE_ADDRESS=address, **({"WIGGLE_AUTH_TOKEN": token} if token else {}))
-    return subprocess.run(
-        [sys.executable, "-m", "wiggle", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def test_deploy_start_signal_cancel_status(server, work):
@@ -164,7 +75,7 @@ def test_worker_runs_what_start_waits_for(server, work):
     worker = Running(
         ["worker", "--handlers", "handlers.py", "--concurrency", "4"],
         work,
-        _env(WIGGLE_ADDRESS=address, WIGGLE_AUTH_TOKEN=TOKEN),
+        cli_env(WIGGLE_ADDRESS=address, WIGGLE_AUTH_TOKEN=TOKEN),
     )
     try:
         done = wiggle(
@@ -187,7 +98,7 @@ def test_status_watch_follows_until_finished(server, work):
     watcher = subprocess.Popen(
         [sys.executable, "-m", "wiggle", "status", "w1", "--watch", "--interval", "0.2"],
         cwd=work,
-        env=_env(WIGGLE_ADDRESS=address, WIGGLE_AUTH_TOKEN=TOKEN),
+        env=cli_env(WIGGLE_ADDRESS=address, WIGGLE_AUTH_TOKEN=TOKEN),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -235,7 +146,7 @@ def test_server_refuses_a_public_address_without_a_token(tmp_path):
             "--database",
             f"sqlite:///{tmp_path / 'w.db'}",
         ],
-        env=_env(),
+        env=cli_env(),
         capture_output=True,
         text=True,
         timeout=60,
@@ -250,7 +161,7 @@ def test_two_servers_share_one_database(server, work, database_url):
     second = Running(
         ["server", "--address", "127.0.0.1:0", "--database", database_url, "--grace", "2"],
         work,
-        _env(WIGGLE_AUTH_TOKEN=TOKEN),
+        cli_env(WIGGLE_AUTH_TOKEN=TOKEN),
     )
     try:
         port = second.wait_for(r"listening on 127\.0\.0\.1:(\d+)").group(1)
@@ -259,7 +170,7 @@ def test_two_servers_share_one_database(server, work, database_url):
         worker = Running(
             ["worker", "--handlers", "handlers.py"],
             work,
-            _env(WIGGLE_ADDRESS=other, WIGGLE_AUTH_TOKEN=TOKEN),
+            cli_env(WIGGLE_ADDRESS=other, WIGGLE_AUTH_TOKEN=TOKEN),
         )
         try:
             # Started through the first server, run by a worker polling the second.

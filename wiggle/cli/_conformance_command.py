@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from wiggle.cli._remote_commands import env, env_flag
+from wiggle.cli._options import env, env_flag
 from wiggle.graph import ExecutionMode
 
 __all__ = ["register"]

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from wiggle.cli._remote_commands import add_connection_flags, env, env_flag
+from wiggle.cli._options import add_connection_flags, env, env_flag
 
 __all__ = ["DEFAULT_LISTEN", "register"]
 

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from wiggle.cli._remote_commands import EventPrinter, env, env_flag, load_registry, parse_json
+from wiggle.cli._options import env, env_flag, parse_json
+from wiggle.cli._output import EventPrinter
+from wiggle.cli._worker_command import load_registry
 from wiggle.errors import Diagnostic, FlowError, InvalidRequest
 
 if TYPE_CHECKING:

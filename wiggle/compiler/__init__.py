@@ -3,6 +3,7 @@
     load_flow / load_flow_file   YAML or JSON → CompiledFlow (raises FlowError with every problem)
     graph_from_canonical         stored canonical graph bytes → CompiledFlow (checked)
     canonical_json               RFC 8785 bytes of JSON data
+    subflow_references           the flows a flow file's `subflow` steps start, located
 
 The stages, each a private module: `_loader` (text → data + positions, hostile input refused),
 `_schema` + `_messages` (flow.schema.json and readable errors), `_checks` (semantic checks),
@@ -13,5 +14,14 @@ from __future__ import annotations
 
 from wiggle.compiler._api import CompiledFlow, graph_from_canonical, load_flow, load_flow_file
 from wiggle.compiler._canonical import canonical_json
+from wiggle.compiler._references import SubflowRef, subflow_references
 
-__all__ = ["CompiledFlow", "canonical_json", "graph_from_canonical", "load_flow", "load_flow_file"]
+__all__ = [
+    "CompiledFlow",
+    "SubflowRef",
+    "canonical_json",
+    "graph_from_canonical",
+    "load_flow",
+    "load_flow_file",
+    "subflow_references",
+]

@@ -204,8 +204,10 @@ def test_number_form_round_trips_and_is_shortest(number: float) -> None:
 def test_public_names() -> None:
     assert sorted(wiggle.compiler.__all__) == [
         "CompiledFlow",
+        "SubflowRef",
         "canonical_json",
         "graph_from_canonical",
         "load_flow",
         "load_flow_file",
+        "subflow_references",
     ]

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from wiggle import errors
-from wiggle.cli._remote_commands import EventPrinter
+from wiggle.cli._output import EventPrinter
 from wiggle.client import Event
 from wiggle.client._errors import from_rpc_error
 from wiggle.server._auth import is_loopback
