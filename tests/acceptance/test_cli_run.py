@@ -29,6 +29,18 @@ def take(payload):
     return {**payload["context"], "got": payload["signal"]}
 
 @activity
+def keep(ctx):
+    return True
+
+@activity
+def double(x):
+    return x * 2
+
+@activity
+def gather(payload):
+    return {"ys": payload["results"]}
+
+@activity
 def explode(ctx):
     raise NonRetryable("boom: " + ctx.get("why", "no reason"))
 """
@@ -42,6 +54,10 @@ FLOWS = {
     "child.yaml": "wiggle: 1\nname: child\nsteps:\n  - task: bye\n",
     "parent.yaml": "wiggle: 1\nname: parent\nsteps:\n  - task: hello\n  - subflow: child\n",
     "fails.yaml": "wiggle: 1\nname: fails\nsteps:\n  - task: hello\n  - task: explode\n",
+    "items.yaml": (
+        "wiggle: 1\nname: items\nsteps:\n  - filter: keep\n  - for_each: /xs\n"
+        "    steps: [{task: double}]\n    combine: gather\n"
+    ),
 }
 
 
@@ -101,6 +117,25 @@ def test_run_json_last_line(work, mode):
         "context": {"n": 1, "hello": 1, "bye": True},
     }
     assert f"({mode})" in result.stderr  # progress goes to stderr with --json
+
+
+def test_progress_names_for_each_items_and_predicate_outcomes(work):
+    result = wiggle(
+        "run", "items.yaml", "--handlers", "handlers.py", "--input", '{"xs": [1, 2]}', cwd=work
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "  ✓ keep → true (attempt 1)" in lines
+    assert "  ✓ double (item 0, attempt 1)" in lines
+    assert "  ✓ double (item 1, attempt 1)" in lines
+    assert '"ys": [' in result.stdout
+
+
+def test_worker_logs_go_to_stderr_never_inside_progress_lines(work):
+    result = wiggle("run", "fails.yaml", "--handlers", "handlers.py", "--input", "{}", cwd=work)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stdout  # the activity's traceback is a log record
+    assert "  ✗ explode (attempt 1): boom: no reason" in result.stdout.splitlines()
 
 
 def test_run_delivers_signals(work):

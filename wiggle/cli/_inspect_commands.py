@@ -119,7 +119,7 @@ def _list(args: argparse.Namespace) -> int:
         print(instances_table(page))
     else:
         print("no instances match")
-    counts = "  ".join(f"{k.lower()} {v}" for k, v in page.counts.items())
+    counts = "  ".join(f"{s.lower()} {page.counts.get(s, 0)}" for s in STATUSES)
     print(f"\nmatching: {counts}")
     if page.next_page_token:
         print(f"more: add --page {page.next_page_token}")
