@@ -273,6 +273,41 @@ def test_render_usage_errors_are_clean(tmp_path, args, code, message):
     assert not (tmp_path / "out.jpg").exists()
 
 
+def test_render_without_output_writes_beside_the_flow(tmp_path):
+    """`wiggle render flow.yaml`, the command users type first, used to fail (-o required)."""
+    flow = tmp_path / "order.yaml"
+    flow.write_bytes(ORDER.read_bytes())
+    done = wiggle("render", "order.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    assert lines(done.stdout) == ["order.svg"]
+    assert (tmp_path / "order.svg").read_bytes().startswith(MAGIC["svg"])
+    done = wiggle("render", "order.yaml", "--format", "png", cwd=tmp_path)
+    assert lines(done.stdout) == ["order.png"]
+
+
+@pytest.mark.parametrize(
+    ("states", "message"),
+    [
+        ({"validate": "DONE", "nope": "RUNNING"}, "no node 'nope' in flow 'order-fulfilment'"),
+        ({"validate": "BUSY"}, "unknown state 'BUSY' (use FAILED, RUNNING, READY"),
+        ({"validate": {"DONE": 1, "Lost": 2}}, "unknown state 'Lost'"),
+    ],
+    ids=["unknown-node", "unknown-state", "unknown-state-in-counts"],
+)
+def test_render_states_refuses_unknown_nodes_and_states(tmp_path, states, message):
+    (tmp_path / "states.json").write_text(json.dumps(states))
+    done = wiggle("render", str(ORDER), "-o", "out.svg", "--states", "states.json", cwd=tmp_path)
+    assert done.returncode == 2
+    assert message in done.stderr.decode()
+    assert not (tmp_path / "out.svg").exists()
+
+
+def test_render_needs_a_flow_or_an_instance(tmp_path):
+    done = wiggle("render", cwd=tmp_path)
+    assert done.returncode == 2
+    assert lines(done.stderr) == ["wiggle render: give a FLOW file or --instance ID (one of them)"]
+
+
 def test_render_bad_env_format_is_a_usage_error(tmp_path):
     done = wiggle(
         "render", str(ORDER), "-o", "x.svg", cwd=tmp_path, env={"WIGGLE_RENDER_FORMAT": "gif"}

@@ -74,6 +74,7 @@ def _wait_for_token(address, work, iid, pred, tries=600):
 
     for _ in range(tries):
         view = _status_json(address, work, iid)
+        assert view["status"] == "RUNNING", view
         live = [t for t in view["tokens"] if t["state"] != "DONE"]
         if live and pred(live[0]):
             return view
@@ -105,6 +106,23 @@ def test_status_shows_the_current_context_and_what_the_token_waits_for(server, w
     text = _ok(wiggle(address, "status", "a1", cwd=work)).stdout
     assert 'context   {"who":"ada","score":7} (at approve)' in text
     assert "waiting for signal `approve` since" in text
+
+
+def test_render_an_instance_with_its_token_states(server, work):
+    address, _ = server
+    _ok(wiggle(address, "deploy", "approval.yaml", cwd=work))
+    worker = _worker(address, work)
+    try:
+        _ok(wiggle(address, "start", "approval", "--id", "r1", "--input", "{}", cwd=work))
+        _wait_for_token(address, work, "r1", lambda t: t["state"] == "AWAITING")
+    finally:
+        assert worker.stop() == 0
+    dot = _ok(wiggle(address, "render", "--instance", "r1", "-o", "-", "-f", "dot", cwd=work))
+    assert '"approve"' in dot.stdout and "AWAITING" in dot.stdout and "DONE 1" in dot.stdout
+    written = _ok(wiggle(address, "render", "--instance", "r1", cwd=work))
+    assert written.stdout.strip() == "r1.svg" and (work / "r1.svg").exists()
+    missing = wiggle(address, "render", "--instance", "nope", cwd=work)
+    assert missing.returncode == 1 and "no instance with id 'nope'" in missing.stderr
 
 
 def test_a_misspelled_signal_is_refused_with_the_names_awaited(server, work):

@@ -23,10 +23,11 @@ from ._render import (
     format_for_path,
     render,
 )
-from ._states import InstanceStates, states_from_tokens
+from ._states import STATES, InstanceStates, states_from_tokens
 
 __all__ = [
     "FORMATS",
+    "STATES",
     "GraphvizNotFound",
     "InstanceStates",
     "RenderError",

@@ -14,7 +14,10 @@ from typing import Protocol, TypeAlias
 
 from ._styles import STATE_COLOURS, STATE_PRIORITY, UNKNOWN_STATE_COLOUR
 
-__all__ = ["InstanceStates", "NodeHighlight", "highlights", "states_from_tokens"]
+__all__ = ["STATES", "InstanceStates", "NodeHighlight", "highlights", "states_from_tokens"]
+
+#: The states a node can be drawn in (anything else is refused by `wiggle render --states`).
+STATES: tuple[str, ...] = tuple(STATE_PRIORITY)
 
 InstanceStates: TypeAlias = Mapping[str, str | Mapping[str, int]]
 

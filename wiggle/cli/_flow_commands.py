@@ -13,6 +13,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from wiggle.cli._options import add_connection_flags
 from wiggle.errors import Diagnostic, FlowError
 
 if TYPE_CHECKING:
@@ -86,17 +87,86 @@ def _compile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_states(path: str) -> dict[str, Any]:
-    """A JSON object: node id -> state, or node id -> {state: token count}."""
-    with open(path, "rb") as handle:
-        states: Any = json.loads(handle.read())
+class _Usage(Exception):
+    """A bad render command line: exit status 2 with this message."""
+
+
+def _read_states(path: str, graph: Any) -> dict[str, Any]:
+    """A JSON object: node id -> state, or node id -> {state: token count}. Every node id must
+    be in the flow and every state one the renderer draws."""
+    from wiggle_render import STATES  # type: ignore[import-not-found, unused-ignore]
+
+    try:
+        with open(path, "rb") as handle:
+            states: Any = json.loads(handle.read())
+    except (OSError, ValueError) as exc:
+        raise _Usage(
+            f"cannot use --states {path}: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
     valid = isinstance(states, dict) and all(
         isinstance(v, str) or (isinstance(v, dict) and all(isinstance(n, int) for n in v.values()))
         for v in states.values()
     )
     if not valid:
-        raise ValueError("expected an object of node id -> state or {state: count}")
+        raise _Usage(
+            f"cannot use --states {path}: expected an object of node id -> state or "
+            "{state: count}"
+        )
+    unknown_ids = sorted(k for k in states if k not in graph.nodes)
+    named = [v for v in states.values() if isinstance(v, str)]
+    named += [k for v in states.values() if isinstance(v, dict) for k in v]
+    unknown_states = sorted({v for v in named if v.upper() not in STATES})
+    problems = []
+    if unknown_ids:
+        problems.append(f"no node {', '.join(map(repr, unknown_ids[:10]))} in flow {graph.name!r}")
+    if unknown_states:
+        problems.append(
+            f"unknown state {', '.join(map(repr, unknown_states[:10]))} (use {', '.join(STATES)})"
+        )
+    if problems:
+        raise _Usage(f"cannot use --states {path}: " + "; ".join(problems))
     return dict(states)
+
+
+def _instance_picture(args: argparse.Namespace) -> tuple[Any, dict[str, dict[str, int]]]:
+    """The graph of instance --instance and its node states, from the server: live tokens as
+    they are (LEASED drawn RUNNING), completed steps DONE, the failed step FAILED."""
+    from wiggle.cli._options import make_client
+    from wiggle.graph import Graph
+
+    with make_client(args) as client:
+        view = client.describe(args.instance, events=True)
+        definition = client.get_definition(view.flow, view.version)
+    graph = Graph.from_json(definition.graph, definition.version)
+    states: dict[str, dict[str, int]] = {}
+
+    def add(node: str, state: str) -> None:
+        per = states.setdefault(node, {})
+        per[state] = per.get(state, 0) + 1
+
+    failed = ""
+    for event in view.events:
+        if event.kind == "step_completed":
+            add(event.node_id, "DONE")
+        elif event.kind == "step_failed":
+            failed = event.node_id
+    for token in view.tokens:
+        if token.state != "DONE":
+            add(token.node_id, "RUNNING" if token.state == "LEASED" else str(token.state))
+    if view.status == "FAILED" and failed:
+        add(failed, "FAILED")
+    return graph, states
+
+
+def _output_path(args: argparse.Namespace, fmt: str) -> str:
+    """-o, else beside the flow (`flow.yaml` -> `flow.svg`), else `<instance id>.svg` here."""
+    if args.output:
+        return str(args.output)
+    if args.instance:
+        return f"{args.instance}.{fmt}"
+    if args.flow == _STDIN:
+        raise _Usage("reading the flow from stdin (-) needs -o")
+    return f"{os.path.splitext(args.flow)[0]}.{fmt}"
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -110,44 +180,56 @@ def _render(args: argparse.Namespace) -> int:
     )
 
     try:
+        if (args.flow is None) == (args.instance is None):
+            raise _Usage("give a FLOW file or --instance ID (one of them)")
+        if args.instance and args.states:
+            raise _Usage("--states is for a FLOW file; --instance reads the states itself")
         if args.format:
             fmt = args.format.lower()
             if fmt not in FORMATS:  # from WIGGLE_RENDER_FORMAT: argparse checks only the flag
                 raise RenderError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
         elif args.output == _STDIN:
             raise RenderError("writing to stdout (-o -) needs --format")
-        else:
+        elif args.output:
             fmt = format_for_path(args.output)
-    except RenderError as exc:
+        else:
+            fmt = "svg"
+        output = _output_path(args, fmt)
+    except (RenderError, _Usage) as exc:
         print(f"wiggle render: {exc}", file=sys.stderr)
         return 2
     states = None
-    if args.states:
+    if args.instance:
+        graph, states = _instance_picture(args)  # WiggleErrors: reported by main
+    else:
         try:
-            states = _read_states(args.states)
-        except (OSError, ValueError) as exc:
-            print(f"wiggle render: cannot use --states {args.states}: {exc}", file=sys.stderr)
-            return 2
+            graph = _load(args.flow).graph
+        except FlowError as exc:
+            _report(exc)
+            return 1
+        if args.states:
+            try:
+                states = _read_states(args.states, graph)
+            except _Usage as exc:
+                print(f"wiggle render: {exc}", file=sys.stderr)
+                return 2
     try:
-        flow = _load(args.flow)
-    except FlowError as exc:
-        _report(exc)
-        return 1
-    try:
-        data = render(flow.graph, fmt, instance=states)
+        data = render(graph, fmt, instance=states)
     except RenderError as exc:
         print(f"wiggle render: {exc}", file=sys.stderr)
         return 1
-    if args.output == _STDIN:
+    if output == _STDIN:
         sys.stdout.flush()
         sys.stdout.buffer.write(data)
         return 0
     try:
-        with open(args.output, "wb") as handle:
+        with open(output, "wb") as handle:
             handle.write(data)
     except OSError as exc:
-        print(f"wiggle render: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"wiggle render: cannot write {output}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+    if not args.output:
+        print(output)  # written where the user did not name: say where
     return 0
 
 
@@ -189,11 +271,14 @@ def register(subparsers: Any) -> None:
 
     render = subparsers.add_parser(
         "render",
-        help="draw a flow with Graphviz (.svg, .png, .pdf or .dot)",
-        description="Draw FLOW to OUT; the format follows OUT's suffix unless --format is given.",
+        help="draw a flow, or a live instance, with Graphviz (.svg, .png, .pdf or .dot)",
+        description="Draw FLOW, or instance ID as the server holds it (its token states over "
+        "its graph). Without -o the picture is written beside the flow (flow.yaml -> flow.svg) "
+        "or, for an instance, to ID.svg here, and the path is printed. The format follows the "
+        "output's suffix unless --format is given.",
     )
-    render.add_argument("flow", metavar="FLOW", help="flow file (YAML or JSON), or -")
-    render.add_argument("-o", "--output", required=True, metavar="OUT", help="output file, or -")
+    render.add_argument("flow", nargs="?", metavar="FLOW", help="flow file (YAML or JSON), or -")
+    render.add_argument("-o", "--output", metavar="OUT", help="output file, or - for stdout")
     render.add_argument(
         "-f",
         "--format",
@@ -206,4 +291,10 @@ def register(subparsers: Any) -> None:
         metavar="JSON_FILE",
         help="highlight node states: a JSON object of node id -> state or {state: count}",
     )
+    render.add_argument(
+        "--instance",
+        metavar="ID",
+        help="draw this instance from the server (--address ...), its token states overlaid",
+    )
+    add_connection_flags(render)
     render.set_defaults(handler=_render)
