@@ -15,6 +15,7 @@ def test_public_names_are_pinned():
         "GraphvizNotFound",
         "InstanceStates",
         "RenderError",
+        "STATES",
         "ensure_dot",
         "format_for_path",
         "render",
