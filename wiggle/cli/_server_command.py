@@ -51,6 +51,7 @@ def _server(args: argparse.Namespace) -> int:
         max_workers=args.threads,
         grace_s=args.grace,
         retention_ms=_retention_ms(args.retention),
+        metrics_address=args.metrics_address,
     )
     config.check()  # before opening the database: a refused config should not touch it
     engine = Engine(args.database, default_mode=ExecutionMode(args.execution_mode))
@@ -141,6 +142,13 @@ def register(subparsers: Any) -> None:
         help="remove instances that finished longer ago than this, e.g. 30d, with their "
         "tokens, events and signals: the leader prunes in small batches every minute "
         "(default: keep everything; see also `wiggle prune`)",
+    )
+    flag(
+        p,
+        "--metrics-address",
+        env="WIGGLE_METRICS_ADDRESS",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (plain HTTP)",
     )
     add_log_level(p)
     p.set_defaults(handler=_server)

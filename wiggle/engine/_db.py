@@ -37,6 +37,7 @@ _SQLITE_NOW = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
 
 _AFTER_COMMIT = "wiggle_after_commit"
 _FINISHED = "wiggle_finished"
+_EVENTS = "wiggle_events"
 
 _PG_RETRY_CODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
 
@@ -68,6 +69,10 @@ class Database:
         self._origin = uuid.uuid4().hex + ":"
         # Instances a committed transaction finished (WaitInstance wakes its waiters).
         self.on_finished: Callable[[list[str]], None] | None = None
+        # Metrics: each committed transaction's events as (kind, flow, mode, detail JSON), and
+        # each transaction's latency (seconds, read?). Empty lists cost nothing.
+        self.event_observers: list[Callable[[list[tuple[str, str, str, str]]], None]] = []
+        self.transaction_observers: list[Callable[[float, bool], None]] = []
         self._notify_cond = threading.Condition()
         self._notify_pending: set[str] = set()
         self._notify_stop = False
@@ -131,6 +136,16 @@ class Database:
         return self._run(fn, read=True)
 
     def _run(self, fn: Callable[[Connection], T], *, read: bool) -> T:
+        if self.transaction_observers:
+            began = time.perf_counter()
+            try:
+                return self._retrying(fn, read=read)
+            finally:
+                for observe in self.transaction_observers:
+                    observe(time.perf_counter() - began, read)
+        return self._retrying(fn, read=read)
+
+    def _retrying(self, fn: Callable[[Connection], T], *, read: bool) -> T:
         deadline = time.monotonic() + 120.0
         delay = 0.005
         while True:
@@ -160,10 +175,14 @@ class Database:
                 # Wake-ups a transaction queued count only if it committed.
                 queued = conn.info.pop(_AFTER_COMMIT, None) if self.is_postgres else None
                 ended = conn.info.pop(_FINISHED, None)
+                logged = conn.info.pop(_EVENTS, None)
         if queued:
             self._committed(queued)
         if ended and self.on_finished is not None:
             self.on_finished(ended)
+        if logged:
+            for observe in self.event_observers:
+                observe(logged)
         return result
 
     # -- wake-ups -------------------------------------------------------------------------------
@@ -173,6 +192,10 @@ class Database:
         got = conn.info.setdefault(_AFTER_COMMIT, [set(), 0])
         got[0].update(queues)
         got[1] += count
+
+    def logged(self, conn: Connection, events: list[tuple[str, str, str, str]]) -> None:
+        """Events this transaction wrote, for `event_observers` once it has committed."""
+        conn.info.setdefault(_EVENTS, []).extend(events)
 
     def finished(self, conn: Connection, instance_id: str) -> None:
         """This transaction ends `instance_id`: tell `on_finished` once it has committed."""

@@ -365,6 +365,10 @@ class Engine:
             lambda c: _listing.list_definitions(c, name, include_counts, self.graph_of)
         )
 
+    def ready_by_queue(self) -> dict[str, int]:
+        """Tokens READY for a worker now, per queue (metrics)."""
+        return self.db.read(_listing.ready_by_queue)
+
     def wait_finished(self, instance_id: str, timeout_s: float) -> InstanceStatus:
         """The instance's status once it is no longer RUNNING, or as it is after `timeout_s`.
 

@@ -19,9 +19,10 @@ from ._types import (
     InstancePage,
     InstanceStatus,
     InstanceView,
+    TokenState,
 )
 
-__all__ = ["find_instances", "list_definitions", "page_token"]
+__all__ = ["find_instances", "list_definitions", "page_token", "ready_by_queue"]
 
 _i = s.instances
 _d = s.definitions
@@ -141,3 +142,14 @@ def list_definitions(
             )
         )
     return out
+
+
+def ready_by_queue(conn: Connection) -> dict[str, int]:
+    """How many tokens are READY, per queue (the claim index covers it)."""
+    t = s.tokens
+    rows = conn.execute(
+        select(t.c.queue, func.count())
+        .where(t.c.state == TokenState.READY.value)
+        .group_by(t.c.queue)
+    )
+    return {queue or "": int(n) for queue, n in rows}

@@ -296,6 +296,8 @@ class Tx:
 
     def finish(self) -> None:
         """Flush tokens, append the events, queue the wake-ups (FenceLost: roll back)."""
+        if self.db.event_observers and self._events:
+            self.db.logged(self.conn, [self._observed(ev) for ev in self._events])
         if self.db.is_postgres:
             self._finish_postgres()
             return
@@ -303,6 +305,11 @@ class Tx:
         if self._events:
             self.conn.execute(s.events.insert(), self._events)
             self._events = []
+
+    def _observed(self, ev: dict[str, Any]) -> tuple[str, str, str, str]:
+        inst = self.instances.get(ev["instance_id"])
+        flow, mode = (inst.flow, inst.mode.value) if inst is not None else ("", "")
+        return ev["kind"], flow, mode, ev["detail"]
 
     def _finish_postgres(self) -> None:
         """The last token UPDATE and the events in one round trip (NOTIFYs follow the commit).

@@ -10,6 +10,7 @@ releases the GIL, so a generous pool costs memory, not CPU.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
@@ -24,12 +25,14 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from wiggle._metrics import MetricsEndpoint, split_address
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.engine import Engine
 from wiggle.errors import WiggleError
 from wiggle.server._auth import TokenAuth, is_loopback
 from wiggle.server._retention import Retention
+from wiggle.server._metrics import ServerMetrics
 from wiggle.server._service import POLL_SLICE_S, WiggleService
 from wiggle.server._ticker import Ticker
 
@@ -67,6 +70,7 @@ class ServerConfig:
     # does it, every retention_interval_s.
     retention_ms: int | None = None
     retention_interval_s: float = 60.0
+    metrics_address: str | None = None  # HOST:PORT of the Prometheus endpoint (None: none)
 
     def check(self) -> None:
         if not self.token and not is_loopback(self.address):
@@ -84,6 +88,8 @@ class ServerConfig:
             raise ServerConfigError("the request limit must be at least the payload limit")
         if self.retention_ms is not None and self.retention_ms <= 0:
             raise ServerConfigError("--retention must be positive")
+        if self.metrics_address is not None:
+            split_address(self.metrics_address)  # a malformed one is refused before binding
 
     @property
     def request_limit(self) -> int:
@@ -150,6 +156,10 @@ class Server:
                 ("grpc.so_reuseport", 0),  # two servers on one port by mistake must fail loudly
             ],
         )
+        self.metrics: ServerMetrics | None = None
+        self._endpoint: MetricsEndpoint | None = None
+        if config.metrics_address is not None:
+            self.metrics = ServerMetrics(engine)
         self._service = service = WiggleService(
             engine,
             max_payload_bytes=config.max_payload_bytes,
@@ -158,6 +168,7 @@ class Server:
             max_waiting_polls=max(1, config.max_workers * 3 // 4),
             stopping=self._stopping,
             max_request_bytes=limit,
+            metrics=self.metrics,
         )
         pb_grpc.add_WiggleServicer_to_server(service, self._grpc)  # type: ignore[no-untyped-call]
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._grpc)
@@ -183,6 +194,11 @@ class Server:
             raise ServerConfigError(f"cannot listen on {self.config.address}: {exc}") from None
         if self.port == 0:
             raise ServerConfigError(f"cannot listen on {self.config.address} (address in use?)")
+        if self.metrics is not None and self.config.metrics_address is not None:
+            self._endpoint = MetricsEndpoint(self.config.metrics_address, self.metrics.registry)
+            db = self._engine.db
+            db.event_observers.append(self.metrics.events)
+            db.transaction_observers.append(self.metrics.transaction)
         self._grpc.start()
         self._ticker.start()
         if self._retention is not None:
@@ -211,11 +227,27 @@ class Server:
             if self._retention is not None:
                 self._retention.stop()
             self._ticker.stop()
+            self._stop_metrics()
             if self._close_engine:
                 self._engine.close()
         finally:
             self._stopped.set()
         _log.info("wiggle server stopped")
+
+    @property
+    def metrics_port(self) -> int:
+        """The bound port of the metrics endpoint (0 when there is none)."""
+        return self._endpoint.port if self._endpoint is not None else 0
+
+    def _stop_metrics(self) -> None:
+        if self._endpoint is None or self.metrics is None:
+            return
+        self._endpoint.close()
+        db = self._engine.db
+        with contextlib.suppress(ValueError):
+            db.event_observers.remove(self.metrics.events)
+        with contextlib.suppress(ValueError):
+            db.transaction_observers.remove(self.metrics.transaction)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the server has stopped; False on timeout."""

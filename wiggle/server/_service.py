@@ -19,7 +19,7 @@ import grpc
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.engine import EagerRequest, Engine, InstanceFilter, InstanceStatus, WorkerNote
-from wiggle.errors import InvalidRequest, PayloadTooLarge, Unavailable
+from wiggle.errors import InvalidRequest, PayloadTooLarge, StaleLease, Unavailable
 from wiggle.server._convert import (
     decode_json,
     definition_to_pb,
@@ -30,6 +30,7 @@ from wiggle.server._convert import (
     worker_to_pb,
 )
 from wiggle.server._errors import abort_with
+from wiggle.server._metrics import ServerMetrics
 
 __all__ = ["WiggleService"]
 
@@ -63,6 +64,8 @@ def _rpc(
         try:
             return method(self, request, context)
         except Exception as exc:
+            if self._metrics is not None and isinstance(exc, StaleLease):
+                self._metrics.stale_reports.inc()
             abort_with(context, exc)
             raise  # unreachable: abort_with raises
         finally:
@@ -99,8 +102,10 @@ class WiggleService(pb_grpc.WiggleServicer):
         max_waiting_polls: int,
         stopping: threading.Event,
         max_request_bytes: int = 0,
+        metrics: ServerMetrics | None = None,
     ) -> None:
         self._engine = engine
+        self._metrics = metrics
         self._limit = max_payload_bytes
         self._limits = (max_payload_bytes, max_request_bytes)
         # Open long polls by worker id, so EndPolls can end a draining worker's poll at once.
@@ -180,6 +185,8 @@ class WiggleService(pb_grpc.WiggleServicer):
         response = pb.StartInstanceResponse(
             instance_id=result.instance_id, version=result.version, created=result.created
         )
+        if eager is not None and self._metrics is not None:
+            self._eager_counted("start", result.eager_task is not None)
         if result.eager_task is not None:
             response.eager_task.CopyFrom(task_to_pb(result.eager_task, self._limits))
         return response
@@ -312,8 +319,13 @@ class WiggleService(pb_grpc.WiggleServicer):
         poll = _OpenPoll()
         with self._polls_lock:
             self._polls.setdefault(request.worker_id, set()).add(poll)
+        began = time.monotonic()
         try:
-            return self._long_poll(request, context, queues, max_tasks, wait, poll)
+            response = self._long_poll(request, context, queues, max_tasks, wait, poll)
+            if self._metrics is not None:
+                outcome = "tasks" if response.tasks else "empty"
+                self._metrics.poll_wait.labels(outcome).observe(time.monotonic() - began)
+            return response
         finally:
             with self._polls_lock:
                 mine = self._polls.get(request.worker_id)
@@ -368,6 +380,10 @@ class WiggleService(pb_grpc.WiggleServicer):
             if self._stopping.is_set() or poll.ended:
                 return pb.PollTasksResponse()
 
+    def _eager_counted(self, kind: str, hit: bool) -> None:
+        if self._metrics is not None:
+            self._metrics.eager.labels(kind, "hit" if hit else "miss").inc()
+
     def _note(self, note: WorkerNote) -> None:
         """Record the polling worker (throttled by the engine); bookkeeping never fails a poll."""
         try:
@@ -398,6 +414,7 @@ class WiggleService(pb_grpc.WiggleServicer):
                 request.task_id, request.lease, result, _eager_of(request.next), seq=request.seq
             )
             response = pb.TaskReportResponse(instance_status=_status(status))
+            self._eager_counted("next", task is not None)
             if task is not None:
                 response.next_task.CopyFrom(task_to_pb(task, self._limits))
             return response
@@ -438,6 +455,8 @@ class WiggleService(pb_grpc.WiggleServicer):
         self, request: pb.AdvanceRunRequest, context: grpc.ServicerContext
     ) -> pb.AdvanceRunResponse:
         steps = [outcome_from_pb(s, self._limit) for s in request.steps]
+        if self._metrics is not None:
+            self._metrics.run_batch.labels(str(request.final).lower()).observe(len(steps))
         result = self._engine.advance_run(
             request.task_id,
             request.lease,
