@@ -39,6 +39,7 @@ def _worker(args: argparse.Namespace) -> int:
         local_batch_size=args.batch_size,
         token=args.token,
         tls=tls_config(args),
+        metrics_address=args.metrics_address,
     )
     worker.run()
     return 0
@@ -81,6 +82,13 @@ def register(subparsers: Any) -> None:
         default=64,
         type=int,
         help="LOCAL_ASYNC steps buffered before a flush",
+    )
+    flag(
+        p,
+        "--metrics-address",
+        env="WIGGLE_METRICS_ADDRESS",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (plain HTTP)",
     )
     add_log_level(p)
     add_connection_flags(p)

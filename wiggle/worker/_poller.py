@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,7 @@ class Poller:
         activities: Callable[[], list[str]] = list,
         capacity: int = 0,
         sdk: str = "",
+        on_poll: Callable[[float, int], None] | None = None,
     ) -> None:
         self._rpc = rpc
         self._slots = slots
@@ -47,6 +49,7 @@ class Poller:
         self._activities = activities
         self._capacity = capacity
         self._sdk = sdk
+        self._on_poll = on_poll  # metrics: (seconds, tasks) of each answered poll
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._call: Any = None  # the in-flight PollTasks future, cancelled by stop()
@@ -83,8 +86,11 @@ class Poller:
             want = self._slots.free
             if want <= 0:
                 continue
+            began = time.monotonic()
             try:
                 tasks = self._poll(want)
+                if self._on_poll is not None:
+                    self._on_poll(time.monotonic() - began, len(tasks))
             except grpc.RpcError as exc:
                 if self._stop.is_set():
                     return

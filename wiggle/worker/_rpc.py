@@ -125,6 +125,8 @@ class Rpc:
         )
         self.call_timeout = call_timeout
         self.outage = Outage(address)
+        # Metrics: told of every finished call (method, request, answered without error).
+        self.observer: Callable[[str, Any, bool], None] | None = None
         # Set when the worker is torn down without draining: retry loops give up at once.
         self.stopped = stopped or threading.Event()
 
@@ -140,6 +142,17 @@ class Rpc:
 
         Raises RpcFailed for every other status, and when the retry time is spent.
         """
+        try:
+            response = self._call(method, request, timeout=timeout, retry_for=retry_for)
+        except RpcFailed:
+            if self.observer is not None:
+                self.observer(method, request, False)
+            raise
+        if self.observer is not None:
+            self.observer(method, request, True)
+        return response
+
+    def _call(self, method: str, request: Any, *, timeout: float | None, retry_for: float) -> Any:
         fn: Callable[..., Any] = getattr(self.stub, method)
         give_up_at = time.monotonic() + retry_for
         backoff = Backoff()

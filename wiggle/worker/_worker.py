@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 
 import wiggle
+from wiggle._metrics import MetricsEndpoint
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.client import TlsConfig
@@ -25,6 +26,7 @@ from wiggle.worker._definitions import DefinitionCache
 from wiggle.worker._eager import EagerSlot, Slots
 from wiggle.worker._heartbeat import Lease, LeaseKeeper
 from wiggle.worker._local_run import RunEnv, hold_lease, run_task
+from wiggle.worker._metrics import WorkerMetrics
 from wiggle.worker._poller import Poller
 from wiggle.worker._rpc import Rpc
 
@@ -76,6 +78,7 @@ class Worker:
         tls: TlsConfig | bool | None = None,
         poll_wait_ms: int = 10_000,
         stub: Any = None,
+        metrics_address: str | None = None,
     ) -> None:
         if registry is not None and activities is not None and registry is not activities:
             raise TypeError("pass the handlers as `registry` or as `activities`, not both")
@@ -95,6 +98,9 @@ class Worker:
         self._tls = tls
         self._poll_wait_ms = poll_wait_ms
         self._stub_override = stub  # tests inject an in-memory stub
+        self._metrics_address = metrics_address  # HOST:PORT of the Prometheus endpoint
+        self.metrics: WorkerMetrics | None = None
+        self._endpoint: MetricsEndpoint | None = None
         self._slots = Slots(concurrency)
         self._lock = threading.Lock()
         self._state = "new"  # new -> running -> stopping -> stopped
@@ -118,6 +124,10 @@ class Worker:
             self._channel = open_channel(self.address, self._tls)
             stub = pb_grpc.WiggleStub(self._channel)  # type: ignore[no-untyped-call]
         rpc = Rpc(stub, address=self.address, token=self._token)
+        if self._metrics_address is not None:
+            self.metrics = WorkerMetrics()
+            self._endpoint = MetricsEndpoint(self._metrics_address, self.metrics.registry)
+            rpc.observer = self.metrics.call
         definitions = DefinitionCache(rpc)
         for graph in self._seed:
             definitions.put(graph)
@@ -145,6 +155,7 @@ class Worker:
             activities=self.registry.names,
             capacity=self.concurrency,
             sdk=f"wiggle-python/{wiggle.__version__}",
+            on_poll=self.metrics.poll if self.metrics is not None else None,
         )
         self._poller.start()
         _log.info("worker %s serving %s at %s", self.worker_id, ",".join(self.queues), self.address)
@@ -182,7 +193,14 @@ class Worker:
         self._finish_stop()
         _log.info("worker %s stopped", self.worker_id)
 
+    @property
+    def metrics_port(self) -> int:
+        """The bound port of the metrics endpoint (0 when there is none)."""
+        return self._endpoint.port if self._endpoint is not None else 0
+
     def _finish_stop(self) -> None:
+        if self._endpoint is not None:
+            self._endpoint.close()
         if self._keeper is not None:
             self._keeper.stop()
         if self._channel is not None:
