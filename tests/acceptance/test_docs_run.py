@@ -172,6 +172,17 @@ def check_synopsis(command: Command) -> str | None:
             break
         parser = subparsers[0].choices[words[0]]
         path.append(words.pop(0))
+    if len(path) == 1 and words and re.fullmatch(r"[A-Z_]+", words[0]):
+        # `wiggle COMMAND --help`: a placeholder command; its options must exist on every one.
+        subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        commands = list(subparsers[0].choices.values())
+        for word in words[1:]:
+            option = word.split("=", 1)[0]
+            if word.startswith("--") and not all(
+                option in c._option_string_actions for c in commands
+            ):
+                return f"{command.where}: `{command.text}`: not every command has {option}"
+        return None
     if len(path) == 1:
         return f"{command.where}: `{command.text}`: no such wiggle command"
     for word in words:
