@@ -333,30 +333,3 @@ def test_render_without_graphviz_says_how_to_install_it(tmp_path):
     assert (
         "Graphviz `dot` not found; install it with apt-get install graphviz" in done.stderr.decode()
     )
-
-
-# -- the documented `wiggle run` of each definition ----------------------------------------------
-
-
-def _documented_run(path: Path) -> list[str]:
-    """The `wiggle run ...` command in the flow's header comment, as arguments."""
-    import shlex
-
-    header = path.read_text().split("\nwiggle: 1\n")[0]
-    block = header.split("# Run it")[1].split("\n", 1)[1]
-    command = " ".join(line.lstrip("# ").rstrip("\\ ") for line in block.splitlines())
-    args = shlex.split(command)
-    assert args[:2] == ["wiggle", "run"], command
-    return args[1:]
-
-
-# nightly-batch sleeps a real minute: covered by the handler walk in tests/integration/render.
-QUICK = [p for p in DEFINITIONS if p.stem != "nightly-batch"]
-
-
-@pytest.mark.parametrize("path", QUICK, ids=lambda p: p.stem)
-def test_the_documented_run_command_completes(path):
-    done = wiggle(*_documented_run(path), "--json")
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-    result = json.loads(lines(done.stdout)[-1])
-    assert result["status"] == "COMPLETED"
