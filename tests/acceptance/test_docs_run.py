@@ -16,9 +16,11 @@ What counts as a command:
 
 How a session runs: in a temporary directory holding a copy of definitions/, with WIGGLE_ADDRESS
 set to a free loopback port. A command ending in `&` runs in the background until the session
-ends (a `wiggle server &` or `wiggle worker ... &` is waited for until it says it is up). When a
+ends; so do `wiggle server`, `worker` and `console`, with or without `&` (each is waited for
+until it says it is up). When a
 session talks to a server without starting one, the test starts one. A command must exit 0
-unless its line ends with a comment `# exits N`.
+unless its line ends with a comment `# exits N`; one that stays open until Ctrl-C (`wiggle run
+--console`) gets its Ctrl-C when it says so.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ CLIENT = frozenset({"deploy", "start", "signal", "cancel", "status", "list", "wo
 NOT_RUN = frozenset({"bench", "conformance"})
 #: Long-running ones, and the stderr text that says they are up.
 READY = {"server": "listening on", "worker": " serving ", "console": "http://"}
+
+#: What a command that waits for Ctrl-C says when it is done.
+INTERACTIVE = "Ctrl-C to quit"
 
 _FENCE = re.compile(r"^```\s*(\w*)\s*$")
 _INLINE = re.compile(r"`(wiggle [^`]+)`")
@@ -211,6 +216,7 @@ class Runner:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("WIGGLE_")}
         self.env["PYTHONIOENCODING"] = "utf-8"
         self.env["WIGGLE_ADDRESS"] = f"127.0.0.1:{_free_port()}"
+        self.env["WIGGLE_CONSOLE_LISTEN"] = f"127.0.0.1:{_free_port()}"
         self.background: list[tuple[Command, subprocess.Popen[bytes], Path]] = []
         self.has_server = False
 
@@ -262,26 +268,51 @@ class Runner:
             self.has_server = True
         if words[0] in CLIENT:
             self.ensure_server()
-        if background:
+        if background or words[0] in READY:  # a server shown in the foreground runs on
             self._start(command, words, env)
             return
-        done = subprocess.run(
-            [sys.executable, "-m", "wiggle", *words],
-            cwd=self.cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        if done.returncode != expected:
+        code, out, err = self._foreground(words, env)
+        if code != expected:
             pytest.fail(
-                f"{command.where}: `{command.text}` exited {done.returncode}, expected "
-                f"{expected}\n--- stdout\n{done.stdout}--- stderr\n{done.stderr}"
+                f"{command.where}: `{command.text}` exited {code}, expected "
+                f"{expected}\n--- stdout\n{out}--- stderr\n{err}"
             )
+
+    def _foreground(self, words: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+        """Run to the end; a command that stays open until Ctrl-C (`wiggle run --console`)
+        gets its Ctrl-C once it says so, and then counts as having exited 0."""
+        out_path, err_path = self.cwd / "fg.out", self.cwd / "fg.err"
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "wiggle", *words],
+                cwd=self.cwd,
+                env=env,
+                stdout=out,
+                stderr=err,
+            )
+        deadline = time.monotonic() + 180
+        interrupted = False
+        while proc.poll() is None:
+            said = out_path.read_text(errors="replace") + err_path.read_text(errors="replace")
+            if not interrupted and INTERACTIVE in said:
+                proc.send_signal(signal.SIGINT)
+                interrupted = True
+            if time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                break
+            time.sleep(0.1)
+        code = proc.wait()
+        if interrupted and code in (0, 130):
+            code = 0
+        return code, out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
 
     def close(self) -> None:
         problems = []
         for command, proc, log in reversed(self.background):
+            # Ended by our SIGTERM is fine (`wiggle console` does not trap it); ended on its
+            # own, it must have exited 0.
+            stopped_by_us = (0, -signal.SIGTERM) if proc.poll() is None else (0,)
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
             try:
@@ -290,7 +321,7 @@ class Runner:
                 proc.kill()
                 proc.wait()
                 code = -9
-            if code != 0:
+            if code not in stopped_by_us:
                 text = log.read_text(errors="replace")
                 problems.append(f"{command.where}: `{command.text}` exited {code}:\n{text}")
         if problems:
