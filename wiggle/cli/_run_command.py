@@ -13,11 +13,9 @@ import argparse
 import logging
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -34,6 +32,8 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 MODES = ("SERVER", "LOCAL_SYNC", "LOCAL_ASYNC")
+#: How often the progress lines catch up while the instance runs.
+PROGRESS_SLICE_S = 0.25
 
 _MODE_HELP = (
     "run every flow of this run in execution mode M, whatever the flow says "
@@ -121,27 +121,19 @@ def _run(args: argparse.Namespace) -> int:
             "every activity it names (write the missing @activity functions first)"
         )
 
-    from wiggle.client import Client
-    from wiggle.engine import Engine
     from wiggle.graph import ExecutionMode
-    from wiggle.server import Server, ServerConfig
+    from wiggle.server import embedded_stack
     from wiggle.worker import Worker
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     progress = sys.stderr if args.json else sys.stdout
     main = flows[-1]
     with ExitStack() as stack:
-        database = args.database
-        if database is None:
-            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="wiggle-run-"))
-            database = f"sqlite:///{Path(tmp) / 'wiggle.db'}"
         mode = ExecutionMode(args.mode) if args.mode else ExecutionMode.SERVER
-        engine = Engine(database, default_mode=mode)
-        stack.callback(engine.close)
-        server = Server(engine, ServerConfig(address="127.0.0.1:0", grace_s=2.0))
-        port = server.start()
-        stack.callback(server.stop)
-        address = f"127.0.0.1:{port}"
+        embedded = stack.enter_context(
+            embedded_stack(args.database, default_mode=mode, grace_s=2.0)
+        )
+        address, client = embedded.address, embedded.client
         worker = Worker(
             address,
             queues=_queues([f.graph for f in flows]),
@@ -153,7 +145,6 @@ def _run(args: argparse.Namespace) -> int:
             worker.add_definition(flow.graph)
         worker.start()
         stack.callback(worker.stop)
-        client = stack.enter_context(Client(address))
         for flow in flows:
             client.deploy(flow)
         console_url = _start_console(stack, address, args.console) if args.console else ""
@@ -172,17 +163,15 @@ def _run(args: argparse.Namespace) -> int:
             client.signal(started.instance_id, name, payload)
         printer = EventPrinter(progress)
         deadline = None if args.timeout is None else time.monotonic() + args.timeout
-        delay = 0.02
         while True:
-            view = client.describe(started.instance_id, events=True)
+            # WaitInstance answers at once when the instance ends; meanwhile, a progress slice.
+            view = client.wait_once(started.instance_id, PROGRESS_SLICE_S, events=True)
             printer.print_new(view.events)
             if view.status.finished:
                 break
             if deadline is not None and time.monotonic() > deadline:
                 print(f"wiggle: gave up after {args.timeout} s; still RUNNING", file=sys.stderr)
                 return 1
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.25)
         _report(view, args.json)
         if console_url:
             print(

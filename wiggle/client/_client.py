@@ -355,6 +355,16 @@ class Client:
         ]
         return workers, response.server_now_ms
 
+    def wait_once(self, instance_id: str, wait_s: float, *, events: bool = False) -> Instance:
+        """One WaitInstance: the instance once it ends, or as it is after `wait_s` seconds."""
+        request = pb.WaitInstanceRequest(
+            instance_id=instance_id, wait_ms=int(wait_s * 1000), include_events=events
+        )
+        msg = self._call(
+            self._stub.WaitInstance, request, idempotent=True, timeout=wait_s + WAIT_MARGIN_S
+        )
+        return _instance(msg)
+
     def wait(
         self, instance_id: str, timeout: float | None = None, *, events: bool = False
     ) -> Instance:
@@ -368,16 +378,7 @@ class Client:
             wait_s = WAIT_SLICE_S
             if deadline is not None:
                 wait_s = min(wait_s, max(deadline - time.monotonic(), 0.0))
-            request = pb.WaitInstanceRequest(
-                instance_id=instance_id, wait_ms=int(wait_s * 1000), include_events=events
-            )
-            msg = self._call(
-                self._stub.WaitInstance,
-                request,
-                idempotent=True,
-                timeout=wait_s + WAIT_MARGIN_S,
-            )
-            view = _instance(msg)
+            view = self.wait_once(instance_id, wait_s, events=events)
             if view.status.finished:
                 return view
             if deadline is not None and time.monotonic() >= deadline:

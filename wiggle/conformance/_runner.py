@@ -86,33 +86,27 @@ class _Session:
     """One (database, mode): engine, server, client, trace and the current worker process."""
 
     def __init__(self, url: str, mode: str, database: str, options: RunnerOptions, tmp: Path):
-        from wiggle.client import Client
-        from wiggle.engine import Engine
         from wiggle.graph import ExecutionMode
-        from wiggle.server import Server, ServerConfig
+        from wiggle.server import embedded_stack
 
         self.mode = mode
         self.database = database
         self.options = options
         self.tmp = tmp
         self._stack = ExitStack()
-        self.engine = Engine(url, default_mode=ExecutionMode(mode))
-        self._stack.callback(self.engine.close)
         self.token = secrets.token_urlsafe(24)
         self.recorder = Recorder()
-        self._config = ServerConfig(
-            address="127.0.0.1:0",
-            token=self.token,
-            grace_s=1.0,
-            max_payload_bytes=MAX_PAYLOAD_BYTES,
-            max_request_bytes=MAX_REQUEST_BYTES,
+        embedded = self._stack.enter_context(
+            embedded_stack(
+                url,
+                default_mode=ExecutionMode(mode),
+                token=self.token,
+                interceptors=[self.recorder],
+                max_payload_bytes=MAX_PAYLOAD_BYTES,
+                max_request_bytes=MAX_REQUEST_BYTES,
+            )
         )
-        server = Server(self.engine, self._config, interceptors=[self.recorder])
-        port = server.start()
-        self._stack.callback(server.stop)
-        self.address = f"127.0.0.1:{port}"
-        self.client = Client(self.address, token=self.token)
-        self._stack.callback(self.client.close)
+        self.engine, self.client, self.address = embedded.engine, embedded.client, embedded.address
         self.trace = Trace(tmp / f"trace-{mode}-{uuid.uuid4().hex[:8]}.jsonl")
         self.env = {
             **os.environ,

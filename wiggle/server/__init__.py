@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+from wiggle.server._embedded import EmbeddedStack, embedded_stack
 from wiggle.server._server import Server, ServerConfig, ServerConfigError, serve
 
-__all__ = ["Server", "ServerConfig", "ServerConfigError", "serve"]
+__all__ = [
+    "EmbeddedStack",
+    "Server",
+    "ServerConfig",
+    "ServerConfigError",
+    "embedded_stack",
+    "serve",
+]

@@ -12,7 +12,7 @@ import pytest
 from wiggle.client import Client
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine
-from wiggle.server import Server, ServerConfig
+from wiggle.server import Server, embedded_stack
 
 
 @dataclass
@@ -41,19 +41,12 @@ class Stack:
 
 @pytest.fixture
 def stack(database_url: str) -> Iterator[Stack]:
-    engine = Engine(database_url)
-    server = Server(engine, ServerConfig(address="127.0.0.1:0", grace_s=1.0))
-    port = server.start()
-    address = f"127.0.0.1:{port}"
-    client = Client(address)
-    stack = Stack(engine, server, address, client)
-    try:
-        yield stack
-    finally:
-        client.close()
-        stack.server.stop(grace=0.5)  # a test may have replaced the server (a restart)
-        server.stop(grace=0.5)  # stopping twice is harmless
-        engine.close()
+    with embedded_stack(database_url, grace_s=1.0) as embedded:
+        stack = Stack(embedded.engine, embedded.server, embedded.address, embedded.client)
+        try:
+            yield stack
+        finally:
+            stack.server.stop(grace=0.5)  # a test may have replaced the server (a restart)
 
 
 @pytest.fixture
