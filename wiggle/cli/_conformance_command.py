@@ -51,7 +51,8 @@ def _select(pattern: str | None) -> list[Any]:
 
 
 def _check_flow(args: argparse.Namespace, databases: list[str]) -> int:
-    from wiggle.cli._remote_commands import load_registry, parse_json
+    from wiggle.cli._options import parse_json
+    from wiggle.cli._worker_command import load_registry
     from wiggle.conformance import FlowSignal, check_flow
     from wiggle.errors import FlowError, InvalidRequest
 
