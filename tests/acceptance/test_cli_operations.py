@@ -60,6 +60,19 @@ def _worker(address: str, work: Path, *args: str) -> Running:
     )
 
 
+def _workers_once_polled(address: str, work: Path) -> list[dict]:
+    """`wiggle workers --json`, once the worker just started has polled (its first poll may
+    still be on its way)."""
+    import time
+
+    for _ in range(600):
+        listed = json.loads(_ok(wiggle(address, "workers", "--json", cwd=work)).stdout)
+        if listed["workers"]:
+            return listed["workers"]
+        time.sleep(0.1)
+    raise AssertionError("the worker never polled")
+
+
 def _ok(result):
     assert result.returncode == 0, result.stdout + result.stderr
     return result
@@ -144,9 +157,8 @@ def test_a_task_on_a_queue_no_worker_serves_says_so(server, work):
     _ok(wiggle(address, "deploy", "loans.yaml", cwd=work))
     worker = _worker(address, work)  # serves `default` only
     try:
+        assert [w["queues"] for w in _workers_once_polled(address, work)] == [["default"]]
         _ok(wiggle(address, "start", "loans", "--id", "l1", cwd=work))
-        workers = json.loads(_ok(wiggle(address, "workers", "--json", cwd=work)).stdout)
-        assert [w["queues"] for w in workers["workers"]] == [["default"]]
         view = _status_json(address, work, "l1")
     finally:
         assert worker.stop() == 0
@@ -162,6 +174,7 @@ def test_a_task_whose_activity_no_worker_has_says_so(server, work):
     _ok(wiggle(address, "deploy", "odd.yaml", cwd=work))
     worker = _worker(address, work)
     try:
+        _workers_once_polled(address, work)
         listed = _ok(wiggle(address, "workers", cwd=work)).stdout
         assert "default" in listed and "book,score" in listed
         _ok(wiggle(address, "start", "odd", "--id", "o1", cwd=work))
