@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from wiggle.cli._remote_commands import DEFAULT_DATABASE, env, env_flag, env_int
+from wiggle.cli._options import DEFAULT_DATABASE, add_json_flag, flag
 from wiggle.errors import InvalidRequest
 
 __all__ = ["register"]
@@ -89,37 +89,35 @@ def register(subparsers: Any) -> None:
         "transactions that are safe beside running servers. A RUNNING instance, and a finished "
         "child of a running parent, is never removed. Works on the database directly.",
     )
-    p.add_argument(
+    flag(
+        p,
         "--finished-before",
-        required=env("WIGGLE_PRUNE_FINISHED_BEFORE") is None,
-        default=env("WIGGLE_PRUNE_FINISHED_BEFORE"),
+        env="WIGGLE_PRUNE_FINISHED_BEFORE",
+        required=True,
         metavar="DURATION",
-        help="how long ago an instance must have ended, e.g. 7d, 12h, 30m "
-        "(env WIGGLE_PRUNE_FINISHED_BEFORE)",
+        help="how long ago an instance must have ended, e.g. 7d, 12h, 30m",
     )
-    p.add_argument(
+    flag(
+        p,
         "--database",
-        default=env("WIGGLE_DATABASE_URL", DEFAULT_DATABASE),
-        help="SQLAlchemy URL, sqlite:///FILE or postgresql://... "
-        "(env WIGGLE_DATABASE_URL; default %(default)s)",
+        env="WIGGLE_DATABASE_URL",
+        default=DEFAULT_DATABASE,
+        help="SQLAlchemy URL, sqlite:///FILE or postgresql://...",
     )
-    p.add_argument(
+    flag(
+        p,
         "--batch",
+        env="WIGGLE_PRUNE_BATCH",
+        default=500,
         type=int,
-        default=env_int("WIGGLE_PRUNE_BATCH", 500),
-        help="instances (with their children) per transaction "
-        "(env WIGGLE_PRUNE_BATCH; default %(default)s)",
+        help="instances (with their children) per transaction",
     )
-    p.add_argument(
+    flag(
+        p,
         "--dry-run",
+        env="WIGGLE_DRY_RUN",
         action="store_true",
-        default=env_flag("WIGGLE_DRY_RUN"),
-        help="count what would go, remove nothing (env WIGGLE_DRY_RUN)",
+        help="count what would go, remove nothing",
     )
-    p.add_argument(
-        "--json",
-        action="store_true",
-        default=env_flag("WIGGLE_JSON"),
-        help="print one JSON object (env WIGGLE_JSON)",
-    )
+    add_json_flag(p, "print one JSON object")
     p.set_defaults(handler=_prune)

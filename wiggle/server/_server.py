@@ -31,8 +31,8 @@ from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.engine import Engine
 from wiggle.errors import WiggleError
 from wiggle.server._auth import TokenAuth, is_loopback
-from wiggle.server._retention import Retention
 from wiggle.server._metrics import ServerMetrics
+from wiggle.server._retention import Retention
 from wiggle.server._service import POLL_SLICE_S, WiggleService
 from wiggle.server._ticker import Ticker
 
