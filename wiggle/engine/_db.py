@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine as SAEngine
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import StaticPool
 
-from wiggle.errors import Unavailable
+from wiggle.errors import InvalidRequest, Unavailable
 
 __all__ = ["NOTIFY_CHANNEL", "Database"]
 
@@ -154,6 +154,12 @@ class Database:
             except OperationalError as exc:
                 if not self._transient(exc) or time.monotonic() > deadline:
                     raise Unavailable(f"the database is unavailable: {exc.orig}") from exc
+            except UnicodeError as exc:
+                # The driver resolving a host name no resolver accepts ("postgresql://..."):
+                # a bad URL, not an outage.
+                raise InvalidRequest(
+                    f"cannot connect to the database: its host name is not valid ({exc})"
+                ) from None
             except DBAPIError as exc:
                 if exc.connection_invalidated:
                     raise Unavailable(f"the database connection was lost: {exc.orig}") from exc

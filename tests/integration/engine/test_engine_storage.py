@@ -234,3 +234,12 @@ def test_a_schema_1_database_is_upgraded_to_2_keeping_its_instances(database_url
         assert e.describe(started.instance_id).status is InstanceStatus.COMPLETED
     finally:
         e.close()
+
+
+def test_a_database_url_with_an_invalid_host_name_is_a_clear_error():
+    """`--database postgresql://...` (a placeholder copied from the docs) raised UnicodeError
+    from the driver's name lookup, a traceback in every command that opens the database."""
+    from wiggle.errors import InvalidRequest
+
+    with pytest.raises(InvalidRequest, match="host name is not valid"):
+        Engine("postgresql://...")
