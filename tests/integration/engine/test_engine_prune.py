@@ -16,7 +16,8 @@ from wiggle.errors import InstanceNotFound, StaleLease
 DAY_MS = 86_400_000
 
 WORK = "wiggle: 1\nname: work\nsteps:\n  - task: a\n  - task: b\n"
-GATE = "wiggle: 1\nname: gate\nsteps:\n  - await: go\n  - task: a\n"
+# `other` is awaited later: a signal of that name sent now is buffered (an unknown name is refused).
+GATE = "wiggle: 1\nname: gate\nsteps:\n  - await: go\n  - task: a\n  - await: other\n"
 CHILD = "wiggle: 1\nname: child\nsteps:\n  - task: a\n"
 PARENT = "wiggle: 1\nname: parent\nsteps:\n  - subflow: child\n  - task: b\n"
 PARENT_WAITS = "wiggle: 1\nname: parent-waits\nsteps:\n  - subflow: child\n  - await: go\n"
