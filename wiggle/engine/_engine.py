@@ -10,8 +10,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
@@ -19,25 +18,25 @@ import orjson
 from sqlalchemy import Connection, select, text
 from sqlalchemy.exc import IntegrityError
 
-from wiggle.errors import DefinitionNotFound, InputRejected, InstanceNotFound, StaleLease
+from wiggle.errors import (
+    DefinitionNotFound,
+    InputRejected,
+    InstanceNotFound,
+    StaleLease,
+    Unavailable,
+    WiggleError,
+)
 from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
 
 from . import _describe, _instances, _listing, _prune, _ticker, _workers
 from . import _schema as s
+from ._batch import apply_reports
 from ._claims import claim, heartbeat_stmt
 from ._db import Database
 from ._drive import place
-from ._reports import (
-    apply_steps,
-    fence_lease,
-    next_lease,
-    read_locked,
-    record_seq,
-    refuse_unless_current,
-    resent,
-    server_outcome,
-)
-from ._tx import TOKEN_COLUMNS, FenceLost, Inst, Tok, Tx, dumps, new_id
+from ._eager import lease_ready
+from ._group import GroupCommit
+from ._tx import FenceLost, Tx, Wakeups, dumps, new_id
 from ._types import (
     AdvanceResult,
     DefinitionSummary,
@@ -48,6 +47,8 @@ from ._types import (
     InstanceStatus,
     InstanceView,
     Json,
+    Report,
+    ReportKind,
     StartResult,
     StepFailure,
     StepOutcome,
@@ -64,7 +65,6 @@ __all__ = ["Engine"]
 #: server process wakes no waiter here.
 FINISH_RECHECK_S = 0.25
 
-_StepsFor = Callable[[Tok, Inst], Sequence[StepOutcome]]
 _d = s.definitions
 _t = s.tokens
 
@@ -96,6 +96,11 @@ class Engine:
         self._listener_lock = threading.Lock()
         self.is_leader = False  # as of the last tick()
         self._workers = WorkerBook()
+        # Reports arriving together share a transaction (two batches in flight on PostgreSQL:
+        # one commits while the next is applied; SQLite serialises writes anyway).
+        self._reports: GroupCommit[Report, AdvanceResult] = GroupCommit(
+            self._run_reports, max_batch=64, max_active=2 if self.db.is_postgres else 1
+        )
         self._finish_lock = threading.Lock()
         self._finish_waiters: dict[str, list[threading.Event]] = {}
         self.db.on_ready = self._wake_ready
@@ -238,7 +243,7 @@ class Engine:
             )
             root = tx.new_token(inst, graph.start, input)
             place(tx, inst, root)
-            task = self._eager(tx, inst, eager) if eager is not None else None
+            task = lease_ready(tx, inst, eager) if eager is not None else None
             tx.finish()
             return StartResult(inst.id, graph.version, True, task), tx.ready_queues
 
@@ -252,78 +257,6 @@ class Engine:
             return StartResult(instance_id, view.version, False)
         self._wake(queues)
         return result
-
-    def _answer_again(self, tx: Tx, inst: Inst, tok: Tok, lease: str) -> AdvanceResult:
-        """The answer to a report that was applied already, from the state it left behind."""
-        if (
-            inst.status is InstanceStatus.RUNNING
-            and tok.state is TokenState.LEASED
-            and tok.lease == lease
-        ):
-            return AdvanceResult(
-                inst.status, tok.lease_expires_at_ms or 0, True, tx.now, duplicate=True
-            )
-        return AdvanceResult(inst.status, 0, False, tx.now, duplicate=True)
-
-    def _reissue(self, tx: Tx, inst: Inst, lease: str) -> TaskActivation | None:
-        """The next task a CompleteTask with `next` leased, if no report has used it yet."""
-        if inst.status is not InstanceStatus.RUNNING:
-            return None
-        row = tx.conn.execute(
-            select(*TOKEN_COLUMNS).where(
-                _t.c.instance_id == inst.id,
-                _t.c.lease == next_lease(lease),
-                _t.c.state == TokenState.LEASED.value,
-                _t.c.report_seq == 0,
-            )
-        ).first()
-        if row is None:
-            return None
-        from ._claims import activation
-
-        return activation(row._mapping, inst.graph, self.default_mode)
-
-    def _eager(
-        self, tx: Tx, inst: Inst, eager: EagerRequest, *, lease: str | None = None
-    ) -> TaskActivation | None:
-        """Lease the instance's first READY task on the worker's queues (and activities) to
-        it, in this transaction. `lease`: the lease id to issue (a derived one for `next`, so
-        that a resent CompleteTask can find the same task again)."""
-        for tok in tx.tokens.values():
-            if (
-                tok.instance_id == inst.id
-                and tok.state is TokenState.READY
-                and tok.queue in eager.queues
-                and (
-                    not eager.activities or tok.activity is None or tok.activity in eager.activities
-                )
-            ):
-                tok.state = TokenState.LEASED
-                tok.lease = lease or new_id()
-                tok.report_seq = 0
-                # Leased before anyone could see it READY: no poller needs waking for it.
-                tx.ready_queues.count -= 1
-                if tx.ready_queues.count <= 0:
-                    tx.ready_queues.clear()
-                tok.lease_owner = eager.worker_id
-                tok.lease_expires_at_ms = tx.now + tok.timeout_ms
-                tx.save(tok)
-                tx.event(
-                    inst.id,
-                    "step_started",
-                    tok.node_id,
-                    tok.attempt,
-                    worker=eager.worker_id,
-                    eager=True,
-                )
-                from ._claims import activation
-
-                return activation(
-                    {**tok.row(), "lease_expires_at_ms": tok.lease_expires_at_ms},
-                    inst.graph,
-                    self.default_mode,
-                )
-        return None
 
     def signal(self, instance_id: str, name: str, payload: Json) -> bool:
         """Deliver a signal now (True) or buffer it for a later await (False)."""
@@ -469,8 +402,8 @@ class Engine:
         return conn.execute(q.limit(1)).first() is not None
 
     def complete(self, task_id: str, lease: str, result: Json, *, seq: int = 0) -> InstanceStatus:
-        steps: _StepsFor = lambda tok, inst: [server_outcome(tok, inst, result)]  # noqa: E731
-        return self._report(task_id, lease, steps, final=True, reason=None, seq=seq).instance_status
+        report = Report(ReportKind.COMPLETE, task_id, lease, seq, result=result)
+        return self.report(report).instance_status
 
     def complete_and_next(
         self, task_id: str, lease: str, result: Json, next: EagerRequest, *, seq: int = 0
@@ -478,27 +411,24 @@ class Engine:
         """`complete`, then lease the instance's next READY task on `next.queues` to
         `next.worker_id` in the same transaction (None when there is none). A resent report
         (same `seq`) gets the same next task again while its lease is still unused."""
-        steps: _StepsFor = lambda tok, inst: [server_outcome(tok, inst, result)]  # noqa: E731
-        out: list[TaskActivation | None] = [None]
-        status = self._report(
-            task_id, lease, steps, final=True, reason=None, next=next, out=out, seq=seq
-        ).instance_status
-        return status, out[0]
+        answer = self.report(
+            Report(ReportKind.COMPLETE, task_id, lease, seq, result=result, next=next)
+        )
+        return answer.instance_status, answer.next_task
 
     def fail(
         self, task_id: str, lease: str, failure: StepFailure, *, seq: int = 0
     ) -> InstanceStatus:
-        steps: _StepsFor = lambda tok, _inst: [StepOutcome(tok.node_id, failure=failure)]  # noqa: E731
-        return self._report(task_id, lease, steps, final=True, reason=None, seq=seq).instance_status
+        return self.report(
+            Report(ReportKind.FAIL, task_id, lease, seq, failure=failure)
+        ).instance_status
 
     def release(
         self, task_id: str, lease: str, *, seq: int = 0, reason: str = ""
     ) -> InstanceStatus:
         """Give a leased task back unrun: READY again at its node with the same attempt."""
-        no_steps: _StepsFor = lambda _t, _i: ()  # noqa: E731
-        return self._report(
-            task_id, lease, no_steps, final=True, reason=reason or "released", seq=seq
-        ).instance_status
+        report = Report(ReportKind.RELEASE, task_id, lease, seq, reason=reason or "released")
+        return self.report(report).instance_status
 
     def advance_run(
         self,
@@ -512,51 +442,57 @@ class Engine:
     ) -> AdvanceResult:
         """Apply a batch of locally run steps atomically (docs/worker-protocol.md, "Local
         runs"); a resent batch (same `seq`) is answered again, not applied twice."""
-        return self._report(
-            task_id, lease, lambda _t, _i: steps, final=final, reason=handback_reason, seq=seq
+        return self.report(
+            Report(
+                ReportKind.ADVANCE,
+                task_id,
+                lease,
+                seq,
+                steps=tuple(steps),
+                final=final,
+                reason=handback_reason,
+            )
         )
 
-    def _report(
-        self,
-        task_id: str,
-        lease: str,
-        steps_for: _StepsFor,
-        *,
-        final: bool,
-        reason: str | None,
-        seq: int = 0,
-        next: EagerRequest | None = None,
-        out: list[TaskActivation | None] | None = None,
-    ) -> AdvanceResult:
-        def fn(conn: Connection) -> tuple[AdvanceResult, set[str]]:
+    def report(self, report: Report) -> AdvanceResult:
+        """Apply one report (sharing a transaction with reports arriving meanwhile)."""
+        return self._reports.submit(report)
+
+    def report_many(self, reports: Sequence[Report]) -> list[AdvanceResult | WiggleError]:
+        """Apply several reports; each gets its answer or the error that refused it."""
+        out = self._reports.submit_many(reports)
+        for got in out:
+            if isinstance(got, BaseException) and not isinstance(got, WiggleError):
+                raise got
+        return out  # type: ignore[return-value]
+
+    def _run_reports(self, reports: Sequence[Report]) -> list[AdvanceResult | BaseException]:
+        """Group commit's batch: one transaction for all of `reports`. If the batch as a whole
+        fails (a fence lost to a race, a bug), each report is applied alone, so that one bad
+        report answers for itself only."""
+
+        def fn(conn: Connection) -> tuple[list[AdvanceResult | WiggleError], Wakeups]:
             tx = Tx(conn, self.db, 0, self.graph_of, self.default_mode)
-            got = read_locked(tx, conn, task_id)
-            tok, inst = got if got is not None else (None, None)
-            if resent(tok, inst, task_id, lease, seq):
-                assert tok is not None and inst is not None
-                if next is not None and out is not None:
-                    out[0] = self._reissue(tx, inst, lease)
-                return self._answer_again(tx, inst, tok, lease), set()
-            if not refuse_unless_current(tok, inst, task_id, lease):
-                assert inst is not None
-                return AdvanceResult(inst.status, 0, False, tx.now), set()
-            assert tok is not None and inst is not None
-            fence_lease(tok, lease)
-            result = apply_steps(tx, inst, tok, steps_for(tok, inst), final=final, reason=reason)
-            record_seq(tok, lease, seq)
-            if tok.id not in tx._new:
-                tx.save(tok)
-            if next is not None and out is not None and inst.status is InstanceStatus.RUNNING:
-                out[0] = self._eager(tx, inst, next, lease=next_lease(lease))
+            answers = apply_reports(tx, reports)
             tx.finish()
-            return replace(result, server_now_ms=tx.now), tx.ready_queues
+            return answers, tx.ready_queues
 
         try:
-            result, queues = self.db.write(fn)
+            answers, queues = self.db.write(fn)
+        except Unavailable as exc:
+            return [exc] * len(reports)
         except FenceLost as exc:
-            raise StaleLease(task_id, "the task moved on while this report was applied") from exc
+            if len(reports) > 1:
+                return [self._run_reports([r])[0] for r in reports]
+            lost = StaleLease(reports[0].task_id, "the task moved on while this report was applied")
+            lost.__cause__ = exc
+            return [lost]
+        except Exception as exc:
+            if len(reports) > 1:
+                return [self._run_reports([r])[0] for r in reports]
+            return [exc]
         self._wake(queues)
-        return result
+        return list(answers)
 
     def heartbeat(self, task_id: str, lease: str, *, node_id: str = "") -> HeartbeatResult:
         """Renew a lease by the task's timeout, or by the timeout of `node_id` when the worker

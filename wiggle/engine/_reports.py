@@ -9,7 +9,6 @@ released and driven to its next park.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,10 +32,18 @@ from ._forks import branch_filtered
 from ._tx import TOKEN_COLUMNS, Inst, Tok, Tx
 from ._types import AdvanceResult, InstanceStatus, Json, StepFailure, StepOutcome, TokenState
 
-__all__ = ["apply_steps", "lock_token", "next_lease", "plan_steps", "record_seq", "resent"]
+__all__ = [
+    "apply_plan",
+    "apply_steps",
+    "lock_token",
+    "plan_steps",
+    "record_seq",
+    "resent",
+]
 
 _i = s.instances
-_r = s.instances.alias("root")
+ROOT = s.instances.alias("root")
+_r = ROOT
 # The instance's columns are read from the *locked* alias: on PostgreSQL, a statement that had
 # to wait for the lock re-reads only the locked row (EvalPlanQual); the other joined rows keep
 # the values of its snapshot, which may predate the transaction that held the lock.
@@ -51,7 +58,7 @@ INSTANCE_FIELDS = (
     "parent_instance_id",
     "parent_token_id",
 )
-_INST_LABELLED = [_r.c[name].label(f"i_{name}") for name in INSTANCE_FIELDS]
+INSTANCE_LABELLED = [_r.c[name].label(f"i_{name}") for name in INSTANCE_FIELDS]
 
 
 def lock_token(tx: Tx) -> Any:
@@ -60,7 +67,7 @@ def lock_token(tx: Tx) -> Any:
     return tx.db.cached(
         "lock_token",
         lambda: (
-            select(*TOKEN_COLUMNS, *_INST_LABELLED, _i.c.id.label("own_id"), tx.db.now)
+            select(*TOKEN_COLUMNS, *INSTANCE_LABELLED, _i.c.id.label("own_id"), tx.db.now)
             .select_from(t.join(_i, _i.c.id == t.c.instance_id).join(_r, _r.c.id == _i.c.root_id))
             .where(t.c.id == bindparam("tid"))
             .with_for_update(of=_r)
@@ -171,6 +178,21 @@ def apply_steps(
 ) -> AdvanceResult:
     """Apply a validated batch (see the module docstring). `reason` None: a SERVER report."""
     plan = plan_steps(inst, tok, steps)
+    return apply_plan(tx, inst, tok, plan, steps, final=final, reason=reason)
+
+
+def apply_plan(
+    tx: Tx,
+    inst: Inst,
+    tok: Tok,
+    plan: Plan,
+    steps: Sequence[StepOutcome],
+    *,
+    final: bool,
+    reason: str | None,
+) -> AdvanceResult:
+    """Apply a batch `plan_steps` accepted. Raises nothing a caller should answer with: a
+    report is either refused before this runs, or applied whole."""
     graph = inst.graph
     # A branch's steps name their branch (a fork's name, a for_each item's index or key), so
     # progress lines can say which item a step ran for.
@@ -279,12 +301,6 @@ def resent(tok: Tok | None, inst: Inst | None, task_id: str, lease: str, seq: in
             raise ReportOutOfOrder(task_id, seq, tok.report_seq)
         return False
     return tok.released_lease == lease
-
-
-def next_lease(lease: str) -> str:
-    """The lease id CompleteTask's `next` issues after `lease`: derived, not random, so that a
-    resent CompleteTask finds the task it leased the first time."""
-    return hashlib.blake2b(lease.encode(), digest_size=16, person=b"wiggle-next").hexdigest()
 
 
 def record_seq(tok: Tok, lease: str, seq: int) -> None:

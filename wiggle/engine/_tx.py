@@ -21,6 +21,7 @@ from wiggle.graph import ExecutionMode, Graph
 
 from . import _schema as s
 from ._db import Database
+from ._queries import pg_write
 from ._types import InstanceStatus, Json, TokenState
 
 __all__ = [
@@ -259,6 +260,9 @@ class Tx:
 
     def flush(self) -> None:
         """Write pending inserts and updates; FenceLost when a fenced UPDATE matched no row."""
+        if self.db.is_postgres:
+            self._write_postgres(with_events=False)
+            return
         if self._new:
             self.conn.execute(s.tokens.insert(), [t.row() for t in self._new.values()])
             self._new.clear()
@@ -299,7 +303,7 @@ class Tx:
         if self.db.event_observers and self._events:
             self.db.logged(self.conn, [self._observed(ev) for ev in self._events])
         if self.db.is_postgres:
-            self._finish_postgres()
+            self._write_postgres(with_events=True)
             return
         self.flush()
         if self._events:
@@ -311,63 +315,31 @@ class Tx:
         flow, mode = (inst.flow, inst.mode.value) if inst is not None else ("", "")
         return ev["kind"], flow, mode, ev["detail"]
 
-    def _finish_postgres(self) -> None:
-        """The last token UPDATE and the events in one round trip (NOTIFYs follow the commit).
-
-        A data-modifying WITH runs even when nothing references it. The common step (one fenced
-        token moving on) thus costs one statement besides the lock and the commit; if its fence
-        fails the caller rolls back, events and NOTIFYs included.
-        """
-        ctes: list[str] = []
-        params: dict[str, Any] = {}
-        fenced = None
-        if not self._new and len(self._dirty) == 1:
-            (tok,) = self._dirty.values()
-            if tok.fence:
-                fenced = tok
-                columns = tuple(sorted(tok.fence))
-                update_sql = self.db.cached(
-                    f"fenced-sql:{','.join(columns)}",
-                    lambda: str(_fenced_update(columns).compile(dialect=self.conn.dialect)),
-                )
-                params.update(tok.row())
-                params["_id"] = params.pop("id")
-                params.update({f"f_{k}": v for k, v in tok.fence.items()})
-                tok.fence = {}
-                self._dirty.clear()
-                ctes.append(f"u AS ({update_sql} RETURNING 1)")
-        if fenced is None:
-            self.flush()
-        rows = []
-        for n, ev in enumerate(self._events):
-            rows.append(f"(%(i{n})s, %(t{n})s, %(k{n})s, %(n{n})s, %(a{n})s, %(d{n})s)")
-            params.update(
-                {
-                    f"i{n}": ev["instance_id"],
-                    f"t{n}": ev["at_ms"],
-                    f"k{n}": ev["kind"],
-                    f"n{n}": ev["node_id"],
-                    f"a{n}": ev["attempt"],
-                    f"d{n}": ev["detail"],
-                }
-            )
-        self._events = []
-        if rows:
-            ctes.append(
-                "ev AS (INSERT INTO wiggle_events (instance_id, at_ms, kind, node_id, attempt, "
-                "detail) VALUES " + ", ".join(rows) + ")"
-            )
-        if self.ready_queues:
+    def _write_postgres(self, *, with_events: bool) -> None:
+        """Every token insert and update (and the events) in one statement; NOTIFYs follow
+        the commit. A fenced update that matches no row fails the fence: the caller rolls back,
+        events and wake-ups included."""
+        inserts = [t.row() for t in self._new.values()]
+        updates = []
+        for tok in self._dirty.values():
+            updates.append((tok.row(), tok.fence))
+            tok.fence = {}
+        self._new.clear()
+        self._dirty.clear()
+        events: list[dict[str, Any]] = []
+        if with_events:
+            events, self._events = self._events, []
+        if with_events and self.ready_queues:
             # Not a NOTIFY in this transaction: PostgreSQL serialises the commits of notifying
             # transactions (one global lock), which defeats group commit. The queues are handed
             # to Database, which wakes this process's pollers and NOTIFYs the others (coalesced,
             # from its own connection) once the commit has succeeded.
             self.db.after_commit(self.conn, self.ready_queues, self.ready_queues.count)
-        tail = "SELECT 0"
-        if fenced is not None:
-            tail += ", (SELECT count(*) FROM u)"
-        if not ctes:
+        statement = pg_write(inserts, updates, events)
+        if statement is None:
             return
-        row = self.conn.exec_driver_sql(f"WITH {', '.join(ctes)} {tail}", params).one()
-        if fenced is not None and row[-1] != 1:
-            raise FenceLost(fenced.id)
+        sql, params = statement
+        matched = self.conn.exec_driver_sql(sql, params).scalar_one()
+        if matched != len(updates):
+            lost = next(iter(updates))[0]["id"] if len(updates) == 1 else "one of several"
+            raise FenceLost(lost)

@@ -20,6 +20,8 @@ __all__ = [
     "InstanceStatus",
     "InstanceView",
     "Json",
+    "Report",
+    "ReportKind",
     "StartResult",
     "StepFailure",
     "StepOutcome",
@@ -141,13 +143,44 @@ class StepOutcome:
         return self.context is not _UNSET
 
 
+class ReportKind(StrEnum):
+    """What a worker reports about a leased task."""
+
+    COMPLETE = "complete"  # CompleteTask: the one step's result
+    FAIL = "fail"  # FailTask: the one step failed
+    ADVANCE = "advance"  # AdvanceRun: a batch of locally run steps
+    RELEASE = "release"  # ReleaseTask: given back unrun
+
+
+@dataclass(frozen=True)
+class Report:
+    """One report on a leased task: its identity (task, lease, seq) and what it says.
+
+    `seq` numbers the reports under one lease from 1; 0 means the worker sent no identity.
+    """
+
+    kind: ReportKind
+    task_id: str
+    lease: str
+    seq: int = 0
+    result: Json = None  # COMPLETE
+    failure: StepFailure | None = None  # FAIL
+    steps: Sequence[StepOutcome] = ()  # ADVANCE
+    final: bool = True  # ADVANCE: hand back (the others always do)
+    reason: str = ""  # ADVANCE, RELEASE: why the worker stopped
+    next: EagerRequest | None = None  # COMPLETE: lease the instance's next task to the worker
+
+
 @dataclass(frozen=True)
 class AdvanceResult:
+    """The answer to a report."""
+
     instance_status: InstanceStatus
     lease_expires_at_ms: int
     keep_going: bool
     server_now_ms: int = 0
     duplicate: bool = False  # a resent report answered again, not applied a second time
+    next_task: TaskActivation | None = None  # COMPLETE with `next`: the task leased next
 
 
 @dataclass(frozen=True)
