@@ -12,10 +12,14 @@ import orjson
 
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle.engine import (
+    AdvanceResult,
     DefinitionSummary,
+    EagerRequest,
     EventView,
     InstanceStatus,
     InstanceView,
+    Report,
+    ReportKind,
     StepFailure,
     StepOutcome,
     TaskActivation,
@@ -25,6 +29,7 @@ from wiggle.engine import (
 from wiggle.errors import InvalidRequest, PayloadTooLarge
 
 __all__ = [
+    "answer_to_pb",
     "decode_json",
     "definition_to_pb",
     "failure_from_pb",
@@ -165,3 +170,56 @@ def worker_to_pb(w: WorkerSeen) -> pb.WorkerInfo:
         first_seen_ms=w.first_seen_ms,
         last_poll_ms=w.last_poll_ms,
     )
+
+
+ReportMessage = (
+    pb.CompleteTaskRequest | pb.FailTaskRequest | pb.AdvanceRunRequest | pb.ReleaseTaskRequest
+)
+
+
+def report_from_pb(msg: ReportMessage, limit: int, *, allow_next: bool = True) -> Report:
+    """The engine's Report for a report message; InvalidRequest / PayloadTooLarge when its
+    JSON is bad. `allow_next`: honour CompleteTask's `next` (not while the server stops)."""
+    if isinstance(msg, pb.CompleteTaskRequest):
+        result = decode_json(msg.result, f"the result of task {msg.task_id!r}", limit)
+        nxt = None
+        if allow_next and msg.HasField("next") and msg.next.worker_id:
+            nxt = eager_from_pb(msg.next)
+        return Report(ReportKind.COMPLETE, msg.task_id, msg.lease, msg.seq, result=result, next=nxt)
+    if isinstance(msg, pb.FailTaskRequest):
+        failure = failure_from_pb(msg.failure)
+        return Report(ReportKind.FAIL, msg.task_id, msg.lease, msg.seq, failure=failure)
+    if isinstance(msg, pb.ReleaseTaskRequest):
+        reason = msg.reason or "released"
+        return Report(ReportKind.RELEASE, msg.task_id, msg.lease, msg.seq, reason=reason)
+    steps = tuple(outcome_from_pb(step, limit) for step in msg.steps)
+    return Report(
+        ReportKind.ADVANCE,
+        msg.task_id,
+        msg.lease,
+        msg.seq,
+        steps=steps,
+        final=msg.final,
+        reason=msg.handback_reason,
+    )
+
+
+def eager_from_pb(msg: pb.EagerDispatch) -> EagerRequest:
+    return EagerRequest(msg.worker_id, tuple(msg.queues) or ("default",), tuple(msg.activities))
+
+
+def answer_to_pb(
+    kind: ReportKind, answer: AdvanceResult, limits: tuple[int, int]
+) -> pb.TaskReportResponse | pb.AdvanceRunResponse:
+    """The wire answer to a report of `kind`."""
+    if kind is ReportKind.ADVANCE:
+        return pb.AdvanceRunResponse(
+            instance_status=str(answer.instance_status),
+            lease_expires_at_ms=answer.lease_expires_at_ms,
+            keep_going=answer.keep_going,
+            server_now_ms=answer.server_now_ms,
+        )
+    response = pb.TaskReportResponse(instance_status=str(answer.instance_status))
+    if answer.next_task is not None:
+        response.next_task.CopyFrom(task_to_pb(answer.next_task, limits))
+    return response

@@ -18,18 +18,20 @@ import grpc
 
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
-from wiggle.engine import EagerRequest, Engine, InstanceFilter, InstanceStatus, WorkerNote
-from wiggle.errors import InvalidRequest, PayloadTooLarge, StaleLease, Unavailable
+from wiggle.engine import Engine, InstanceFilter, InstanceStatus, Report, ReportKind, WorkerNote
+from wiggle.errors import InvalidRequest, PayloadTooLarge, StaleLease, Unavailable, WiggleError
 from wiggle.server._convert import (
+    ReportMessage,
+    answer_to_pb,
     decode_json,
     definition_to_pb,
-    failure_from_pb,
+    eager_from_pb,
     instance_to_pb,
-    outcome_from_pb,
+    report_from_pb,
     task_to_pb,
     worker_to_pb,
 )
-from wiggle.server._errors import abort_with
+from wiggle.server._errors import abort_with, status_for
 from wiggle.server._metrics import ServerMetrics
 
 __all__ = ["WiggleService"]
@@ -174,7 +176,7 @@ class WiggleService(pb_grpc.WiggleServicer):
         value = self._json(request.input, "the start input")
         eager = None
         if request.HasField("eager") and request.eager.worker_id:
-            eager = _eager_of(request.eager)
+            eager = eager_from_pb(request.eager)
         result = self._engine.start(
             request.flow,
             value,
@@ -408,36 +410,74 @@ class WiggleService(pb_grpc.WiggleServicer):
     def CompleteTask(
         self, request: pb.CompleteTaskRequest, context: grpc.ServicerContext
     ) -> pb.TaskReportResponse:
-        result = self._json(request.result, f"the result of task {request.task_id!r}")
-        if request.HasField("next") and request.next.worker_id and not self._stopping.is_set():
-            status, task = self._engine.complete_and_next(
-                request.task_id, request.lease, result, _eager_of(request.next), seq=request.seq
-            )
-            response = pb.TaskReportResponse(instance_status=_status(status))
-            self._eager_counted("next", task is not None)
-            if task is not None:
-                response.next_task.CopyFrom(task_to_pb(task, self._limits))
-            return response
-        status = self._engine.complete(request.task_id, request.lease, result, seq=request.seq)
-        return pb.TaskReportResponse(instance_status=_status(status))
+        return self._report_one(request)  # type: ignore[return-value]
 
     @_rpc
     def FailTask(
         self, request: pb.FailTaskRequest, context: grpc.ServicerContext
     ) -> pb.TaskReportResponse:
-        status = self._engine.fail(
-            request.task_id, request.lease, failure_from_pb(request.failure), seq=request.seq
-        )
-        return pb.TaskReportResponse(instance_status=_status(status))
+        return self._report_one(request)  # type: ignore[return-value]
 
     @_rpc
     def ReleaseTask(
         self, request: pb.ReleaseTaskRequest, context: grpc.ServicerContext
     ) -> pb.TaskReportResponse:
-        status = self._engine.release(
-            request.task_id, request.lease, seq=request.seq, reason=request.reason or "released"
-        )
-        return pb.TaskReportResponse(instance_status=_status(status))
+        return self._report_one(request)  # type: ignore[return-value]
+
+    @_rpc
+    def AdvanceRun(
+        self, request: pb.AdvanceRunRequest, context: grpc.ServicerContext
+    ) -> pb.AdvanceRunResponse:
+        return self._report_one(request)  # type: ignore[return-value]
+
+    def _report_one(self, request: ReportMessage) -> pb.TaskReportResponse | pb.AdvanceRunResponse:
+        report = report_from_pb(request, self._limit, allow_next=not self._stopping.is_set())
+        self._count_report(report)
+        answer = self._engine.report(report)
+        if report.next is not None:
+            self._eager_counted("next", answer.next_task is not None)
+        return answer_to_pb(report.kind, answer, self._limits)
+
+    def _count_report(self, report: Report) -> None:
+        if self._metrics is not None and report.kind is ReportKind.ADVANCE:
+            self._metrics.run_batch.labels(str(report.final).lower()).observe(len(report.steps))
+
+    @_rpc
+    def ReportBatch(
+        self, request: pb.ReportBatchRequest, context: grpc.ServicerContext
+    ) -> pb.ReportBatchResponse:
+        """Each report is answered as its own RPC would be; refusals are per report."""
+        answers: list[pb.TaskReportAnswer | None] = [None] * len(request.reports)
+        todo: list[tuple[int, Report]] = []
+        allow_next = not self._stopping.is_set()
+        for n, item in enumerate(request.reports):
+            which = item.WhichOneof("report")
+            if which is None:
+                answers[n] = _error_answer(InvalidRequest(f"report {n + 1} of the batch is empty"))
+                continue
+            try:
+                todo.append(
+                    (n, report_from_pb(getattr(item, which), self._limit, allow_next=allow_next))
+                )
+            except WiggleError as exc:
+                answers[n] = _error_answer(exc)
+        for _, report in todo:
+            self._count_report(report)
+        got = self._engine.report_many([r for _, r in todo]) if todo else []
+        for (n, report), answer in zip(todo, got, strict=True):
+            if isinstance(answer, WiggleError):
+                if self._metrics is not None and isinstance(answer, StaleLease):
+                    self._metrics.stale_reports.inc()
+                answers[n] = _error_answer(answer)
+            else:
+                if report.next is not None:
+                    self._eager_counted("next", answer.next_task is not None)
+                wire = answer_to_pb(report.kind, answer, self._limits)
+                if isinstance(wire, pb.AdvanceRunResponse):
+                    answers[n] = pb.TaskReportAnswer(advance=wire)
+                else:
+                    answers[n] = pb.TaskReportAnswer(task=wire)
+        return pb.ReportBatchResponse(answers=[a for a in answers if a is not None])
 
     @_rpc
     def Heartbeat(
@@ -447,28 +487,6 @@ class WiggleService(pb_grpc.WiggleServicer):
         return pb.HeartbeatResponse(
             lease_expires_at_ms=result.lease_expires_at_ms,
             instance_status=_status(result.instance_status),
-            server_now_ms=result.server_now_ms,
-        )
-
-    @_rpc
-    def AdvanceRun(
-        self, request: pb.AdvanceRunRequest, context: grpc.ServicerContext
-    ) -> pb.AdvanceRunResponse:
-        steps = [outcome_from_pb(s, self._limit) for s in request.steps]
-        if self._metrics is not None:
-            self._metrics.run_batch.labels(str(request.final).lower()).observe(len(steps))
-        result = self._engine.advance_run(
-            request.task_id,
-            request.lease,
-            steps,
-            final=request.final,
-            handback_reason=request.handback_reason,
-            seq=request.seq,
-        )
-        return pb.AdvanceRunResponse(
-            instance_status=_status(result.instance_status),
-            lease_expires_at_ms=result.lease_expires_at_ms,
-            keep_going=result.keep_going,
             server_now_ms=result.server_now_ms,
         )
 
@@ -483,5 +501,9 @@ class _OpenPoll:
         self.ended = False
 
 
-def _eager_of(msg: pb.EagerDispatch) -> EagerRequest:
-    return EagerRequest(msg.worker_id, tuple(msg.queues) or ("default",), tuple(msg.activities))
+def _error_answer(exc: WiggleError) -> pb.TaskReportAnswer:
+    code, reason = status_for(exc)
+    message = str(exc) or type(exc).__name__
+    return pb.TaskReportAnswer(
+        error=pb.ReportError(status_code=code.value[0], error_code=reason, message=message)
+    )

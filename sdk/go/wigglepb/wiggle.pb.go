@@ -3135,6 +3135,366 @@ func (x *AdvanceRunResponse) GetServerNowMs() int64 {
 	return 0
 }
 
+type TaskReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Report:
+	//
+	//	*TaskReport_Complete
+	//	*TaskReport_Fail
+	//	*TaskReport_Advance
+	//	*TaskReport_Release
+	Report        isTaskReport_Report `protobuf_oneof:"report"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskReport) Reset() {
+	*x = TaskReport{}
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskReport) ProtoMessage() {}
+
+func (x *TaskReport) ProtoReflect() protoreflect.Message {
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskReport.ProtoReflect.Descriptor instead.
+func (*TaskReport) Descriptor() ([]byte, []int) {
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *TaskReport) GetReport() isTaskReport_Report {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
+func (x *TaskReport) GetComplete() *CompleteTaskRequest {
+	if x != nil {
+		if x, ok := x.Report.(*TaskReport_Complete); ok {
+			return x.Complete
+		}
+	}
+	return nil
+}
+
+func (x *TaskReport) GetFail() *FailTaskRequest {
+	if x != nil {
+		if x, ok := x.Report.(*TaskReport_Fail); ok {
+			return x.Fail
+		}
+	}
+	return nil
+}
+
+func (x *TaskReport) GetAdvance() *AdvanceRunRequest {
+	if x != nil {
+		if x, ok := x.Report.(*TaskReport_Advance); ok {
+			return x.Advance
+		}
+	}
+	return nil
+}
+
+func (x *TaskReport) GetRelease() *ReleaseTaskRequest {
+	if x != nil {
+		if x, ok := x.Report.(*TaskReport_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+type isTaskReport_Report interface {
+	isTaskReport_Report()
+}
+
+type TaskReport_Complete struct {
+	Complete *CompleteTaskRequest `protobuf:"bytes,1,opt,name=complete,proto3,oneof"`
+}
+
+type TaskReport_Fail struct {
+	Fail *FailTaskRequest `protobuf:"bytes,2,opt,name=fail,proto3,oneof"`
+}
+
+type TaskReport_Advance struct {
+	Advance *AdvanceRunRequest `protobuf:"bytes,3,opt,name=advance,proto3,oneof"`
+}
+
+type TaskReport_Release struct {
+	Release *ReleaseTaskRequest `protobuf:"bytes,4,opt,name=release,proto3,oneof"`
+}
+
+func (*TaskReport_Complete) isTaskReport_Report() {}
+
+func (*TaskReport_Fail) isTaskReport_Report() {}
+
+func (*TaskReport_Advance) isTaskReport_Report() {}
+
+func (*TaskReport_Release) isTaskReport_Report() {}
+
+type ReportBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reports       []*TaskReport          `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportBatchRequest) Reset() {
+	*x = ReportBatchRequest{}
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportBatchRequest) ProtoMessage() {}
+
+func (x *ReportBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportBatchRequest.ProtoReflect.Descriptor instead.
+func (*ReportBatchRequest) Descriptor() ([]byte, []int) {
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ReportBatchRequest) GetReports() []*TaskReport {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
+type ReportError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StatusCode    int32                  `protobuf:"varint,1,opt,name=status_code,json=statusCode,proto3" json:"status_code,omitempty"` // the gRPC status code the report's own RPC would have failed with
+	ErrorCode     string                 `protobuf:"bytes,2,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`     // its ErrorCode name, as "wiggle-error-code" would carry it
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportError) Reset() {
+	*x = ReportError{}
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportError) ProtoMessage() {}
+
+func (x *ReportError) ProtoReflect() protoreflect.Message {
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportError.ProtoReflect.Descriptor instead.
+func (*ReportError) Descriptor() ([]byte, []int) {
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ReportError) GetStatusCode() int32 {
+	if x != nil {
+		return x.StatusCode
+	}
+	return 0
+}
+
+func (x *ReportError) GetErrorCode() string {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ""
+}
+
+func (x *ReportError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type TaskReportAnswer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Answer:
+	//
+	//	*TaskReportAnswer_Task
+	//	*TaskReportAnswer_Advance
+	//	*TaskReportAnswer_Error
+	Answer        isTaskReportAnswer_Answer `protobuf_oneof:"answer"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskReportAnswer) Reset() {
+	*x = TaskReportAnswer{}
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskReportAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskReportAnswer) ProtoMessage() {}
+
+func (x *TaskReportAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskReportAnswer.ProtoReflect.Descriptor instead.
+func (*TaskReportAnswer) Descriptor() ([]byte, []int) {
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *TaskReportAnswer) GetAnswer() isTaskReportAnswer_Answer {
+	if x != nil {
+		return x.Answer
+	}
+	return nil
+}
+
+func (x *TaskReportAnswer) GetTask() *TaskReportResponse {
+	if x != nil {
+		if x, ok := x.Answer.(*TaskReportAnswer_Task); ok {
+			return x.Task
+		}
+	}
+	return nil
+}
+
+func (x *TaskReportAnswer) GetAdvance() *AdvanceRunResponse {
+	if x != nil {
+		if x, ok := x.Answer.(*TaskReportAnswer_Advance); ok {
+			return x.Advance
+		}
+	}
+	return nil
+}
+
+func (x *TaskReportAnswer) GetError() *ReportError {
+	if x != nil {
+		if x, ok := x.Answer.(*TaskReportAnswer_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isTaskReportAnswer_Answer interface {
+	isTaskReportAnswer_Answer()
+}
+
+type TaskReportAnswer_Task struct {
+	Task *TaskReportResponse `protobuf:"bytes,1,opt,name=task,proto3,oneof"` // to complete, fail, release
+}
+
+type TaskReportAnswer_Advance struct {
+	Advance *AdvanceRunResponse `protobuf:"bytes,2,opt,name=advance,proto3,oneof"` // to advance
+}
+
+type TaskReportAnswer_Error struct {
+	Error *ReportError `protobuf:"bytes,3,opt,name=error,proto3,oneof"` // the report was refused (or could not be applied)
+}
+
+func (*TaskReportAnswer_Task) isTaskReportAnswer_Answer() {}
+
+func (*TaskReportAnswer_Advance) isTaskReportAnswer_Answer() {}
+
+func (*TaskReportAnswer_Error) isTaskReportAnswer_Answer() {}
+
+type ReportBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Answers       []*TaskReportAnswer    `protobuf:"bytes,1,rep,name=answers,proto3" json:"answers,omitempty"` // one per report, in order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportBatchResponse) Reset() {
+	*x = ReportBatchResponse{}
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportBatchResponse) ProtoMessage() {}
+
+func (x *ReportBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportBatchResponse.ProtoReflect.Descriptor instead.
+func (*ReportBatchResponse) Descriptor() ([]byte, []int) {
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ReportBatchResponse) GetAnswers() []*TaskReportAnswer {
+	if x != nil {
+		return x.Answers
+	}
+	return nil
+}
+
 var File_wiggle_v1_wiggle_proto protoreflect.FileDescriptor
 
 const file_wiggle_v1_wiggle_proto_rawDesc = "" +
@@ -3385,7 +3745,29 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\x13lease_expires_at_ms\x18\x02 \x01(\x03R\x10leaseExpiresAtMs\x12\x1d\n" +
 	"\n" +
 	"keep_going\x18\x03 \x01(\bR\tkeepGoing\x12\"\n" +
-	"\rserver_now_ms\x18\x04 \x01(\x03R\vserverNowMs*\xd4\x02\n" +
+	"\rserver_now_ms\x18\x04 \x01(\x03R\vserverNowMs\"\xfb\x01\n" +
+	"\n" +
+	"TaskReport\x12<\n" +
+	"\bcomplete\x18\x01 \x01(\v2\x1e.wiggle.v1.CompleteTaskRequestH\x00R\bcomplete\x120\n" +
+	"\x04fail\x18\x02 \x01(\v2\x1a.wiggle.v1.FailTaskRequestH\x00R\x04fail\x128\n" +
+	"\aadvance\x18\x03 \x01(\v2\x1c.wiggle.v1.AdvanceRunRequestH\x00R\aadvance\x129\n" +
+	"\arelease\x18\x04 \x01(\v2\x1d.wiggle.v1.ReleaseTaskRequestH\x00R\areleaseB\b\n" +
+	"\x06report\"E\n" +
+	"\x12ReportBatchRequest\x12/\n" +
+	"\areports\x18\x01 \x03(\v2\x15.wiggle.v1.TaskReportR\areports\"g\n" +
+	"\vReportError\x12\x1f\n" +
+	"\vstatus_code\x18\x01 \x01(\x05R\n" +
+	"statusCode\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\tR\terrorCode\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xbc\x01\n" +
+	"\x10TaskReportAnswer\x123\n" +
+	"\x04task\x18\x01 \x01(\v2\x1d.wiggle.v1.TaskReportResponseH\x00R\x04task\x129\n" +
+	"\aadvance\x18\x02 \x01(\v2\x1d.wiggle.v1.AdvanceRunResponseH\x00R\aadvance\x12.\n" +
+	"\x05error\x18\x03 \x01(\v2\x16.wiggle.v1.ReportErrorH\x00R\x05errorB\b\n" +
+	"\x06answer\"L\n" +
+	"\x13ReportBatchResponse\x125\n" +
+	"\aanswers\x18\x01 \x03(\v2\x1b.wiggle.v1.TaskReportAnswerR\aanswers*\xd4\x02\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fFLOW_INVALID\x10\x01\x12\x18\n" +
@@ -3429,8 +3811,7 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\bAWAITING\x10\x04\x12\n" +
 	"\n" +
 	"\x06JOINED\x10\x05\x12\b\n" +
-	"\x04DONE\x10\x062\xc7\n" +
-	"\n" +
+	"\x04DONE\x10\x062\x95\v\n" +
 	"\x06Wiggle\x12a\n" +
 	"\x12RegisterDefinition\x12$.wiggle.v1.RegisterDefinitionRequest\x1a%.wiggle.v1.RegisterDefinitionResponse\x12G\n" +
 	"\rGetDefinition\x12\x1f.wiggle.v1.GetDefinitionRequest\x1a\x15.wiggle.v1.Definition\x12X\n" +
@@ -3449,7 +3830,8 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\vReleaseTask\x12\x1d.wiggle.v1.ReleaseTaskRequest\x1a\x1d.wiggle.v1.TaskReportResponse\x12F\n" +
 	"\tHeartbeat\x12\x1b.wiggle.v1.HeartbeatRequest\x1a\x1c.wiggle.v1.HeartbeatResponse\x12I\n" +
 	"\n" +
-	"AdvanceRun\x12\x1c.wiggle.v1.AdvanceRunRequest\x1a\x1d.wiggle.v1.AdvanceRunResponseB:Z8github.com/wiggle-engine/wiggle/sdk/go/wigglepb;wigglepbb\x06proto3"
+	"AdvanceRun\x12\x1c.wiggle.v1.AdvanceRunRequest\x1a\x1d.wiggle.v1.AdvanceRunResponse\x12L\n" +
+	"\vReportBatch\x12\x1d.wiggle.v1.ReportBatchRequest\x1a\x1e.wiggle.v1.ReportBatchResponseB:Z8github.com/wiggle-engine/wiggle/sdk/go/wigglepb;wigglepbb\x06proto3"
 
 var (
 	file_wiggle_v1_wiggle_proto_rawDescOnce sync.Once
@@ -3464,7 +3846,7 @@ func file_wiggle_v1_wiggle_proto_rawDescGZIP() []byte {
 }
 
 var file_wiggle_v1_wiggle_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_wiggle_v1_wiggle_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_wiggle_v1_wiggle_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_wiggle_v1_wiggle_proto_goTypes = []any{
 	(ErrorCode)(0),                     // 0: wiggle.v1.ErrorCode
 	(ExecutionMode)(0),                 // 1: wiggle.v1.ExecutionMode
@@ -3509,12 +3891,17 @@ var file_wiggle_v1_wiggle_proto_goTypes = []any{
 	(*StepResult)(nil),                 // 40: wiggle.v1.StepResult
 	(*AdvanceRunRequest)(nil),          // 41: wiggle.v1.AdvanceRunRequest
 	(*AdvanceRunResponse)(nil),         // 42: wiggle.v1.AdvanceRunResponse
-	nil,                                // 43: wiggle.v1.DefinitionSummary.InstanceCountsEntry
-	nil,                                // 44: wiggle.v1.ListInstancesResponse.CountsEntry
+	(*TaskReport)(nil),                 // 43: wiggle.v1.TaskReport
+	(*ReportBatchRequest)(nil),         // 44: wiggle.v1.ReportBatchRequest
+	(*ReportError)(nil),                // 45: wiggle.v1.ReportError
+	(*TaskReportAnswer)(nil),           // 46: wiggle.v1.TaskReportAnswer
+	(*ReportBatchResponse)(nil),        // 47: wiggle.v1.ReportBatchResponse
+	nil,                                // 48: wiggle.v1.DefinitionSummary.InstanceCountsEntry
+	nil,                                // 49: wiggle.v1.ListInstancesResponse.CountsEntry
 }
 var file_wiggle_v1_wiggle_proto_depIdxs = []int32{
 	1,  // 0: wiggle.v1.DefinitionSummary.execution_mode:type_name -> wiggle.v1.ExecutionMode
-	43, // 1: wiggle.v1.DefinitionSummary.instance_counts:type_name -> wiggle.v1.DefinitionSummary.InstanceCountsEntry
+	48, // 1: wiggle.v1.DefinitionSummary.instance_counts:type_name -> wiggle.v1.DefinitionSummary.InstanceCountsEntry
 	7,  // 2: wiggle.v1.ListDefinitionsResponse.definitions:type_name -> wiggle.v1.DefinitionSummary
 	12, // 3: wiggle.v1.StartInstanceRequest.eager:type_name -> wiggle.v1.EagerDispatch
 	32, // 4: wiggle.v1.StartInstanceResponse.eager_task:type_name -> wiggle.v1.Task
@@ -3526,7 +3913,7 @@ var file_wiggle_v1_wiggle_proto_depIdxs = []int32{
 	3,  // 10: wiggle.v1.Token.state:type_name -> wiggle.v1.TokenState
 	2,  // 11: wiggle.v1.ListInstancesRequest.status:type_name -> wiggle.v1.InstanceStatus
 	20, // 12: wiggle.v1.ListInstancesResponse.instances:type_name -> wiggle.v1.Instance
-	44, // 13: wiggle.v1.ListInstancesResponse.counts:type_name -> wiggle.v1.ListInstancesResponse.CountsEntry
+	49, // 13: wiggle.v1.ListInstancesResponse.counts:type_name -> wiggle.v1.ListInstancesResponse.CountsEntry
 	29, // 14: wiggle.v1.ListWorkersResponse.workers:type_name -> wiggle.v1.WorkerInfo
 	32, // 15: wiggle.v1.PollTasksResponse.tasks:type_name -> wiggle.v1.Task
 	1,  // 16: wiggle.v1.Task.execution_mode:type_name -> wiggle.v1.ExecutionMode
@@ -3538,45 +3925,56 @@ var file_wiggle_v1_wiggle_proto_depIdxs = []int32{
 	36, // 22: wiggle.v1.StepResult.failure:type_name -> wiggle.v1.StepFailure
 	40, // 23: wiggle.v1.AdvanceRunRequest.steps:type_name -> wiggle.v1.StepResult
 	2,  // 24: wiggle.v1.AdvanceRunResponse.instance_status:type_name -> wiggle.v1.InstanceStatus
-	4,  // 25: wiggle.v1.Wiggle.RegisterDefinition:input_type -> wiggle.v1.RegisterDefinitionRequest
-	9,  // 26: wiggle.v1.Wiggle.GetDefinition:input_type -> wiggle.v1.GetDefinitionRequest
-	6,  // 27: wiggle.v1.Wiggle.ListDefinitions:input_type -> wiggle.v1.ListDefinitionsRequest
-	11, // 28: wiggle.v1.Wiggle.StartInstance:input_type -> wiggle.v1.StartInstanceRequest
-	14, // 29: wiggle.v1.Wiggle.SignalInstance:input_type -> wiggle.v1.SignalInstanceRequest
-	17, // 30: wiggle.v1.Wiggle.CancelInstance:input_type -> wiggle.v1.CancelInstanceRequest
-	19, // 31: wiggle.v1.Wiggle.DescribeInstance:input_type -> wiggle.v1.DescribeInstanceRequest
-	23, // 32: wiggle.v1.Wiggle.ListInstances:input_type -> wiggle.v1.ListInstancesRequest
-	16, // 33: wiggle.v1.Wiggle.WaitInstance:input_type -> wiggle.v1.WaitInstanceRequest
-	25, // 34: wiggle.v1.Wiggle.PollTasks:input_type -> wiggle.v1.PollTasksRequest
-	26, // 35: wiggle.v1.Wiggle.EndPolls:input_type -> wiggle.v1.EndPollsRequest
-	28, // 36: wiggle.v1.Wiggle.ListWorkers:input_type -> wiggle.v1.ListWorkersRequest
-	33, // 37: wiggle.v1.Wiggle.CompleteTask:input_type -> wiggle.v1.CompleteTaskRequest
-	34, // 38: wiggle.v1.Wiggle.FailTask:input_type -> wiggle.v1.FailTaskRequest
-	35, // 39: wiggle.v1.Wiggle.ReleaseTask:input_type -> wiggle.v1.ReleaseTaskRequest
-	38, // 40: wiggle.v1.Wiggle.Heartbeat:input_type -> wiggle.v1.HeartbeatRequest
-	41, // 41: wiggle.v1.Wiggle.AdvanceRun:input_type -> wiggle.v1.AdvanceRunRequest
-	5,  // 42: wiggle.v1.Wiggle.RegisterDefinition:output_type -> wiggle.v1.RegisterDefinitionResponse
-	10, // 43: wiggle.v1.Wiggle.GetDefinition:output_type -> wiggle.v1.Definition
-	8,  // 44: wiggle.v1.Wiggle.ListDefinitions:output_type -> wiggle.v1.ListDefinitionsResponse
-	13, // 45: wiggle.v1.Wiggle.StartInstance:output_type -> wiggle.v1.StartInstanceResponse
-	15, // 46: wiggle.v1.Wiggle.SignalInstance:output_type -> wiggle.v1.SignalInstanceResponse
-	18, // 47: wiggle.v1.Wiggle.CancelInstance:output_type -> wiggle.v1.CancelInstanceResponse
-	20, // 48: wiggle.v1.Wiggle.DescribeInstance:output_type -> wiggle.v1.Instance
-	24, // 49: wiggle.v1.Wiggle.ListInstances:output_type -> wiggle.v1.ListInstancesResponse
-	20, // 50: wiggle.v1.Wiggle.WaitInstance:output_type -> wiggle.v1.Instance
-	31, // 51: wiggle.v1.Wiggle.PollTasks:output_type -> wiggle.v1.PollTasksResponse
-	27, // 52: wiggle.v1.Wiggle.EndPolls:output_type -> wiggle.v1.EndPollsResponse
-	30, // 53: wiggle.v1.Wiggle.ListWorkers:output_type -> wiggle.v1.ListWorkersResponse
-	37, // 54: wiggle.v1.Wiggle.CompleteTask:output_type -> wiggle.v1.TaskReportResponse
-	37, // 55: wiggle.v1.Wiggle.FailTask:output_type -> wiggle.v1.TaskReportResponse
-	37, // 56: wiggle.v1.Wiggle.ReleaseTask:output_type -> wiggle.v1.TaskReportResponse
-	39, // 57: wiggle.v1.Wiggle.Heartbeat:output_type -> wiggle.v1.HeartbeatResponse
-	42, // 58: wiggle.v1.Wiggle.AdvanceRun:output_type -> wiggle.v1.AdvanceRunResponse
-	42, // [42:59] is the sub-list for method output_type
-	25, // [25:42] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	33, // 25: wiggle.v1.TaskReport.complete:type_name -> wiggle.v1.CompleteTaskRequest
+	34, // 26: wiggle.v1.TaskReport.fail:type_name -> wiggle.v1.FailTaskRequest
+	41, // 27: wiggle.v1.TaskReport.advance:type_name -> wiggle.v1.AdvanceRunRequest
+	35, // 28: wiggle.v1.TaskReport.release:type_name -> wiggle.v1.ReleaseTaskRequest
+	43, // 29: wiggle.v1.ReportBatchRequest.reports:type_name -> wiggle.v1.TaskReport
+	37, // 30: wiggle.v1.TaskReportAnswer.task:type_name -> wiggle.v1.TaskReportResponse
+	42, // 31: wiggle.v1.TaskReportAnswer.advance:type_name -> wiggle.v1.AdvanceRunResponse
+	45, // 32: wiggle.v1.TaskReportAnswer.error:type_name -> wiggle.v1.ReportError
+	46, // 33: wiggle.v1.ReportBatchResponse.answers:type_name -> wiggle.v1.TaskReportAnswer
+	4,  // 34: wiggle.v1.Wiggle.RegisterDefinition:input_type -> wiggle.v1.RegisterDefinitionRequest
+	9,  // 35: wiggle.v1.Wiggle.GetDefinition:input_type -> wiggle.v1.GetDefinitionRequest
+	6,  // 36: wiggle.v1.Wiggle.ListDefinitions:input_type -> wiggle.v1.ListDefinitionsRequest
+	11, // 37: wiggle.v1.Wiggle.StartInstance:input_type -> wiggle.v1.StartInstanceRequest
+	14, // 38: wiggle.v1.Wiggle.SignalInstance:input_type -> wiggle.v1.SignalInstanceRequest
+	17, // 39: wiggle.v1.Wiggle.CancelInstance:input_type -> wiggle.v1.CancelInstanceRequest
+	19, // 40: wiggle.v1.Wiggle.DescribeInstance:input_type -> wiggle.v1.DescribeInstanceRequest
+	23, // 41: wiggle.v1.Wiggle.ListInstances:input_type -> wiggle.v1.ListInstancesRequest
+	16, // 42: wiggle.v1.Wiggle.WaitInstance:input_type -> wiggle.v1.WaitInstanceRequest
+	25, // 43: wiggle.v1.Wiggle.PollTasks:input_type -> wiggle.v1.PollTasksRequest
+	26, // 44: wiggle.v1.Wiggle.EndPolls:input_type -> wiggle.v1.EndPollsRequest
+	28, // 45: wiggle.v1.Wiggle.ListWorkers:input_type -> wiggle.v1.ListWorkersRequest
+	33, // 46: wiggle.v1.Wiggle.CompleteTask:input_type -> wiggle.v1.CompleteTaskRequest
+	34, // 47: wiggle.v1.Wiggle.FailTask:input_type -> wiggle.v1.FailTaskRequest
+	35, // 48: wiggle.v1.Wiggle.ReleaseTask:input_type -> wiggle.v1.ReleaseTaskRequest
+	38, // 49: wiggle.v1.Wiggle.Heartbeat:input_type -> wiggle.v1.HeartbeatRequest
+	41, // 50: wiggle.v1.Wiggle.AdvanceRun:input_type -> wiggle.v1.AdvanceRunRequest
+	44, // 51: wiggle.v1.Wiggle.ReportBatch:input_type -> wiggle.v1.ReportBatchRequest
+	5,  // 52: wiggle.v1.Wiggle.RegisterDefinition:output_type -> wiggle.v1.RegisterDefinitionResponse
+	10, // 53: wiggle.v1.Wiggle.GetDefinition:output_type -> wiggle.v1.Definition
+	8,  // 54: wiggle.v1.Wiggle.ListDefinitions:output_type -> wiggle.v1.ListDefinitionsResponse
+	13, // 55: wiggle.v1.Wiggle.StartInstance:output_type -> wiggle.v1.StartInstanceResponse
+	15, // 56: wiggle.v1.Wiggle.SignalInstance:output_type -> wiggle.v1.SignalInstanceResponse
+	18, // 57: wiggle.v1.Wiggle.CancelInstance:output_type -> wiggle.v1.CancelInstanceResponse
+	20, // 58: wiggle.v1.Wiggle.DescribeInstance:output_type -> wiggle.v1.Instance
+	24, // 59: wiggle.v1.Wiggle.ListInstances:output_type -> wiggle.v1.ListInstancesResponse
+	20, // 60: wiggle.v1.Wiggle.WaitInstance:output_type -> wiggle.v1.Instance
+	31, // 61: wiggle.v1.Wiggle.PollTasks:output_type -> wiggle.v1.PollTasksResponse
+	27, // 62: wiggle.v1.Wiggle.EndPolls:output_type -> wiggle.v1.EndPollsResponse
+	30, // 63: wiggle.v1.Wiggle.ListWorkers:output_type -> wiggle.v1.ListWorkersResponse
+	37, // 64: wiggle.v1.Wiggle.CompleteTask:output_type -> wiggle.v1.TaskReportResponse
+	37, // 65: wiggle.v1.Wiggle.FailTask:output_type -> wiggle.v1.TaskReportResponse
+	37, // 66: wiggle.v1.Wiggle.ReleaseTask:output_type -> wiggle.v1.TaskReportResponse
+	39, // 67: wiggle.v1.Wiggle.Heartbeat:output_type -> wiggle.v1.HeartbeatResponse
+	42, // 68: wiggle.v1.Wiggle.AdvanceRun:output_type -> wiggle.v1.AdvanceRunResponse
+	47, // 69: wiggle.v1.Wiggle.ReportBatch:output_type -> wiggle.v1.ReportBatchResponse
+	52, // [52:70] is the sub-list for method output_type
+	34, // [34:52] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_wiggle_v1_wiggle_proto_init() }
@@ -3593,13 +3991,24 @@ func file_wiggle_v1_wiggle_proto_init() {
 		(*StepResult_Predicate)(nil),
 		(*StepResult_Failure)(nil),
 	}
+	file_wiggle_v1_wiggle_proto_msgTypes[39].OneofWrappers = []any{
+		(*TaskReport_Complete)(nil),
+		(*TaskReport_Fail)(nil),
+		(*TaskReport_Advance)(nil),
+		(*TaskReport_Release)(nil),
+	}
+	file_wiggle_v1_wiggle_proto_msgTypes[42].OneofWrappers = []any{
+		(*TaskReportAnswer_Task)(nil),
+		(*TaskReportAnswer_Advance)(nil),
+		(*TaskReportAnswer_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wiggle_v1_wiggle_proto_rawDesc), len(file_wiggle_v1_wiggle_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   41,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

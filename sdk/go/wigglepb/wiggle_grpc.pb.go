@@ -53,6 +53,7 @@ const (
 	Wiggle_ReleaseTask_FullMethodName        = "/wiggle.v1.Wiggle/ReleaseTask"
 	Wiggle_Heartbeat_FullMethodName          = "/wiggle.v1.Wiggle/Heartbeat"
 	Wiggle_AdvanceRun_FullMethodName         = "/wiggle.v1.Wiggle/AdvanceRun"
+	Wiggle_ReportBatch_FullMethodName        = "/wiggle.v1.Wiggle/ReportBatch"
 )
 
 // WiggleClient is the client API for Wiggle service.
@@ -98,6 +99,13 @@ type WiggleClient interface {
 	// `final`, and says whether the server lets the worker keep going
 	// (docs/worker-protocol.md, "Local runs").
 	AdvanceRun(ctx context.Context, in *AdvanceRunRequest, opts ...grpc.CallOption) (*AdvanceRunResponse, error)
+	// Several reports in one call, for the tasks a worker runs concurrently: each is applied
+	// exactly as its own CompleteTask, FailTask, AdvanceRun or ReleaseTask would be, and answered
+	// in the same order; one report's refusal is its own answer and spoils no other. The call
+	// itself fails only as a whole (unreachable, unauthenticated). Every report carries its seq,
+	// so a batch resent after a lost answer is answered again, not applied twice
+	// (docs/worker-protocol.md, "Batched reports").
+	ReportBatch(ctx context.Context, in *ReportBatchRequest, opts ...grpc.CallOption) (*ReportBatchResponse, error)
 }
 
 type wiggleClient struct {
@@ -278,6 +286,16 @@ func (c *wiggleClient) AdvanceRun(ctx context.Context, in *AdvanceRunRequest, op
 	return out, nil
 }
 
+func (c *wiggleClient) ReportBatch(ctx context.Context, in *ReportBatchRequest, opts ...grpc.CallOption) (*ReportBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportBatchResponse)
+	err := c.cc.Invoke(ctx, Wiggle_ReportBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WiggleServer is the server API for Wiggle service.
 // All implementations must embed UnimplementedWiggleServer
 // for forward compatibility.
@@ -321,6 +339,13 @@ type WiggleServer interface {
 	// `final`, and says whether the server lets the worker keep going
 	// (docs/worker-protocol.md, "Local runs").
 	AdvanceRun(context.Context, *AdvanceRunRequest) (*AdvanceRunResponse, error)
+	// Several reports in one call, for the tasks a worker runs concurrently: each is applied
+	// exactly as its own CompleteTask, FailTask, AdvanceRun or ReleaseTask would be, and answered
+	// in the same order; one report's refusal is its own answer and spoils no other. The call
+	// itself fails only as a whole (unreachable, unauthenticated). Every report carries its seq,
+	// so a batch resent after a lost answer is answered again, not applied twice
+	// (docs/worker-protocol.md, "Batched reports").
+	ReportBatch(context.Context, *ReportBatchRequest) (*ReportBatchResponse, error)
 	mustEmbedUnimplementedWiggleServer()
 }
 
@@ -381,6 +406,9 @@ func (UnimplementedWiggleServer) Heartbeat(context.Context, *HeartbeatRequest) (
 }
 func (UnimplementedWiggleServer) AdvanceRun(context.Context, *AdvanceRunRequest) (*AdvanceRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AdvanceRun not implemented")
+}
+func (UnimplementedWiggleServer) ReportBatch(context.Context, *ReportBatchRequest) (*ReportBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportBatch not implemented")
 }
 func (UnimplementedWiggleServer) mustEmbedUnimplementedWiggleServer() {}
 func (UnimplementedWiggleServer) testEmbeddedByValue()                {}
@@ -709,6 +737,24 @@ func _Wiggle_AdvanceRun_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Wiggle_ReportBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WiggleServer).ReportBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Wiggle_ReportBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WiggleServer).ReportBatch(ctx, req.(*ReportBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Wiggle_ServiceDesc is the grpc.ServiceDesc for Wiggle service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -783,6 +829,10 @@ var Wiggle_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AdvanceRun",
 			Handler:    _Wiggle_AdvanceRun_Handler,
+		},
+		{
+			MethodName: "ReportBatch",
+			Handler:    _Wiggle_ReportBatch_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

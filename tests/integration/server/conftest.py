@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
-from wiggle.engine import InstanceStatus, StartResult, TaskActivation
+from wiggle.engine import AdvanceResult, InstanceStatus, StartResult, TaskActivation
 from wiggle.errors import InstanceNotFound, StaleLease
 from wiggle.graph import ExecutionMode
 from wiggle.server import Server, ServerConfig
@@ -83,10 +83,10 @@ class FakeEngine:
         with self.cond:
             self.cond.wait(timeout_s)
 
-    def complete(self, task_id: str, lease: str, result: Any, **kw: Any) -> InstanceStatus:
-        if lease != "lease":
-            raise StaleLease(task_id)
-        return InstanceStatus.RUNNING
+    def report(self, report: Any) -> AdvanceResult:
+        if report.lease != "lease":
+            raise StaleLease(report.task_id)
+        return AdvanceResult(InstanceStatus.RUNNING, 0, False)
 
     def start(self, flow: str, input: Any, **kw: Any) -> StartResult:
         return StartResult("i1", "sha256:x", True)

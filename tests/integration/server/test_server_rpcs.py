@@ -393,3 +393,47 @@ def test_a_poll_takes_only_tasks_of_the_activities_it_lists(client, stub, flows)
     request.activities.append("hello")
     (task,) = stub.PollTasks(request).tasks
     assert task.activity == "hello"
+
+
+def test_report_batch_answers_each_report_in_order(client, stub, flows):
+    client.deploy(flows["greet"])
+    for name in ("a", "b"):
+        client.start("greet", {"name": name})
+    first, second = _poll(stub)
+    done = pb.CompleteTaskRequest(
+        task_id=first.task_id, lease=first.lease, result=b'{"name": "a", "hi": 1}', seq=1
+    )
+    advance = pb.AdvanceRunRequest(
+        task_id=second.task_id,
+        lease=second.lease,
+        seq=1,
+        steps=[pb.StepResult(node_id="hello", context=b'{"name": "b"}')],
+    )
+    stale = pb.FailTaskRequest(task_id=first.task_id, lease="nope", seq=1)
+    request = pb.ReportBatchRequest(
+        reports=[
+            pb.TaskReport(complete=done),
+            pb.TaskReport(advance=advance),
+            pb.TaskReport(fail=stale),
+            pb.TaskReport(),
+            pb.TaskReport(complete=done),  # the same report twice: answered, applied once
+        ]
+    )
+    answers = list(stub.ReportBatch(request).answers)
+    assert [a.WhichOneof("answer") for a in answers] == [
+        "task",
+        "advance",
+        "error",
+        "error",
+        "task",
+    ]
+    assert answers[0].task.instance_status == pb.RUNNING
+    assert answers[1].advance.keep_going and answers[1].advance.server_now_ms > 0
+    assert answers[2].error.error_code == "STALE_LEASE"
+    assert answers[2].error.status_code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
+    assert answers[3].error.error_code == "INVALID_REQUEST"
+    assert answers[4].task.instance_status == pb.RUNNING
+    again = list(stub.ReportBatch(pb.ReportBatchRequest(reports=request.reports[:2])).answers)
+    assert [a.WhichOneof("answer") for a in again] == ["task", "advance"]  # a resent batch
+    view = client.describe(first.instance_id, events=True)
+    assert [e.node_id for e in view.events if e.kind == "step_completed"] == ["hello"]

@@ -588,3 +588,47 @@ class AdvanceRunResponse(_message.Message):
     keep_going: bool
     server_now_ms: int
     def __init__(self, instance_status: _Optional[_Union[InstanceStatus, str]] = ..., lease_expires_at_ms: _Optional[int] = ..., keep_going: _Optional[bool] = ..., server_now_ms: _Optional[int] = ...) -> None: ...
+
+class TaskReport(_message.Message):
+    __slots__ = ("complete", "fail", "advance", "release")
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    FAIL_FIELD_NUMBER: _ClassVar[int]
+    ADVANCE_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    complete: CompleteTaskRequest
+    fail: FailTaskRequest
+    advance: AdvanceRunRequest
+    release: ReleaseTaskRequest
+    def __init__(self, complete: _Optional[_Union[CompleteTaskRequest, _Mapping]] = ..., fail: _Optional[_Union[FailTaskRequest, _Mapping]] = ..., advance: _Optional[_Union[AdvanceRunRequest, _Mapping]] = ..., release: _Optional[_Union[ReleaseTaskRequest, _Mapping]] = ...) -> None: ...
+
+class ReportBatchRequest(_message.Message):
+    __slots__ = ("reports",)
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    reports: _containers.RepeatedCompositeFieldContainer[TaskReport]
+    def __init__(self, reports: _Optional[_Iterable[_Union[TaskReport, _Mapping]]] = ...) -> None: ...
+
+class ReportError(_message.Message):
+    __slots__ = ("status_code", "error_code", "message")
+    STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    status_code: int
+    error_code: str
+    message: str
+    def __init__(self, status_code: _Optional[int] = ..., error_code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class TaskReportAnswer(_message.Message):
+    __slots__ = ("task", "advance", "error")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    ADVANCE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    task: TaskReportResponse
+    advance: AdvanceRunResponse
+    error: ReportError
+    def __init__(self, task: _Optional[_Union[TaskReportResponse, _Mapping]] = ..., advance: _Optional[_Union[AdvanceRunResponse, _Mapping]] = ..., error: _Optional[_Union[ReportError, _Mapping]] = ...) -> None: ...
+
+class ReportBatchResponse(_message.Message):
+    __slots__ = ("answers",)
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    answers: _containers.RepeatedCompositeFieldContainer[TaskReportAnswer]
+    def __init__(self, answers: _Optional[_Iterable[_Union[TaskReportAnswer, _Mapping]]] = ...) -> None: ...

@@ -119,6 +119,11 @@ class WiggleStub:
                 request_serializer=wiggle_dot_v1_dot_wiggle__pb2.AdvanceRunRequest.SerializeToString,
                 response_deserializer=wiggle_dot_v1_dot_wiggle__pb2.AdvanceRunResponse.FromString,
                 _registered_method=True)
+        self.ReportBatch = channel.unary_unary(
+                '/wiggle.v1.Wiggle/ReportBatch',
+                request_serializer=wiggle_dot_v1_dot_wiggle__pb2.ReportBatchRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_wiggle__pb2.ReportBatchResponse.FromString,
+                _registered_method=True)
 
 
 class WiggleServicer:
@@ -248,6 +253,18 @@ class WiggleServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportBatch(self, request, context):
+        """Several reports in one call, for the tasks a worker runs concurrently: each is applied
+        exactly as its own CompleteTask, FailTask, AdvanceRun or ReleaseTask would be, and answered
+        in the same order; one report's refusal is its own answer and spoils no other. The call
+        itself fails only as a whole (unreachable, unauthenticated). Every report carries its seq,
+        so a batch resent after a lost answer is answered again, not applied twice
+        (docs/worker-protocol.md, "Batched reports").
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WiggleServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -335,6 +352,11 @@ def add_WiggleServicer_to_server(servicer, server):
                     servicer.AdvanceRun,
                     request_deserializer=wiggle_dot_v1_dot_wiggle__pb2.AdvanceRunRequest.FromString,
                     response_serializer=wiggle_dot_v1_dot_wiggle__pb2.AdvanceRunResponse.SerializeToString,
+            ),
+            'ReportBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportBatch,
+                    request_deserializer=wiggle_dot_v1_dot_wiggle__pb2.ReportBatchRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_wiggle__pb2.ReportBatchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -796,6 +818,33 @@ class Wiggle:
             '/wiggle.v1.Wiggle/AdvanceRun',
             wiggle_dot_v1_dot_wiggle__pb2.AdvanceRunRequest.SerializeToString,
             wiggle_dot_v1_dot_wiggle__pb2.AdvanceRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.Wiggle/ReportBatch',
+            wiggle_dot_v1_dot_wiggle__pb2.ReportBatchRequest.SerializeToString,
+            wiggle_dot_v1_dot_wiggle__pb2.ReportBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,
