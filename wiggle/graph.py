@@ -23,6 +23,7 @@ The last node of a fork branch or a foreach body has `next` pointing at the join
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -265,6 +266,16 @@ class Graph:
 
     def node(self, node_id: str) -> Node:
         return self.nodes[node_id]
+
+    @functools.cached_property
+    def branches(self) -> bool:
+        """Whether an instance can hold more than one token (a fork or a for_each)."""
+        return any(isinstance(n, Fork | ForEach) for n in self.nodes.values())
+
+    @functools.cached_property
+    def subflows(self) -> bool:
+        """Whether an instance can start child instances."""
+        return any(isinstance(n, Subflow) for n in self.nodes.values())
 
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes.values())

@@ -331,35 +331,40 @@ def finish_instance(
     """End an instance: every token DONE (timers and leases die with them), children
     cancelled, and the parent told (a completed child resumes it, any other end fails it)."""
     inst.status = status
-    values: dict[str, Any] = {"status": status.value, "reason": reason, "updated_at_ms": tx.now}
-    if context is not MISSING:
-        values["context"] = dumps(context)
-    tx.conn.execute(update(s.instances).where(s.instances.c.id == inst.id).values(**values))
+    tx.end_instance(inst, reason, context, set_context=context is not MISSING)
     tx.event(inst.id, f"instance_{status.value.lower()}", "", 0, reason=reason)
     tx.db.finished(tx.conn, inst.id)  # waiters on the instance wake after the commit
     # Tokens keep their lease: a worker reporting on one learns the instance status, while a
     # report with any other lease is still refused as stale.
+    held = False
     for tok in tx.tokens.values():
-        if tok.instance_id == inst.id and tok.state is not TokenState.DONE:
-            tok.state = TokenState.DONE
-            tx.save(tok)
-    tx.flush()
-    t = s.tokens
-    tx.conn.execute(
-        update(t)
-        .where(t.c.instance_id == inst.id, t.c.state != TokenState.DONE.value)
-        .values(state=TokenState.DONE.value)
-    )
-    i = s.instances
-    children = (
+        if tok.instance_id == inst.id:
+            held = True
+            if tok.state is not TokenState.DONE:
+                tok.state = TokenState.DONE
+                tx.save(tok)
+    # Without forks an instance has one token: when this transaction holds it, no other is
+    # left to end (and without subflows there is no child): the common end costs no query.
+    if inst.graph.branches or not held:
+        tx.flush()
+        t = s.tokens
         tx.conn.execute(
-            select(i.c.id).where(
-                i.c.parent_instance_id == inst.id, i.c.status == InstanceStatus.RUNNING.value
-            )
+            update(t)
+            .where(t.c.instance_id == inst.id, t.c.state != TokenState.DONE.value)
+            .values(state=TokenState.DONE.value)
         )
-        .scalars()
-        .all()
-    )
+    children: list[str] = []
+    if inst.graph.subflows:
+        i = s.instances
+        children = list(
+            tx.conn.execute(
+                select(i.c.id).where(
+                    i.c.parent_instance_id == inst.id, i.c.status == InstanceStatus.RUNNING.value
+                )
+            )
+            .scalars()
+            .all()
+        )
     for child_id in children:
         child = load_instance(tx, child_id)
         if child is not None and child.status is InstanceStatus.RUNNING:

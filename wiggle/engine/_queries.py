@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 from sqlalchemy import BigInteger, Integer
 
 from . import _schema as s
@@ -37,69 +38,84 @@ _EVENT_COLUMNS = ("instance_id", "at_ms", "kind", "node_id", "attempt", "detail"
 _EVENT_TYPES = {name: _pg_type(name, s.events) for name in _EVENT_COLUMNS}
 
 
-def _unnest(prefix: str, columns: Sequence[str], types: dict[str, str]) -> str:
-    arrays = ", ".join(f"%({prefix}{c})s::{types[c]}[]" for c in columns)
-    return f"unnest({arrays}) AS {prefix}v({', '.join(columns)})"
+def _recordset(param: str, alias: str, columns: Sequence[str], types: dict[str, str]) -> str:
+    """Rows passed as ONE JSON array parameter: orjson encodes it in C, PostgreSQL parses it in
+    one go (per-element array adaptation in the driver costs more than the statement)."""
+    defs = ", ".join(f"{c} {types[c]}" for c in columns)
+    return f"json_to_recordset(%({param})s::json) AS {alias}({defs})"
 
 
-def _build_pg_write(inserts: bool, updates: bool, events: bool) -> str:
+_INSTANCE_SETS = ("id", "status", "reason", "updated_at_ms", "context", "set_context")
+_INSTANCE_TYPES = {
+    "id": "text",
+    "status": "text",
+    "reason": "text",
+    "updated_at_ms": "bigint",
+    "context": "text",
+    "set_context": "boolean",
+}
+
+
+def _build_pg_write(inserts: bool, updates: bool, events: bool, instances: bool) -> str:
     ctes: list[str] = []
     cols = TOKEN_COLUMN_NAMES
     if inserts:
         ctes.append(
             f"ins AS (INSERT INTO wiggle_tokens ({', '.join(cols)}) "
-            f"SELECT * FROM {_unnest('n_', cols, _TOKEN_TYPES)})"
+            f"SELECT {', '.join(cols)} FROM {_recordset('n', 'n', cols, _TOKEN_TYPES)})"
         )
     if updates:
         fence_types = {f"f_{c}": _TOKEN_TYPES[c] for c in FENCE_COLUMNS}
         every = (*cols, *fence_types)
-        sets = ", ".join(f"{c} = u_v.{c}" for c in cols if c != "id")
+        sets = ", ".join(f"{c} = u.{c}" for c in cols if c != "id")
         # A fence column given NULL is not checked; every fence value is non-null when given.
-        fences = " AND ".join(f"(u_v.f_{c} IS NULL OR t.{c} = u_v.f_{c})" for c in FENCE_COLUMNS)
+        fences = " AND ".join(f"(u.f_{c} IS NULL OR t.{c} = u.f_{c})" for c in FENCE_COLUMNS)
         ctes.append(
             f"upd AS (UPDATE wiggle_tokens AS t SET {sets} "
-            f"FROM {_unnest('u_', every, {**_TOKEN_TYPES, **fence_types})} "
-            f"WHERE t.id = u_v.id AND {fences} RETURNING 1)"
+            f"FROM {_recordset('u', 'u', every, {**_TOKEN_TYPES, **fence_types})} "
+            f"WHERE t.id = u.id AND {fences} RETURNING 1)"
+        )
+    if instances:
+        ctes.append(
+            "inst AS (UPDATE wiggle_instances AS i SET status = v.status, reason = v.reason, "
+            "updated_at_ms = v.updated_at_ms, "
+            "context = CASE WHEN v.set_context THEN v.context ELSE i.context END "
+            f"FROM {_recordset('i', 'v', _INSTANCE_SETS, _INSTANCE_TYPES)} WHERE i.id = v.id)"
         )
     if events:
         ctes.append(
             f"ev AS (INSERT INTO wiggle_events ({', '.join(_EVENT_COLUMNS)}) "
-            f"SELECT * FROM {_unnest('e_', _EVENT_COLUMNS, _EVENT_TYPES)})"
+            f"SELECT {', '.join(_EVENT_COLUMNS)} "
+            f"FROM {_recordset('e', 'e', _EVENT_COLUMNS, _EVENT_TYPES)})"
         )
     tail = "SELECT (SELECT count(*) FROM upd)" if updates else "SELECT 0"
     return f"WITH {', '.join(ctes)} {tail}"
 
 
-_PG_WRITES: dict[tuple[bool, bool, bool], str] = {}
+_PG_WRITES: dict[tuple[bool, bool, bool, bool], str] = {}
 
 
 def pg_write(
     inserts: Sequence[dict[str, Any]],
-    updates: Sequence[tuple[dict[str, Any], dict[str, Any]]],
+    updates: Sequence[dict[str, Any]],
     events: Sequence[dict[str, Any]],
+    instances: Sequence[dict[str, Any]] = (),
 ) -> tuple[str, dict[str, Any]] | None:
-    """PostgreSQL: new tokens, fenced token updates and events in ONE statement.
+    """PostgreSQL: new tokens, fenced token updates, instance ends and events in ONE statement.
 
-    `updates` pairs a token row with its fence ({column: value it must still hold}); the
-    statement answers how many updates matched, which the caller compares with how many it
-    sent (a shortfall means a fence was lost). None when there is nothing to write.
+    An update row carries its fence as f_<column> keys (the values the row must still hold;
+    absent: not checked). The statement answers how many updates matched, which the caller
+    compares with how many it sent (a shortfall means a fence was lost). Instance rows carry
+    status, reason, updated_at_ms and, when set_context, the context. None: nothing to write.
     """
-    shape = (bool(inserts), bool(updates), bool(events))
+    shape = (bool(inserts), bool(updates), bool(events), bool(instances))
     if not any(shape):
         return None
     sql = _PG_WRITES.get(shape)
     if sql is None:
         sql = _PG_WRITES[shape] = _build_pg_write(*shape)
     params: dict[str, Any] = {}
-    if inserts:
-        for c in TOKEN_COLUMN_NAMES:
-            params[f"n_{c}"] = [row[c] for row in inserts]
-    if updates:
-        for c in TOKEN_COLUMN_NAMES:
-            params[f"u_{c}"] = [row[c] for row, _ in updates]
-        for c in FENCE_COLUMNS:
-            params[f"u_f_{c}"] = [fence.get(c) for _, fence in updates]
-    if events:
-        for c in _EVENT_COLUMNS:
-            params[f"e_{c}"] = [ev[c] for ev in events]
+    for key, rows in (("n", inserts), ("u", updates), ("e", events), ("i", instances)):
+        if rows:
+            params[key] = orjson.dumps(rows).decode()
     return sql, params

@@ -222,6 +222,8 @@ class Tx:
         self._events: list[dict[str, Any]] = []
         self.ready_queues = Wakeups()
         self.instances: dict[str, Inst] = {}
+        # Instance ends waiting to be written (with the tokens, in the same statement).
+        self._instance_updates: dict[str, dict[str, Any]] = {}
 
     # -- tokens ---------------------------------------------------------------------------------
 
@@ -258,11 +260,30 @@ class Tx:
         if tok.id not in self._new:
             self._dirty[tok.id] = tok
 
+    def end_instance(self, inst: Inst, reason: str, context: Json, *, set_context: bool) -> None:
+        """Record that `inst` ended with `inst.status` (written at the next flush). Code that
+        reads an instance's status inside the transaction reads `tx.instances`, never the row."""
+        self._instance_updates[inst.id] = {
+            "id": inst.id,
+            "status": inst.status.value,
+            "reason": reason,
+            "updated_at_ms": self.now,
+            "context": dumps(context) if set_context else None,
+            "set_context": set_context,
+        }
+
     def flush(self) -> None:
         """Write pending inserts and updates; FenceLost when a fenced UPDATE matched no row."""
         if self.db.is_postgres:
             self._write_postgres(with_events=False)
             return
+        for values in self._instance_updates.values():
+            values = dict(values)
+            if not values.pop("set_context"):
+                values.pop("context")
+            ident = values.pop("id")
+            self.conn.execute(update(s.instances).where(s.instances.c.id == ident).values(values))
+        self._instance_updates.clear()
         if self._new:
             self.conn.execute(s.tokens.insert(), [t.row() for t in self._new.values()])
             self._new.clear()
@@ -322,8 +343,11 @@ class Tx:
         inserts = [t.row() for t in self._new.values()]
         updates = []
         for tok in self._dirty.values():
-            updates.append((tok.row(), tok.fence))
+            row = tok.row()
+            for column, value in tok.fence.items():
+                row[f"f_{column}"] = value
             tok.fence = {}
+            updates.append(row)
         self._new.clear()
         self._dirty.clear()
         events: list[dict[str, Any]] = []
@@ -335,11 +359,13 @@ class Tx:
             # to Database, which wakes this process's pollers and NOTIFYs the others (coalesced,
             # from its own connection) once the commit has succeeded.
             self.db.after_commit(self.conn, self.ready_queues, self.ready_queues.count)
-        statement = pg_write(inserts, updates, events)
+        instances = list(self._instance_updates.values())
+        self._instance_updates.clear()
+        statement = pg_write(inserts, updates, events, instances)
         if statement is None:
             return
         sql, params = statement
         matched = self.conn.exec_driver_sql(sql, params).scalar_one()
         if matched != len(updates):
-            lost = next(iter(updates))[0]["id"] if len(updates) == 1 else "one of several"
+            lost = updates[0]["id"] if len(updates) == 1 else "one of several"
             raise FenceLost(lost)
