@@ -33,9 +33,8 @@ from . import _schema as s
 from ._batch import apply_reports
 from ._claims import claim, heartbeat_stmt
 from ._db import Database
-from ._drive import place
-from ._eager import lease_ready
 from ._group import GroupCommit
+from ._starts import StartRequest, apply_starts
 from ._tx import FenceLost, Tx, Wakeups, dumps, new_id
 from ._types import (
     AdvanceResult,
@@ -100,6 +99,9 @@ class Engine:
         # one commits while the next is applied; SQLite serialises writes anyway).
         self._reports: GroupCommit[Report, AdvanceResult] = GroupCommit(
             self._run_reports, max_batch=64, max_active=2 if self.db.is_postgres else 1
+        )
+        self._starts: GroupCommit[StartRequest, StartResult] = GroupCommit(
+            self._run_starts, max_batch=64, max_active=2 if self.db.is_postgres else 1
         )
         self._finish_lock = threading.Lock()
         self._finish_waiters: dict[str, list[threading.Event]] = {}
@@ -222,41 +224,39 @@ class Engine:
         instance_id: str | None = None,
         eager: EagerRequest | None = None,
     ) -> StartResult:
-        """Start an instance (idempotent on `instance_id`); optionally claim its first task."""
+        """Start an instance (idempotent on `instance_id`); optionally claim its first task.
+        Starts arriving together share one transaction."""
+        return self._starts.submit(StartRequest(flow, input, version, instance_id, eager))
 
-        def fn(conn: Connection) -> tuple[StartResult, set[str]]:
-            q = select(_d.c.version, self.db.now).where(_d.c.name == flow)
-            q = q.where(_d.c.version == version) if version else q.order_by(_d.c.seq.desc())
-            row = conn.execute(q.limit(1)).first()
-            if row is None:
-                raise DefinitionNotFound(flow, version)
-            graph = self.graph_of(conn, row.version)
-            self._check_input(graph, input)
-            if instance_id is not None:
-                i = s.instances
-                known = conn.execute(select(i.c.version).where(i.c.id == instance_id)).scalar()
-                if known is not None:
-                    return StartResult(instance_id, known, False), set()
-            tx = Tx(conn, self.db, int(row.now_ms), self.graph_of, self.default_mode)
-            inst = _instances.insert_instance(
-                tx, graph, instance_id or new_id(), input, self.default_mode
-            )
-            root = tx.new_token(inst, graph.start, input)
-            place(tx, inst, root)
-            task = lease_ready(tx, inst, eager) if eager is not None else None
+    def _run_starts(self, requests: Sequence[StartRequest]) -> list[StartResult | BaseException]:
+        """Group commit's batch of starts; on a failure of the whole batch (another process
+        started one of the caller-chosen ids meanwhile, a bug) each is started alone."""
+
+        def fn(conn: Connection) -> tuple[list[StartResult | WiggleError], Wakeups]:
+            tx = Tx(conn, self.db, 0, self.graph_of, self.default_mode)
+            results = apply_starts(tx, requests, self._check_input, self.default_mode)
             tx.finish()
-            return StartResult(inst.id, graph.version, True, task), tx.ready_queues
+            return results, tx.ready_queues
 
         try:
-            result, queues = self.db.write(fn)
-        except IntegrityError:
-            if instance_id is None:
-                raise
+            results, queues = self.db.write(fn)
+        except Unavailable as exc:
+            return [exc] * len(requests)
+        except IntegrityError as exc:
+            if len(requests) > 1:
+                return [self._run_starts([r])[0] for r in requests]
+            request = requests[0]
+            if request.instance_id is None:
+                return [exc]
             # Another caller started the same instance id between our check and our insert.
-            view = self.describe(instance_id)
-            return StartResult(instance_id, view.version, False)
+            view = self.describe(request.instance_id)
+            return [StartResult(request.instance_id, view.version, False)]
+        except Exception as exc:
+            if len(requests) > 1:
+                return [self._run_starts([r])[0] for r in requests]
+            return [exc]
         self._wake(queues)
-        return result
+        return list(results)
 
     def signal(self, instance_id: str, name: str, payload: Json) -> bool:
         """Deliver a signal now (True) or buffer it for a later await (False)."""

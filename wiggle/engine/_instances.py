@@ -18,51 +18,16 @@ from ._types import (
     InstanceView,
     Json,
     TokenState,
-    resolve_mode,
 )
 
 if TYPE_CHECKING:
     from ._engine import Engine
 
-__all__ = ["awaited_signals", "cancel", "insert_instance", "list_instances", "signal", "status_of"]
+__all__ = ["awaited_signals", "cancel", "list_instances", "signal", "status_of"]
 
 _i = s.instances
 _r = s.instances.alias("root")
 _t = s.tokens
-
-
-def insert_instance(
-    tx: Tx, graph: Graph, instance_id: str, input: Json, default_mode: ExecutionMode
-) -> Inst:
-    mode = resolve_mode(graph, default_mode)
-    tx.conn.execute(
-        _i.insert().values(
-            id=instance_id,
-            root_id=instance_id,
-            flow=graph.name,
-            version=graph.version,
-            status=InstanceStatus.RUNNING.value,
-            context=dumps(input),
-            reason="",
-            mode=mode.value,
-            created_at_ms=tx.now,
-            updated_at_ms=tx.now,
-        )
-    )
-    inst = Inst(
-        instance_id,
-        instance_id,
-        graph.name,
-        graph.version,
-        InstanceStatus.RUNNING,
-        mode,
-        graph,
-        None,
-        None,
-    )
-    tx.instances[inst.id] = inst
-    tx.event(inst.id, "instance_started", "", 0, version=graph.version, mode=mode.value)
-    return inst
 
 
 def lock_instance(eng: Engine, conn: Connection, instance_id: str) -> tuple[Tx, Inst]:

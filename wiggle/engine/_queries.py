@@ -56,9 +56,21 @@ _INSTANCE_TYPES = {
 }
 
 
-def _build_pg_write(inserts: bool, updates: bool, events: bool, instances: bool) -> str:
+_INSTANCE_COLUMNS = tuple(c.name for c in s.instances.c)
+_NEW_INSTANCE_TYPES = {name: _pg_type(name, s.instances) for name in _INSTANCE_COLUMNS}
+
+
+def _build_pg_write(
+    inserts: bool, updates: bool, events: bool, instances: bool, new_instances: bool
+) -> str:
     ctes: list[str] = []
     cols = TOKEN_COLUMN_NAMES
+    if new_instances:
+        icols = _INSTANCE_COLUMNS
+        ctes.append(
+            f"newinst AS (INSERT INTO wiggle_instances ({', '.join(icols)}) "
+            f"SELECT {', '.join(icols)} FROM {_recordset('ni', 'ni', icols, _NEW_INSTANCE_TYPES)})"
+        )
     if inserts:
         ctes.append(
             f"ins AS (INSERT INTO wiggle_tokens ({', '.join(cols)}) "
@@ -92,7 +104,7 @@ def _build_pg_write(inserts: bool, updates: bool, events: bool, instances: bool)
     return f"WITH {', '.join(ctes)} {tail}"
 
 
-_PG_WRITES: dict[tuple[bool, bool, bool, bool], str] = {}
+_PG_WRITES: dict[tuple[bool, bool, bool, bool, bool], str] = {}
 
 
 def pg_write(
@@ -100,22 +112,31 @@ def pg_write(
     updates: Sequence[dict[str, Any]],
     events: Sequence[dict[str, Any]],
     instances: Sequence[dict[str, Any]] = (),
+    new_instances: Sequence[dict[str, Any]] = (),
 ) -> tuple[str, dict[str, Any]] | None:
-    """PostgreSQL: new tokens, fenced token updates, instance ends and events in ONE statement.
+    """PostgreSQL: new instances and tokens, fenced token updates, instance ends and events,
+    in ONE statement.
 
     An update row carries its fence as f_<column> keys (the values the row must still hold;
     absent: not checked). The statement answers how many updates matched, which the caller
     compares with how many it sent (a shortfall means a fence was lost). Instance rows carry
     status, reason, updated_at_ms and, when set_context, the context. None: nothing to write.
     """
-    shape = (bool(inserts), bool(updates), bool(events), bool(instances))
+    shape = (bool(inserts), bool(updates), bool(events), bool(instances), bool(new_instances))
     if not any(shape):
         return None
     sql = _PG_WRITES.get(shape)
     if sql is None:
         sql = _PG_WRITES[shape] = _build_pg_write(*shape)
     params: dict[str, Any] = {}
-    for key, rows in (("n", inserts), ("u", updates), ("e", events), ("i", instances)):
+    rows_by_key = (
+        ("n", inserts),
+        ("u", updates),
+        ("e", events),
+        ("i", instances),
+        ("ni", new_instances),
+    )
+    for key, rows in rows_by_key:
         if rows:
             params[key] = orjson.dumps(rows).decode()
     return sql, params

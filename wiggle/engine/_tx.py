@@ -222,7 +222,8 @@ class Tx:
         self._events: list[dict[str, Any]] = []
         self.ready_queues = Wakeups()
         self.instances: dict[str, Inst] = {}
-        # Instance ends waiting to be written (with the tokens, in the same statement).
+        # Instance rows waiting to be written (with the tokens, in the same statement).
+        self._instance_inserts: dict[str, dict[str, Any]] = {}
         self._instance_updates: dict[str, dict[str, Any]] = {}
 
     # -- tokens ---------------------------------------------------------------------------------
@@ -260,9 +261,20 @@ class Tx:
         if tok.id not in self._new:
             self._dirty[tok.id] = tok
 
+    def new_instance(self, row: dict[str, Any]) -> None:
+        """A new instance row (every column of wiggle_instances), written at the next flush."""
+        self._instance_inserts[row["id"]] = row
+
     def end_instance(self, inst: Inst, reason: str, context: Json, *, set_context: bool) -> None:
         """Record that `inst` ended with `inst.status` (written at the next flush). Code that
         reads an instance's status inside the transaction reads `tx.instances`, never the row."""
+        pending = self._instance_inserts.get(inst.id)
+        if pending is not None:  # not written yet: it is written as it ends (one statement
+            # cannot update a row it inserts)
+            pending.update(status=inst.status.value, reason=reason, updated_at_ms=self.now)
+            if set_context:
+                pending["context"] = dumps(context)
+            return
         self._instance_updates[inst.id] = {
             "id": inst.id,
             "status": inst.status.value,
@@ -277,6 +289,9 @@ class Tx:
         if self.db.is_postgres:
             self._write_postgres(with_events=False)
             return
+        if self._instance_inserts:
+            self.conn.execute(s.instances.insert(), list(self._instance_inserts.values()))
+            self._instance_inserts = {}
         for values in self._instance_updates.values():
             values = dict(values)
             if not values.pop("set_context"):
@@ -361,7 +376,9 @@ class Tx:
             self.db.after_commit(self.conn, self.ready_queues, self.ready_queues.count)
         instances = list(self._instance_updates.values())
         self._instance_updates.clear()
-        statement = pg_write(inserts, updates, events, instances)
+        new_instances = list(self._instance_inserts.values())
+        self._instance_inserts = {}
+        statement = pg_write(inserts, updates, events, instances, new_instances)
         if statement is None:
             return
         sql, params = statement

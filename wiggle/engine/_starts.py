@@ -1,0 +1,136 @@
+"""Starting instances, many per transaction (group commit's unit of work for StartInstance).
+
+A batch reads the versions it needs and the caller-chosen ids that already exist in two
+statements, then builds every new instance in memory (its row, its first token driven to its
+first park, an eager task when asked) and writes them all with the batch's other rows in one
+statement. A start that is refused (no such flow, input rejected) is refused before it changes
+anything, so it spoils nothing for the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import bindparam, select
+
+from wiggle.errors import DefinitionNotFound, WiggleError
+from wiggle.graph import Graph
+
+from . import _schema as s
+from ._drive import place
+from ._eager import lease_ready
+from ._tx import Inst, Tx, dumps, new_id
+from ._types import EagerRequest, InstanceStatus, Json, StartResult, resolve_mode
+
+__all__ = ["StartRequest", "apply_starts"]
+
+_d = s.definitions
+_i = s.instances
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    flow: str
+    input: Json
+    version: str | None = None
+    instance_id: str | None = None
+    eager: EagerRequest | None = None
+
+
+def _newest(tx: Tx, names: Sequence[str]) -> dict[str, str]:
+    """The newest registered version of each name (one statement for the batch)."""
+    newest = tx.db.cached(
+        "newest_versions",
+        lambda: (
+            select(_d.c.name, _d.c.version)
+            .where(_d.c.name.in_(bindparam("names", expanding=True)))
+            .order_by(_d.c.name, _d.c.seq.desc())
+        ),
+    )
+    found: dict[str, str] = {}
+    for name, version in tx.conn.execute(newest, {"names": list(names)}):
+        found.setdefault(name, version)
+    return found
+
+
+def _pinned(tx: Tx, pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Which (name, version) pairs are registered."""
+    versions = [v for _, v in pairs]
+    rows = tx.conn.execute(select(_d.c.name, _d.c.version).where(_d.c.version.in_(versions))).all()
+    return {(name, version) for name, version in rows} & pairs
+
+
+def _existing(tx: Tx, ids: Sequence[str]) -> dict[str, str]:
+    """Caller-chosen instance ids that exist already, with their versions."""
+    if not ids:
+        return {}
+    rows = tx.conn.execute(select(_i.c.id, _i.c.version).where(_i.c.id.in_(list(ids)))).all()
+    return {ident: version for ident, version in rows}
+
+
+def apply_starts(
+    tx: Tx,
+    requests: Sequence[StartRequest],
+    check_input: Callable[[Graph, Json], None],
+    default_mode: Any,
+) -> list[StartResult | WiggleError]:
+    """Start each request's instance in `tx`; each gets its result or the error refusing it."""
+    tx.now = int(tx.conn.execute(select(tx.db.now)).scalar_one())
+    newest = _newest(tx, sorted({r.flow for r in requests if not r.version}))
+    pinned = _pinned(tx, {(r.flow, r.version) for r in requests if r.version})
+    known = _existing(tx, sorted({r.instance_id for r in requests if r.instance_id}))
+    out: list[StartResult | WiggleError] = []
+    for r in requests:
+        try:
+            out.append(_start_one(tx, r, newest, pinned, known, check_input, default_mode))
+        except WiggleError as exc:  # refused before anything changed
+            out.append(exc)
+    return out
+
+
+def _start_one(
+    tx: Tx,
+    r: StartRequest,
+    newest: dict[str, str],
+    pinned: set[tuple[str, str]],
+    known: dict[str, str],
+    check_input: Callable[[Graph, Json], None],
+    default_mode: Any,
+) -> StartResult:
+    version = r.version if (r.version and (r.flow, r.version) in pinned) else None
+    if not r.version:
+        version = newest.get(r.flow)
+    if version is None:
+        raise DefinitionNotFound(r.flow, r.version)
+    graph = tx.graph_of(tx.conn, version)
+    check_input(graph, r.input)
+    if r.instance_id is not None and r.instance_id in known:
+        return StartResult(r.instance_id, known[r.instance_id], False)
+    ident = r.instance_id or new_id()
+    known[ident] = version  # a second start of this id in the same batch finds it
+    mode = resolve_mode(graph, default_mode)
+    inst = Inst(ident, ident, graph.name, version, InstanceStatus.RUNNING, mode, graph, None, None)
+    tx.instances[ident] = inst
+    tx.new_instance(
+        {
+            "id": ident,
+            "root_id": ident,
+            "flow": graph.name,
+            "version": version,
+            "status": InstanceStatus.RUNNING.value,
+            "context": dumps(r.input),
+            "reason": "",
+            "mode": mode.value,
+            "parent_instance_id": None,
+            "parent_token_id": None,
+            "created_at_ms": tx.now,
+            "updated_at_ms": tx.now,
+        }
+    )
+    tx.event(ident, "instance_started", "", 0, version=version, mode=mode.value)
+    root = tx.new_token(inst, graph.start, r.input)
+    place(tx, inst, root)
+    task = lease_ready(tx, inst, r.eager) if r.eager is not None else None
+    return StartResult(ident, version, True, task)
