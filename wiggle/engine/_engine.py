@@ -18,6 +18,7 @@ import orjson
 from sqlalchemy import Connection, select, text
 from sqlalchemy.exc import IntegrityError
 
+from wiggle._group import GroupCommit
 from wiggle.errors import (
     DefinitionNotFound,
     InputRejected,
@@ -33,7 +34,6 @@ from . import _schema as s
 from ._batch import apply_reports
 from ._claims import claim, heartbeat_stmt
 from ._db import Database
-from ._group import GroupCommit
 from ._starts import StartRequest, apply_starts
 from ._tx import FenceLost, Tx, Wakeups, dumps, new_id
 from ._types import (

@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 
 import grpc
 
+from wiggle.worker._batching import REPORT_METHODS, ReportBatcher
+
 __all__ = ["Backoff", "Outage", "Rpc", "RpcFailed", "answered_by_server", "code_of"]
 
 _log = logging.getLogger("wiggle.worker")
@@ -118,11 +120,14 @@ class Rpc:
         token: str | None = None,
         call_timeout: float = 30.0,
         stopped: threading.Event | None = None,
+        batch_reports: bool = False,
     ) -> None:
         self.stub = stub
         self.metadata: tuple[tuple[str, str], ...] = (
             (("authorization", f"Bearer {token}"),) if token else ()
         )
+        # Reports of concurrent tasks share ReportBatch calls (see _batching).
+        self.batcher = ReportBatcher(stub, self.metadata) if batch_reports else None
         self.call_timeout = call_timeout
         self.outage = Outage(address)
         # Metrics: told of every finished call (method, request, answered without error).
@@ -154,11 +159,17 @@ class Rpc:
 
     def _call(self, method: str, request: Any, *, timeout: float | None, retry_for: float) -> Any:
         fn: Callable[..., Any] = getattr(self.stub, method)
+        batcher = self.batcher if method in REPORT_METHODS else None
         give_up_at = time.monotonic() + retry_for
         backoff = Backoff()
         while True:
             try:
-                response = fn(request, timeout=timeout or self.call_timeout, metadata=self.metadata)
+                if batcher is not None:
+                    response = batcher.call(method, request, timeout or self.call_timeout)
+                else:
+                    response = fn(
+                        request, timeout=timeout or self.call_timeout, metadata=self.metadata
+                    )
             except grpc.RpcError as exc:
                 code = code_of(exc)
                 detail = _details(exc)

@@ -123,7 +123,13 @@ class Worker:
         if stub is None:
             self._channel = open_channel(self.address, self._tls)
             stub = pb_grpc.WiggleStub(self._channel)  # type: ignore[no-untyped-call]
-        rpc = Rpc(stub, address=self.address, token=self._token)
+        # Reports of concurrent tasks share ReportBatch calls; not with a test's stand-in stub.
+        rpc = Rpc(
+            stub,
+            address=self.address,
+            token=self._token,
+            batch_reports=self._stub_override is None,
+        )
         if self._metrics_address is not None:
             self.metrics = WorkerMetrics()
             self._endpoint = MetricsEndpoint(self._metrics_address, self.metrics.registry)

@@ -1,16 +1,17 @@
-"""Group commit: reports that arrive together share one transaction.
+"""Group commit: work that arrives together is done together.
 
-Every worker report (CompleteTask, FailTask, AdvanceRun, ReleaseTask) is one short transition,
-and on a busy server most of a transition's cost is per transaction, not per report: the lock
-statement, the write statement, the commit and its WAL flush. `GroupCommit` lets threads that
-submit while a batch is being committed queue up, and the next committer takes them all at
-once. A lone report never waits: the thread that finds no batch running commits at once.
+The engine uses it for reports and starts: on a busy server most of a transition's cost is per
+transaction, not per report (the lock statement, the write statement, the commit and its WAL
+flush). The worker uses it for its reports: most of a report's cost is per RPC. `GroupCommit`
+lets threads that submit while a batch is being done queue up, and the next batch takes them
+all at once. A lone item never waits: the thread that finds no batch running does it at once.
 
 Leader/follower, no thread of its own: the submitting thread that finds a free committer slot
 becomes the leader, takes what is queued (its own item first), runs the batch, hands every
 follower its result, and passes the lead to the oldest waiting follower if more queued up
-meanwhile. `max_active` batches may run at once (two on PostgreSQL, so that one batch's commit
-flush overlaps the next batch's statements; one on SQLite, whose writes are serialised anyway).
+meanwhile. `max_active` batches may run at once (the engine runs two on PostgreSQL, so that one
+batch's commit flush overlaps the next batch's statements, and one on SQLite, whose writes are
+serialised anyway).
 """
 
 from __future__ import annotations

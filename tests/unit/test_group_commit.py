@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from wiggle.engine._group import GroupCommit
+from wiggle._group import GroupCommit
 
 
 def test_a_lone_item_is_committed_at_once_in_a_batch_of_its_own():
