@@ -46,8 +46,8 @@ def claim_stmt(db: Database, by_activity: bool) -> Any:
 
 
 def _build_claim(db: Database, by_activity: bool) -> Any:
-    conds = [
-        _t.c.state == TokenState.READY.value,
+    conds: list[Any] = [
+        s.READY_TOKENS,  # literal: the partial ready index's condition
         _t.c.queue.in_(bindparam("queues", expanding=True)),
     ]
     if by_activity:

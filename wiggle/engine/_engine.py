@@ -53,7 +53,6 @@ from ._types import (
     StepOutcome,
     StoredDefinition,
     TaskActivation,
-    TokenState,
     WorkerSeen,
 )
 from ._workers import POLLING_WINDOW_MS, WorkerBook, WorkerNote
@@ -396,9 +395,7 @@ class Engine:
 
     @staticmethod
     def _any_ready(conn: Connection, queues: Sequence[str]) -> bool:
-        q = select(_t.c.id).where(
-            _t.c.state == TokenState.READY.value, _t.c.queue.in_(list(queues))
-        )
+        q = select(_t.c.id).where(s.READY_TOKENS, _t.c.queue.in_(list(queues)))
         return conn.execute(q.limit(1)).first() is not None
 
     def complete(self, task_id: str, lease: str, result: Json, *, seq: int = 0) -> InstanceStatus:

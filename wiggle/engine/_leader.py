@@ -14,7 +14,6 @@ from sqlalchemy import Connection, bindparam, case, exists, func, literal_column
 
 from . import _schema as s
 from ._db import Database
-from ._types import TokenState
 
 __all__ = ["acquire_stmt", "due_leases_stmt", "due_timers_stmt", "wakeup_stmt"]
 
@@ -60,7 +59,7 @@ def due_timers_stmt(db: Database) -> Any:
     return (
         select(_t.c.id, _t.c.state, _t.c.wake_at_ms)
         .where(
-            _t.c.state.in_([TokenState.WAITING.value, TokenState.AWAITING.value]),
+            s.TIMED_TOKENS,  # literal: the partial wake index's condition
             _t.c.wake_at_ms <= now,
             _still_leader(db),
         )
@@ -74,7 +73,7 @@ def due_leases_stmt(db: Database) -> Any:
     return (
         select(_t.c.id, _t.c.lease)
         .where(
-            _t.c.state == TokenState.LEASED.value,
+            s.LEASED_TOKENS,  # literal: the partial lease index's condition
             _t.c.lease_expires_at_ms < now,
             _still_leader(db),
         )
@@ -85,16 +84,8 @@ def due_leases_stmt(db: Database) -> Any:
 
 def wakeup_stmt(db: Database) -> Any:
     """The earliest timer and lease expiry, and the database's now, in one round trip."""
-    timers = (
-        select(func.min(_t.c.wake_at_ms))
-        .where(_t.c.state.in_([TokenState.WAITING.value, TokenState.AWAITING.value]))
-        .scalar_subquery()
-    )
-    leases = (
-        select(func.min(_t.c.lease_expires_at_ms))
-        .where(_t.c.state == TokenState.LEASED.value)
-        .scalar_subquery()
-    )
+    timers = select(func.min(_t.c.wake_at_ms)).where(s.TIMED_TOKENS).scalar_subquery()
+    leases = select(func.min(_t.c.lease_expires_at_ms)).where(s.LEASED_TOKENS).scalar_subquery()
     return select(timers.label("timer"), leases.label("lease"), db.now)
 
 

@@ -8,6 +8,7 @@ with the explicit steps in `MIGRATIONS`, and refuses a newer one. Nothing here e
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -22,12 +23,16 @@ from sqlalchemy import (
     Text,
     inspect,
     select,
+    text,
 )
 
 from wiggle.errors import WiggleError
 
 __all__ = [
+    "LEASED_TOKENS",
+    "READY_TOKENS",
     "SCHEMA_VERSION",
+    "TIMED_TOKENS",
     "IncompatibleSchema",
     "definitions",
     "ensure_schema",
@@ -89,6 +94,23 @@ instances = Table(
     Index("ix_wiggle_instances_parent", "parent_instance_id"),
 )
 
+
+def _where(condition: str) -> dict[str, Any]:
+    """A partial index's condition, for both databases."""
+    return {"sqlite_where": text(condition), "postgresql_where": text(condition)}
+
+
+# The conditions of the partial token indexes. A query uses such an index only when its own
+# WHERE says the same with literal values (a bound parameter proves nothing to the planner, and
+# PostgreSQL's generic plans for prepared statements see only parameters): the queries take
+# these conditions from here (`READY_TOKENS` ...), never as parameters.
+_READY = "state = 'READY'"
+_TIMED = "state IN ('WAITING', 'AWAITING')"
+_LEASED = "state = 'LEASED'"
+READY_TOKENS = text(_READY)
+TIMED_TOKENS = text(_TIMED)
+LEASED_TOKENS = text(_LEASED)
+
 tokens = Table(
     "wiggle_tokens",
     metadata,
@@ -126,10 +148,19 @@ tokens = Table(
     Column("report_seq", Integer, nullable=False, server_default="0"),
     Column("released_lease", String(64)),
     Index("ix_wiggle_tokens_instance", "instance_id", "state"),
-    Index("ix_wiggle_tokens_parent", "parent_token_id", "state", "seq"),
-    Index("ix_wiggle_tokens_ready", "state", "queue", "ready_at_ms"),
-    Index("ix_wiggle_tokens_wake", "state", "wake_at_ms"),
-    Index("ix_wiggle_tokens_lease", "state", "lease_expires_at_ms"),
+    # Partial indexes (schema 2): each holds only the tokens its query looks for, so a claim, a
+    # timer scan or a lease scan never walks finished tokens however long the history, and a
+    # token's update adds entries only to the indexes whose condition it meets.
+    Index(
+        "ix_wiggle_tokens_parent",
+        "parent_token_id",
+        "state",
+        "seq",
+        **_where("parent_token_id IS NOT NULL"),
+    ),
+    Index("ix_wiggle_tokens_ready", "queue", "ready_at_ms", **_where(_READY)),
+    Index("ix_wiggle_tokens_wake", "wake_at_ms", **_where(_TIMED)),
+    Index("ix_wiggle_tokens_lease", "lease_expires_at_ms", **_where(_LEASED)),
 )
 
 signals = Table(
@@ -196,6 +227,13 @@ def _v1_to_v2(conn: Connection) -> None:
     ):
         conn.exec_driver_sql(ddl)
     workers.create(conn)
+    # The token indexes become partial (see `tokens`).
+    names = ("parent", "ready", "wake", "lease")
+    for name in names:
+        conn.exec_driver_sql(f"DROP INDEX ix_wiggle_tokens_{name}")
+    for index in tokens.indexes:
+        if index.name in {f"ix_wiggle_tokens_{n}" for n in names}:
+            index.create(conn)
 
 
 #: MIGRATIONS[v] upgrades a database at version v to v + 1, inside the creation transaction.

@@ -1,0 +1,93 @@
+"""The hot queries use the partial token indexes, so a long history of finished tokens is never
+scanned: a claim reads only READY tokens, the leader's scans only timed or leased ones."""
+
+from __future__ import annotations
+
+from sqlalchemy import event, text
+
+from wiggle.engine import Engine
+from wiggle.engine._claims import _PG_CLAIM, claim_stmt
+from wiggle.engine._leader import due_leases_stmt, due_timers_stmt
+
+FINISHED = 20_000
+
+
+def _fill(engine: Engine) -> None:
+    """Many finished tokens and a few live ones of every kind, then fresh statistics."""
+
+    def fill(conn):
+        for n in range(0, FINISHED, 5_000):
+            conn.execute(
+                text(
+                    "INSERT INTO wiggle_tokens (id, instance_id, version, node_id, state, context,"
+                    " attempt, queue, timeout_ms, seq, pending, loop_counts, report_seq) VALUES "
+                    + ", ".join(
+                        f"('d{i}', 'i{i // 3}', 'v', 'n', 'DONE', '{{}}', 1, 'default', 1000, 0, 0,"
+                        " '{}', 0)"
+                        for i in range(n, n + 5_000)
+                    )
+                )
+            )
+        for i, (state, extra) in enumerate(
+            [("READY", "ready_at_ms"), ("LEASED", "lease_expires_at_ms"), ("WAITING", "wake_at_ms")]
+            * 10
+        ):
+            conn.execute(
+                text(
+                    "INSERT INTO wiggle_tokens (id, instance_id, version, node_id, state, context,"
+                    f" attempt, queue, timeout_ms, seq, pending, loop_counts, report_seq, {extra})"
+                    f" VALUES ('l{i}', 'l{i}', 'v', 'n', '{state}', '{{}}', 1, 'default', 1000, 0,"
+                    f" 0, '{{}}', 0, {i})"
+                )
+            )
+        conn.exec_driver_sql("ANALYZE")
+
+    engine.db.write(fill)
+
+
+def _explain(engine: Engine, run) -> str:
+    """The plan of the statement `run(conn)` executes, exactly as the engine would send it
+    (a cursor hook prefixes it with EXPLAIN)."""
+    prefix = "EXPLAIN " if engine.db.is_postgres else "EXPLAIN QUERY PLAN "
+
+    def explain(conn, cursor, statement, parameters, context, executemany):
+        return prefix + statement, parameters
+
+    event.listen(engine.db.sa, "before_cursor_execute", explain, retval=True)
+    try:
+        rows = engine.db.read(lambda c: run(c).all())
+    finally:
+        event.remove(engine.db.sa, "before_cursor_execute", explain)
+    return "\n".join(str(r[0] if engine.db.is_postgres else r[-1]) for r in rows)
+
+
+def test_the_claim_reads_only_ready_tokens(database_url):
+    engine = Engine(database_url)
+    try:
+        _fill(engine)
+        params = {"queues": ["default"], "lim": 16, "worker": "w"}
+        if engine.db.is_postgres:
+            sql = _PG_CLAIM.format(
+                lease=engine.db.lease_id_sql, now=engine.db.now_sql, by_activity=""
+            )
+            plan = _explain(engine, lambda c: c.exec_driver_sql(sql, {**params, "detail": "{}"}))
+        else:
+            plan = _explain(engine, lambda c: c.execute(claim_stmt(engine.db, False), params))
+        assert "ix_wiggle_tokens_ready" in plan, plan
+    finally:
+        engine.close()
+
+
+def test_the_leaders_scans_read_only_timed_and_leased_tokens(database_url):
+    engine = Engine(database_url)
+    try:
+        _fill(engine)
+        params = {"me": "x", "term": 1, "limit": 10}
+        for stmt, index in (
+            (due_timers_stmt(engine.db), "ix_wiggle_tokens_wake"),
+            (due_leases_stmt(engine.db), "ix_wiggle_tokens_lease"),
+        ):
+            plan = _explain(engine, lambda c, stmt=stmt: c.execute(stmt, params))
+            assert index in plan, plan
+    finally:
+        engine.close()
