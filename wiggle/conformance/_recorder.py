@@ -25,7 +25,12 @@ __all__ = ["Call", "Delivery", "Recorder", "ServerFault", "StepSeen"]
 
 _SERVICE = "/wiggle.v1.Wiggle/"
 REPORTS = ("CompleteTask", "FailTask", "AdvanceRun", "ReleaseTask")
-_WATCHED = frozenset({*REPORTS, "Heartbeat", "PollTasks", "StartInstance", "EndPolls"})
+_WATCHED = frozenset(
+    {*REPORTS, "ReportBatch", "Heartbeat", "PollTasks", "StartInstance", "EndPolls"}
+)
+#: The RPC each TaskReport field of a ReportBatch stands for.
+_BATCHED = {"complete": "CompleteTask", "fail": "FailTask", "advance": "AdvanceRun"}
+_BATCHED["release"] = "ReleaseTask"
 
 
 @dataclass(frozen=True)
@@ -212,6 +217,8 @@ class Recorder(_Interceptor):
         def serve(request: Any, context: grpc.ServicerContext) -> Any:
             if method == "PollTasks":
                 return self._poll(inner, request, context)
+            if method == "ReportBatch":
+                return self._batch(inner, request, context)
             fault = self._take(method)
             if fault is not None and not fault.lose_response:
                 self._record(
@@ -250,6 +257,32 @@ class Recorder(_Interceptor):
                 self._open_polls[queues] -= 1
                 self._lock.notify_all()
 
+    def _batch(self, inner: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        """A ReportBatch is recorded as the reports it carries, each with its own answer.
+
+        Faults are injected per report RPC; while any is armed for a report, this server does
+        not offer ReportBatch (UNIMPLEMENTED, as an older server would answer), so the worker
+        sends each report alone and the fault reaches it."""
+        with self._lock:
+            armed = any(a.fault.rpc in REPORTS and a.left != 0 for a in self._faults)
+        if armed:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "conformance: ReportBatch is off")
+        response = inner(request, context)
+        for item, answer in zip(request.reports, response.answers, strict=False):
+            which = item.WhichOneof("report")
+            if which is None:
+                continue
+            rpc, report = _BATCHED[which], getattr(item, which)
+            got = answer.WhichOneof("answer")
+            if got == "error":
+                name = _CODES.get(answer.error.status_code, "UNKNOWN")
+                self._record(
+                    rpc, report, None, context, status=name, error_code=answer.error.error_code
+                )
+            else:
+                self._record(rpc, report, getattr(answer, got), context)
+        return response
+
     def _take(self, method: str) -> ServerFault | None:
         with self._lock:
             for armed in self._faults:
@@ -268,14 +301,14 @@ class Recorder(_Interceptor):
         *,
         injected: str = "",
         status: str = "",
+        error_code: str = "",
     ) -> None:
         if method in ("PollTasks", "StartInstance", "CompleteTask") and response is not None:
             self._deliver(method, request, response)
         if method in ("PollTasks", "StartInstance", "EndPolls"):
             return
         code = status or ("OK" if response is not None else _code_name(context))
-        error_code = ""
-        for key, value in context.trailing_metadata() or ():
+        for key, value in () if error_code or status else context.trailing_metadata() or ():
             if key == "wiggle-error-code":
                 error_code = value if isinstance(value, str) else value.decode()
         call = Call(
@@ -329,6 +362,9 @@ class Recorder(_Interceptor):
                     timeout_ms=t.timeout_ms,
                     at=time.monotonic(),
                 )
+
+
+_CODES = {code.value[0]: code.name for code in grpc.StatusCode}
 
 
 def _code_name(context: grpc.ServicerContext) -> str:
