@@ -16,16 +16,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import bindparam, select
+import orjson
+from sqlalchemy import select
 
 from wiggle.errors import WiggleError
 
 from . import _schema as s
 from ._drive import inst_from_row
 from ._eager import lease_ready, next_lease, reissue
+from ._queries import LOCKED_INSTANCE_FIELDS, TOKEN_COLUMN_NAMES, lock_tasks_sql
 from ._reports import (
-    INSTANCE_LABELLED,
-    ROOT,
     apply_plan,
     fence_lease,
     plan_steps,
@@ -34,7 +34,7 @@ from ._reports import (
     resent,
     server_outcome,
 )
-from ._tx import TOKEN_COLUMNS, Inst, Tok, Tx
+from ._tx import Inst, Tok, Tx
 from ._types import (
     AdvanceResult,
     InstanceStatus,
@@ -46,44 +46,38 @@ from ._types import (
 
 __all__ = ["apply_reports", "lock_tasks"]
 
-_t = s.tokens
 _i = s.instances
-_r = ROOT  # the alias INSTANCE_LABELLED reads from: the one the lock is taken on
-
-
-def _lock_tasks_stmt(tx: Tx) -> Any:
-    return tx.db.cached(
-        "lock_tasks",
-        lambda: (
-            select(*TOKEN_COLUMNS, *INSTANCE_LABELLED, _i.c.id.label("own_id"), tx.db.now)
-            .select_from(_t.join(_i, _i.c.id == _t.c.instance_id).join(_r, _r.c.id == _i.c.root_id))
-            .where(_t.c.id.in_(bindparam("tids", expanding=True)))
-            .order_by(_r.c.id)
-            .with_for_update(of=_r)
-        ),
-    )
 
 
 def lock_tasks(tx: Tx, task_ids: Sequence[str]) -> dict[str, tuple[Tok, Inst]]:
     """Read `task_ids` with their instances, locking every root instance (PostgreSQL) in one
     statement; sets `tx.now` from the database clock read by that statement."""
-    rows = tx.conn.execute(_lock_tasks_stmt(tx), {"tids": sorted(set(task_ids))}).all()
+    ids = sorted(set(task_ids))
+    postgres = tx.db.is_postgres
+    sql = tx.db.cached("lock_tasks_sql", lambda: lock_tasks_sql(postgres, tx.db.now_sql))
+    param: Any = {"tids": ids} if postgres else (orjson.dumps(ids).decode(),)
+    rows = tx.conn.exec_driver_sql(sql, param).all()
     if not rows:
         tx.now = int(tx.conn.execute(select(tx.db.now)).scalar_one())
         return {}
     found: dict[str, tuple[Tok, Inst]] = {}
+    width = len(TOKEN_COLUMN_NAMES)
+    fields = LOCKED_INSTANCE_FIELDS
     for row in rows:
-        m = row._mapping
-        tx.now = int(m["now_ms"])
-        inst_map = {k[2:]: v for k, v in m.items() if k.startswith("i_")}
-        if m["own_id"] != inst_map["id"]:
-            # A child instance: its row was read before the root's lock was granted (only the
-            # locked row is re-read on PostgreSQL); read it again now, under the lock.
-            fresh = tx.conn.execute(select(*_i.c).where(_i.c.id == m["own_id"])).first()
-            assert fresh is not None
-            inst_map = dict(fresh._mapping)
-        inst = tx.instances.get(inst_map["id"]) or inst_from_row(tx, inst_map)
-        found[m["id"]] = (tx.adopt(row), inst)
+        values = tuple(row)
+        tx.now = int(values[-1])
+        own_id = values[-2]
+        inst = tx.instances.get(own_id)
+        if inst is None:
+            inst_map = dict(zip(fields, values[width : width + len(fields)], strict=True))
+            if own_id != inst_map["id"]:
+                # A child instance: its row was read before the root's lock was granted (only
+                # the locked row is re-read on PostgreSQL); read it again now, under the lock.
+                fresh = tx.conn.execute(select(*_i.c).where(_i.c.id == own_id)).first()
+                assert fresh is not None
+                inst_map = dict(fresh._mapping)
+            inst = inst_from_row(tx, inst_map)
+        found[values[0]] = (tx.adopt_values(values), inst)
     return found
 
 

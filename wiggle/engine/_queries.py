@@ -16,7 +16,7 @@ from sqlalchemy import BigInteger, Integer
 
 from . import _schema as s
 
-__all__ = ["FENCE_COLUMNS", "TOKEN_COLUMN_NAMES", "pg_write"]
+__all__ = ["FENCE_COLUMNS", "TOKEN_COLUMN_NAMES", "lock_tasks_sql", "pg_write"]
 
 TOKEN_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in s.tokens.c)
 
@@ -140,3 +140,37 @@ def pg_write(
         if rows:
             params[key] = orjson.dumps(rows).decode()
     return sql, params
+
+
+#: The instance columns a transition needs, read from the locked root alias (PostgreSQL re-reads
+#: only the locked row after waiting for its lock; the other joined rows keep the values of the
+#: statement's snapshot, which may predate the transaction that held the lock).
+LOCKED_INSTANCE_FIELDS = (
+    "id",
+    "root_id",
+    "flow",
+    "version",
+    "status",
+    "mode",
+    "parent_instance_id",
+    "parent_token_id",
+)
+
+
+def lock_tasks_sql(postgres: bool, now_sql: str) -> str:
+    """Tokens by id (every token column, then the instance fields of their root instance, the
+    token's own instance id and the database clock), locking each root instance row once, in
+    root id order so two batches never wait on each other in a cycle.
+
+    PostgreSQL takes the ids as one text[] parameter `tids`; SQLite as one JSON array (its
+    write lock already serialises writers, so it locks nothing)."""
+    token_cols = ", ".join(f"t.{c}" for c in TOKEN_COLUMN_NAMES)
+    root_cols = ", ".join(f"root.{c}" for c in LOCKED_INSTANCE_FIELDS)
+    ids = "t.id = ANY(%(tids)s)" if postgres else "t.id IN (SELECT value FROM json_each(?))"
+    lock = " FOR UPDATE OF root" if postgres else ""
+    return (
+        f"SELECT {token_cols}, {root_cols}, i.id, {now_sql} "
+        "FROM wiggle_tokens AS t JOIN wiggle_instances AS i ON i.id = t.instance_id "
+        "JOIN wiggle_instances AS root ON root.id = i.root_id "
+        f"WHERE {ids} ORDER BY root.id{lock}"
+    )

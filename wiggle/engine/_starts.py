@@ -57,6 +57,8 @@ def _newest(tx: Tx, names: Sequence[str]) -> dict[str, str]:
 
 def _pinned(tx: Tx, pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
     """Which (name, version) pairs are registered."""
+    if not pairs:
+        return set()
     versions = [v for _, v in pairs]
     rows = tx.conn.execute(select(_d.c.name, _d.c.version).where(_d.c.version.in_(versions))).all()
     return {(name, version) for name, version in rows} & pairs

@@ -10,7 +10,7 @@ a reclaim or a timer changes nothing.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,6 +135,39 @@ class Tok:
         }
 
     @staticmethod
+    def from_values(v: Sequence[Any]) -> Tok:
+        """From the token's columns in table order (the first len(TOKEN_COLUMNS) of `v`)."""
+        return Tok(
+            id=v[0],
+            instance_id=v[1],
+            version=v[2],
+            node_id=v[3],
+            state=TokenState(v[4]),
+            context=loads(v[5]),
+            input=None if v[6] is None else loads(v[6]),
+            has_input=v[6] is not None,
+            attempt=v[7],
+            queue=v[8],
+            timeout_ms=v[9],
+            ready_at_ms=v[10],
+            lease=v[11],
+            lease_owner=v[12],
+            lease_expires_at_ms=v[13],
+            wake_at_ms=v[14],
+            wait_kind=v[15],
+            parent_token_id=v[16],
+            branch=v[17],
+            seq=v[18],
+            pending=v[19],
+            loop_counts=loads(v[20]),
+            child_instance_id=v[21],
+            aux=None if v[22] is None else loads(v[22]),
+            activity=v[23],
+            report_seq=v[24],
+            released_lease=v[25],
+        )
+
+    @staticmethod
     def from_row(r: Row[Any] | Any) -> Tok:
         m = r._mapping
         return Tok(
@@ -169,6 +202,35 @@ class Tok:
 
 
 TOKEN_COLUMNS = [c for c in s.tokens.c]
+# Tok.from_values reads the columns by position: the table must keep this order.
+assert [c.name for c in TOKEN_COLUMNS] == [
+    "id",
+    "instance_id",
+    "version",
+    "node_id",
+    "state",
+    "context",
+    "input",
+    "attempt",
+    "queue",
+    "timeout_ms",
+    "ready_at_ms",
+    "lease",
+    "lease_owner",
+    "lease_expires_at_ms",
+    "wake_at_ms",
+    "wait_kind",
+    "parent_token_id",
+    "branch",
+    "seq",
+    "pending",
+    "loop_counts",
+    "child_instance_id",
+    "aux",
+    "activity",
+    "report_seq",
+    "released_lease",
+], "the token columns moved: update Tok.from_values"
 _UPDATE_COLUMNS = [c.name for c in s.tokens.c if c.name != "id"]
 _UPDATE_TOKEN = (
     update(s.tokens)
@@ -240,6 +302,15 @@ class Tx:
         )
         self.tokens[tok.id] = tok
         self._new[tok.id] = tok
+        return tok
+
+    def adopt_values(self, values: Sequence[Any]) -> Tok:
+        """`adopt` for a row given as the token's columns in table order."""
+        known = self.tokens.get(values[0])
+        if known is not None:
+            return known
+        tok = Tok.from_values(values)
+        self.tokens[tok.id] = tok
         return tok
 
     def adopt(self, row: Row[Any]) -> Tok:
