@@ -37,8 +37,8 @@ REPORT_METHODS = {
     "ReleaseTask": "release",
 }
 
-#: A batch is split before it would exceed this many bytes (the server's limit is larger; a
-#: report over it travels alone).
+#: A batch is split before it would exceed this many bytes, or the server's own request limit
+#: when a task said it is smaller (a report over it travels alone).
 MAX_BATCH_BYTES = 4 * 1024 * 1024
 
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
@@ -78,7 +78,13 @@ class ReportBatcher:
         self._group: GroupCommit[_Item, Any] = GroupCommit(self._send, max_batch=256)
         self.enabled = callable(getattr(stub, "ReportBatch", None))
         self._said_off = threading.Event()
+        self.max_bytes = MAX_BATCH_BYTES
         self.calls = 0  # ReportBatch RPCs sent (for tests and benchmarks)
+
+    def note_limit(self, max_request_bytes: int) -> None:
+        """The server's request limit, as a task carried it: no batch is built larger."""
+        if 0 < max_request_bytes < self.max_bytes:
+            self.max_bytes = max_request_bytes
 
     def call(self, method: str, request: Any, timeout: float) -> Any:
         """The answer to report `request` of `method`, or raise as its own RPC would."""
@@ -93,7 +99,7 @@ class ReportBatcher:
         if not self.enabled:
             return [_Unbatched()] * len(items)
         out: list[Any] = []
-        for chunk in _chunks(items):
+        for chunk in _chunks(items, self.max_bytes):
             out.extend(self._send_chunk(chunk))
         return out
 
@@ -107,6 +113,10 @@ class ReportBatcher:
             )
         except grpc.RpcError as exc:
             code = exc.code() if callable(getattr(exc, "code", None)) else None
+            if code is grpc.StatusCode.RESOURCE_EXHAUSTED and len(items) > 1:
+                # Too big together (the limit was not known yet): never let one report's size
+                # spoil the others; each goes alone and gets its own answer.
+                return [answer for item in items for answer in self._send_chunk([item])]
             if code is grpc.StatusCode.UNIMPLEMENTED:
                 self.enabled = False
                 if not self._said_off.is_set():
@@ -137,13 +147,22 @@ def _unpack(answer: pb.TaskReportAnswer) -> Any:
     return BatchedCallError(grpc.StatusCode.INTERNAL, "ReportBatch answered a report with nothing")
 
 
-def _chunks(items: Sequence[_Item]) -> list[Sequence[_Item]]:
-    """Split `items` so no ReportBatch request exceeds MAX_BATCH_BYTES (a bigger report alone)."""
+def _entry_bytes(size: int) -> int:
+    """What a message of `size` bytes costs inside a repeated field: tag, length varint, body."""
+    varint = 1
+    while size >= 1 << (7 * varint):
+        varint += 1
+    return 1 + varint + size
+
+
+def _chunks(items: Sequence[_Item], max_bytes: int) -> list[Sequence[_Item]]:
+    """Split `items` so no ReportBatch request exceeds `max_bytes` (a bigger report alone)."""
     chunks: list[Sequence[_Item]] = []
     start, size = 0, 0
     for n, (_, request, _) in enumerate(items):
-        weight = request.ByteSize() + 16
-        if n > start and size + weight > MAX_BATCH_BYTES:
+        # A TaskReport wraps the request in one more field: two levels of tag and length.
+        weight = _entry_bytes(_entry_bytes(request.ByteSize()))
+        if n > start and size + weight > max_bytes:
             chunks.append(items[start:n])
             start, size = n, 0
         size += weight

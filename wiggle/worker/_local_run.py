@@ -81,6 +81,8 @@ def hold_lease(env: RunEnv, task: pb.Task) -> Lease:
     lease = Lease(task.task_id, task.lease, task.lease_expires_at_ms, task.timeout_ms or 60_000)
     if env.keeper is not None:
         env.keeper.hold(lease)
+    if env.rpc.batcher is not None:  # batches of reports stay under the server's request limit
+        env.rpc.batcher.note_limit(task.max_request_bytes)
     return lease
 
 

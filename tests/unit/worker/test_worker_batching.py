@@ -122,3 +122,51 @@ def test_a_failed_batch_call_fails_each_report_with_its_error():
     with pytest.raises(grpc.RpcError) as exc:
         batcher.call("CompleteTask", pb.CompleteTaskRequest(task_id="a"), 5.0)
     assert exc.value.code() is grpc.StatusCode.UNAVAILABLE
+
+
+def test_a_batch_stays_under_the_servers_request_limit():
+    stub = FakeStub()
+    sizes: list[int] = []
+    original = stub.ReportBatch
+
+    def measuring(request, timeout=None, metadata=None):
+        sizes.append(request.ByteSize())
+        return original(request, timeout=timeout, metadata=metadata)
+
+    stub.ReportBatch = measuring
+    batcher = ReportBatcher(stub)
+    batcher.note_limit(10_000)
+    items = [
+        (
+            "AdvanceRun",
+            pb.AdvanceRunRequest(task_id=f"t{i}", seq=1, handback_reason="x" * 3_000),
+            5.0,
+        )
+        for i in range(7)
+    ]
+    answers = batcher._send(items)
+    assert len(answers) == 7 and all(isinstance(a, pb.AdvanceRunResponse) for a in answers)
+    assert len(sizes) > 1 and max(sizes) <= 10_000
+
+
+def test_a_batch_refused_as_too_large_sends_each_report_alone():
+    class TooBig(grpc.RpcError):
+        def code(self):
+            return grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    class LimitStub(FakeStub):
+        def ReportBatch(self, request, timeout=None, metadata=None):
+            if len(request.reports) > 1 or request.reports[0].complete.task_id == "huge":
+                raise TooBig()
+            return super().ReportBatch(request, timeout=timeout, metadata=metadata)
+
+    batcher = ReportBatcher(LimitStub())
+    items = [
+        ("CompleteTask", pb.CompleteTaskRequest(task_id=name, seq=1), 5.0)
+        for name in ("a", "huge", "b")
+    ]
+    answers = batcher._send(items)
+    assert isinstance(answers[0], pb.TaskReportResponse)
+    assert isinstance(answers[1], grpc.RpcError)
+    assert answers[1].code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert isinstance(answers[2], pb.TaskReportResponse)
