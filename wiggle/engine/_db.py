@@ -13,7 +13,7 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import psycopg
@@ -23,6 +23,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import StaticPool
 
 from wiggle.errors import InvalidRequest, Unavailable
+
+from ._wakeups import Wakeups
 
 __all__ = ["NOTIFY_CHANNEL", "Database"]
 
@@ -36,7 +38,6 @@ _PG_NOW = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
 _SQLITE_NOW = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
 
 _AFTER_COMMIT = "wiggle_after_commit"
-_FINISHED = "wiggle_finished"
 _EVENTS = "wiggle_events"
 
 _PG_RETRY_CODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
@@ -63,12 +64,11 @@ class Database:
             )
         self._write_lock = threading.RLock()
         self._statements: dict[str, Any] = {}
-        # Post-commit wake-ups (PostgreSQL): this process's callback, then a NOTIFY whose
+        # After a commit: this process's waiters are told what the transaction did
+        # (`on_commit`), and on PostgreSQL the other processes' pollers through a NOTIFY whose
         # payload starts with this origin, so our own listener can ignore it.
-        self.on_ready: Callable[[set[str], int], None] | None = None
+        self.on_commit: Callable[[Wakeups], None] | None = None
         self._origin = uuid.uuid4().hex + ":"
-        # Instances a committed transaction finished (WaitInstance wakes its waiters).
-        self.on_finished: Callable[[list[str]], None] | None = None
         # Metrics: each committed transaction's events as (kind, flow, mode, detail JSON), and
         # each transaction's latency (seconds, read?). Empty lists cost nothing.
         self.event_observers: list[Callable[[list[tuple[str, str, str, str]]], None]] = []
@@ -178,14 +178,12 @@ class Database:
                 with conn.begin():
                     result = fn(conn)
             finally:
-                # Wake-ups a transaction queued count only if it committed.
-                queued = conn.info.pop(_AFTER_COMMIT, None) if self.is_postgres else None
-                ended = conn.info.pop(_FINISHED, None)
+                # Wake-ups a transaction queued count only if it committed: on an error this
+                # is dropped, and the code below is not reached.
+                done: Wakeups | None = conn.info.pop(_AFTER_COMMIT, None)
                 logged = conn.info.pop(_EVENTS, None)
-        if queued:
-            self._committed(queued)
-        if ended and self.on_finished is not None:
-            self.on_finished(ended)
+        if done:
+            self._committed(done)
         if logged:
             for observe in self.event_observers:
                 observe(logged)
@@ -193,26 +191,24 @@ class Database:
 
     # -- wake-ups -------------------------------------------------------------------------------
 
-    def after_commit(self, conn: Connection, queues: Iterable[str], count: int) -> None:
-        """PostgreSQL: `count` tasks on `queues` become READY when this transaction commits."""
-        got = conn.info.setdefault(_AFTER_COMMIT, [set(), 0])
-        got[0].update(queues)
-        got[1] += count
+    def after_commit(self, conn: Connection, done: Wakeups) -> None:
+        """What this transaction did, for whoever waits for it, once it has committed."""
+        pending: Wakeups | None = conn.info.get(_AFTER_COMMIT)
+        if pending is None:
+            conn.info[_AFTER_COMMIT] = pending = Wakeups()
+        pending.merge(done)
 
     def logged(self, conn: Connection, events: list[tuple[str, str, str, str]]) -> None:
         """Events this transaction wrote, for `event_observers` once it has committed."""
         conn.info.setdefault(_EVENTS, []).extend(events)
 
-    def finished(self, conn: Connection, instance_id: str) -> None:
-        """This transaction ends `instance_id`: tell `on_finished` once it has committed."""
-        conn.info.setdefault(_FINISHED, []).append(instance_id)
-
-    def _committed(self, queued: list[Any]) -> None:
-        queues, count = queued
-        if self.on_ready is not None:
-            self.on_ready(queues, count)  # this process's pollers, at once
-        with self._notify_cond:  # the other processes', through the notifier thread
-            self._notify_pending |= queues
+    def _committed(self, done: Wakeups) -> None:
+        if self.on_commit is not None:
+            self.on_commit(done)  # this process's waiters, at once
+        if not (self.is_postgres and done.queues):
+            return
+        with self._notify_cond:  # the other processes' pollers, through the notifier thread
+            self._notify_pending |= done.queues
             if self._notifier is None:
                 self._notifier = threading.Thread(
                     target=self._notify_loop, name="wiggle-notify", daemon=True

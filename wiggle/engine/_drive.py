@@ -93,8 +93,7 @@ def make_ready(
     tok.has_input = input is not MISSING
     tok.input = input if tok.has_input else None
     tx.save(tok)
-    tx.ready_queues.add(queue)
-    tx.ready_queues.count += 1
+    tx.wakeups.task_ready(queue)
 
 
 def ready_again(tx: Tx, tok: Tok) -> None:
@@ -140,7 +139,7 @@ def place(tx: Tx, inst: Inst, tok: Tok) -> None:
             tok.state = TokenState.WAITING
             tok.wait_kind = "sleep"
             tok.wake_at_ms = wake
-            tx.ready_queues.timer_armed = True
+            tx.wakeups.timer_armed = True
             tx.save(tok)
             return
         if isinstance(node, Await):
@@ -149,7 +148,7 @@ def place(tx: Tx, inst: Inst, tok: Tok) -> None:
                 tok.state = TokenState.AWAITING
                 tok.wait_kind = None
                 tok.wake_at_ms = None if node.timeout_ms is None else tx.now + node.timeout_ms
-                tx.ready_queues.timer_armed |= tok.wake_at_ms is not None
+                tx.wakeups.timer_armed |= tok.wake_at_ms is not None
                 tx.save(tok)
                 return
             if deliver(tx, inst, tok, node, signal):
@@ -307,7 +306,7 @@ def apply_failure(tx: Tx, inst: Inst, tok: Tok, failure: StepFailure) -> None:
     tok.state = TokenState.WAITING
     tok.wait_kind = "retry"
     tok.wake_at_ms = tx.now + delay
-    tx.ready_queues.timer_armed = True
+    tx.wakeups.timer_armed = True
     tok.lease = None
     tok.lease_expires_at_ms = None
     tx.save(tok)
@@ -333,7 +332,7 @@ def finish_instance(
     inst.status = status
     tx.end_instance(inst, reason, context, set_context=context is not MISSING)
     tx.event(inst.id, f"instance_{status.value.lower()}", "", 0, reason=reason)
-    tx.db.finished(tx.conn, inst.id)  # waiters on the instance wake after the commit
+    tx.wakeups.finished.append(inst.id)  # waiters on the instance wake after the commit
     # Tokens keep their lease: a worker reporting on one learns the instance status, while a
     # report with any other lease is still refused as stale.
     held = False

@@ -48,9 +48,7 @@ def lease_ready(
         tok.lease_owner = worker.worker_id
         tok.lease_expires_at_ms = tx.now + tok.timeout_ms
         # Leased before anyone could see it READY: no poller needs waking for it.
-        tx.ready_queues.count -= 1
-        if tx.ready_queues.count <= 0:
-            tx.ready_queues.clear()
+        tx.wakeups.task_taken()
         tx.save(tok)
         tx.event(
             inst.id, "step_started", tok.node_id, tok.attempt, worker=worker.worker_id, eager=True

@@ -7,7 +7,6 @@ heartbeats touch only token rows and never wait on that lock.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +34,7 @@ from ._batch import apply_reports
 from ._claims import claim, heartbeat_stmt
 from ._db import Database
 from ._starts import StartRequest, apply_starts
-from ._tx import FenceLost, Tx, Wakeups, dumps, new_id
+from ._tx import FenceLost, Tx, dumps, new_id
 from ._types import (
     AdvanceResult,
     DefinitionSummary,
@@ -55,6 +54,7 @@ from ._types import (
     TaskActivation,
     WorkerSeen,
 )
+from ._wakeups import Waiters
 from ._workers import POLLING_WINDOW_MS, WorkerBook, WorkerNote
 
 __all__ = ["Engine"]
@@ -84,12 +84,11 @@ class Engine:
         self.leader_ttl_s = leader_ttl_s
         self._graphs: dict[str, Graph] = {}
         self._validators: dict[str, Any] = {}
-        self._cond = threading.Condition()
-        self._gen = 0
-        self._waiters: list[tuple[frozenset[str], threading.Event]] = []  # parked pollers
-        self._local = threading.local()
         self._stop = threading.Event()
-        self._timers_changed = threading.Event()
+        # Who in this process waits for tasks, timers and instance ends (see _wakeups); the
+        # database tells it what each committed transaction did.
+        self.waiters = Waiters()
+        self.db.on_commit = self.waiters.committed
         self._listener: threading.Thread | None = None
         self._listener_lock = threading.Lock()
         self.is_leader = False  # as of the last tick()
@@ -102,10 +101,6 @@ class Engine:
         self._starts: GroupCommit[StartRequest, StartResult] = GroupCommit(
             self._run_starts, max_batch=64, max_active=2 if self.db.is_postgres else 1
         )
-        self._finish_lock = threading.Lock()
-        self._finish_waiters: dict[str, list[threading.Event]] = {}
-        self.db.on_ready = self._wake_ready
-        self.db.on_finished = self._finished
         try:
             self.db.write(self._ensure_schema)
         except BaseException:
@@ -231,14 +226,14 @@ class Engine:
         """Group commit's batch of starts; on a failure of the whole batch (another process
         started one of the caller-chosen ids meanwhile, a bug) each is started alone."""
 
-        def fn(conn: Connection) -> tuple[list[StartResult | WiggleError], Wakeups]:
+        def fn(conn: Connection) -> list[StartResult | WiggleError]:
             tx = Tx(conn, self.db, 0, self.graph_of, self.default_mode)
             results = apply_starts(tx, requests, self._check_input, self.default_mode)
             tx.finish()
-            return results, tx.ready_queues
+            return results
 
         try:
-            results, queues = self.db.write(fn)
+            results = self.db.write(fn)
         except Unavailable as exc:
             return [exc] * len(requests)
         except IntegrityError as exc:
@@ -254,16 +249,11 @@ class Engine:
             if len(requests) > 1:
                 return [self._run_starts([r])[0] for r in requests]
             return [exc]
-        self._wake(queues)
         return list(results)
 
     def signal(self, instance_id: str, name: str, payload: Json) -> bool:
         """Deliver a signal now (True) or buffer it for a later await (False)."""
-        delivered, queues = self.db.write(
-            lambda c: _instances.signal(self, c, instance_id, name, payload)
-        )
-        self._wake(queues)
-        return delivered
+        return self.db.write(lambda c: _instances.signal(self, c, instance_id, name, payload))
 
     def cancel(self, instance_id: str, reason: str = "") -> InstanceStatus:
         """Cancel an instance with its tokens, timers and children. Cancelling an already
@@ -308,9 +298,7 @@ class Engine:
         is seen at the next re-read (every FINISH_RECHECK_S). Reads only, never a write.
         """
         deadline = time.monotonic() + timeout_s
-        event = threading.Event()
-        with self._finish_lock:  # registered before the first read: no end slips between
-            self._finish_waiters.setdefault(instance_id, []).append(event)
+        event = self.waiters.watch(instance_id)  # before the first read: no end slips between
         try:
             while True:
                 status = self.db.read(lambda c: _instances.status_of(c, instance_id))
@@ -322,20 +310,7 @@ class Engine:
                 event.wait(min(left, FINISH_RECHECK_S))
                 event.clear()
         finally:
-            with self._finish_lock:
-                waiters = self._finish_waiters.get(instance_id, [])
-                with contextlib.suppress(ValueError):
-                    waiters.remove(event)
-                if not waiters:
-                    self._finish_waiters.pop(instance_id, None)
-
-    def _finished(self, instance_ids: list[str]) -> None:
-        if not self._finish_waiters:  # the common case: nobody waits
-            return
-        with self._finish_lock:
-            for iid in instance_ids:
-                for event in self._finish_waiters.get(iid, ()):
-                    event.set()
+            self.waiters.unwatch(instance_id, event)
 
     def list_instances(
         self,
@@ -374,8 +349,7 @@ class Engine:
     ) -> list[TaskActivation]:
         """Claim up to `max_tasks` READY tasks on `queues` (never blocks; see wait_for_tasks).
         `activities`: only tasks of these activities (empty: any)."""
-        with self._cond:
-            self._local.gen = self._gen
+        self.waiters.polled()
         if not queues or max_tasks <= 0:
             return []
         if self.db.is_sqlite and not self.db.read(lambda c: self._any_ready(c, queues)):
@@ -468,14 +442,14 @@ class Engine:
         fails (a fence lost to a race, a bug), each report is applied alone, so that one bad
         report answers for itself only."""
 
-        def fn(conn: Connection) -> tuple[list[AdvanceResult | WiggleError], Wakeups]:
+        def fn(conn: Connection) -> list[AdvanceResult | WiggleError]:
             tx = Tx(conn, self.db, 0, self.graph_of, self.default_mode)
             answers = apply_reports(tx, reports)
             tx.finish()
-            return answers, tx.ready_queues
+            return answers
 
         try:
-            answers, queues = self.db.write(fn)
+            answers = self.db.write(fn)
         except Unavailable as exc:
             return [exc] * len(reports)
         except FenceLost as exc:
@@ -488,7 +462,6 @@ class Engine:
             if len(reports) > 1:
                 return [self._run_reports([r])[0] for r in reports]
             return [exc]
-        self._wake(queues)
         return list(answers)
 
     def heartbeat(self, task_id: str, lease: str, *, node_id: str = "") -> HeartbeatResult:
@@ -529,32 +502,6 @@ class Engine:
 
     # -- wake-ups -------------------------------------------------------------------------------
 
-    def _wake(self, queues: set[str] | None = None) -> None:
-        if getattr(queues, "timer_armed", False):
-            self._timers_changed.set()
-        if queues is not None and (not queues or self.db.is_postgres):
-            return  # PostgreSQL: Database woke our pollers right after the commit (_wake_ready)
-        self._wake_ready(queues, getattr(queues, "count", None))
-
-    def _wake_ready(self, queues: set[str] | None = None, count: int | None = None) -> None:
-        """Wake waiting pollers of `queues` (all queues: None), at most `count` of them (one per
-        task made READY; None: all). A poller between its poll and its wait sees the bumped
-        generation and polls again, so no wake-up is lost; the others stay parked instead of
-        racing each other to an empty claim."""
-        with self._cond:
-            self._gen += 1
-            left = len(self._waiters) if count is None else count
-            if left <= 0:
-                return
-            keep: list[tuple[frozenset[str], threading.Event]] = []
-            for waiter in self._waiters:
-                if left > 0 and (queues is None or not waiter[0].isdisjoint(queues)):
-                    waiter[1].set()
-                    left -= 1
-                else:
-                    keep.append(waiter)
-            self._waiters = keep
-
     def wait_for_tasks(
         self, queues: Sequence[str], timeout_s: float, *, waiter: threading.Event | None = None
     ) -> None:
@@ -564,30 +511,13 @@ class Engine:
         if self.db.is_postgres and self._listener is None:
             with self._listener_lock:
                 if self._listener is None:
-                    self._listener = self.db.listen(self._wake, self._stop)
-        if waiter is not None and waiter.is_set():
-            return
-        parked = (frozenset(queues), waiter or threading.Event())
-        with self._cond:
-            if self._gen != getattr(self._local, "gen", -1):
-                return
-            self._waiters.append(parked)
-        woken = parked[1].wait(timeout_s)
-        if not woken or waiter is not None:
-            # A caller's own event may be set by the caller rather than by a wake-up: either way
-            # this waiter must not stay in the list.
-            with self._cond, contextlib.suppress(ValueError):
-                self._waiters.remove(parked)
+                    self._listener = self.db.listen(self.waiters.notified, self._stop)
+        self.waiters.wait_for_tasks(queues, timeout_s, waiter)
 
     def wake(self) -> None:
         """Wake every waiter now: pollers in wait_for_tasks, instance waiters and the ticker
         (used at shutdown)."""
-        self._timers_changed.set()
-        self._wake(None)
-        with self._finish_lock:
-            for waiters in self._finish_waiters.values():
-                for event in waiters:
-                    event.set()
+        self.waiters.wake_all()
 
     def wait_for_timers(self, timeout_s: float) -> None:
         """Sleep until `timeout_s` passes or this process arms a timer (or wake() is called).
@@ -596,8 +526,7 @@ class Engine:
         in this process is fired on time instead of at the ticker's next routine wake-up.
         Timers armed by other server processes are seen within the ticker's bounded sleep.
         """
-        if self._timers_changed.wait(timeout_s):
-            self._timers_changed.clear()
+        self.waiters.wait_for_timers(timeout_s)
 
     # -- history --------------------------------------------------------------------------------
 
@@ -617,9 +546,7 @@ class Engine:
 
     def tick(self) -> int:
         """Leader election, then due timers and expired leases; returns how many were handled."""
-        work, queues = _ticker.tick(self)
-        self._wake(queues)
-        return work
+        return _ticker.tick(self)
 
     def next_wakeup_s(self) -> float:
         """Seconds until the earliest timer or lease expiry (capped by the leader renewal).

@@ -55,9 +55,7 @@ def awaited_signals(graph: Graph) -> list[str]:
     return sorted({node.signal for node in graph if isinstance(node, Await)})
 
 
-def signal(
-    eng: Engine, conn: Connection, instance_id: str, name: str, payload: Json
-) -> tuple[bool, set[str]]:
+def signal(eng: Engine, conn: Connection, instance_id: str, name: str, payload: Json) -> bool:
     tx, inst = lock_instance(eng, conn, instance_id)
     if inst.status is not InstanceStatus.RUNNING:
         raise InstanceNotRunning(instance_id, inst.status.value)
@@ -96,7 +94,7 @@ def signal(
         if not deliver(tx, inst, tok, node, payload):
             place(tx, inst, tok)
     tx.finish()
-    return target is not None, tx.ready_queues
+    return target is not None
 
 
 def cancel(eng: Engine, conn: Connection, instance_id: str, reason: str) -> InstanceStatus:

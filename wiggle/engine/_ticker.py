@@ -26,8 +26,9 @@ _t = s.tokens
 _BATCH = 256
 
 
-def tick(eng: Engine) -> tuple[int, set[str]]:
-    """Election, then due timers and expired leases. Returns (work done, queues made READY)."""
+def tick(eng: Engine) -> int:
+    """Election, then due timers and expired leases. Returns how many were handled (what they
+    made READY wakes pollers after each commit, see _wakeups)."""
     me = {"me": eng.node_id}
     ttl_ms = int(eng.leader_ttl_s * 1000)
     term = eng.db.write(
@@ -35,42 +36,35 @@ def tick(eng: Engine) -> tuple[int, set[str]]:
     )
     eng.is_leader = term is not None
     if term is None:
-        return 0, set()
+        return 0
     params = {**me, "term": term, "limit": _BATCH}
     work = 0
-    queues: set[str] = set()
     timers = eng.db.read(lambda c: c.execute(due_timers_stmt(eng.db), params).all())
     for row in timers:
         work += _once(
             eng,
-            queues,
             functools.partial(_fire, eng, token_id=row.id, state=row.state, wake=row.wake_at_ms),
         )
     leases = eng.db.read(lambda c: c.execute(due_leases_stmt(eng.db), params).all())
     for row in leases:
-        work += _once(
-            eng, queues, functools.partial(_reclaim, eng, token_id=row.id, lease=row.lease)
-        )
-    return work, queues
+        work += _once(eng, functools.partial(_reclaim, eng, token_id=row.id, lease=row.lease))
+    return work
 
 
-def _once(eng: Engine, queues: set[str], fn: Callable[[Connection], tuple[bool, set[str]]]) -> int:
+def _once(eng: Engine, fn: Callable[[Connection], bool]) -> int:
     try:
-        done, ready = eng.db.write(fn)
+        done = eng.db.write(fn)
     except FenceLost:
         return 0  # someone else moved the token first: nothing to do, by design
-    queues |= ready
     return int(done)
 
 
-def _fire(
-    eng: Engine, conn: Connection, *, token_id: str, state: str, wake: int
-) -> tuple[bool, set[str]]:
+def _fire(eng: Engine, conn: Connection, *, token_id: str, state: str, wake: int) -> bool:
     """Fire one timer, exactly once: the UPDATE is conditional on the state and wake_at seen."""
     tx = Tx(conn, eng.db, 0, eng.graph_of, eng.default_mode)
     got = read_locked(tx, conn, token_id)
     if got is None:
-        return False, set()
+        return False
     tok, inst = got
     if (
         inst.status is not InstanceStatus.RUNNING
@@ -78,7 +72,7 @@ def _fire(
         or tok.wake_at_ms != wake
         or wake > tx.now
     ):
-        return False, set()
+        return False
     tok.fence = {"state": state, "wake_at_ms": wake}
     node = inst.graph.nodes[tok.node_id]
     kind = "await_timeout" if tok.state is TokenState.AWAITING else (tok.wait_kind or "")
@@ -96,15 +90,15 @@ def _fire(
         tok.node_id = node.next
         place(tx, inst, tok)
     tx.finish()
-    return True, tx.ready_queues
+    return True
 
 
-def _reclaim(eng: Engine, conn: Connection, *, token_id: str, lease: str) -> tuple[bool, set[str]]:
+def _reclaim(eng: Engine, conn: Connection, *, token_id: str, lease: str) -> bool:
     """An expired lease is a failed, retryable attempt (docs/graph.md)."""
     tx = Tx(conn, eng.db, 0, eng.graph_of, eng.default_mode)
     got = read_locked(tx, conn, token_id)
     if got is None:
-        return False, set()
+        return False
     tok, inst = got
     expires = tok.lease_expires_at_ms
     if (
@@ -114,7 +108,7 @@ def _reclaim(eng: Engine, conn: Connection, *, token_id: str, lease: str) -> tup
         or expires is None
         or expires >= tx.now
     ):
-        return False, set()
+        return False
     # A heartbeat does not take the instance lock: the expiry we saw must still be the row's.
     tok.fence = {"lease": lease, "state": TokenState.LEASED.value, "lease_expires_at_ms": expires}
     tx.event(inst.id, "lease_expired", tok.node_id, tok.attempt, worker=tok.lease_owner or "")
@@ -123,4 +117,4 @@ def _reclaim(eng: Engine, conn: Connection, *, token_id: str, lease: str) -> tup
     )
     apply_failure(tx, inst, tok, failure)
     tx.finish()
-    return True, tx.ready_queues
+    return True

@@ -23,13 +23,13 @@ from . import _schema as s
 from ._db import Database
 from ._queries import pg_write
 from ._types import InstanceStatus, Json, TokenState
+from ._wakeups import Wakeups
 
 __all__ = [
     "FenceLost",
     "Inst",
     "Tok",
     "Tx",
-    "Wakeups",
     "dumps",
     "loads",
     "new_id",
@@ -251,17 +251,6 @@ def _fenced_update(columns: tuple[str, ...]) -> Any:
     return stmt
 
 
-class Wakeups(set[str]):
-    """The queues a transition made READY, and whether it armed a timer.
-
-    Both are acted on only after the commit: pollers of those queues are woken, and the ticker
-    re-reads the earliest timer instead of sleeping past one armed just now.
-    """
-
-    timer_armed: bool = False
-    count: int = 0  # tokens made READY: at most this many waiting pollers need waking
-
-
 class Tx:
     """The unit of work of one transition."""
 
@@ -282,7 +271,8 @@ class Tx:
         self._new: dict[str, Tok] = {}
         self._dirty: dict[str, Tok] = {}
         self._events: list[dict[str, Any]] = []
-        self.ready_queues = Wakeups()
+        # What this transaction made happen, for whoever waits for it (after the commit).
+        self.wakeups = Wakeups()
         self.instances: dict[str, Inst] = {}
         # Instance rows waiting to be written (with the tokens, in the same statement).
         self._instance_inserts: dict[str, dict[str, Any]] = {}
@@ -406,16 +396,23 @@ class Tx:
         )
 
     def finish(self) -> None:
-        """Flush tokens, append the events, queue the wake-ups (FenceLost: roll back)."""
+        """Flush tokens, append the events, queue the wake-ups (FenceLost: roll back).
+
+        The wake-ups are handed to the database, which acts on them once the commit succeeded:
+        no NOTIFY inside the transaction (PostgreSQL serialises the commits of notifying
+        transactions on one global lock, which would defeat group commit)."""
         if self.db.event_observers and self._events:
             self.db.logged(self.conn, [self._observed(ev) for ev in self._events])
         if self.db.is_postgres:
             self._write_postgres(with_events=True)
-            return
-        self.flush()
-        if self._events:
-            self.conn.execute(s.events.insert(), self._events)
-            self._events = []
+        else:
+            self.flush()
+            if self._events:
+                self.conn.execute(s.events.insert(), self._events)
+                self._events = []
+        if self.wakeups:
+            self.db.after_commit(self.conn, self.wakeups)
+            self.wakeups = Wakeups()
 
     def _observed(self, ev: dict[str, Any]) -> tuple[str, str, str, str]:
         inst = self.instances.get(ev["instance_id"])
@@ -439,12 +436,7 @@ class Tx:
         events: list[dict[str, Any]] = []
         if with_events:
             events, self._events = self._events, []
-        if with_events and self.ready_queues:
-            # Not a NOTIFY in this transaction: PostgreSQL serialises the commits of notifying
-            # transactions (one global lock), which defeats group commit. The queues are handed
-            # to Database, which wakes this process's pollers and NOTIFYs the others (coalesced,
-            # from its own connection) once the commit has succeeded.
-            self.db.after_commit(self.conn, self.ready_queues, self.ready_queues.count)
+
         instances = list(self._instance_updates.values())
         self._instance_updates.clear()
         new_instances = list(self._instance_inserts.values())

@@ -129,7 +129,7 @@ def test_a_timer_raced_by_two_engines_fires_once(database_url):
             fn = functools.partial(
                 _ticker._fire, engine, token_id=tok.token_id, state="WAITING", wake=tok.wake_at_ms
             )
-            results.append(_ticker._once(engine, set(), fn))
+            results.append(_ticker._once(engine, fn))
 
         threads = [threading.Thread(target=fire, args=(e,)) for e in (a, b)]
         for t in threads:

@@ -33,7 +33,7 @@ def test_wait_returns_when_the_instance_ends(database_url, same_engine):
         finisher.signal(iid, "go", None)
         thread.join(30)
         assert not thread.is_alive() and got == [InstanceStatus.COMPLETED]
-        assert waiter._finish_waiters == {}  # nothing left registered
+        assert waiter.waiters._instances == {}  # nothing left registered
     finally:
         if finisher is not waiter:
             finisher.close()
