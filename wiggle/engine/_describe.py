@@ -205,7 +205,7 @@ def describe(
         updated_at_ms=int(m["updated_at_ms"]),
         tokens=tokens,
         events=events if include_events else [],
-        input=stored if running else None,
+        input=loads(m["input"]) if m["input"] is not None else (stored if running else None),
         child_instance_ids=[c.id for c in children],
         current_node=current,
     )

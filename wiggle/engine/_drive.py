@@ -251,6 +251,7 @@ def start_child(tx: Tx, inst: Inst, tok: Tok, node: Subflow) -> None:
             version=version,
             status=child.status.value,
             context=dumps(tok.context),
+            input=dumps(tok.context),
             reason="",
             mode=child.mode.value,
             parent_instance_id=inst.id,

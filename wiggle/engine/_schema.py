@@ -89,8 +89,13 @@ instances = Table(
     Column("parent_token_id", String(64)),
     Column("created_at_ms", BigInteger, nullable=False),
     Column("updated_at_ms", BigInteger, nullable=False),
-    Index("ix_wiggle_instances_flow", "flow", "id"),
-    Index("ix_wiggle_instances_status", "status", "id"),
+    # Since schema 2: the start input, kept after `context` became the final context (null for
+    # instances started before schema 2).
+    Column("input", Text),
+    # Listing is newest first (created_at_ms, id), optionally by flow or by status.
+    Index("ix_wiggle_instances_created", "created_at_ms", "id"),
+    Index("ix_wiggle_instances_flow", "flow", "created_at_ms", "id"),
+    Index("ix_wiggle_instances_status", "status", "created_at_ms", "id"),
     Index("ix_wiggle_instances_parent", "parent_instance_id"),
 )
 
@@ -219,13 +224,24 @@ class IncompatibleSchema(WiggleError):
 
 
 def _v1_to_v2(conn: Connection) -> None:
-    """Schema 2: tokens learn their activity and report identity; the workers table."""
+    """Schema 2: tokens learn their activity and report identity; instances keep their input;
+    the workers table; partial token indexes and newest-first instance indexes."""
     for ddl in (
         "ALTER TABLE wiggle_tokens ADD COLUMN activity VARCHAR(200)",
         "ALTER TABLE wiggle_tokens ADD COLUMN report_seq INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE wiggle_tokens ADD COLUMN released_lease VARCHAR(64)",
+        "ALTER TABLE wiggle_instances ADD COLUMN input TEXT",
+        "DROP INDEX ix_wiggle_instances_flow",
+        "DROP INDEX ix_wiggle_instances_status",
     ):
         conn.exec_driver_sql(ddl)
+    for index in instances.indexes:
+        if index.name in {
+            "ix_wiggle_instances_created",
+            "ix_wiggle_instances_flow",
+            "ix_wiggle_instances_status",
+        }:
+            index.create(conn)
     workers.create(conn)
     # The token indexes become partial (see `tokens`).
     names = ("parent", "ready", "wake", "lease")

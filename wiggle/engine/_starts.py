@@ -123,6 +123,7 @@ def _start_one(
             "version": version,
             "status": InstanceStatus.RUNNING.value,
             "context": dumps(r.input),
+            "input": dumps(r.input),
             "reason": "",
             "mode": mode.value,
             "parent_instance_id": None,

@@ -3831,7 +3831,8 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\tHeartbeat\x12\x1b.wiggle.v1.HeartbeatRequest\x1a\x1c.wiggle.v1.HeartbeatResponse\x12I\n" +
 	"\n" +
 	"AdvanceRun\x12\x1c.wiggle.v1.AdvanceRunRequest\x1a\x1d.wiggle.v1.AdvanceRunResponse\x12L\n" +
-	"\vReportBatch\x12\x1d.wiggle.v1.ReportBatchRequest\x1a\x1e.wiggle.v1.ReportBatchResponseB:Z8github.com/wiggle-engine/wiggle/sdk/go/wigglepb;wigglepbb\x06proto3"
+	"\vReportBatch\x12\x1d.wiggle.v1.ReportBatchRequest\x1a\x1e.wiggle.v1.ReportBatchResponseB^\n" +
+	"\x13dev.wiggle.proto.v1B\vWiggleProtoP\x01Z8github.com/wiggle-engine/wiggle/sdk/go/wigglepb;wigglepbb\x06proto3"
 
 var (
 	file_wiggle_v1_wiggle_proto_rawDescOnce sync.Once

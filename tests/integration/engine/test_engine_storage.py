@@ -217,6 +217,8 @@ def test_a_schema_1_database_is_upgraded_to_2_keeping_its_instances(database_url
 
         def make_v1(conn):
             conn.exec_driver_sql("DROP TABLE wiggle_workers")
+            conn.exec_driver_sql("DROP INDEX ix_wiggle_instances_created")
+            conn.exec_driver_sql("ALTER TABLE wiggle_instances DROP COLUMN input")
             for column in ("activity", "report_seq", "released_lease"):
                 conn.exec_driver_sql(f"ALTER TABLE wiggle_tokens DROP COLUMN {column}")
             conn.execute(update(schema.schema_version).values(version=1))
@@ -231,7 +233,13 @@ def test_a_schema_1_database_is_upgraded_to_2_keeping_its_instances(database_url
         (task,) = e.poll(["default"], "w", 1)  # the v1 token is claimable after the upgrade
         assert task.instance_id == started.instance_id
         e.complete(task.task_id, task.lease, {"x": 2})
-        assert e.describe(started.instance_id).status is InstanceStatus.COMPLETED
+        done = e.describe(started.instance_id)
+        assert done.status is InstanceStatus.COMPLETED
+        assert done.input is None  # started before schema 2: its input was not kept
+        again = e.start("lin", {"x": 5})
+        (task,) = e.poll(["default"], "w", 1)
+        e.complete(task.task_id, task.lease, {"x": 6})
+        assert e.describe(again.instance_id).input == {"x": 5}  # kept past the end
     finally:
         e.close()
 

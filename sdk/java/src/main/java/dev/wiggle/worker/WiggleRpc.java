@@ -26,6 +26,8 @@ import dev.wiggle.proto.v1.PollTasksResponse;
 import dev.wiggle.proto.v1.RegisterDefinitionRequest;
 import dev.wiggle.proto.v1.RegisterDefinitionResponse;
 import dev.wiggle.proto.v1.ReleaseTaskRequest;
+import dev.wiggle.proto.v1.ReportBatchRequest;
+import dev.wiggle.proto.v1.ReportBatchResponse;
 import dev.wiggle.proto.v1.SignalInstanceRequest;
 import dev.wiggle.proto.v1.SignalInstanceResponse;
 import dev.wiggle.proto.v1.StartInstanceRequest;
@@ -87,13 +89,15 @@ public final class WiggleRpc {
       unary("Heartbeat", HeartbeatRequest.getDefaultInstance(), HeartbeatResponse.getDefaultInstance());
   public static final MethodDescriptor<AdvanceRunRequest, AdvanceRunResponse> ADVANCE_RUN =
       unary("AdvanceRun", AdvanceRunRequest.getDefaultInstance(), AdvanceRunResponse.getDefaultInstance());
+  public static final MethodDescriptor<ReportBatchRequest, ReportBatchResponse> REPORT_BATCH =
+      unary("ReportBatch", ReportBatchRequest.getDefaultInstance(), ReportBatchResponse.getDefaultInstance());
 
   /** Every method above. */
   public static final List<MethodDescriptor<?, ?>> ALL =
       List.of(REGISTER_DEFINITION, GET_DEFINITION, LIST_DEFINITIONS, START_INSTANCE,
           SIGNAL_INSTANCE, CANCEL_INSTANCE, DESCRIBE_INSTANCE, LIST_INSTANCES, WAIT_INSTANCE,
           POLL_TASKS, END_POLLS, LIST_WORKERS, COMPLETE_TASK, FAIL_TASK, RELEASE_TASK, HEARTBEAT,
-          ADVANCE_RUN);
+          ADVANCE_RUN, REPORT_BATCH);
 
   private WiggleRpc() {}
 

@@ -231,6 +231,31 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_wiggle_v1_AdvanceRunResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_wiggle_v1_TaskReport_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_wiggle_v1_TaskReport_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_wiggle_v1_ReportBatchRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_wiggle_v1_ReportBatchRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_wiggle_v1_ReportError_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_wiggle_v1_ReportError_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_wiggle_v1_TaskReportAnswer_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_wiggle_v1_TaskReportAnswer_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_wiggle_v1_ReportBatchResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_wiggle_v1_ReportBatchResponse_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -359,60 +384,77 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
       "\003\"\220\001\n\022AdvanceRunResponse\0222\n\017instance_sta" +
       "tus\030\001 \001(\0162\031.wiggle.v1.InstanceStatus\022\033\n\023" +
       "lease_expires_at_ms\030\002 \001(\003\022\022\n\nkeep_going\030" +
-      "\003 \001(\010\022\025\n\rserver_now_ms\030\004 \001(\003*\324\002\n\tErrorCo" +
-      "de\022\032\n\026ERROR_CODE_UNSPECIFIED\020\000\022\020\n\014FLOW_I" +
-      "NVALID\020\001\022\030\n\024DEFINITION_NOT_FOUND\020\002\022\026\n\022IN" +
-      "STANCE_NOT_FOUND\020\003\022\022\n\016INPUT_REJECTED\020\004\022\023" +
-      "\n\017INVALID_REQUEST\020\005\022\016\n\nWRONG_PATH\020\006\022\017\n\013S" +
-      "TALE_LEASE\020\007\022\030\n\024INSTANCE_NOT_RUNNING\020\010\022\025" +
-      "\n\021PAYLOAD_TOO_LARGE\020\t\022\023\n\017UNAUTHENTICATED" +
-      "\020\n\022\025\n\021PERMISSION_DENIED\020\013\022\026\n\022SIGNAL_NOT_" +
-      "AWAITED\020\014\022\017\n\013UNAVAILABLE\020\r\022\027\n\023REPORT_OUT" +
-      "_OF_ORDER\020\016*i\n\rExecutionMode\022\036\n\032EXECUTIO" +
-      "N_MODE_UNSPECIFIED\020\000\022\n\n\006SERVER\020\001\022\016\n\nLOCA" +
-      "L_SYNC\020\002\022\017\n\013LOCAL_ASYNC\020\003\022\013\n\007DEFAULT\020\004*h" +
-      "\n\016InstanceStatus\022\037\n\033INSTANCE_STATUS_UNSP" +
-      "ECIFIED\020\000\022\013\n\007RUNNING\020\001\022\r\n\tCOMPLETED\020\002\022\n\n" +
-      "\006FAILED\020\003\022\r\n\tCANCELLED\020\004*q\n\nTokenState\022\033" +
-      "\n\027TOKEN_STATE_UNSPECIFIED\020\000\022\t\n\005READY\020\001\022\n" +
-      "\n\006LEASED\020\002\022\013\n\007WAITING\020\003\022\014\n\010AWAITING\020\004\022\n\n" +
-      "\006JOINED\020\005\022\010\n\004DONE\020\0062\307\n\n\006Wiggle\022a\n\022Regist" +
-      "erDefinition\022$.wiggle.v1.RegisterDefinit" +
-      "ionRequest\032%.wiggle.v1.RegisterDefinitio" +
-      "nResponse\022G\n\rGetDefinition\022\037.wiggle.v1.G" +
-      "etDefinitionRequest\032\025.wiggle.v1.Definiti" +
-      "on\022X\n\017ListDefinitions\022!.wiggle.v1.ListDe" +
-      "finitionsRequest\032\".wiggle.v1.ListDefinit" +
-      "ionsResponse\022R\n\rStartInstance\022\037.wiggle.v" +
-      "1.StartInstanceRequest\032 .wiggle.v1.Start" +
-      "InstanceResponse\022U\n\016SignalInstance\022 .wig" +
-      "gle.v1.SignalInstanceRequest\032!.wiggle.v1" +
-      ".SignalInstanceResponse\022U\n\016CancelInstanc" +
-      "e\022 .wiggle.v1.CancelInstanceRequest\032!.wi" +
-      "ggle.v1.CancelInstanceResponse\022K\n\020Descri" +
-      "beInstance\022\".wiggle.v1.DescribeInstanceR" +
-      "equest\032\023.wiggle.v1.Instance\022R\n\rListInsta" +
-      "nces\022\037.wiggle.v1.ListInstancesRequest\032 ." +
-      "wiggle.v1.ListInstancesResponse\022C\n\014WaitI" +
-      "nstance\022\036.wiggle.v1.WaitInstanceRequest\032" +
-      "\023.wiggle.v1.Instance\022F\n\tPollTasks\022\033.wigg" +
-      "le.v1.PollTasksRequest\032\034.wiggle.v1.PollT" +
-      "asksResponse\022C\n\010EndPolls\022\032.wiggle.v1.End" +
-      "PollsRequest\032\033.wiggle.v1.EndPollsRespons" +
-      "e\022L\n\013ListWorkers\022\035.wiggle.v1.ListWorkers" +
-      "Request\032\036.wiggle.v1.ListWorkersResponse\022" +
-      "M\n\014CompleteTask\022\036.wiggle.v1.CompleteTask" +
-      "Request\032\035.wiggle.v1.TaskReportResponse\022E" +
-      "\n\010FailTask\022\032.wiggle.v1.FailTaskRequest\032\035" +
-      ".wiggle.v1.TaskReportResponse\022K\n\013Release" +
-      "Task\022\035.wiggle.v1.ReleaseTaskRequest\032\035.wi" +
-      "ggle.v1.TaskReportResponse\022F\n\tHeartbeat\022" +
-      "\033.wiggle.v1.HeartbeatRequest\032\034.wiggle.v1" +
-      ".HeartbeatResponse\022I\n\nAdvanceRun\022\034.wiggl" +
-      "e.v1.AdvanceRunRequest\032\035.wiggle.v1.Advan" +
-      "ceRunResponseB^\n\023dev.wiggle.proto.v1B\013Wi" +
-      "ggleProtoP\001Z8github.com/wiggle-engine/wi" +
-      "ggle/sdk/go/wigglepb;wigglepbb\006proto3"
+      "\003 \001(\010\022\025\n\rserver_now_ms\030\004 \001(\003\"\331\001\n\nTaskRep" +
+      "ort\0222\n\010complete\030\001 \001(\0132\036.wiggle.v1.Comple" +
+      "teTaskRequestH\000\022*\n\004fail\030\002 \001(\0132\032.wiggle.v" +
+      "1.FailTaskRequestH\000\022/\n\007advance\030\003 \001(\0132\034.w" +
+      "iggle.v1.AdvanceRunRequestH\000\0220\n\007release\030" +
+      "\004 \001(\0132\035.wiggle.v1.ReleaseTaskRequestH\000B\010" +
+      "\n\006report\"<\n\022ReportBatchRequest\022&\n\007report" +
+      "s\030\001 \003(\0132\025.wiggle.v1.TaskReport\"G\n\013Report" +
+      "Error\022\023\n\013status_code\030\001 \001(\005\022\022\n\nerror_code" +
+      "\030\002 \001(\t\022\017\n\007message\030\003 \001(\t\"\246\001\n\020TaskReportAn" +
+      "swer\022-\n\004task\030\001 \001(\0132\035.wiggle.v1.TaskRepor" +
+      "tResponseH\000\0220\n\007advance\030\002 \001(\0132\035.wiggle.v1" +
+      ".AdvanceRunResponseH\000\022\'\n\005error\030\003 \001(\0132\026.w" +
+      "iggle.v1.ReportErrorH\000B\010\n\006answer\"C\n\023Repo" +
+      "rtBatchResponse\022,\n\007answers\030\001 \003(\0132\033.wiggl" +
+      "e.v1.TaskReportAnswer*\324\002\n\tErrorCode\022\032\n\026E" +
+      "RROR_CODE_UNSPECIFIED\020\000\022\020\n\014FLOW_INVALID\020" +
+      "\001\022\030\n\024DEFINITION_NOT_FOUND\020\002\022\026\n\022INSTANCE_" +
+      "NOT_FOUND\020\003\022\022\n\016INPUT_REJECTED\020\004\022\023\n\017INVAL" +
+      "ID_REQUEST\020\005\022\016\n\nWRONG_PATH\020\006\022\017\n\013STALE_LE" +
+      "ASE\020\007\022\030\n\024INSTANCE_NOT_RUNNING\020\010\022\025\n\021PAYLO" +
+      "AD_TOO_LARGE\020\t\022\023\n\017UNAUTHENTICATED\020\n\022\025\n\021P" +
+      "ERMISSION_DENIED\020\013\022\026\n\022SIGNAL_NOT_AWAITED" +
+      "\020\014\022\017\n\013UNAVAILABLE\020\r\022\027\n\023REPORT_OUT_OF_ORD" +
+      "ER\020\016*i\n\rExecutionMode\022\036\n\032EXECUTION_MODE_" +
+      "UNSPECIFIED\020\000\022\n\n\006SERVER\020\001\022\016\n\nLOCAL_SYNC\020" +
+      "\002\022\017\n\013LOCAL_ASYNC\020\003\022\013\n\007DEFAULT\020\004*h\n\016Insta" +
+      "nceStatus\022\037\n\033INSTANCE_STATUS_UNSPECIFIED" +
+      "\020\000\022\013\n\007RUNNING\020\001\022\r\n\tCOMPLETED\020\002\022\n\n\006FAILED" +
+      "\020\003\022\r\n\tCANCELLED\020\004*q\n\nTokenState\022\033\n\027TOKEN" +
+      "_STATE_UNSPECIFIED\020\000\022\t\n\005READY\020\001\022\n\n\006LEASE" +
+      "D\020\002\022\013\n\007WAITING\020\003\022\014\n\010AWAITING\020\004\022\n\n\006JOINED" +
+      "\020\005\022\010\n\004DONE\020\0062\225\013\n\006Wiggle\022a\n\022RegisterDefin" +
+      "ition\022$.wiggle.v1.RegisterDefinitionRequ" +
+      "est\032%.wiggle.v1.RegisterDefinitionRespon" +
+      "se\022G\n\rGetDefinition\022\037.wiggle.v1.GetDefin" +
+      "itionRequest\032\025.wiggle.v1.Definition\022X\n\017L" +
+      "istDefinitions\022!.wiggle.v1.ListDefinitio" +
+      "nsRequest\032\".wiggle.v1.ListDefinitionsRes" +
+      "ponse\022R\n\rStartInstance\022\037.wiggle.v1.Start" +
+      "InstanceRequest\032 .wiggle.v1.StartInstanc" +
+      "eResponse\022U\n\016SignalInstance\022 .wiggle.v1." +
+      "SignalInstanceRequest\032!.wiggle.v1.Signal" +
+      "InstanceResponse\022U\n\016CancelInstance\022 .wig" +
+      "gle.v1.CancelInstanceRequest\032!.wiggle.v1" +
+      ".CancelInstanceResponse\022K\n\020DescribeInsta" +
+      "nce\022\".wiggle.v1.DescribeInstanceRequest\032" +
+      "\023.wiggle.v1.Instance\022R\n\rListInstances\022\037." +
+      "wiggle.v1.ListInstancesRequest\032 .wiggle." +
+      "v1.ListInstancesResponse\022C\n\014WaitInstance" +
+      "\022\036.wiggle.v1.WaitInstanceRequest\032\023.wiggl" +
+      "e.v1.Instance\022F\n\tPollTasks\022\033.wiggle.v1.P" +
+      "ollTasksRequest\032\034.wiggle.v1.PollTasksRes" +
+      "ponse\022C\n\010EndPolls\022\032.wiggle.v1.EndPollsRe" +
+      "quest\032\033.wiggle.v1.EndPollsResponse\022L\n\013Li" +
+      "stWorkers\022\035.wiggle.v1.ListWorkersRequest" +
+      "\032\036.wiggle.v1.ListWorkersResponse\022M\n\014Comp" +
+      "leteTask\022\036.wiggle.v1.CompleteTaskRequest" +
+      "\032\035.wiggle.v1.TaskReportResponse\022E\n\010FailT" +
+      "ask\022\032.wiggle.v1.FailTaskRequest\032\035.wiggle" +
+      ".v1.TaskReportResponse\022K\n\013ReleaseTask\022\035." +
+      "wiggle.v1.ReleaseTaskRequest\032\035.wiggle.v1" +
+      ".TaskReportResponse\022F\n\tHeartbeat\022\033.wiggl" +
+      "e.v1.HeartbeatRequest\032\034.wiggle.v1.Heartb" +
+      "eatResponse\022I\n\nAdvanceRun\022\034.wiggle.v1.Ad" +
+      "vanceRunRequest\032\035.wiggle.v1.AdvanceRunRe" +
+      "sponse\022L\n\013ReportBatch\022\035.wiggle.v1.Report" +
+      "BatchRequest\032\036.wiggle.v1.ReportBatchResp" +
+      "onseB^\n\023dev.wiggle.proto.v1B\013WiggleProto" +
+      "P\001Z8github.com/wiggle-engine/wiggle/sdk/" +
+      "go/wigglepb;wigglepbb\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -664,6 +706,36 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_AdvanceRunResponse_descriptor,
         new java.lang.String[] { "InstanceStatus", "LeaseExpiresAtMs", "KeepGoing", "ServerNowMs", });
+    internal_static_wiggle_v1_TaskReport_descriptor =
+      getDescriptor().getMessageType(39);
+    internal_static_wiggle_v1_TaskReport_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_wiggle_v1_TaskReport_descriptor,
+        new java.lang.String[] { "Complete", "Fail", "Advance", "Release", "Report", });
+    internal_static_wiggle_v1_ReportBatchRequest_descriptor =
+      getDescriptor().getMessageType(40);
+    internal_static_wiggle_v1_ReportBatchRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_wiggle_v1_ReportBatchRequest_descriptor,
+        new java.lang.String[] { "Reports", });
+    internal_static_wiggle_v1_ReportError_descriptor =
+      getDescriptor().getMessageType(41);
+    internal_static_wiggle_v1_ReportError_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_wiggle_v1_ReportError_descriptor,
+        new java.lang.String[] { "StatusCode", "ErrorCode", "Message", });
+    internal_static_wiggle_v1_TaskReportAnswer_descriptor =
+      getDescriptor().getMessageType(42);
+    internal_static_wiggle_v1_TaskReportAnswer_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_wiggle_v1_TaskReportAnswer_descriptor,
+        new java.lang.String[] { "Task", "Advance", "Error", "Answer", });
+    internal_static_wiggle_v1_ReportBatchResponse_descriptor =
+      getDescriptor().getMessageType(43);
+    internal_static_wiggle_v1_ReportBatchResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_wiggle_v1_ReportBatchResponse_descriptor,
+        new java.lang.String[] { "Answers", });
     descriptor.resolveAllFeaturesImmutable();
   }
 
