@@ -187,6 +187,8 @@ def _report_single(
             if ask:
                 request.next.worker_id = env.worker_id
                 request.next.queues.extend(env.queues)
+                # Like PollTasks: the server leases only a next task this worker can run.
+                request.next.activities.extend(env.registry.names())
             response = env.rpc.call("CompleteTask", request, retry_for=_retry_window(lease))
             if ask and response.HasField("next_task"):
                 return response.next_task  # type: ignore[no-any-return]

@@ -487,3 +487,16 @@ def test_a_predicate_returning_a_non_boolean_is_reported_for_the_server_to_fail(
     assert h.stub.batches() == [(["s0", "keep"], True, "step_failed")]
     step_result = h.stub.requests("AdvanceRun")[0].steps[1]
     assert step_result.WhichOneof("outcome") == "context" and step_result.context == b'"yes"'
+
+
+def test_server_mode_asks_for_next_with_its_activities(harness):
+    executed: list[str] = []
+    h = harness(linear("SERVER", 2), counting_registry(2, executed), queues=("default", "q2"))
+    h.env.worker_id = "w-1"
+    run_task(h.env, h.task(ctx={}))
+    [complete] = h.stub.requests("CompleteTask")
+    assert complete.HasField("next")
+    assert complete.next.worker_id == "w-1"
+    assert list(complete.next.queues) == ["default", "q2"]
+    # The server leases a next task only for an activity the worker has (as PollTasks does).
+    assert sorted(complete.next.activities) == ["s0", "s1"]
