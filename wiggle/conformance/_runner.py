@@ -20,6 +20,7 @@ not just where the instance ended.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -379,7 +380,9 @@ def _execute_run(session: _Session, case: Case, run: Run, version: str) -> RunRe
         now = time.monotonic()
         if expect.status == "RUNNING" and not pending and now - t0 > 0.5:
             counts = watch.counts()
-            if all(counts.get(k, 0) >= c.min for k, c in expected_steps.items()):
+            # Parked: the steps have run and no token is leased (its report is not in yet).
+            parked = not any(str(t.state) == "LEASED" for t in view.tokens)
+            if parked and all(counts.get(k, 0) >= c.min for k, c in expected_steps.items()):
                 break
         if now > deadline:
             break
@@ -520,11 +523,27 @@ def _run_case(session: _Session, case: Case, versions: dict[str, str]) -> list[R
 
 
 def _run_mode(
-    session: _Session, cases: Sequence[Case], options: RunnerOptions, busy: threading.Lock
+    session: _Session,
+    cases: Sequence[Case],
+    options: RunnerOptions,
+    busy: threading.Lock,
+    barrier: threading.Barrier,
 ) -> list[RunResult]:
-    """One session: deploy, the plain cases many at once, then the others one at a time. `busy`
-    is held for the busy part (deploying, the plain cases), so that sessions running at once
-    overlap only their faulty cases, which mostly wait."""
+    """One session: deploy, the plain cases many at once, then the others one at a time.
+
+    `busy` is held for the busy part (deploying, the plain cases), and `barrier` holds every
+    session's faulty cases back until all the busy parts are done: sessions running at once
+    overlap only their faulty cases, which mostly wait, and never slow down a plain case whose
+    timing is judged (a retry's backoff, a timer)."""
+    arrived = False
+
+    def arrive() -> None:
+        nonlocal arrived
+        if not arrived:
+            arrived = True
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait()
+
     versions: dict[str, str] = {}
     results: list[RunResult] = []
     lock = threading.Lock()
@@ -538,52 +557,69 @@ def _run_mode(
 
     # One worker for the session: starting and draining a process per case costs seconds each,
     # and the phases keep a kill from reaching any case but the one that asked for it.
-    with session.worker_process("session"):
-        with busy:
-            for case in cases:
-                try:
-                    versions[case.id] = session.deploy(case)
-                except Exception as exc:  # a flow the server refuses fails its case only
-                    report(
-                        [
-                            RunResult(
-                                case.id, r.index, session.mode, session.database, [f"deploy: {exc}"]
-                            )
-                            for r in case.runs
-                        ]
-                    )
-            plain = [c for c in cases if not c.has_faults and c.id in versions]
-            if plain:
-                with ThreadPoolExecutor(options.parallel) as pool:
-                    for batch in pool.map(lambda c: _run_case(session, c, versions), plain):
-                        report(batch)
-        faulty = [c for c in cases if c.has_faults and c.id in versions]
-        for case in faulty:
-            report(_run_case(session, case, versions))
+    try:
+        with session.worker_process("session"):
+            _busy_part(session, cases, options, busy, versions, report)
+            arrive()
+            for case in [c for c in cases if c.has_faults and c.id in versions]:
+                report(_run_case(session, case, versions))
+    finally:
+        arrive()  # a session that failed early must not hold the others back
     return results
+
+
+def _busy_part(
+    session: _Session,
+    cases: Sequence[Case],
+    options: RunnerOptions,
+    busy: threading.Lock,
+    versions: dict[str, str],
+    report: Callable[[list[RunResult]], None],
+) -> None:
+    """Deploy every case's flows, then run the plain cases many at once."""
+    with busy:
+        for case in cases:
+            try:
+                versions[case.id] = session.deploy(case)
+            except Exception as exc:  # a flow the server refuses fails its case only
+                report(
+                    [
+                        RunResult(
+                            case.id, r.index, session.mode, session.database, [f"deploy: {exc}"]
+                        )
+                        for r in case.runs
+                    ]
+                )
+        plain = [c for c in cases if not c.has_faults and c.id in versions]
+        if plain:
+            with ThreadPoolExecutor(options.parallel) as pool:
+                for batch in pool.map(lambda c: _run_case(session, c, versions), plain):
+                    report(batch)
 
 
 def run_corpus(cases: Sequence[Case], options: RunnerOptions) -> list[RunResult]:
     """Every case under every mode on every database. The sessions of one database (one per
-    mode, each with its own database, server and workers) run at once, taking turns for their
-    busy part: the rest is mostly waiting, on leases to expire and timers to fire, one faulty
-    case after another, and those waits overlap."""
+    mode, each with its own database, server and workers) run at once: their busy parts one
+    after another, then their faulty cases side by side. Those mostly wait, on leases to expire
+    and timers to fire, one case after another, and the waits overlap."""
     results: list[RunResult] = []
     busy = threading.Lock()
     with tempfile.TemporaryDirectory(prefix="wiggle-conformance-") as tmp:
         for spec in options.databases:
             with fresh_databases(spec) as new_database:
-                sessions = [(mode, new_database(), database_label(spec)) for mode in options.modes]
+                width = len(options.modes) if options.modes_at_once else 1
+                barrier = threading.Barrier(width)
+                label = database_label(spec)
+                sessions = [(mode, new_database(), label, barrier) for mode in options.modes]
 
-                def session_of(plan: tuple[str, str, str]) -> list[RunResult]:
-                    mode, url, label = plan
+                def session_of(plan: tuple[str, str, str, threading.Barrier]) -> list[RunResult]:
+                    mode, url, label, barrier = plan
                     session = _Session(url, mode, label, options, Path(tmp))
                     try:
-                        return _run_mode(session, cases, options, busy)
+                        return _run_mode(session, cases, options, busy, barrier)
                     finally:
                         session.close()
 
-                width = len(sessions) if options.modes_at_once else 1
                 with ThreadPoolExecutor(width, thread_name_prefix="conformance-mode") as pool:
                     for batch in pool.map(session_of, sessions):
                         results += batch
