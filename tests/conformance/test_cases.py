@@ -60,7 +60,7 @@ def test_case_validates_and_names_real_nodes(path: Path):
             if node["kind"] == "subflow" and node["version"] is not None:
                 assert node["version"] in versions, f"stale pin {node['version']}"
     for run in case.runs:
-        named = set(run.expect.steps)
+        named = set(run.expect.steps) | set(run.expect.retry_delays_ms)
         for steps in run.expect.steps_by_mode.values():
             named |= set(steps)
         moments = [s.when for s in run.signals] + [f.when for f in run.faults]

@@ -92,3 +92,24 @@ def test_the_trace_reader_keeps_partial_lines_and_skips_torn_ones(tmp_path):
         f.write(line[20:] + b"\n" + b"{torn\n")
     assert trace.refresh() == 2
     assert [(t.seq, t.node_id) for t in trace.since(1)] == [(1, "a")]
+
+
+def test_retry_delays_are_judged_from_the_step_retried_events():
+    from types import SimpleNamespace
+
+    from wiggle.conformance._check import check_retry_delays
+
+    def retried(node: str, delay: int) -> SimpleNamespace:
+        return SimpleNamespace(kind="step_retried", node_id=node, detail={"delay_ms": delay})
+
+    other = SimpleNamespace(kind="step_failed", node_id="a", detail={"message": "x"})
+    events = [other, retried("a", 50), other, retried("a", 100), retried("b", 10)]
+    assert check_retry_delays({"a": [50, 100]}, events) == []
+    assert check_retry_delays({"a": [50, 200], "c": []}, events) == [
+        "retries of a waited [50, 100] ms; expected [50, 200]"
+    ]
+    # A node expected to retry that never did, and one expected never to retry that did.
+    assert check_retry_delays({"c": [50], "b": []}, events) == [
+        "retries of b waited [10] ms; expected []",
+        "retries of c waited [] ms; expected [50]",
+    ]

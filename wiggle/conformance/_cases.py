@@ -116,6 +116,7 @@ class Expect:
     start_error: str | None
     reports: dict[str, list[str]] = field(default_factory=dict)  # mode -> expected reports
     settle_ms: int | None = None  # how long to watch after the end (None: the runner's default)
+    retry_delays_ms: dict[str, list[int]] = field(default_factory=dict)  # node -> backoffs
 
     def steps_for(self, mode: str) -> dict[str, Count]:
         return {**self.steps, **self.steps_by_mode.get(mode, {})}
@@ -138,6 +139,7 @@ class Expect:
             start_error=doc.get("start_error"),
             reports={m: list(r) for m, r in doc.get("reports", {}).items()},
             settle_ms=doc.get("settle_ms"),
+            retry_delays_ms={k: list(v) for k, v in doc.get("retry_delays_ms", {}).items()},
         )
 
 

@@ -11,7 +11,15 @@ import orjson
 
 from wiggle.conformance._cases import MISSING, Count, Expect
 
-__all__ = ["RunResult", "check_reports", "check_steps", "compare_modes", "json_equal", "show"]
+__all__ = [
+    "RunResult",
+    "check_reports",
+    "check_retry_delays",
+    "check_steps",
+    "compare_modes",
+    "json_equal",
+    "show",
+]
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -81,6 +89,22 @@ def check_reports(expected: Sequence[str], observed: Sequence[str]) -> list[str]
     problems += [f"missing report: {r}" for r in sorted(missing.elements())]
     problems += [f"unexpected report: {r}" for r in sorted(extra.elements())]
     return problems
+
+
+def check_retry_delays(expected: Mapping[str, Sequence[int]], events: Sequence[Any]) -> list[str]:
+    """The backoffs the server scheduled before each retry (the `delay_ms` of the instance's
+    step_retried events, in order), per node, against the case's. A retry policy judged from
+    what the engine decided, not from how long a loaded machine took."""
+    seen: dict[str, list[int]] = {}
+    for e in events:
+        if e.kind == "step_retried" and isinstance(e.detail, dict):
+            delay = e.detail.get("delay_ms")
+            seen.setdefault(e.node_id, []).append(delay if isinstance(delay, int) else -1)
+    return [
+        f"retries of {node} waited {seen.get(node, [])} ms; expected {list(delays)}"
+        for node, delays in sorted(expected.items())
+        if seen.get(node, []) != list(delays)
+    ]
 
 
 def check_outcome(expect: Expect, status: str, context: Any, reason: str) -> list[str]:

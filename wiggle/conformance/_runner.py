@@ -36,7 +36,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wiggle.conformance._cases import Case, Fault, Moment, Run
-from wiggle.conformance._check import RunResult, check_outcome, check_reports, check_steps, show
+from wiggle.conformance._check import (
+    RunResult,
+    check_outcome,
+    check_reports,
+    check_retry_delays,
+    check_steps,
+    show,
+)
 from wiggle.conformance._databases import database_label, fresh_databases
 from wiggle.conformance._orchestration import RunContext, check_orchestration, render_reports
 from wiggle.conformance._recorder import Recorder
@@ -426,6 +433,9 @@ def _execute_run(session: _Session, case: Case, run: Run, version: str) -> RunRe
             result.problems.append(f"took {took} ms; expected at least {expect.min_elapsed_ms}")
         if expect.max_elapsed_ms is not None and took > expect.max_elapsed_ms:
             result.problems.append(f"took {took} ms; expected at most {expect.max_elapsed_ms}")
+    if expect.retry_delays_ms:
+        events = client.describe(root, events=True).events
+        result.problems += check_retry_delays(expect.retry_delays_ms, events)
     if not view.status.finished:
         client.cancel(root, "conformance cleanup")
     reports: list[str] = []
