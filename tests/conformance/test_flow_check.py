@@ -79,3 +79,35 @@ def test_flow_needs_handlers(tmp_path: Path, capsys) -> None:
     code = main(["conformance", "--flow", flow])
     assert code != 0
     assert "--flow needs --handlers" in capsys.readouterr().err
+
+
+RACE = """\
+wiggle: 1
+name: flow-check-race
+steps:
+  - task: first
+  - await: go
+    timeout: 1ms
+    apply: took
+    on_timeout: [{task: timed_out}]
+"""
+
+
+def test_a_signal_due_when_a_step_starts_is_in_before_the_step_ends(tmp_path: Path) -> None:
+    # The await times out the moment it is reached, so the signal must be in (buffered) before
+    # `first` reports. It is sent as `first` starts, from the worker: no load on the machine can
+    # make it late. Sent from the checker's polling loop instead, it came after the timeout.
+    from wiggle.compiler import load_flow
+    from wiggle.conformance import FlowSignal, check_flow
+    from wiggle.conformance._cases import Moment
+    from wiggle.worker import Registry
+
+    registry = Registry()
+    registry.register(lambda ctx: {**ctx, "first": True}, "first")
+    registry.register(lambda arg: {**arg["context"], "signal": arg["signal"]}, "took")
+    registry.register(lambda ctx: {**ctx, "timed_out": True}, "timed_out")
+    signal = FlowSignal("go", 7, Moment.parse("started:first"))
+    check = check_flow(load_flow(RACE.encode()), registry, {}, signals=[signal])
+    assert check.agree, check.differences + [o.problem for o in check.outcomes]
+    for outcome in check.outcomes:
+        assert outcome.context == {"first": True, "signal": 7}, outcome.mode

@@ -50,7 +50,9 @@ AT_START = Moment("at_start")
 @dataclass(frozen=True)
 class FlowSignal:
     """A signal sent once its moment comes: `at_start` (buffered until awaited), `started:<node>`
-    (once that step of the flow has run in this run) or `AWAITING:<node>`."""
+    (as that step of the flow starts in this run: sent from the worker, before the handler runs,
+    so the signal is in before the step's result whatever the machine's load) or
+    `AWAITING:<node>` (once the runner sees the instance parked there)."""
 
     name: str
     payload: Any
@@ -116,11 +118,13 @@ def _queues(flows: Sequence[CompiledFlow]) -> set[str]:
 
 
 class _Counter:
-    """Wraps every handler of a registry to note each run by instance, flow and node."""
+    """Wraps every handler of a registry to note each run by instance, flow and node, and tells
+    `on_run` (instance id) before the handler runs."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.runs: list[tuple[str, str, str]] = []  # (instance id, flow, node)
+        self.on_run: Callable[[str], None] | None = None
 
     def wrap(self, registry: Registry) -> Registry:
         from wiggle.worker import Registry, step
@@ -137,6 +141,8 @@ class _Counter:
             info = step()
             with self._lock:
                 self.runs.append((info.instance_id, info.flow, info.node_id))
+            if self.on_run is not None:
+                self.on_run(info.instance_id)
 
         if is_async:
 
@@ -176,6 +182,8 @@ class _Live:
     outcome: ModeOutcome
     t0: float
     done: bool = False
+    #: Held while sending: the worker's threads (a step starting) and the runner's loop both do.
+    sending: threading.Lock = field(default_factory=threading.Lock)
 
 
 def _descendants(client: Client, root: str) -> set[str]:
@@ -228,18 +236,27 @@ def _run_mode(
         client = stack.enter_context(Client(address))
         for flow in {f.version: f for flows in variants for f in flows}.values():
             client.deploy(flow)
-        live: list[_Live] = []
-        for i, (plan, flows) in enumerate(zip(plans, variants, strict=True)):
+        # The same instance id in every mode (each has a database of its own), so a handler
+        # that builds an idempotency key from it returns the same context in each. Known before
+        # the start, so that a step starting at once already finds its run.
+        live = [
+            _Live(
+                p,
+                f"flowcheck-{i + 1}",
+                flows[-1].name,
+                list(p.signals),
+                ModeOutcome(mode, database),
+                0.0,
+            )
+            for i, (p, flows) in enumerate(zip(plans, variants, strict=True))
+        ]
+        by_root = {r.root: r for r in live}
+        counter.on_run = lambda instance: _step_started(client, counter, by_root.get(instance))
+        for r, flows in zip(live, variants, strict=True):
             main = flows[-1]
-            # The same instance id in every mode (each has a database of its own), so a handler
-            # that builds an idempotency key from it returns the same context in each.
-            root = client.start(
-                main.name, plan.value, version=main.version, instance_id=f"flowcheck-{i + 1}"
-            ).instance_id
-            r = _Live(plan, root, main.name, list(plan.signals), ModeOutcome(mode, database), 0.0)
+            client.start(main.name, r.plan.value, version=main.version, instance_id=r.root)
             r.t0 = time.monotonic()
             _send_due(client, counter, r)  # at_start: right after its own start
-            live.append(r)
         deadline = time.monotonic() + deadline_s
         while not all(r.done for r in live):
             for r in live:
@@ -253,21 +270,28 @@ def _run_mode(
     return [r.outcome for r in live]
 
 
+def _step_started(client: Client, counter: _Counter, r: _Live | None) -> None:
+    """A step of the run is about to start (in a worker thread): send what that makes due."""
+    if r is not None and r.pending and r.pending[0].when.kind == "started":
+        _send_due(client, counter, r)
+
+
 def _send_due(client: Client, counter: _Counter, r: _Live) -> None:
     """Send the run's signals whose moment has come, in order."""
-    while r.pending:
-        when = r.pending[0].when
-        if when.kind == "at_start":
-            due = True
-        elif when.kind == "started":
-            due = when.key in counter.counts({r.root}, r.root_flow)
-        else:
-            tokens = client.describe(r.root).tokens
-            due = any(t.node_id == when.node and str(t.state) == when.kind for t in tokens)
-        if not due:
-            break
-        signal = r.pending.pop(0)
-        client.signal(r.root, signal.name, signal.payload)
+    with r.sending:
+        while r.pending:
+            when = r.pending[0].when
+            if when.kind == "at_start":
+                due = True
+            elif when.kind == "started":
+                due = when.key in counter.counts({r.root}, r.root_flow)
+            else:
+                tokens = client.describe(r.root).tokens
+                due = any(t.node_id == when.node and str(t.state) == when.kind for t in tokens)
+            if not due:
+                break
+            signal = r.pending.pop(0)
+            client.signal(r.root, signal.name, signal.payload)
 
 
 def _step(client: Client, counter: _Counter, r: _Live, deadline: float, deadline_s: float) -> None:
