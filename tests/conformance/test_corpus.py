@@ -19,6 +19,8 @@ from wiggle.conformance import (
     run_corpus,
     summarise,
 )
+from wiggle.conformance._databases import fresh_databases
+from wiggle.conformance._session import MAIN_QUEUES, SIDE_QUEUES, Session
 
 # Three modes on one database take about two minutes on a two-core machine.
 CORPUS_TIMEOUT_S = 900
@@ -99,40 +101,17 @@ def test_the_runner_reports_a_step_run_too_often(tmp_path: Path, capsys):
     assert out.splitlines()[-1] == "0 passed, 1 failed"
 
 
-SLOW_BOOT = """\
-id: slow/boot
-description: One quick step, with a bound on the elapsed time.
-flow:
-  wiggle: 1
-  name: slow-boot
-  steps:
-    - {task: append, id: a}
-runs:
-  - input: {}
-    expect:
-      status: COMPLETED
-      context: {trail: [a]}
-      steps: {a: 1}
-      max_elapsed_ms: 2000
-"""
-
-
-def test_a_slow_starting_worker_is_not_charged_its_boot(tmp_path: Path, capsys):
-    # A worker whose runtime takes seconds to start (a JVM) polls late. The runner waits for its
-    # first poll before it starts a case; before it did, this case failed on its time bound.
-    (tmp_path / "slow.yaml").write_text(SLOW_BOOT)
-    worker = f"sh -c 'sleep 3; exec {PYTHON_WORKER}'"
-    code = main(
-        [
-            "conformance",
-            "--modes",
-            "SERVER",
-            "--cases",
-            str(tmp_path / "*.yaml"),
-            "--worker",
-            worker,
-        ]
-    )
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert out.splitlines()[-1] == "1 passed, 0 failed"
+def test_a_slow_starting_worker_is_waited_for_before_any_case(tmp_path: Path):
+    # A worker whose runtime takes seconds to start (a JVM) polls late. The session waits for
+    # the first poll of each of its workers before it lets a case start; before it did, a case's
+    # clock ran while the worker booted.
+    worker = f"sh -c 'sleep 2; exec {PYTHON_WORKER}'"
+    options = RunnerOptions(modes=["SERVER"], databases=["sqlite"], worker=worker)
+    with fresh_databases("sqlite") as new_database:
+        session = Session(new_database(), "SERVER", "sqlite", options, tmp_path)
+        try:
+            with session.worker_process("slow-boot"):
+                assert session.recorder.polls_seen(tuple(MAIN_QUEUES.split(","))) >= 1
+                assert session.recorder.polls_seen((SIDE_QUEUES,)) >= 1
+        finally:
+            session.close()

@@ -111,7 +111,6 @@ class Expect:
     steps_by_mode: dict[str, dict[str, Count]]
     children: dict[str, str]
     min_elapsed_ms: int
-    max_elapsed_ms: int | None
     deadline_s: float
     start_error: str | None
     reports: dict[str, list[str]] = field(default_factory=dict)  # mode -> expected reports
@@ -134,7 +133,6 @@ class Expect:
             steps_by_mode={m: counts(s) for m, s in doc.get("steps_by_mode", {}).items()},
             children=dict(doc.get("children", {})),
             min_elapsed_ms=int(doc.get("min_elapsed_ms", 0)),
-            max_elapsed_ms=doc.get("max_elapsed_ms"),
             deadline_s=float(doc.get("deadline_s", 30)),
             start_error=doc.get("start_error"),
             reports={m: list(r) for m, r in doc.get("reports", {}).items()},

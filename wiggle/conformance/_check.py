@@ -58,6 +58,9 @@ class RunResult:
     optional: frozenset[str] = frozenset()  # nodes the case allows not to run (min 0)
     instance_id: str = ""
     seconds: float = 0.0
+    #: Why the machine, not the worker, spoiled this try (_spoiled); None when it did not.
+    spoiled: str | None = None
+    notes: list[str] = field(default_factory=list)  # e.g. earlier tries that were spoiled
 
     @property
     def passed(self) -> bool:

@@ -21,6 +21,7 @@ class Row:
     database: str
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # not failures: e.g. a spoiled try run again
 
     @property
     def passed(self) -> bool:
@@ -33,6 +34,7 @@ class Row:
             "database": self.database,
             "result": "pass" if self.passed else "fail",
             "problems": self.problems,
+            "notes": self.notes,
             "seconds": round(self.seconds, 3),
         }
 
@@ -43,6 +45,7 @@ def summarise(results: Sequence[RunResult]) -> list[Row]:
     for r in results:
         row = rows.setdefault((r.case_id, r.mode, r.database), Row(r.case_id, r.mode, r.database))
         row.problems += [f"run {r.run}: {p}" for p in r.problems]
+        row.notes += [f"run {r.run}: {n}" for n in r.notes]
         row.seconds += r.seconds
         by_run[(r.case_id, r.database, r.run)].append(r)
     agree: dict[tuple[str, str], Row] = {}
@@ -73,4 +76,6 @@ def format_table(rows: Sequence[Row]) -> str:
         )
         for p in r.problems:
             lines.append(f"{'':<{width}}    - {p}")
+        for n in r.notes:
+            lines.append(f"{'':<{width}}    ~ {n}")
     return "\n".join(lines)

@@ -51,13 +51,20 @@ class WorkerProcess:
         self._signal(signal.SIGKILL)
         self._reap(5.0)
 
-    def pause(self, ms: int) -> None:
-        """Freeze every thread (heartbeats included) for `ms`, then let it go on."""
+    def freeze(self) -> None:
+        """Freeze every thread (heartbeats included) until `thaw`."""
         self._signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def pause(self, ms: int) -> None:
+        """Freeze for `ms`, then let it go on."""
+        self.freeze()
         try:
             time.sleep(ms / 1000)
         finally:
-            self._signal(signal.SIGCONT)
+            self.thaw()
 
     def stop(self, grace_s: float = 10.0) -> None:
         """A graceful stop (SIGTERM drains), then SIGKILL if it takes longer than `grace_s`."""

@@ -1,0 +1,125 @@
+"""Whether the machine, rather than the worker, spoiled a run: the verdict must not hang on time.
+
+A case can only say what must happen if its faults land where it aims them and if the leases it
+does not disturb hold. On a loaded machine neither is certain: the runner may see a step start
+only after it has ended, and a starved worker may miss the heartbeats of a lease it keeps
+perfectly well. So the runner judges, from the record (the trace, the tasks handed out, the
+reports, the instance's events) rather than from a clock, whether a failed run tested what it
+meant to, and runs it again if not (`_runner`). Two things spoil a run:
+
+- a kill, a pause or a cancel aimed at a `hold` step (the slow step that the crash cases use to
+  have a step in flight) that landed after that step had ended: its result was reported before
+  the fault, or the run had moved on to the step after it;
+- a lease that expired where no fault explains it: no fault, or more expiries than the leases a
+  kill took down. (A pause is left out: a frozen worker's open poll may take a lease with it.)
+
+A worker that breaks either by itself (reports a hold before it has held, lets every lease lapse)
+spoils every try and fails: the runner tries a few times, then reports the run as not judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from wiggle.conformance._cases import Moment
+from wiggle.conformance._recorder import Call, Delivery
+from wiggle.conformance._trace import TraceLine
+from wiggle.graph import Graph, Task
+
+__all__ = ["Landed", "late_landings", "spoiled", "unexplained_lapses"]
+
+
+@dataclass(frozen=True)
+class Landed:
+    """A fault or cancel as it landed."""
+
+    action: str  # "kill", "pause", "term" or "cancel"
+    when: Moment  # the moment it was aimed at
+    at: float  # time.monotonic(), the recorder's clock: a kill's process is dead by then
+    lines: int  # how many trace lines had been written by then
+
+
+def _final(call: Call) -> bool:
+    """An applied report that ended its lease."""
+    if call.rpc == "AdvanceRun":
+        return call.ok and call.final
+    return call.ok and call.rpc in ("CompleteTask", "FailTask", "ReleaseTask")
+
+
+def _carries(call: Call, delivery: Delivery, node: str) -> bool:
+    """Whether an applied report of `delivery` reports a result of `node`."""
+    if not call.ok:
+        return False
+    if call.rpc == "CompleteTask":
+        return delivery.node_id == node
+    return call.rpc == "AdvanceRun" and any(s.node_id == node for s in call.steps)
+
+
+def late_landings(
+    landed: Sequence[Landed],
+    graph: Graph,
+    root: str,
+    lines: Sequence[TraceLine],
+    deliveries: Sequence[Delivery],
+    calls: Sequence[Call],
+) -> list[str]:
+    """The faults and cancels aimed at a hold step of the flow under test that landed after the
+    step had ended. `lines` are the run's trace lines, `deliveries` and `calls` the recorder's."""
+    found = []
+    for fault in landed:
+        node = graph.nodes.get(fault.when.key) if fault.when.kind == "started" else None
+        if fault.action == "term" or not isinstance(node, Task) or node.activity != "hold":
+            continue
+        moved_on = any(
+            line.seq < fault.lines and line.instance_id == root and line.node_id == node.next
+            for line in lines
+        )
+        # A kill or pause stops the worker at `at`: whatever it reported was sent before. A
+        # cancel refuses what comes after it, so only a report answered before it counts.
+        before = {d.lease: d for d in deliveries if d.instance_id == root and d.at < fault.at}
+        reported = any(
+            _carries(c, before[c.lease], node.id)
+            for c in calls
+            if c.lease in before and (fault.action != "cancel" or c.at < fault.at)
+        )
+        if moved_on or reported:
+            how = f"{node.next} had started" if moved_on else f"{node.id} had been reported"
+            found.append(f"the {fault.action} at {fault.when} landed after {node.id} ended ({how})")
+    return found
+
+
+def unexplained_lapses(
+    landed: Sequence[Landed], lapses: int, deliveries: Sequence[Delivery], calls: Sequence[Call]
+) -> str | None:
+    """`lapses` leases of the run expired (its lease_expired events): more than its kills took
+    down (the leases the killed worker held, not yet ended by a final report)?"""
+    if lapses == 0 or any(f.action == "pause" for f in landed):
+        return None
+    ended = {c.lease for c in calls if _final(c)}
+    allowed = sum(
+        1
+        for fault in landed
+        if fault.action == "kill"
+        for d in deliveries
+        if d.at < fault.at and d.lease not in ended
+    )
+    if lapses <= allowed:
+        return None
+    return f"{lapses - allowed} lease(s) expired that no fault explains"
+
+
+def spoiled(
+    landed: Sequence[Landed],
+    graph: Graph,
+    root: str,
+    lines: Sequence[TraceLine],
+    deliveries: Sequence[Delivery],
+    calls: Sequence[Call],
+    lapses: int,
+) -> str | None:
+    """Why the machine spoiled the run, or None."""
+    reasons = late_landings(landed, graph, root, lines, deliveries, calls)
+    lapsed = unexplained_lapses(landed, lapses, deliveries, calls)
+    reasons += [lapsed] if lapsed else []
+    return "; ".join(reasons) or None
