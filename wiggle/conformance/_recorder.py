@@ -31,6 +31,7 @@ _WATCHED = frozenset(
 #: The RPC each TaskReport field of a ReportBatch stands for.
 _BATCHED = {"complete": "CompleteTask", "fail": "FailTask", "advance": "AdvanceRun"}
 _BATCHED["release"] = "ReleaseTask"
+_LEASED = frozenset({*REPORTS, "Heartbeat"})
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,15 @@ def _steps_of(method: str, request: Any) -> tuple[StepSeen, ...]:
     return ()
 
 
+def _leases_of(method: str, request: Any) -> list[str]:
+    """The leases a call is about (a ReportBatch: each of its reports')."""
+    if method == "ReportBatch":
+        items = [(item, item.WhichOneof("report")) for item in request.reports]
+        return [getattr(item, which).lease for item, which in items if which is not None]
+    lease = getattr(request, "lease", "")
+    return [lease] if method in _LEASED and lease else []
+
+
 def _entry_bytes(size: int) -> int:
     """A repeated message field's cost: its tag, its length as a varint, the message."""
     varint = 1
@@ -151,6 +161,7 @@ class Recorder(_Interceptor):
         self._calls: list[Call] = []
         self._deliveries: dict[str, Delivery] = {}  # by lease
         self._faults: list[_Armed] = []
+        self._serving: dict[str, int] = {}  # lease -> calls about it being served right now
 
     # -- what the runner asks --------------------------------------------------------------
 
@@ -169,6 +180,13 @@ class Recorder(_Interceptor):
     def calls(self, leases: set[str]) -> list[Call]:
         with self._lock:
             return [c for c in self._calls if c.lease in leases]
+
+    def wait_recorded(self, leases: set[str], timeout_s: float) -> bool:
+        """Wait until no call about these leases is still being served. The server applies a
+        report before this records it: an instance can be seen finished while the report that
+        finished it is not written down yet."""
+        with self._lock:
+            return self._lock.wait_for(lambda: not leases & self._serving.keys(), timeout_s)
 
     def wait_polls_ended(self, queues: tuple[str, ...] | None, timeout_s: float) -> bool:
         """Wait until the server has no PollTasks call open for a worker serving `queues` (None:
@@ -217,30 +235,50 @@ class Recorder(_Interceptor):
         def serve(request: Any, context: grpc.ServicerContext) -> Any:
             if method == "PollTasks":
                 return self._poll(inner, request, context)
-            if method == "ReportBatch":
-                return self._batch(inner, request, context)
-            fault = self._take(method)
-            if fault is not None and not fault.lose_response:
-                self._record(
-                    method, request, None, context, injected="refused", status=fault.status
-                )
-                context.abort(grpc.StatusCode[fault.status], f"conformance fault: {method} refused")
+            leases = _leases_of(method, request)
+            self._enter(leases)
             try:
-                response = inner(request, context)
-            except BaseException:
-                self._record(method, request, None, context)
-                raise
-            if fault is not None:
-                self._record(method, request, response, context, injected="lost")
-                context.abort(grpc.StatusCode.UNAVAILABLE, "conformance fault: response lost")
-            self._record(method, request, response, context)
-            return response
+                if method == "ReportBatch":
+                    return self._batch(inner, request, context)
+                return self._serve(method, inner, request, context)
+            finally:
+                self._leave(leases)
 
         return grpc.unary_unary_rpc_method_handler(
             serve,
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
+
+    def _serve(self, method: str, inner: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        """Serve one call (or inject its fault) and record it."""
+        fault = self._take(method)
+        if fault is not None and not fault.lose_response:
+            self._record(method, request, None, context, injected="refused", status=fault.status)
+            context.abort(grpc.StatusCode[fault.status], f"conformance fault: {method} refused")
+        try:
+            response = inner(request, context)
+        except BaseException:
+            self._record(method, request, None, context)
+            raise
+        if fault is not None:
+            self._record(method, request, response, context, injected="lost")
+            context.abort(grpc.StatusCode.UNAVAILABLE, "conformance fault: response lost")
+        self._record(method, request, response, context)
+        return response
+
+    def _enter(self, leases: Sequence[str]) -> None:
+        with self._lock:
+            for lease in leases:
+                self._serving[lease] = self._serving.get(lease, 0) + 1
+
+    def _leave(self, leases: Sequence[str]) -> None:
+        with self._lock:
+            for lease in leases:
+                self._serving[lease] -= 1
+                if not self._serving[lease]:
+                    del self._serving[lease]
+            self._lock.notify_all()
 
     def _poll(self, inner: Any, request: Any, context: grpc.ServicerContext) -> Any:
         queues = tuple(request.queues)

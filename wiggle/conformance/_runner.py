@@ -50,6 +50,9 @@ MODES = ("SERVER", "LOCAL_SYNC", "LOCAL_ASYNC")
 #: How many times a run is tried when the machine, not the worker, spoiled it (_spoiled).
 _TRIES = 3
 
+#: How long the judge waits for the server to finish recording a call it is still serving.
+_RECORDED_S = 10.0
+
 #: How long to keep watching after an instance ended, to catch a step that runs too late (a
 #: stale worker, a step after a cancel). Longer where faults or cancels make that likely.
 _SETTLE_S = 0.05
@@ -222,6 +225,7 @@ def _spoiled(session: Session, watch: Watch, landed: Sequence[Landed], version: 
         return None
     instances = [watch.root, *(i.instance_id for i in watch.descendants())]
     deliveries = session.recorder.deliveries(set(instances))
+    session.recorder.wait_recorded({d.lease for d in deliveries}, _RECORDED_S)
     calls = session.recorder.calls({d.lease for d in deliveries})
     lapses = sum(
         1
@@ -239,6 +243,7 @@ def _judge(session: Session, run: Run, watch: Watch, result: RunResult) -> list[
     instances = {watch.root, *(i.instance_id for i in watch.descendants())}
     recorder = session.recorder
     deliveries = recorder.deliveries(instances)
+    recorder.wait_recorded({d.lease for d in deliveries}, _RECORDED_S)
     calls = recorder.calls({d.lease for d in deliveries})
     faults = {f.action for f in run.faults}
     refused = {(f.rpc, f.status) for f in run.server_faults if not f.lose_response}
