@@ -60,19 +60,24 @@ _SETTLE_EVENTFUL_S = 0.3
 
 
 def _send(client: Any, root: str, signal: Any, problems: list[str]) -> None:
-    """Send one signal; one the case expects refused must be refused with its words."""
-    from wiggle.errors import InvalidRequest
+    """Send one signal; one the case expects refused must be refused with its words. One that
+    came after the instance ended is a problem of the run (judged with the rest), not an error
+    of the runner."""
+    from wiggle.errors import InstanceNotRunning, InvalidRequest
 
-    if signal.refused is None:
-        client.signal(root, signal.name, signal.payload)
-        return
     try:
         client.signal(root, signal.name, signal.payload)
+    except InstanceNotRunning as exc:
+        problems.append(f"signal {signal.name} came too late: {exc}")
+        return
     except InvalidRequest as exc:
+        if signal.refused is None:
+            raise
         if signal.refused not in str(exc):
             problems.append(f"signal {signal.name} refused as {exc}; expected {signal.refused!r}")
         return
-    problems.append(f"signal {signal.name} accepted; expected a refusal ({signal.refused!r})")
+    if signal.refused is not None:
+        problems.append(f"signal {signal.name} accepted; expected a refusal ({signal.refused!r})")
 
 
 def _execute(session: Session, case: Case, run: Run, version: str) -> RunResult:
@@ -104,7 +109,7 @@ def _execute_once(session: Session, case: Case, run: Run, version: str) -> RunRe
 
 
 def _execute_run(session: Session, case: Case, run: Run, version: str) -> RunResult:
-    from wiggle.errors import WiggleError
+    from wiggle.errors import InstanceNotRunning, WiggleError
 
     expect = run.expect
     result = RunResult(case.id, run.index, session.mode, session.database)
@@ -150,7 +155,10 @@ def _execute_run(session: Session, case: Case, run: Run, version: str) -> RunRes
         if cancel is not None and watch.reached(cancel):
             # Noted before the call: what was reported or traced by then preceded the cancel.
             landed.append(session.landed("cancel", cancel))
-            client.cancel(root, run.cancel_reason)
+            try:
+                client.cancel(root, run.cancel_reason)
+            except InstanceNotRunning as exc:
+                result.problems.append(f"the cancel came too late: {exc}")
             cancel = None
         view = client.describe(root)
         pending = bool(signals or faults or cancel is not None)
