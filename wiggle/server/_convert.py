@@ -6,10 +6,12 @@ constructors accept names.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
+from wiggle._limits import MAX_JSON_DEPTH, depth_problem, quote, too_deep
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle.engine import (
     AdvanceResult,
@@ -26,30 +28,63 @@ from wiggle.engine import (
     TokenView,
     WorkerSeen,
 )
-from wiggle.errors import InvalidRequest, PayloadTooLarge
+from wiggle.errors import InvalidRequest, PayloadTooLarge, WiggleError
 
 __all__ = [
+    "ResultRefused",
     "answer_to_pb",
     "decode_json",
+    "decode_result",
     "definition_to_pb",
     "failure_from_pb",
     "instance_to_pb",
     "outcome_from_pb",
+    "outcomes_from_pb",
     "task_to_pb",
     "worker_to_pb",
 ]
 
 
 def decode_json(data: bytes, what: str, limit: int) -> Any:
-    """Decode a JSON field; empty means null. Oversized or malformed input is refused."""
+    """Decode a JSON field; empty means null. Oversized, too deep or malformed input is refused
+    (PayloadTooLarge, InvalidRequest naming the depth limit, InvalidRequest)."""
     if len(data) > limit:
         raise PayloadTooLarge(f"{what} is {len(data)} bytes; the limit is {limit} bytes")
     if not data:
         return None
     try:
-        return orjson.loads(data)
+        value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
+        if "depth" in str(exc):  # deeper than the decoder's own limit (far above ours)
+            raise InvalidRequest(too_deep(what)) from None
         raise InvalidRequest(f"{what} is not valid JSON: {exc}") from None
+    problem = depth_problem(what, value, data)
+    if problem is not None:
+        raise InvalidRequest(problem)
+    return value
+
+
+class ResultRefused(WiggleError):
+    """A step result over the payload limit or the depth limit: not an error of the request,
+    but a failure of the step that produced it (non-retryable: it would produce it again)."""
+
+    def failure(self) -> StepFailure:
+        return StepFailure(str(self), non_retryable=True, error_type="ResultRefused")
+
+
+def decode_result(data: bytes, what: str, limit: int) -> Any:
+    """Decode a step result; ResultRefused when it breaks the payload or the depth limit."""
+    if len(data) > limit:
+        raise ResultRefused(
+            f"{what} is {len(data)} bytes of JSON; the server's limit (max_payload_bytes) is "
+            f"{limit} bytes"
+        )
+    try:
+        return decode_json(data, what, limit)
+    except InvalidRequest as exc:
+        if f"depth limit is {MAX_JSON_DEPTH}" in str(exc):
+            raise ResultRefused(str(exc)) from None
+        raise
 
 
 def encode_json(value: Any) -> bytes:
@@ -61,15 +96,33 @@ def failure_from_pb(msg: pb.StepFailure) -> StepFailure:
 
 
 def outcome_from_pb(msg: pb.StepResult, limit: int) -> StepOutcome:
+    """One reported step; a result that breaks a limit becomes the step's failure."""
     which = msg.WhichOneof("outcome")
     if which == "context":
-        what = f"the context of step {msg.node_id!r}"
-        return StepOutcome(msg.node_id, context=decode_json(msg.context, what, limit))
+        what = "the step's result"
+        try:
+            return StepOutcome(msg.node_id, context=decode_result(msg.context, what, limit))
+        except ResultRefused as exc:
+            return StepOutcome(msg.node_id, failure=exc.failure())
     if which == "predicate":
         return StepOutcome(msg.node_id, predicate=msg.predicate)
     if which == "failure":
         return StepOutcome(msg.node_id, failure=failure_from_pb(msg.failure))
-    raise InvalidRequest(f"step {msg.node_id!r} carries no outcome (context, predicate or failure)")
+    raise InvalidRequest(
+        f"step {quote(msg.node_id)} carries no outcome (context, predicate or failure)"
+    )
+
+
+def outcomes_from_pb(steps: Sequence[pb.StepResult], limit: int) -> list[StepOutcome]:
+    """A batch of reported steps; it ends at the first failure (a refused result included),
+    since nothing after a failed step can have run on its result."""
+    out: list[StepOutcome] = []
+    for msg in steps:
+        outcome = outcome_from_pb(msg, limit)
+        out.append(outcome)
+        if outcome.failure is not None and msg.WhichOneof("outcome") == "context":
+            break
+    return out
 
 
 def task_to_pb(task: TaskActivation, limits: tuple[int, int] = (0, 0)) -> pb.Task:
@@ -181,7 +234,12 @@ def report_from_pb(msg: ReportMessage, limit: int, *, allow_next: bool = True) -
     """The engine's Report for a report message; InvalidRequest / PayloadTooLarge when its
     JSON is bad. `allow_next`: honour CompleteTask's `next` (not while the server stops)."""
     if isinstance(msg, pb.CompleteTaskRequest):
-        result = decode_json(msg.result, f"the result of task {msg.task_id!r}", limit)
+        try:
+            result = decode_result(msg.result, f"the result of step {quote(msg.task_id)}", limit)
+        except ResultRefused as exc:
+            # Not a bad request but a failed step: it fails, non-retryably (it would return the
+            # same result again), rather than the report being refused until the lease runs out.
+            return Report(ReportKind.FAIL, msg.task_id, msg.lease, msg.seq, failure=exc.failure())
         nxt = None
         if allow_next and msg.HasField("next") and msg.next.worker_id:
             nxt = eager_from_pb(msg.next)
@@ -192,7 +250,7 @@ def report_from_pb(msg: ReportMessage, limit: int, *, allow_next: bool = True) -
     if isinstance(msg, pb.ReleaseTaskRequest):
         reason = msg.reason or "released"
         return Report(ReportKind.RELEASE, msg.task_id, msg.lease, msg.seq, reason=reason)
-    steps = tuple(outcome_from_pb(step, limit) for step in msg.steps)
+    steps = tuple(outcomes_from_pb(msg.steps, limit))
     return Report(
         ReportKind.ADVANCE,
         msg.task_id,

@@ -54,16 +54,44 @@ def status_for(exc: errors.WiggleError) -> tuple[grpc.StatusCode, str]:
     return grpc.StatusCode.UNKNOWN, "ERROR_CODE_UNSPECIFIED"
 
 
-def _detail(exc: errors.WiggleError) -> dict[str, Any]:
+#: The most of an error message sent, in UTF-8 bytes: it travels percent-encoded (up to three
+#: characters a byte) in the `grpc-message` header, and a client refuses headers over 16 KB.
+MAX_MESSAGE_BYTES = 2000
+#: The most of one typed field sent in the detail trailer, and of the trailer as a whole.
+MAX_FIELD_CHARS = 200
+MAX_DETAIL_BYTES = 4096
+
+
+def _detail(exc: errors.WiggleError) -> bytes:
+    """The error's typed fields as JSON, bounded: headers are capped (16 KB by default), and a
+    trailer over the cap makes the client see a broken stream instead of the error."""
     if isinstance(exc, errors.FlowError):
-        return {"diagnostics": [asdict(d) for d in exc.diagnostics]}
+        diagnostics = [asdict(d) for d in exc.diagnostics]
+        encoded = orjson.dumps({"diagnostics": diagnostics})
+        while len(encoded) > MAX_DETAIL_BYTES and diagnostics:
+            diagnostics = diagnostics[: len(diagnostics) // 2]  # the first ones matter most
+            encoded = orjson.dumps({"diagnostics": diagnostics})
+        return encoded if diagnostics else b""
     fields = ("name", "version", "instance_id", "status", "task_id")
     detail: dict[str, Any] = {
-        f: getattr(exc, f) for f in fields if isinstance(getattr(exc, f, None), str)
+        f: v[:MAX_FIELD_CHARS] for f in fields if isinstance(v := getattr(exc, f, None), str)
     }
     if isinstance(exc, errors.SignalNotAwaited):
-        detail["awaited"] = list(exc.awaited)
-    return detail
+        # The names a flow's awaits take: a handful, each bounded; at most 50 of them.
+        detail["awaited"] = [name[:MAX_FIELD_CHARS] for name in list(exc.awaited)[:50]]
+    if not detail:
+        return b""
+    encoded = orjson.dumps(detail)
+    return encoded if len(encoded) <= MAX_DETAIL_BYTES else b""
+
+
+def _message(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    encoded = text.encode()
+    if len(encoded) <= MAX_MESSAGE_BYTES:
+        return text
+    cut = encoded[:MAX_MESSAGE_BYTES].decode(errors="ignore")
+    return f"{cut}... ({len(text)} characters in all)"
 
 
 def abort_with(context: grpc.ServicerContext, exc: BaseException) -> None:
@@ -73,9 +101,9 @@ def abort_with(context: grpc.ServicerContext, exc: BaseException) -> None:
         metadata: list[tuple[str, str | bytes]] = [(ERROR_CODE_KEY, reason)]
         detail = _detail(exc)
         if detail:
-            metadata.append((DETAIL_KEY, orjson.dumps(detail)))
+            metadata.append((DETAIL_KEY, detail))
         context.set_trailing_metadata(tuple(metadata))
-        context.abort(code, str(exc) or type(exc).__name__)
+        context.abort(code, _message(exc))
     _log.error("unexpected error in a request", exc_info=exc)
     context.abort(
         grpc.StatusCode.INTERNAL, f"internal error ({type(exc).__name__}); see the server log"

@@ -31,6 +31,7 @@ from wiggle.server._convert import (
     task_to_pb,
     worker_to_pb,
 )
+from wiggle.server._edges import check_request
 from wiggle.server._errors import abort_with, status_for
 from wiggle.server._metrics import ServerMetrics
 
@@ -64,6 +65,7 @@ def _rpc(
         with self._in_flight:
             self._calls += 1
         try:
+            check_request(method.__name__, request)
             return method(self, request, context)
         except Exception as exc:
             if self._metrics is not None and isinstance(exc, StaleLease):
@@ -92,6 +94,15 @@ def _check_identity(request: pb.PollTasksRequest) -> None:
 
 def _status(status: InstanceStatus) -> str:
     return str(status)  # protobuf takes an enum's name
+
+
+#: The RPC each report of a ReportBatch stands for (its identifiers are checked as that RPC's).
+_BATCHED_METHODS = {
+    "complete": "CompleteTask",
+    "fail": "FailTask",
+    "release": "ReleaseTask",
+    "advance": "AdvanceRun",
+}
 
 
 class WiggleService(pb_grpc.WiggleServicer):
@@ -456,9 +467,9 @@ class WiggleService(pb_grpc.WiggleServicer):
                 answers[n] = _error_answer(InvalidRequest(f"report {n + 1} of the batch is empty"))
                 continue
             try:
-                todo.append(
-                    (n, report_from_pb(getattr(item, which), self._limit, allow_next=allow_next))
-                )
+                message = getattr(item, which)
+                check_request(_BATCHED_METHODS[which], message)
+                todo.append((n, report_from_pb(message, self._limit, allow_next=allow_next)))
             except WiggleError as exc:
                 answers[n] = _error_answer(exc)
         for _, report in todo:

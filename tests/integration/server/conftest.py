@@ -44,6 +44,7 @@ class FakeEngine:
         self.polls = 0
         self.closed = False
         self.timer_wake = threading.Event()
+        self.failures: list[tuple[str, Any]] = []
 
     def add_tasks(self, n: int, queue: str = "default") -> None:
         with self.cond:
@@ -87,6 +88,12 @@ class FakeEngine:
         if report.lease != "lease":
             raise StaleLease(report.task_id)
         return AdvanceResult(InstanceStatus.RUNNING, 0, False)
+
+    def fail(self, task_id: str, lease: str, failure: Any, **kw: Any) -> InstanceStatus:
+        if lease != "lease":
+            raise StaleLease(task_id)
+        self.failures.append((task_id, failure))
+        return InstanceStatus.RUNNING
 
     def start(self, flow: str, input: Any, **kw: Any) -> StartResult:
         return StartResult("i1", "sha256:x", True)

@@ -1,0 +1,136 @@
+"""What every request's identifiers must satisfy before the engine sees them.
+
+Checked at the edge, for every method, so that the database never meets a value its columns
+cannot hold (an over-long id would otherwise surface as an internal error on PostgreSQL) and no
+error message repeats an unbounded value (error messages travel in gRPC headers). Empty values
+pass here: whether a field is required is the method's own business.
+
+Free text a worker reports (a step's failure message, a handback reason) is cut to the reason
+limit instead of refused: refusing the report would strand the task it reports on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from wiggle._limits import MAX_NAME_CHARS, MAX_REASON_CHARS, identifier_problem
+from wiggle.errors import InvalidRequest
+
+__all__ = ["check_request"]
+
+_Fields = Callable[[Any], Iterable[tuple[str, str]]]
+
+
+def _eager(msg: Any) -> Iterable[tuple[str, str]]:
+    yield "worker id", msg.worker_id
+    yield from (("queue", q) for q in msg.queues)
+    yield from (("activity", a) for a in msg.activities)
+
+
+def _report(request: Any) -> Iterable[tuple[str, str]]:
+    yield "task id", request.task_id
+    yield "lease", request.lease
+
+
+def _start(r: Any) -> Iterable[tuple[str, str]]:
+    yield from (("flow name", r.flow), ("version", r.version), ("instance id", r.instance_id))
+    if r.HasField("eager"):
+        yield from _eager(r.eager)
+
+
+def _poll(r: Any) -> Iterable[tuple[str, str]]:
+    yield from (("worker id", r.worker_id), ("sdk", r.sdk))
+    yield from (("queue", q) for q in r.queues)
+    yield from (("activity", a) for a in r.activities)
+
+
+def _complete(r: Any) -> Iterable[tuple[str, str]]:
+    yield from _report(r)
+    if r.HasField("next"):
+        yield from _eager(r.next)
+
+
+def _advance(r: Any) -> Iterable[tuple[str, str]]:
+    yield from _report(r)
+    yield from (("node id", s.node_id) for s in r.steps)
+
+
+def _list_instances(r: Any) -> Iterable[tuple[str, str]]:
+    yield from (("flow name", r.flow), ("version", r.version))
+    yield from (("page token", r.page_token), ("instance id part", r.id_contains))
+
+
+_FIELDS: dict[str, _Fields] = {
+    "RegisterDefinition": lambda r: [("file name", r.filename)],
+    "GetDefinition": lambda r: [("flow name", r.name), ("version", r.version)],
+    "ListDefinitions": lambda r: [("flow name", r.name)],
+    "StartInstance": _start,
+    "SignalInstance": lambda r: [("instance id", r.instance_id), ("signal name", r.name)],
+    "CancelInstance": lambda r: [("instance id", r.instance_id), ("reason", r.reason)],
+    "DescribeInstance": lambda r: [("instance id", r.instance_id)],
+    "WaitInstance": lambda r: [("instance id", r.instance_id)],
+    "ListInstances": _list_instances,
+    "PollTasks": _poll,
+    "EndPolls": lambda r: [("worker id", r.worker_id)],
+    "CompleteTask": _complete,
+    "FailTask": _report,
+    "ReleaseTask": _report,
+    "Heartbeat": lambda r: [*_report(r), ("node id", r.node_id)],
+    "AdvanceRun": _advance,
+}
+
+
+def check_request(method: str, request: Any) -> None:
+    """Raise InvalidRequest naming the first identifier of `request` that breaks its rule;
+    cut over-long free text in reports to the reason limit."""
+    fields = _FIELDS.get(method)
+    if fields is None:
+        return
+    for kind, value in fields(request):
+        if not value:
+            continue
+        problem = _problem(kind, value)
+        if problem is not None:
+            raise InvalidRequest(f"{method}: {problem}")
+    _cut_free_text(method, request)
+
+
+def _problem(kind: str, value: str) -> str | None:
+    if kind in ("instance id", "task id", "lease"):
+        problem = identifier_problem("instance id", value)
+        return None if problem is None else problem.replace("instance id", kind)
+    if kind == "instance id part":
+        return _longer_than(kind, value, 64)
+    if kind == "version":
+        return _longer_than(kind, value, 80)
+    if kind == "reason":
+        return _longer_than(kind, value, MAX_REASON_CHARS)
+    if kind in ("file name", "page token"):
+        return _longer_than(kind, value, MAX_NAME_CHARS)
+    if kind == "sdk":
+        return _longer_than(kind, value, 100)
+    return identifier_problem(kind, value)
+
+
+def _longer_than(kind: str, value: str, most: int) -> str | None:
+    if len(value) <= most:
+        return None
+    return f"a {kind} has at most {most} characters; got {len(value)}"
+
+
+def _cut_free_text(method: str, request: Any) -> None:
+    if method == "FailTask":
+        _cut_failure(request.failure)
+    elif method == "AdvanceRun":
+        request.handback_reason = request.handback_reason[:MAX_REASON_CHARS]
+        for step in request.steps:
+            if step.WhichOneof("outcome") == "failure":
+                _cut_failure(step.failure)
+    elif method == "ReleaseTask":
+        request.reason = request.reason[:MAX_REASON_CHARS]
+
+
+def _cut_failure(failure: Any) -> None:
+    failure.message = failure.message[:MAX_REASON_CHARS]
+    failure.error_type = failure.error_type[:MAX_NAME_CHARS]
