@@ -74,8 +74,8 @@ class EagerSlot:
     def dispatch(self, task: pb.Task) -> bool:
         """Run `task` on this slot exactly like a polled one. False: declined, slot freed.
 
-        The worker declines when it began shutting down since the reservation; the caller's
-        task then stays leased to this worker until its lease expires and is redelivered.
+        The worker declines when it began shutting down since the reservation; it then
+        releases the task (READY again at once, no attempt consumed).
         """
         with self._lock:
             if self._used:

@@ -30,9 +30,17 @@ _LOST = frozenset(
 
 
 class Lease:
-    """One leased task: its fencing token and when it runs out, on this host's monotonic clock."""
+    """One leased task: its fencing token, when it runs out (on this host's monotonic clock), the
+    number of reports sent under it, and the step a local run is in."""
 
-    def __init__(self, task_id: str, lease: str, expires_at_ms: int, timeout_ms: int) -> None:
+    def __init__(
+        self,
+        task_id: str,
+        lease: str,
+        expires_at_ms: int,
+        timeout_ms: int,
+        server_now_ms: int = 0,
+    ) -> None:
         self.task_id = task_id
         self.lease = lease
         self._lock = threading.Lock()
@@ -41,26 +49,53 @@ class Lease:
         self.length_ms = max(1, timeout_ms)
         self._deadline = 0.0
         self._renewed_at = 0.0
-        self.renewed(expires_at_ms)
+        #: Reports the server acknowledged under this lease (docs/worker-protocol.md, report
+        #: identity): the next report carries `acked + 1`, and a resend carries the same seq.
+        self.acked = 0
+        #: The step a local run is running now: heartbeats name it, so the server renews the
+        #: lease by that step's timeout (empty: the node the server last saw).
+        self.node_id = ""
+        self.renewed(expires_at_ms, server_now_ms)
 
-    def renewed(self, expires_at_ms: int, length_ms: int | None = None) -> None:
+    def renewed(
+        self, expires_at_ms: int, server_now_ms: int = 0, *, length_ms: int | None = None
+    ) -> None:
         """Record a renewal the server reported as an absolute expiry (database clock, ms).
 
-        `length_ms`: the lease's new length, when the token moved to a node with another timeout
-        (the server renews a lease by the timeout of the node the token is at).
+        With `server_now_ms` (the server's clock when it answered) what is left is measured on
+        the server's own clock, and is also the lease's new length (the server renews by the
+        timeout of the step it renewed for). Without it (an older server), what is left is
+        measured against our wall clock and `length_ms`, when given, is the new length.
         """
         now = time.monotonic()
-        if length_ms is not None and length_ms > 0:
-            self.length_ms = length_ms
-        # The server's clock is the database's; ours may differ a little. Measuring what is left
-        # against our wall clock, then anchoring it on the monotonic clock, keeps the deadline
-        # immune to later wall-clock jumps. A nonsense expiry falls back to one lease length.
-        left_ms = expires_at_ms - int(time.time() * 1000) if expires_at_ms > 0 else self.length_ms
-        if left_ms <= 0 or left_ms > 10 * self.length_ms:
-            left_ms = self.length_ms
+        if server_now_ms > 0 and expires_at_ms > 0:
+            left_ms = expires_at_ms - server_now_ms
+            if left_ms > 0:
+                self.length_ms = left_ms
+        else:
+            if length_ms is not None and length_ms > 0:
+                self.length_ms = length_ms
+            # The server's clock is the database's; ours may differ. A nonsense expiry falls
+            # back to one lease length.
+            left_ms = (
+                expires_at_ms - int(time.time() * 1000) if expires_at_ms > 0 else self.length_ms
+            )
+            if left_ms <= 0 or left_ms > 10 * self.length_ms:
+                left_ms = self.length_ms
+        # Anchored on the monotonic clock: immune to later wall-clock jumps on this host.
         with self._lock:
             self._deadline = now + left_ms / 1000
             self._renewed_at = now
+
+    def next_seq(self) -> int:
+        """The seq of the next new report under this lease."""
+        with self._lock:
+            return self.acked + 1
+
+    def ack(self, seq: int) -> None:
+        """The server answered the report `seq`: it was applied (or recognised as a resend)."""
+        with self._lock:
+            self.acked = max(self.acked, seq)
 
     def lose(self, reason: str) -> None:
         with self._lock:
@@ -114,7 +149,9 @@ class LeaseKeeper:
         try:
             response = self._rpc.call(
                 "Heartbeat",
-                pb.HeartbeatRequest(task_id=lease.task_id, lease=lease.lease),
+                pb.HeartbeatRequest(
+                    task_id=lease.task_id, lease=lease.lease, node_id=lease.node_id
+                ),
                 timeout=max(1.0, lease.length_ms / 3000),
             )
         except RpcFailed as exc:
@@ -129,7 +166,7 @@ class LeaseKeeper:
         if response.instance_status != _RUNNING:
             lease.lose(f"instance is {pb.InstanceStatus.Name(response.instance_status)}")
             return
-        lease.renewed(response.lease_expires_at_ms)
+        lease.renewed(response.lease_expires_at_ms, response.server_now_ms)
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -39,6 +39,12 @@ from wiggle.worker._activities import Outcome, Registry, run_handler
 from wiggle.worker._context import StepInfo
 from wiggle.worker._definitions import DefinitionCache
 from wiggle.worker._heartbeat import Lease, LeaseKeeper
+from wiggle.worker._reporting import (
+    check_result,
+    refused,
+    release,
+    send_report,
+)
 from wiggle.worker._rpc import Rpc, RpcFailed
 
 __all__ = ["LocalRun", "RunEnv", "hold_lease", "run_task"]
@@ -51,8 +57,6 @@ _MODES = {
     pb.ExecutionMode.LOCAL_SYNC: ExecutionMode.LOCAL_SYNC,
     pb.ExecutionMode.LOCAL_ASYNC: ExecutionMode.LOCAL_ASYNC,
 }
-#: Refusals that mean the task is not ours to report any more.
-_GONE = frozenset({grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND})
 
 
 @dataclass
@@ -78,7 +82,13 @@ class RunEnv:
 def hold_lease(env: RunEnv, task: pb.Task) -> Lease:
     """Start keeping `task`'s lease alive; done on receipt, so a task queued for a thread
     does not lose its lease while it waits."""
-    lease = Lease(task.task_id, task.lease, task.lease_expires_at_ms, task.timeout_ms or 60_000)
+    lease = Lease(
+        task.task_id,
+        task.lease,
+        task.lease_expires_at_ms,
+        task.timeout_ms or 60_000,
+        task.server_now_ms,
+    )
     if env.keeper is not None:
         env.keeper.hold(lease)
     if env.rpc.batcher is not None:  # batches of reports stay under the server's request limit
@@ -88,13 +98,19 @@ def hold_lease(env: RunEnv, task: pb.Task) -> Lease:
 
 def run_task(env: RunEnv, task: pb.Task, lease: Lease | None = None) -> None:
     """Run `task` to its report, then any next task the report brought back (SERVER mode,
-    `RunEnv.worker_id` set). Never raises: failures are logged, the lease then expires."""
+    `RunEnv.worker_id` set). Never raises: failures are logged, and a task given up while its
+    lease may still be ours is released at once."""
     if lease is None:
         lease = hold_lease(env, task)
     nxt: pb.Task | None = task
     while nxt is not None:
         task, nxt = nxt, None
         try:
+            if env.draining.is_set() and not env.aborted.is_set():
+                # Received but not started before the drain began: give it back unrun, so the
+                # drain costs no attempt and no lease expiry.
+                release(env.rpc, lease, str(Handback.SHUTDOWN))
+                continue
             graph = _local_graph(env, task)
             if graph is not None:
                 LocalRun(env, task, graph, lease).run()
@@ -104,6 +120,8 @@ def run_task(env: RunEnv, task: pb.Task, lease: Lease | None = None) -> None:
             _log.exception(
                 "task %s (%s/%s) crashed in the worker", task.task_id, task.flow, task.node_id
             )
+            if not lease.lost and not env.aborted.is_set():
+                release(env.rpc, lease, "the worker failed running the task")
         finally:
             if env.keeper is not None:
                 env.keeper.drop(lease)
@@ -154,6 +172,7 @@ def run_server_step(env: RunEnv, task: pb.Task, lease: Lease) -> pb.Task | None:
     outcome = run_handler(
         env.registry.get(task.activity), task.activity, _decode(task.input), info, predicate=False
     )
+    outcome = check_result(outcome, task.max_payload_bytes)
     return _report_single(env, task, lease, outcome, want_next=True)
 
 
@@ -163,45 +182,37 @@ def _report_single(
     if lease.lost:
         _log.info("task %s dropped: %s", task.task_id, lease.lost_reason)
         return None
+    if outcome.failure is not None:
+        f = outcome.failure
+        request: Any = pb.FailTaskRequest(
+            task_id=task.task_id,
+            lease=task.lease,
+            failure=pb.StepFailure(
+                message=f.message, non_retryable=f.non_retryable, error_type=f.error_type
+            ),
+        )
+        method, ask = "FailTask", False
+    else:
+        result = outcome.context
+        if result is None:  # a predicate's value, reported in SERVER form
+            result = b"true" if outcome.predicate else b"false"
+        request = pb.CompleteTaskRequest(task_id=task.task_id, lease=task.lease, result=result)
+        stopping = env.draining.is_set() or env.aborted.is_set()
+        ask = want_next and bool(env.worker_id) and not stopping
+        if ask:
+            request.next.worker_id = env.worker_id
+            request.next.queues.extend(env.queues)
+            # Like PollTasks: the server leases only a next task this worker can run.
+            request.next.activities.extend(env.registry.names())
+        method = "CompleteTask"
     try:
-        if outcome.failure is not None:
-            f = outcome.failure
-            env.rpc.call(
-                "FailTask",
-                pb.FailTaskRequest(
-                    task_id=task.task_id,
-                    lease=task.lease,
-                    failure=pb.StepFailure(
-                        message=f.message, non_retryable=f.non_retryable, error_type=f.error_type
-                    ),
-                ),
-                retry_for=_retry_window(lease),
-            )
-        else:
-            result = outcome.context
-            if result is None:  # a predicate's value, reported in SERVER form
-                result = b"true" if outcome.predicate else b"false"
-            request = pb.CompleteTaskRequest(task_id=task.task_id, lease=task.lease, result=result)
-            stopping = env.draining.is_set() or env.aborted.is_set()
-            ask = want_next and bool(env.worker_id) and not stopping
-            if ask:
-                request.next.worker_id = env.worker_id
-                request.next.queues.extend(env.queues)
-                # Like PollTasks: the server leases only a next task this worker can run.
-                request.next.activities.extend(env.registry.names())
-            response = env.rpc.call("CompleteTask", request, retry_for=_retry_window(lease))
-            if ask and response.HasField("next_task"):
-                return response.next_task  # type: ignore[no-any-return]
+        response = send_report(env.rpc, lease, method, request)
     except RpcFailed as exc:
-        level = logging.INFO if exc.code in _GONE else logging.ERROR
-        _log.log(level, "report of task %s refused: %s", task.task_id, exc)
+        refused(env.rpc, lease, exc, method)
+        return None
+    if ask and response.HasField("next_task"):
+        return response.next_task  # type: ignore[no-any-return]
     return None
-
-
-def _retry_window(lease: Lease) -> float:
-    # Retrying a report past the lease's end is pointless: by then the task belongs to someone
-    # else and the report would be refused as stale.
-    return max(1.0, lease.remaining_ms() / 1000)
 
 
 def _info(
@@ -241,18 +252,22 @@ class LocalRun:
         loop_counts: Mapping[str, int] = _decode(task.loop_counts) or {}
         while True:
             node = graph.nodes[node_id]
+            self.lease.node_id = node_id
             info = _info(task, node_id, activity, attempt, self.mode)
             is_predicate = isinstance(node, Predicate)
             outcome = run_handler(env.registry.get(activity), activity, ctx, info, predicate=False)
+            if is_predicate and outcome.failure is None and isinstance(outcome.value, bool):
+                outcome = Outcome(predicate=outcome.value)
+            else:
+                # A result over a server limit fails its step here, at once and for good.
+                outcome = check_result(outcome, task.max_payload_bytes)
             # Not a boolean at a predicate: the value goes as it is (a context), so the server
             # fails the step exactly as it does a SERVER-mode CompleteTask (same reason).
-            ends = outcome.failure is not None or (
-                is_predicate and not isinstance(outcome.value, bool)
-            )
-            if is_predicate and not ends:
-                outcome = Outcome(predicate=outcome.value)
+            ends = outcome.failure is not None or (is_predicate and outcome.predicate is None)
             result = _step_result(node_id, outcome)
             if self.buffer and self._over_request_limit(result):
+                # The buffered steps end where this one began: the server keeps the lease at
+                # `node_id`, and the step just run goes in the next batch.
                 response = self._flush(final=False, reason="", next_node=node_id)
                 if response is None or not response.keep_going:
                     return
@@ -289,6 +304,15 @@ class LocalRun:
             activity = next_node.activity
             attempt = 1
             loop_counts = move.loop_counts
+            if next_node.timeout_ms > self.lease.length_ms:
+                self._renew_for(node_id)
+
+    def _renew_for(self, node_id: str) -> None:
+        """The next step may run longer than the lease was last renewed for: renew it by that
+        step's timeout first (a heartbeat naming the step)."""
+        self.lease.node_id = node_id
+        keeper = self.env.keeper or LeaseKeeper(self.env.rpc)
+        keeper.beat(self.lease)
 
     def _between_steps(self, next_node: str | None) -> str | None:
         """Why not to start another step: a drain, a lost lease, a spent lease budget, an
@@ -342,8 +366,8 @@ class LocalRun:
             handback_reason=str(reason),
         )
         try:
-            response: pb.AdvanceRunResponse = self.env.rpc.call(
-                "AdvanceRun", request, retry_for=_retry_window(self.lease)
+            response: pb.AdvanceRunResponse = send_report(
+                self.env.rpc, self.lease, "AdvanceRun", request
             )
         except RpcFailed as exc:
             self._flush_refused(exc)
@@ -357,7 +381,11 @@ class LocalRun:
         if not final and next_node is not None:
             # The server moved the token to `next_node` and renewed the lease by its timeout.
             node = self.graph.nodes[next_node]
-            self.lease.renewed(response.lease_expires_at_ms, getattr(node, "timeout_ms", None))
+            self.lease.renewed(
+                response.lease_expires_at_ms,
+                response.server_now_ms,
+                length_ms=getattr(node, "timeout_ms", None),
+            )
         return response
 
     def _flush_refused(self, exc: RpcFailed) -> None:
@@ -369,11 +397,9 @@ class LocalRun:
                 _log.warning("server does not implement AdvanceRun; running tasks in SERVER mode")
             self.env.advance_run_supported = False
             self._fall_back()
-            return None
-        level = logging.INFO if exc.code in _GONE else logging.ERROR
-        _log.log(level, "AdvanceRun for task %s refused: %s", self.task.task_id, exc)
+            return
         self.handback = self.handback or "refused"
-        return None
+        refused(self.env.rpc, self.lease, exc, "AdvanceRun")
 
     def _fall_back(self) -> None:
         """Report the first buffered step with CompleteTask / FailTask, as in SERVER mode."""

@@ -2,6 +2,13 @@
 
 The server never leases this worker more tasks than it had free slots when it asked (give or
 take an eager start racing the poll). One loop per worker; it ends when the worker stops.
+
+Stopping never cancels an open poll when it can be avoided: the server may be claiming tasks for
+it at that very moment, and a cancelled call would strand them, leased to nobody, until their
+leases expired. Instead the worker asks the server to end its polls (EndPolls); the open poll
+then answers with whatever it holds, and those tasks go to `submit` like any others (a draining
+worker releases them unrun). Only a server that cannot end polls (an older one, or none
+reachable) gets its poll cancelled.
 """
 
 from __future__ import annotations
@@ -16,11 +23,14 @@ import grpc
 
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle.worker._eager import Slots
-from wiggle.worker._rpc import RETRYABLE, Backoff, Rpc, answered_by_server, code_of
+from wiggle.worker._rpc import RETRYABLE, Backoff, Rpc, RpcFailed, answered_by_server, code_of
 
 __all__ = ["Poller"]
 
 _log = logging.getLogger("wiggle.worker")
+
+#: How long a stop waits for the open poll to answer after EndPolls before cancelling it.
+END_POLL_WAIT_S = 5.0
 
 
 class Poller:
@@ -60,18 +70,28 @@ class Poller:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop polling and cancel the poll in flight.
-
-        Races: the server may have claimed tasks for a poll we cancel before its answer arrives;
-        those leases simply expire and the tasks are redelivered to another worker.
-        """
+        """Stop polling: end the poll in flight on the server (EndPolls), let it answer, and
+        hand what it brings to `submit`; cancel it only when the server cannot end it."""
         self._stop.set()
         with self._lock:
             call = self._call
-        if call is not None:
+        if call is not None and not self._end_polls(call):
             call.cancel()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=END_POLL_WAIT_S + 5)
+
+    def _end_polls(self, call: Any) -> bool:
+        """Ask the server to answer our open polls now; True once the open one has answered."""
+        try:
+            self._rpc.call("EndPolls", pb.EndPollsRequest(worker_id=self._worker_id), timeout=2.0)
+        except (RpcFailed, AttributeError) as exc:  # AttributeError: a stub without EndPolls
+            _log.debug("EndPolls failed (%s); cancelling the open poll", exc)
+            return False
+        # The poll may have reached another server process than EndPolls did (behind a
+        # balancer); it is cancelled if it does not answer within a bounded wait.
+        done = threading.Event()
+        call.add_done_callback(lambda _f: done.set())
+        return done.wait(END_POLL_WAIT_S)
 
     def _loop(self) -> None:
         backoff = Backoff()
@@ -145,11 +165,12 @@ class Poller:
         if future_of is None:  # a test double without futures
             response = method(request, timeout=timeout, metadata=self._rpc.metadata)
             return list(response.tasks)
-        call = future_of(request, timeout=timeout, metadata=self._rpc.metadata)
         with self._lock:
+            # Under the lock: either stop() sees this call and ends it, or we see the stop.
+            if self._stop.is_set():
+                return []
+            call = future_of(request, timeout=timeout, metadata=self._rpc.metadata)
             self._call = call
-        if self._stop.is_set():
-            call.cancel()
         try:
             response = call.result()
         except grpc.FutureCancelledError:

@@ -21,6 +21,7 @@ from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.client import TlsConfig
 from wiggle.graph import Graph
+from wiggle.traversal import Handback
 from wiggle.worker._activities import Registry, default_registry
 from wiggle.worker._definitions import DefinitionCache
 from wiggle.worker._eager import EagerSlot, Slots
@@ -28,6 +29,7 @@ from wiggle.worker._heartbeat import Lease, LeaseKeeper
 from wiggle.worker._local_run import RunEnv, hold_lease, run_task
 from wiggle.worker._metrics import WorkerMetrics
 from wiggle.worker._poller import Poller
+from wiggle.worker._reporting import release
 from wiggle.worker._rpc import Rpc
 
 __all__ = ["TlsConfig", "Worker", "open_channel"]
@@ -59,9 +61,11 @@ class Worker:
     """Pulls tasks from the queues it serves and runs their activities.
 
     SERVER tasks run one step and report it; LOCAL_SYNC / LOCAL_ASYNC tasks start a local run
-    (see `wiggle.worker._local_run`). `stop()` drains: polling stops, local runs hand back at
-    their next step boundary with whatever they buffered, and steps already running finish and
-    are reported before it returns.
+    (see `wiggle.worker._local_run`). `stop()` drains: the open poll is ended on the server
+    (EndPolls) rather than cancelled, tasks received but not started are released unrun
+    (ReleaseTask, no attempt consumed), local runs hand back at their next step boundary with
+    whatever they buffered, and steps already running finish and are reported before it
+    returns.
     """
 
     def __init__(
@@ -300,9 +304,11 @@ class Worker:
         lease = hold_lease(env, task)
         try:
             executor.submit(self._run_on_slot, env, task, lease)
-        except RuntimeError:  # the pool shut down under us
+        except RuntimeError:  # the pool shut down under us: give the task back unrun
             if env.keeper is not None:
                 env.keeper.drop(lease)
+            if not env.aborted.is_set():
+                release(env.rpc, lease, str(Handback.SHUTDOWN))
             return False
         return True
 

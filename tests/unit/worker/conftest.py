@@ -89,6 +89,16 @@ class FakeStub:
             lambda r: pb.TaskReportResponse(instance_status=pb.InstanceStatus.RUNNING),
         )
 
+    def ReleaseTask(self, request: Any, **_: Any) -> pb.TaskReportResponse:
+        return self._record(
+            "ReleaseTask",
+            request,
+            lambda r: pb.TaskReportResponse(instance_status=pb.InstanceStatus.RUNNING),
+        )
+
+    def EndPolls(self, request: Any, **_: Any) -> pb.EndPollsResponse:
+        return self._record("EndPolls", request, lambda r: pb.EndPollsResponse(ended=0))
+
     def Heartbeat(self, request: Any, **_: Any) -> pb.HeartbeatResponse:
         return self._record(
             "Heartbeat",
@@ -129,6 +139,8 @@ class Harness:
         attempt: int = 1,
         loop_counts: dict[str, int] | None = None,
         timeout_ms: int = 60_000,
+        max_payload_bytes: int = 0,
+        max_request_bytes: int = 0,
     ) -> pb.Task:
         graph = self.flow.graph
         node_id = node_id or graph.start
@@ -148,6 +160,8 @@ class Harness:
             execution_mode=pb.ExecutionMode.Value(mode),
             loop_counts=orjson.dumps(loop_counts or {}),
             timeout_ms=timeout_ms,
+            max_payload_bytes=max_payload_bytes,
+            max_request_bytes=max_request_bytes,
         )
 
 
