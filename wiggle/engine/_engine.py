@@ -500,6 +500,20 @@ class Engine:
             return node.apply.timeout_ms
         return None
 
+    def task_route(self, task_id: str) -> tuple[str, Graph] | None:
+        """Where a task is now: its queue and its instance's graph; None for no such task.
+
+        The server authorizes a report by it (a worker credential reports only on its queues).
+        """
+
+        def fn(conn: Connection) -> tuple[str, Graph] | None:
+            row = conn.execute(select(_t.c.queue, _t.c.version).where(_t.c.id == task_id)).first()
+            if row is None:
+                return None
+            return row.queue or "", self.graph_of(conn, row.version)
+
+        return self.db.read(fn)
+
     # -- wake-ups -------------------------------------------------------------------------------
 
     def wait_for_tasks(
