@@ -181,3 +181,73 @@ def test_two_servers_share_one_database(server, work, database_url):
             assert worker.stop() == 0
     finally:
         assert second.stop() == 0
+
+
+def test_scoped_credentials_from_files(work, database_url):
+    """Credentials as files on both sides: nothing secret on any command line, and a worker
+    credential of one queue refused on another."""
+    import hashlib
+
+    def digest(token: str) -> str:
+        return hashlib.sha256(token.encode()).hexdigest()
+
+    (work / "admin.token").write_text("admin-secret\n")
+    (work / "client.token").write_text("client-secret\n")
+    (work / "worker.token").write_text("worker-secret\n")
+    (work / "credentials.toml").write_text(
+        f'[[credential]]\nname = "ops"\nscopes = ["admin"]\ntoken_file = "admin.token"\n\n'
+        f'[[credential]]\nname = "shop"\nscopes = ["client"]\n'
+        f'token_sha256 = "{digest("client-secret")}"\n\n'
+        f'[[credential]]\nname = "greeters"\nscopes = ["worker:default"]\n'
+        f'token_sha256 = "{digest("worker-secret")}"\n'
+    )
+    server = Running(
+        ["server", "--address", "127.0.0.1:0", "--database", database_url, "--grace", "2"],
+        work,
+        cli_env(WIGGLE_CREDENTIALS="credentials.toml"),
+    )
+    try:
+        port = server.wait_for(r"listening on 127\.0\.0\.1:(\d+)").group(1)
+        address = f"127.0.0.1:{port}"
+
+        def run(*args: str, token_file: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "wiggle", *args, "--token-file", token_file],
+                cwd=work,
+                env=cli_env(WIGGLE_ADDRESS=address),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+
+        assert run("deploy", "greet.yaml", token_file="admin.token").returncode == 0
+        refused = run("deploy", "gate.yaml", token_file="client.token")
+        assert refused.returncode == 1 and "'shop' (client) may not" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        wrong_queue = Running(
+            ["worker", "--handlers", "handlers.py", "--queue", "billing"],
+            work,
+            cli_env(WIGGLE_ADDRESS=address, WIGGLE_AUTH_TOKEN_FILE="worker.token"),
+        )
+        try:
+            wrong_queue.wait_for(r"PERMISSION_DENIED.*may not poll queue 'billing'")
+        finally:
+            assert wrong_queue.stop() == 0
+        worker = Running(
+            ["worker", "--handlers", "handlers.py", "--token-file", "worker.token"],
+            work,
+            cli_env(WIGGLE_ADDRESS=address),
+        )
+        try:
+            done = run(
+                "start", "greet", "--input", "{}", "--wait", "--json", token_file="client.token"
+            )
+            assert done.returncode == 0, done.stderr
+            assert json.loads(done.stdout)["status"] == "COMPLETED"
+            for proc in (server.proc, worker.proc):
+                cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+                assert b"secret" not in cmdline
+        finally:
+            assert worker.stop() == 0
+    finally:
+        assert server.stop() == 0

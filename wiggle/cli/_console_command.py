@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from wiggle.cli._options import add_connection_flags, env, env_flag
+from wiggle.cli._options import add_connection_flags, env, env_flag, token_of
 
 __all__ = ["DEFAULT_LISTEN", "register"]
 
@@ -21,9 +21,10 @@ def _console(args: argparse.Namespace) -> int:
     if bool(args.https_cert) != bool(args.https_key):
         print("wiggle: give both --https-cert and --https-key, or neither", file=sys.stderr)
         return 2
+    token = token_of(args)
     settings = settings_for(
         host,
-        args.token,
+        token,
         require_login=True if args.require_login else None,
         tls=bool(args.https_cert),
     )
@@ -32,7 +33,7 @@ def _console(args: argparse.Namespace) -> int:
         tls = TlsConfig(
             ca=args.tls_ca, cert=args.tls_cert, key=args.tls_key, server_name=args.tls_server_name
         )
-    backend = Backend(args.address, token=args.token, tls=tls)
+    backend = Backend(args.address, token=token, tls=tls)
     try:
         server = ConsoleServer(
             backend, host, port, settings, tls_cert=args.https_cert, tls_key=args.https_key

@@ -32,6 +32,7 @@ __all__ = [
     "flag",
     "make_client",
     "parse_json",
+    "token_of",
 ]
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
@@ -136,6 +137,13 @@ def add_connection_flags(parser: argparse.ArgumentParser) -> None:
     flag(
         parser, "--address", env="WIGGLE_ADDRESS", default=DEFAULT_ADDRESS, help="server host:port"
     )
+    flag(
+        parser,
+        "--token-file",
+        env="WIGGLE_AUTH_TOKEN_FILE",
+        help="a file holding the bearer token; preferred to --token, which other users of this "
+        "machine can read in the process list",
+    )
     flag(parser, "--token", env="WIGGLE_AUTH_TOKEN", help="bearer token")
     flag(
         parser,
@@ -155,6 +163,23 @@ def add_connection_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def token_of(args: argparse.Namespace) -> str | None:
+    """The bearer token: from --token-file (read now) or --token; both is a mistake."""
+    token_file = getattr(args, "token_file", None)
+    if token_file and args.token:
+        raise InvalidRequest("give --token or --token-file (or their env twins), not both")
+    if not token_file:
+        return args.token  # type: ignore[no-any-return]
+    try:
+        with open(token_file) as f:
+            token = f.read().strip()
+    except OSError as exc:
+        raise InvalidRequest(f"cannot read token file {token_file}: {exc.strerror}") from None
+    if not token:
+        raise InvalidRequest(f"token file {token_file} is empty")
+    return token
+
+
 def tls_config(args: argparse.Namespace) -> Any:
     """The TlsConfig the connection flags ask for, or None for a plain connection."""
     options = (args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name)
@@ -170,4 +195,6 @@ def make_client(args: argparse.Namespace) -> Client:
     """A client for a command: it gives up on an unreachable server quickly (and says so)."""
     from wiggle.client import Client
 
-    return Client(args.address, token=args.token, tls=tls_config(args), retry_for=CONNECT_RETRY_S)
+    return Client(
+        args.address, token=token_of(args), tls=tls_config(args), retry_for=CONNECT_RETRY_S
+    )

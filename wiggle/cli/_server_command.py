@@ -44,6 +44,8 @@ def _server(args: argparse.Namespace) -> int:
     config = ServerConfig(
         address=args.address,
         token=args.token,
+        token_file=Path(args.token_file) if args.token_file else None,
+        credentials=Path(args.credentials) if args.credentials else None,
         tls_cert=Path(args.tls_cert) if args.tls_cert else None,
         tls_key=Path(args.tls_key) if args.tls_key else None,
         tls_client_ca=Path(args.tls_client_ca) if args.tls_client_ca else None,
@@ -89,9 +91,24 @@ def register(subparsers: Any) -> None:
         "--address",
         env="WIGGLE_ADDRESS",
         default=DEFAULT_ADDRESS,
-        help="host:port to listen on; a non-loopback address requires --token",
+        help="host:port to listen on; a non-loopback address requires --credentials, "
+        "--token-file or --token",
     )
-    flag(p, "--token", env="WIGGLE_AUTH_TOKEN", help="bearer token")
+    flag(
+        p,
+        "--credentials",
+        env="WIGGLE_CREDENTIALS",
+        help="a TOML file of named credentials with scopes (admin, client, worker:QUEUES), "
+        "re-read when it changes; see docs/security.md",
+    )
+    flag(
+        p,
+        "--token-file",
+        env="WIGGLE_AUTH_TOKEN_FILE",
+        help="a file holding one shared token that may do everything; preferred to --token, "
+        "which shows in the process list",
+    )
+    flag(p, "--token", env="WIGGLE_AUTH_TOKEN", help="one shared token that may do everything")
     flag(
         p,
         "--execution-mode",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from wiggle.cli._options import add_connection_flags, flag, tls_config
+from wiggle.cli._options import add_connection_flags, flag, tls_config, token_of
 from wiggle.cli._server_command import add_log_level, setup_logging
 from wiggle.errors import InvalidRequest
 
@@ -37,7 +37,7 @@ def _worker(args: argparse.Namespace) -> int:
         registry=registry,
         concurrency=args.concurrency,
         local_batch_size=args.batch_size,
-        token=args.token,
+        token=token_of(args),
         tls=tls_config(args),
         metrics_address=args.metrics_address,
     )

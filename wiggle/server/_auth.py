@@ -1,23 +1,77 @@
-"""Bearer-token authentication as a server interceptor.
+"""Who may call what: a server interceptor that authenticates every call and checks its scopes.
 
-Every call must carry `authorization: Bearer <token>` metadata, except the standard health
-check, which load balancers and orchestrators probe without credentials.
+A call is authenticated by its bearer token (`authorization: Bearer <token>` metadata) or, with
+mutual TLS and no token, by the identity in the client's certificate (its common name or a
+subject alternative name). The standard health check is exempt: load balancers and
+orchestrators probe it without credentials.
+
+Then the credential's scopes must allow the call (docs/security.md):
+
+    admin            everything
+    client           start (without eager dispatch), signal, describe, list, wait, definitions
+    worker:QUEUES    poll those queues, and report, heartbeat or release tasks on them; fetch
+                     definitions; end its polls
+
+A report names a task, not a queue: the task's queue is looked up (and, for a batch of locally
+run steps, the queue of every step in it), so a worker credential can touch nothing outside its
+queues. Refusals are PERMISSION_DENIED; unknown credentials UNAUTHENTICATED.
 """
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from wiggle._limits import quote
+from wiggle.graph import Graph, Predicate, Task
+from wiggle.server._credentials import Credential, CredentialStore
 from wiggle.server._errors import ERROR_CODE_KEY
 
-__all__ = ["TokenAuth", "is_loopback"]
+__all__ = ["Auth", "is_loopback"]
 
 _EXEMPT_PREFIXES = ("/grpc.health.v1.Health/",)
+_SERVICE = "/wiggle.v1.Wiggle/"
+
+#: What a `client` scope may call.
+CLIENT_METHODS = frozenset(
+    {
+        "StartInstance",
+        "SignalInstance",
+        "DescribeInstance",
+        "ListInstances",
+        "WaitInstance",
+        "GetDefinition",
+        "ListDefinitions",
+        "ListWorkers",
+    }
+)
+#: What a `worker:` scope may call (on its queues).
+WORKER_METHODS = frozenset(
+    {
+        "PollTasks",
+        "EndPolls",
+        "GetDefinition",
+        "CompleteTask",
+        "FailTask",
+        "ReleaseTask",
+        "Heartbeat",
+        "AdvanceRun",
+    }
+)
+_TASK_METHODS = frozenset({"CompleteTask", "FailTask", "ReleaseTask", "Heartbeat", "AdvanceRun"})
+
+#: Where a task is now: its queue and its instance's graph; None for an unknown task.
+Route = Callable[[str], "tuple[str, Graph] | None"]
+
+
+class Denied(Exception):
+    def __init__(self, code: grpc.StatusCode, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
 
 
 def is_loopback(address: str) -> bool:
@@ -32,30 +86,35 @@ def is_loopback(address: str) -> bool:
         return False  # a host name (or 0.0.0.0 / [::] binds every interface): assume reachable
 
 
-def _deny(context: grpc.ServicerContext, message: str) -> None:
-    context.set_trailing_metadata(((ERROR_CODE_KEY, "UNAUTHENTICATED"),))
-    context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+def _abort(context: grpc.ServicerContext, denied: Denied) -> None:
+    context.set_trailing_metadata(((ERROR_CODE_KEY, denied.reason),))
+    context.abort(denied.code, str(denied))
 
 
-def _denying_handler(
-    handler: grpc.RpcMethodHandler[Any, Any], message: str
-) -> grpc.RpcMethodHandler[Any, Any]:
-    """A handler of the same shape as `handler` that refuses the call."""
+def _unauthenticated(message: str) -> Denied:
+    return Denied(grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED", message)
 
-    def unary(request: Any, context: grpc.ServicerContext) -> Any:
-        _deny(context, message)
 
-    kwargs: dict[str, Any] = {
-        "request_deserializer": handler.request_deserializer,
-        "response_serializer": handler.response_serializer,
-    }
-    if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(unary, **kwargs)
-    if handler.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(unary, **kwargs)
-    if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(unary, **kwargs)
-    return grpc.unary_unary_rpc_method_handler(unary, **kwargs)
+def _forbidden(cred: Credential, what: str) -> Denied:
+    return Denied(
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        f"credential {cred.name!r} ({cred.scopes}) may not {what}",
+    )
+
+
+def _identities(context: grpc.ServicerContext) -> list[str]:
+    """The names a verified client certificate carries: its CN, then its SANs."""
+    auth = context.auth_context() or {}
+    names: list[str] = []
+    for key in ("x509_common_name", "x509_subject_alternative_name"):
+        values: Iterable[Any] = auth.get(key, ())
+        names.extend(v.decode(errors="replace") if isinstance(v, bytes) else str(v) for v in values)
+    return names
+
+
+def _queues_or_default(queues: Iterable[str]) -> list[str]:
+    return list(queues) or ["default"]
 
 
 if TYPE_CHECKING:
@@ -64,9 +123,12 @@ else:  # generic only in the type stubs
     _Interceptor = grpc.ServerInterceptor
 
 
-class TokenAuth(_Interceptor):
-    def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}".encode()
+class Auth(_Interceptor):
+    def __init__(self, store: CredentialStore, route: Route | None = None) -> None:
+        self._store = store
+        self._route = route
+
+    # -- authentication -----------------------------------------------------------------------
 
     def intercept_service(
         self,
@@ -77,14 +139,142 @@ class TokenAuth(_Interceptor):
         method: str = handler_call_details.method
         if handler is None or method.startswith(_EXEMPT_PREFIXES):
             return handler
+        self._store.reload_if_changed()
         presented = ""
         for key, value in handler_call_details.invocation_metadata or ():
             if key == "authorization":
                 presented = value if isinstance(value, str) else value.decode(errors="replace")
                 break
-        if not presented:
-            return _denying_handler(handler, "missing bearer token (authorization metadata)")
-        # Constant-time comparison: the token is a shared secret.
-        if not hmac.compare_digest(presented.encode(), self._expected):
-            return _denying_handler(handler, "wrong bearer token")
-        return handler
+        cred: Credential | None = None
+        if presented:
+            token = presented[7:] if presented.startswith("Bearer ") else ""
+            cred = self._store.by_token(token) if token else None
+            if cred is None:
+                return _refusing(handler, _unauthenticated("unknown bearer token"))
+        elif not self._store.has_identities:
+            return _refusing(
+                handler, _unauthenticated("missing bearer token (authorization metadata)")
+            )
+        name = method[len(_SERVICE) :] if method.startswith(_SERVICE) else ""
+        return _guarded(handler, lambda request, context: self._check(name, request, context, cred))
+
+    def _check(
+        self, name: str, request: Any, context: grpc.ServicerContext, cred: Credential | None
+    ) -> None:
+        if cred is None:
+            identities = _identities(context)
+            cred = self._store.by_identity(identities)
+            if cred is None:
+                who = f"certificate identity {quote(identities[0])}" if identities else "caller"
+                raise _unauthenticated(
+                    f"missing bearer token, and the {who} has no credential on this server"
+                )
+        if name and request is not None:
+            self.authorize(name, request, cred)
+
+    # -- authorization ------------------------------------------------------------------------
+
+    def authorize(self, method: str, request: Any, cred: Credential) -> None:
+        """Raise Denied unless `cred` may make this call."""
+        scopes = cred.scopes
+        if scopes.admin:
+            return
+        if method in CLIENT_METHODS and scopes.client:
+            if method == "StartInstance" and request.HasField("eager") and request.eager.worker_id:
+                self._serves(cred, _queues_or_default(request.eager.queues), "dispatch eagerly to")
+            return
+        if method in WORKER_METHODS and scopes.worker:
+            if method == "PollTasks":
+                self._serves(cred, _queues_or_default(request.queues), "poll")
+            elif method == "CompleteTask" and request.HasField("next") and request.next.worker_id:
+                self._serves(cred, _queues_or_default(request.next.queues), "lease a task from")
+            if method in _TASK_METHODS:
+                self._task_allowed(method, request, cred)
+            return
+        raise _forbidden(cred, f"call {method}")
+
+    def _serves(self, cred: Credential, queues: Iterable[str], verb: str) -> None:
+        for queue in queues:
+            if not cred.scopes.serves(queue):
+                raise _forbidden(cred, f"{verb} queue {quote(queue)}")
+
+    def _task_allowed(self, method: str, request: Any, cred: Credential) -> None:
+        if self._route is None:
+            return
+        route = self._route(request.task_id)
+        if route is None:
+            return  # no such task: the service answers that, to everyone alike
+        queue, graph = route
+        if not cred.scopes.serves(queue):
+            raise _forbidden(cred, f"report on a task of queue {quote(queue)}")
+        if method == "AdvanceRun":
+            for step in request.steps:
+                node = graph.nodes.get(step.node_id)
+                if isinstance(node, Task | Predicate) and not cred.scopes.serves(node.queue):
+                    raise _forbidden(cred, f"report a step of queue {quote(node.queue)}")
+
+
+def _guarded(
+    handler: grpc.RpcMethodHandler[Any, Any],
+    check: Callable[[Any, grpc.ServicerContext], None],
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """`handler` with `check(request, context)` run first (request None for a stream)."""
+    kwargs: dict[str, Any] = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.unary_unary is not None:
+        inner_uu = handler.unary_unary
+
+        def unary_unary(request: Any, context: grpc.ServicerContext) -> Any:
+            try:
+                check(request, context)
+            except Denied as denied:
+                _abort(context, denied)
+            return inner_uu(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(unary_unary, **kwargs)
+    if handler.unary_stream is not None:
+        inner_us = handler.unary_stream
+
+        def unary_stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            try:
+                check(request, context)
+            except Denied as denied:
+                _abort(context, denied)
+            yield from inner_us(request, context)
+
+        return grpc.unary_stream_rpc_method_handler(unary_stream, **kwargs)
+    if handler.stream_unary is not None:
+        inner_su = handler.stream_unary
+
+        def stream_unary(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+            try:
+                check(None, context)
+            except Denied as denied:
+                _abort(context, denied)
+            return inner_su(requests, context)
+
+        return grpc.stream_unary_rpc_method_handler(stream_unary, **kwargs)
+    inner_ss = handler.stream_stream
+    assert inner_ss is not None
+
+    def stream_stream(requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+        try:
+            check(None, context)
+        except Denied as denied:
+            _abort(context, denied)
+        yield from inner_ss(requests, context)
+
+    return grpc.stream_stream_rpc_method_handler(stream_stream, **kwargs)
+
+
+def _refusing(
+    handler: grpc.RpcMethodHandler[Any, Any], denied: Denied
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """A handler of the same shape as `handler` that refuses every call."""
+
+    def refuse(_request: Any, context: grpc.ServicerContext) -> None:
+        raise denied
+
+    return _guarded(handler, refuse)

@@ -30,7 +30,8 @@ from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.engine import Engine
 from wiggle.errors import WiggleError
-from wiggle.server._auth import TokenAuth, is_loopback
+from wiggle.server._auth import Auth, is_loopback
+from wiggle.server._credentials import CredentialError, CredentialStore, read_token_file
 from wiggle.server._metrics import ServerMetrics
 from wiggle.server._retention import Retention
 from wiggle.server._service import POLL_SLICE_S, WiggleService
@@ -56,7 +57,9 @@ class ServerConfigError(WiggleError):
 @dataclass(frozen=True)
 class ServerConfig:
     address: str = DEFAULT_ADDRESS
-    token: str | None = None
+    token: str | None = None  # one shared token that stands for an admin
+    token_file: Path | None = None  # the same, read from a file (kept out of the command line)
+    credentials: Path | None = None  # named credentials with scopes (docs/security.md)
     tls_cert: Path | None = None  # PEM certificate chain of this server
     tls_key: Path | None = None  # its PEM private key
     tls_client_ca: Path | None = None  # PEM CA bundle: when set, clients must present a cert
@@ -73,11 +76,17 @@ class ServerConfig:
     metrics_address: str | None = None  # HOST:PORT of the Prometheus endpoint (None: none)
 
     def check(self) -> None:
-        if not self.token and not is_loopback(self.address):
+        if self.token and self.token_file is not None:
+            raise ServerConfigError("give --token or --token-file, not both")
+        if not (self.token or self.token_file or self.credentials) and not is_loopback(
+            self.address
+        ):
             raise ServerConfigError(
-                f"refusing to listen on {self.address} without a token: set --token or "
-                "WIGGLE_AUTH_TOKEN (a token is optional only on a loopback address)"
+                f"refusing to listen on {self.address} without credentials: set --credentials, "
+                "--token-file or --token (WIGGLE_CREDENTIALS, WIGGLE_AUTH_TOKEN_FILE, "
+                "WIGGLE_AUTH_TOKEN); they are optional only on a loopback address"
             )
+        self.credential_store()  # a file that cannot be read or parsed fails here, at start
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ServerConfigError("TLS needs both --tls-cert and --tls-key")
         if self.tls_client_ca is not None and self.tls_cert is None:
@@ -98,7 +107,17 @@ class ServerConfig:
             return self.max_request_bytes
         return self.max_payload_bytes * MESSAGE_PAYLOADS + MESSAGE_OVERHEAD
 
-    def credentials(self) -> grpc.ServerCredentials | None:
+    def credential_store(self) -> CredentialStore | None:
+        """Who may call, or None when every caller may do everything (no credentials set)."""
+        if not (self.token or self.token_file or self.credentials):
+            return None
+        try:
+            token = read_token_file(self.token_file) if self.token_file else self.token
+            return CredentialStore(self.credentials, admin_token=token)
+        except CredentialError as exc:
+            raise ServerConfigError(str(exc)) from None
+
+    def server_credentials(self) -> grpc.ServerCredentials | None:
         if self.tls_cert is None or self.tls_key is None:
             return None
         try:
@@ -126,7 +145,7 @@ class Server:
         interceptors: Sequence[grpc.ServerInterceptor[Any, Any]] = (),
     ) -> None:
         """`interceptors` run after authentication, in order (the conformance runner records
-        and injects faults with one)."""
+        and injects faults with one, the fault suite too)."""
         config.check()
         self.config = config
         self._engine = engine
@@ -142,9 +161,10 @@ class Server:
         )
         self._health = health.HealthServicer()
         limit = config.request_limit
-        chain: list[grpc.ServerInterceptor[Any, Any]] = (
-            [TokenAuth(config.token)] if config.token else []
-        )
+        store = config.credential_store()
+        chain: list[grpc.ServerInterceptor[Any, Any]] = []
+        if store is not None:
+            chain.append(Auth(store, getattr(engine, "task_route", None)))
         self._grpc = grpc.server(
             futures.ThreadPoolExecutor(
                 max_workers=config.max_workers, thread_name_prefix="wiggle-rpc"
@@ -184,7 +204,7 @@ class Server:
         return f"{host}:{self.port}"
 
     def start(self) -> int:
-        creds = self.config.credentials()
+        creds = self.config.server_credentials()
         try:
             if creds is None:
                 self.port = self._grpc.add_insecure_port(self.config.address)

@@ -100,3 +100,21 @@ def test_mutual_tls(fake_engine, start_server, certs):
     client = Client(server.address, tls=anonymous, retry_for=0, timeout=5)
     with client, pytest.raises(errors.Unavailable):
         client.signal("i1", "go")
+
+
+def test_a_client_certificate_identity_is_a_credential(fake_engine, start_server, certs):
+    (certs / "credentials.toml").write_text(
+        '[[credential]]\nname = "frontend"\nscopes = ["client"]\nmtls_identity = "client"\n'
+    )
+    server = start_server(
+        fake_engine,
+        tls_cert=certs / "server.crt",
+        tls_key=certs / "server.key",
+        tls_client_ca=certs / "ca.crt",
+        credentials=certs / "credentials.toml",
+    )
+    mine = TlsConfig(ca=certs / "ca.crt", cert=certs / "client.crt", key=certs / "client.key")
+    with Client(server.address, tls=mine, retry_for=0) as client:
+        assert client.signal("i1", "go") is True  # a client may signal
+        with pytest.raises(errors.PermissionDenied, match="'frontend'"):
+            client.cancel("i1")  # but not cancel
