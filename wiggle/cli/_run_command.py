@@ -148,10 +148,13 @@ def _run(args: argparse.Namespace) -> int:
         for flow in flows:
             client.deploy(flow)
         console_url = _start_console(stack, address, args.console) if args.console else ""
-        started = client.start(main.name, value, version=main.version, worker=worker)
+        started = client.start(
+            main.name, value, version=main.version, instance_id=args.id, worker=worker
+        )
         mode_now = client.describe(started.instance_id).execution_mode
+        again = "" if started.created else ", resumed"
         print(
-            f"{main.name} {main.version}\ninstance {started.instance_id} ({mode_now})",
+            f"{main.name} {main.version}\ninstance {started.instance_id} ({mode_now}{again})",
             file=progress,
             flush=True,
         )
@@ -159,7 +162,8 @@ def _run(args: argparse.Namespace) -> int:
             print(
                 f"console: {console_url}/instances/{started.instance_id}", file=progress, flush=True
             )
-        for name, payload in signals:  # buffered by the engine until their await is reached
+        # Buffered by the engine until their await is reached; sent once, by the first run.
+        for name, payload in signals if started.created else ():
             client.signal(started.instance_id, name, payload)
         printer = EventPrinter(progress)
         deadline = None if args.timeout is None else time.monotonic() + args.timeout
@@ -258,6 +262,13 @@ def register(subparsers: Any) -> None:
         "--database",
         default=env("WIGGLE_DATABASE_URL"),
         help="use this database instead of a temporary SQLite file (env WIGGLE_DATABASE_URL)",
+    )
+    p.add_argument(
+        "--id",
+        default=env("WIGGLE_INSTANCE_ID"),
+        help="the instance id; run again with the same id and --database to resume an instance "
+        "a killed run left unfinished: its steps are picked up once their leases expire "
+        "(env WIGGLE_INSTANCE_ID)",
     )
     p.add_argument(
         "--signal",
