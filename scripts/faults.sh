@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The full fault suite (tests/faults/ with WIGGLE_FAULTS=full): real server, worker and
+# PostgreSQL processes killed, stopped, crashed, cut off and drained under load, each scenario
+# ending with a ledger line; the table of every line is printed at the end. Bounded: every
+# scenario has a fixed count of instances and a timeout. `bash scripts/test.sh` runs the short
+# version of the same scenarios. Extra arguments go to pytest (e.g. -k zombie).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export WIGGLE_FAULTS=full
+exec .venv/bin/python -m pytest tests/faults -q "$@"

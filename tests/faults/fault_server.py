@@ -1,0 +1,121 @@
+"""A Wiggle server process for the fault suite: the real Server over a real Engine, plus an
+interceptor that can lose answers and that counts what the server refused.
+
+    python fault_server.py --database URL --address HOST:PORT [--lose P] [--lose-methods M,...]
+                           [--seed N] [--stats FILE] [--leader-ttl S] [--node-id ID]
+
+`--lose P`: after a listed method has run (and committed), answer UNAVAILABLE instead of its
+response with probability P, as a connection lost after the commit would. Every lost answer
+and every refusal with a Wiggle error code is appended to the stats file, one line each
+(`lost METHOD`, `refused CODE METHOD`), so the counts survive a kill -9.
+Prints `listening on HOST:PORT` once it serves; stops gracefully on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from wiggle.engine import Engine
+from wiggle.server import Server, ServerConfig
+
+REPORTS = ("CompleteTask", "FailTask", "AdvanceRun", "ReleaseTask")
+
+
+class Faults(grpc.ServerInterceptor):  # type: ignore[type-arg]
+    def __init__(self, lose: float, methods: set[str], seed: int, stats: str | None) -> None:
+        self._lose = lose
+        self._methods = methods
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+        self._fd = os.open(stats, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if stats else None
+
+    def _note(self, line: str) -> None:
+        if self._fd is not None:
+            os.write(self._fd, (line + "\n").encode())
+
+    def _loses(self) -> bool:
+        with self._lock:
+            return self._random.random() < self._lose
+
+    def intercept_service(
+        self, continuation: Callable[[Any], Any], details: grpc.HandlerCallDetails
+    ) -> Any:
+        handler = continuation(details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        name = details.method.rsplit("/", 1)[-1]
+        inner = handler.unary_unary
+
+        def behavior(request: Any, context: grpc.ServicerContext) -> Any:
+            try:
+                response = inner(request, context)
+            except BaseException:
+                code = dict(context.trailing_metadata() or ()).get("wiggle-error-code", "")
+                if code:
+                    self._note(f"refused {code} {name}")
+                raise
+            if name in self._methods and self._loses():
+                self._note(f"lost {name}")
+                context.abort(grpc.StatusCode.UNAVAILABLE, "fault: answer lost after commit")
+            return response
+
+        return grpc.unary_unary_rpc_method_handler(
+            behavior,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--database", required=True)
+    parser.add_argument("--address", default="127.0.0.1:0")
+    parser.add_argument("--lose", type=float, default=0.0)
+    parser.add_argument("--lose-methods", default=",".join(REPORTS))
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--stats", default=None)
+    parser.add_argument("--leader-ttl", type=float, default=2.0)
+    parser.add_argument("--node-id", default=None)
+    parser.add_argument("--mode", default="SERVER")
+    args = parser.parse_args()
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(process)d %(name)s: %(message)s"
+    )
+    from wiggle.graph import ExecutionMode
+
+    engine = Engine(
+        args.database,
+        node_id=args.node_id,
+        leader_ttl_s=args.leader_ttl,
+        default_mode=ExecutionMode(args.mode),
+    )
+    faults = Faults(args.lose, set(args.lose_methods.split(",")), args.seed, args.stats)
+    server = Server(
+        engine,
+        ServerConfig(address=args.address, grace_s=2.0),
+        close_engine=True,
+        interceptors=[faults],
+    )
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    server.start()
+    print(f"listening on {server.address}", flush=True)
+    while not stop.wait(0.5):
+        pass
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Lost answers to reports, in every mode, loops included: nothing is applied twice.
+
+A server that commits a report and then answers UNAVAILABLE (as a reset connection or a server
+dying after its commit would) makes the worker resend the report with the same seq; the resend
+must get the first answer, never a second application. A loop batch that ends where it began
+(`[more=true, inc]`) is the case a lease-and-node check alone cannot tell apart: `max_iterations`
+equal to the target makes one double application fail the instance. Then the same through a
+proxy that resets every connection every 0.2-0.6 s.
+"""
+
+from __future__ import annotations
+
+import pytest
+from faultkit import (
+    MODES,
+    ResettingProxy,
+    deploy,
+    linear_flow,
+    loop_flow,
+    read_stats,
+    scale,
+    start_many,
+)
+
+pytestmark = pytest.mark.timeout(300)
+
+TARGET = 6
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_lost_answers_are_never_applied_twice(cluster, checker, ledger, mode):
+    _, address = cluster.server(lose=0.15, seed=11)
+    loop, line = deploy(
+        address,
+        loop_flow(f"lost-loop-{mode.lower()}", mode, target=TARGET),
+        linear_flow(f"lost-line-{mode.lower()}", mode, steps=4),
+    )
+    # Batches of two: a LOCAL_ASYNC loop reports [more, inc] batches that end where they began.
+    cluster.worker(address, concurrency=8, batch=2)
+    n = scale(12, 40)
+    ids = start_many(address, loop, [{"target": TARGET}] * n)
+    ids += start_many(address, line, [{}] * (n // 2))
+    checker.wait_finished(ids, timeout=scale(120, 300))
+
+    lost = read_stats(cluster.stats)["lost"]
+    tally = checker.tally(
+        f"lost answers, {mode}", ids, cluster.ledger, cluster.stats, fault=f"{lost} answers lost"
+    )
+    ledger(tally)
+    assert lost >= 3, "too few answers were lost to prove anything"
+    contexts = checker.contexts(ids[:n])
+    assert all(ctx["n"] == TARGET for ctx, _reason in contexts.values()), contexts
+
+
+def test_a_flaky_network_applies_nothing_twice(cluster, checker, ledger):
+    _, address = cluster.server()
+    proxy = ResettingProxy(address, 0.2, 0.6)
+    try:
+        flows = deploy(
+            address,
+            *(loop_flow(f"flaky-loop-{m.lower()}", m, target=TARGET) for m in MODES),
+            *(linear_flow(f"flaky-line-{m.lower()}", m, steps=4) for m in MODES),
+        )
+        cluster.worker(proxy.address, concurrency=8, batch=2)
+        n = scale(6, 20)
+        loops: list[str] = []
+        ids: list[str] = []
+        for i, flow in enumerate(flows):
+            started = start_many(address, flow, [{"target": TARGET, "sleep": 0.02}] * n)
+            ids += started
+            loops += started if i < len(MODES) else []
+        checker.wait_finished(ids, timeout=scale(150, 400))
+        resets = proxy.resets
+    finally:
+        proxy.close()
+    tally = checker.tally(
+        "flaky network (resets)", ids, cluster.ledger, cluster.stats, fault=f"{resets} resets"
+    )
+    ledger(tally)
+    assert resets >= 3
+    contexts = checker.contexts(loops)
+    assert all(ctx["n"] == TARGET for ctx, _reason in contexts.values()), contexts
