@@ -32,6 +32,7 @@ from wiggle.worker._rpc import RETRYABLE, Rpc, RpcFailed
 
 __all__ = [
     "GONE",
+    "UNKNOWN_FATE",
     "check_result",
     "refused",
     "release",
@@ -44,6 +45,11 @@ _log = logging.getLogger("wiggle.worker")
 #: Refusals that mean the task is not ours to report any more (stale lease, finished instance,
 #: a report out of order, an unknown task).
 GONE = frozenset({grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND})
+
+#: Answers after which a report's fate is unknown: resent unchanged, same seq, within the lease.
+#: INTERNAL and UNKNOWN are among them: a server bug, or a stream reset mid-call (gRPC reports
+#: some resets so); the server applies a resent report at most once either way.
+UNKNOWN_FATE = RETRYABLE | {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}
 
 _said_unimplemented = threading.Event()
 
@@ -70,7 +76,11 @@ def send_report(rpc: Rpc, lease: Lease, method: str, request: Any) -> Any:
     seq = lease.next_seq()
     request.seq = seq
     response = rpc.call(
-        method, request, timeout=_attempt_timeout(rpc, lease), retry_for=retry_window(lease)
+        method,
+        request,
+        timeout=_attempt_timeout(rpc, lease),
+        retry_for=retry_window(lease),
+        retry_on=UNKNOWN_FATE,
     )
     lease.ack(seq)
     return response
@@ -104,7 +114,8 @@ def refused(rpc: Rpc, lease: Lease, exc: RpcFailed, what: str) -> None:
         return
     if exc.code in RETRYABLE:
         # Undeliverable for the whole lease: the server is unreachable, so a release would not
-        # reach it either; the lease expires there.
+        # reach it either; the lease expires there. (INTERNAL / UNKNOWN answers for as long:
+        # a release is tried, the server may take that.)
         _log.error("%s of task %s not delivered within its lease: %s", what, lease.task_id, exc)
         return
     _log.error("%s of task %s refused: %s; releasing the task", what, lease.task_id, exc)

@@ -142,13 +142,17 @@ class Rpc:
         *,
         timeout: float | None = None,
         retry_for: float = 0.0,
+        retry_on: frozenset[grpc.StatusCode] = RETRYABLE,
     ) -> Any:
-        """Call `method`; while UNAVAILABLE, retry with backoff for up to `retry_for` seconds.
+        """Call `method`; while it fails with a `retry_on` code (by default: unreachable),
+        retry with backoff for up to `retry_for` seconds.
 
         Raises RpcFailed for every other status, and when the retry time is spent.
         """
         try:
-            response = self._call(method, request, timeout=timeout, retry_for=retry_for)
+            response = self._call(
+                method, request, timeout=timeout, retry_for=retry_for, retry_on=retry_on
+            )
         except RpcFailed:
             if self.observer is not None:
                 self.observer(method, request, False)
@@ -157,7 +161,15 @@ class Rpc:
             self.observer(method, request, True)
         return response
 
-    def _call(self, method: str, request: Any, *, timeout: float | None, retry_for: float) -> Any:
+    def _call(
+        self,
+        method: str,
+        request: Any,
+        *,
+        timeout: float | None,
+        retry_for: float,
+        retry_on: frozenset[grpc.StatusCode],
+    ) -> Any:
         fn: Callable[..., Any] = getattr(self.stub, method)
         batcher = self.batcher if method in REPORT_METHODS else None
         give_up_at = time.monotonic() + retry_for
@@ -173,8 +185,9 @@ class Rpc:
             except grpc.RpcError as exc:
                 code = code_of(exc)
                 detail = _details(exc)
-                if code in RETRYABLE:
-                    self.outage.failed(exc if detail == "" else RpcFailed(method, code, detail))
+                if code in retry_on:
+                    if code in RETRYABLE:
+                        self.outage.failed(exc if detail == "" else RpcFailed(method, code, detail))
                     delay = backoff.next_delay()
                     if time.monotonic() + delay < give_up_at and not self.stopped.is_set():
                         self.stopped.wait(delay)

@@ -72,7 +72,16 @@ def test_a_server_step_reports_with_seq_one(harness):
     assert [r.seq for r in h.stub.requests("CompleteTask")] == [1]
 
 
-def test_a_report_whose_answer_was_lost_is_resent_with_the_same_seq(harness, rpc_error):
+@pytest.mark.parametrize(
+    "code",
+    [
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.INTERNAL,  # gRPC reports some stream resets so
+        grpc.StatusCode.UNKNOWN,
+    ],
+)
+def test_a_report_whose_answer_was_lost_is_resent_with_the_same_seq(harness, rpc_error, code):
     executed: list[str] = []
     h = harness(LOOP.format(mode="LOCAL_SYNC"), loop_registry(2, executed))
     lost: list[int] = []
@@ -80,7 +89,7 @@ def test_a_report_whose_answer_was_lost_is_resent_with_the_same_seq(harness, rpc
     def flaky(request):
         if request.seq == 2 and not lost:
             lost.append(request.seq)
-            raise rpc_error(grpc.StatusCode.UNAVAILABLE, "connection reset")
+            raise rpc_error(code, "connection reset")
         return pb.AdvanceRunResponse(
             instance_status=pb.InstanceStatus.RUNNING,
             lease_expires_at_ms=int(time.time() * 1000) + 60_000,
@@ -93,6 +102,7 @@ def test_a_report_whose_answer_was_lost_is_resent_with_the_same_seq(harness, rpc
     assert seqs == [1, 2, 2, 3, 4]
     assert h.stub.batches()[1] == h.stub.batches()[2]  # the same report, sent again
     assert executed == ["inc", "more", "inc", "more"]
+    assert not h.stub.requests("ReleaseTask")
 
 
 def test_a_refused_report_releases_the_lease_at_once(harness, rpc_error):
