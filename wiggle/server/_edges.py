@@ -57,14 +57,15 @@ def _advance(r: Any) -> Iterable[tuple[str, str]]:
 
 
 def _list_instances(r: Any) -> Iterable[tuple[str, str]]:
-    yield from (("flow name", r.flow), ("version", r.version))
+    # Filters are searches, not addresses: a value no flow can have simply matches nothing.
+    yield from (("flow filter", r.flow), ("version", r.version))
     yield from (("page token", r.page_token), ("instance id part", r.id_contains))
 
 
 _FIELDS: dict[str, _Fields] = {
     "RegisterDefinition": lambda r: [("file name", r.filename)],
     "GetDefinition": lambda r: [("flow name", r.name), ("version", r.version)],
-    "ListDefinitions": lambda r: [("flow name", r.name)],
+    "ListDefinitions": lambda r: [("flow filter", r.name)],
     "StartInstance": _start,
     "SignalInstance": lambda r: [("instance id", r.instance_id), ("signal name", r.name)],
     "CancelInstance": lambda r: [("instance id", r.instance_id), ("reason", r.reason)],
@@ -106,7 +107,7 @@ def _problem(kind: str, value: str) -> str | None:
         return _longer_than(kind, value, 80)
     if kind == "reason":
         return _longer_than(kind, value, MAX_REASON_CHARS)
-    if kind in ("file name", "page token"):
+    if kind in ("file name", "page token", "flow filter"):
         return _longer_than(kind, value, MAX_NAME_CHARS)
     if kind == "sdk":
         return _longer_than(kind, value, 100)
