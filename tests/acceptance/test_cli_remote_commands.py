@@ -103,7 +103,10 @@ def test_status_watch_follows_until_finished(server, work):
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.0)
+    assert watcher.stdout is not None
+    # Its first lines: it is watching, and it has read the instance (its start event).
+    first = watcher.stdout.readline() + watcher.stdout.readline()
+    assert first.startswith("watching w1") and "instance started" in first, first
     assert watcher.poll() is None  # still watching a RUNNING instance
     wiggle(address, "signal", "w1", "go", cwd=work)
     wiggle(address, "cancel", "w1", cwd=work)

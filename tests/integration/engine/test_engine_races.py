@@ -17,6 +17,21 @@ from wiggle.errors import InstanceNotRunning, SignalNotAwaited, StaleLease
 LIN = load_flow("wiggle: 1\nname: lin\nsteps:\n  - task: a\n  - await: s\n  - task: b\n")
 
 
+def _wait_for_a_lock_wait(url: str, timeout: float = 30.0) -> None:
+    """Until a backend of this database waits for a lock (the report, behind our row lock)."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(url, autocommit=True) as watcher:
+        while True:
+            (waiting,) = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone() or (0,)
+            if waiting:
+                return
+            assert time.monotonic() < deadline, "the report never waited for the lock"
+            time.sleep(0.01)
+
+
 def test_a_report_that_waited_for_the_lock_sees_the_cancel(postgres_database_url):
     """PostgreSQL: a report blocked on the instance lock must see what the holder committed."""
     database_url = postgres_database_url
@@ -33,7 +48,7 @@ def test_a_report_that_waited_for_the_lock_sees_the_cancel(postgres_database_url
             got: list[object] = []
             t = threading.Thread(target=lambda: got.append(e.complete(task.task_id, task.lease, 1)))
             t.start()
-            time.sleep(0.3)  # the report is now waiting for the row lock
+            _wait_for_a_lock_wait(libpq.render_as_string(hide_password=False))
             assert t.is_alive()
             other.execute(
                 "UPDATE wiggle_instances SET status = 'CANCELLED', reason = 'cancelled' "
@@ -86,11 +101,17 @@ def test_cancel_racing_workers_and_signals_leaves_nothing_alive(database_url):
         for i in ids[::2]:
             with contextlib.suppress(InstanceNotRunning):  # it may have completed first
                 engines[0].cancel(i)
-        time.sleep(0.5)
+        # The workers and the signaller finish every instance that was not cancelled.
+        deadline = time.monotonic() + 60
+        while any(engines[0].describe(i).status is InstanceStatus.RUNNING for i in ids):
+            assert time.monotonic() < deadline and not errors, errors or "instances left running"
+            time.sleep(0.02)
         stop.set()
         for t in threads:
             t.join()
         assert errors == []
+        statuses = [engines[0].describe(i).status for i in ids]
+        assert InstanceStatus.CANCELLED in statuses, "no cancel won its race: nothing was tested"
         for i in ids:
             view = engines[0].describe(i, include_events=True)
             if view.status is InstanceStatus.CANCELLED:

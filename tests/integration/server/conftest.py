@@ -42,6 +42,7 @@ class FakeEngine:
         self.tasks: list[TaskActivation] = []
         self.cond = threading.Condition()
         self.polls = 0
+        self.polled = threading.Condition()  # notified per poll (pollers wait on `cond`)
         self.closed = False
         self.timer_wake = threading.Event()
         self.failures: list[tuple[str, Any]] = []
@@ -70,12 +71,19 @@ class FakeEngine:
             self.cond.notify_all()
 
     def poll(self, queues: Any, worker_id: str, max_tasks: int, **kw: Any) -> list[TaskActivation]:
-        with self.cond:
+        with self.polled:
             self.polls += 1
+            self.polled.notify_all()
+        with self.cond:
             mine = [t for t in self.tasks if t.queue in queues][:max_tasks]
             for t in mine:
                 self.tasks.remove(t)
             return mine
+
+    def wait_polls(self, n: int, timeout: float = 10.0) -> None:
+        """Until `n` polls have reached the engine (a long poll polls once, then waits)."""
+        with self.polled:
+            assert self.polled.wait_for(lambda: self.polls >= n, timeout), f"{self.polls} polls"
 
     def note_worker(self, note: Any) -> None:
         pass

@@ -167,7 +167,7 @@ def test_graceful_shutdown_ends_polls_and_reports_not_serving(fake_engine, start
 
     poller = threading.Thread(target=poll)
     poller.start()
-    time.sleep(0.3)  # the poll is waiting in the server
+    fake_engine.wait_polls(1)  # the poll is in the server, about to wait
     stopper = threading.Thread(target=server.stop)
     stopper.start()
     assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING
@@ -186,7 +186,7 @@ def test_waiting_polls_leave_threads_for_reports(fake_engine, start_server, stub
     stub = stub_for(server)
     request = pb.PollTasksRequest(worker_id="w", queues=["default"], wait_ms=20_000)
     waiting = [stub.PollTasks.future(request) for _ in range(3)]
-    time.sleep(0.5)
+    fake_engine.wait_polls(3)  # all three hold their threads now
     with pytest.raises(grpc.RpcError) as exc:
         stub.PollTasks(request, timeout=5)
     assert exc.value.code() is grpc.StatusCode.UNAVAILABLE

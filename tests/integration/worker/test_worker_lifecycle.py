@@ -162,7 +162,11 @@ def test_never_more_steps_at_once_than_the_concurrency(stack):
 def test_stop_returns_promptly_during_a_long_poll(stack):
     worker = Worker(stack.address, registry=hello_registry(), poll_wait_ms=30_000)
     worker.start()
-    time.sleep(0.3)  # the poll is open on the server now
+    # The server records a polling worker as its long poll begins: the poll is open now.
+    deadline = time.monotonic() + 30
+    while worker.worker_id not in [w.worker_id for w in stack.client.list_workers()[0]]:
+        assert time.monotonic() < deadline, "the worker's poll never reached the server"
+        time.sleep(0.02)
     began = time.monotonic()
     worker.stop()
     assert time.monotonic() - began < 3.0
