@@ -321,10 +321,18 @@ def test_long_poll_wakes_on_a_start(client, stub, flows):
     import threading
 
     client.deploy(flows["greet"])
-    threading.Timer(0.5, client.start, ("greet", {"name": "late"})).start()
+    got: list[list[pb.Task]] = []
+    poller = threading.Thread(target=lambda: got.append(_poll(stub, wait_ms=20_000)))
     began = time.monotonic()
-    tasks = _poll(stub, wait_ms=20_000)
-    assert len(tasks) == 1
+    poller.start()
+    # The server records a polling worker as its long poll begins: then start the instance.
+    deadline = time.monotonic() + 10
+    while "w1" not in [w.worker_id for w in client.list_workers()[0]]:
+        assert time.monotonic() < deadline, "the poll never reached the server"
+        time.sleep(0.01)
+    client.start("greet", {"name": "late"})
+    poller.join(30)
+    assert [len(tasks) for tasks in got] == [1]
     assert time.monotonic() - began < 10  # woken by the start, well before the 20 s wait
 
 
