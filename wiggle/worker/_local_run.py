@@ -304,8 +304,6 @@ class LocalRun:
             activity = next_node.activity
             attempt = 1
             loop_counts = move.loop_counts
-            if next_node.timeout_ms > self.lease.length_ms:
-                self._renew_for(node_id)
 
     def _renew_for(self, node_id: str) -> None:
         """The next step may run longer than the lease was last renewed for: renew it by that
@@ -330,9 +328,11 @@ class LocalRun:
             return "fallback"  # another run found out: report the first step the SERVER way
         if self.env.draining.is_set():
             return RuntimeHandback.SHUTDOWN
+        node = self.graph.nodes.get(next_node or "")
+        if isinstance(node, Task | Predicate) and node.timeout_ms > self.lease.length_ms:
+            self._renew_for(node.id)  # a longer step after shorter ones: renew by its timeout
         if not traversal.lease_budget_left(self.lease.remaining_ms(), self.lease.length_ms):
             return RuntimeHandback.LEASE_BUDGET
-        node = self.graph.nodes.get(next_node or "")
         if isinstance(node, Task | Predicate) and self.env.registry.get(node.activity) is None:
             return RuntimeHandback.UNKNOWN_ACTIVITY
         return None
