@@ -469,7 +469,7 @@ class ResettingProxy:
                     if not data:
                         return
                     peers[s].sendall(data)
-        except OSError:
+        except (OSError, ValueError):  # reset under us: a closed socket has no descriptor
             return
         finally:
             self._drop(a, b)
