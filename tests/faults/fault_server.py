@@ -28,7 +28,7 @@ import grpc
 from wiggle.engine import Engine
 from wiggle.server import Server, ServerConfig
 
-REPORTS = ("CompleteTask", "FailTask", "AdvanceRun", "ReleaseTask")
+REPORTS = ("CompleteTask", "FailTask", "AdvanceRun", "ReleaseTask", "ReportBatch")
 
 
 class Faults(grpc.ServerInterceptor):  # type: ignore[type-arg]
@@ -64,6 +64,10 @@ class Faults(grpc.ServerInterceptor):  # type: ignore[type-arg]
                 if code:
                     self._note(f"refused {code} {name}")
                 raise
+            if name == "ReportBatch":  # refusals inside a batch are answers, not trailers
+                for answer in response.answers:
+                    if answer.WhichOneof("answer") == "error" and answer.error.error_code:
+                        self._note(f"refused {answer.error.error_code} ReportBatch")
             if name in self._methods and self._loses():
                 self._note(f"lost {name}")
                 context.abort(grpc.StatusCode.UNAVAILABLE, "fault: answer lost after commit")

@@ -59,8 +59,16 @@ WORKER_METHODS = frozenset(
         "ReleaseTask",
         "Heartbeat",
         "AdvanceRun",
+        "ReportBatch",
     }
 )
+#: The RPC each report of a ReportBatch stands for: it is authorized as that RPC would be.
+_BATCHED = {
+    "complete": "CompleteTask",
+    "fail": "FailTask",
+    "release": "ReleaseTask",
+    "advance": "AdvanceRun",
+}
 _TASK_METHODS = frozenset({"CompleteTask", "FailTask", "ReleaseTask", "Heartbeat", "AdvanceRun"})
 
 #: Where a task is now: its queue and its instance's graph; None for an unknown task.
@@ -184,6 +192,14 @@ class Auth(_Interceptor):
                 self._serves(cred, _queues_or_default(request.eager.queues), "dispatch eagerly to")
             return
         if method in WORKER_METHODS and scopes.worker:
+            if method == "ReportBatch":
+                # The batch as a whole is refused if any report in it would be: one worker's
+                # batch only carries reports on the queues it serves.
+                for item in request.reports:
+                    which = item.WhichOneof("report")
+                    if which is not None:
+                        self.authorize(_BATCHED[which], getattr(item, which), cred)
+                return
             if method == "PollTasks":
                 self._serves(cred, _queues_or_default(request.queues), "poll")
             elif method == "CompleteTask" and request.HasField("next") and request.next.worker_id:

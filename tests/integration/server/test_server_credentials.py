@@ -157,6 +157,7 @@ def test_a_worker_credential_cannot_report_on_another_queues_task(secured):
                 seq=1,
             ),
         ),
+        (stub.ReportBatch, pb.ReportBatchRequest(reports=[pb.TaskReport(complete=forged)])),
     ):
         exc = denied(call, request, "token-worker-a")
         assert exc.code() is grpc.StatusCode.PERMISSION_DENIED, exc.details()
@@ -169,6 +170,31 @@ def test_a_worker_credential_cannot_report_on_another_queues_task(secured):
         pb.DescribeInstanceRequest(instance_id=instance_id), metadata=as_("token-client")
     )
     assert view.status == pb.InstanceStatus.COMPLETED and view.context == b'{"ok":1}'
+
+
+def test_a_worker_credential_reports_in_batches_on_its_own_queue(secured):
+    _, stub, _ = secured
+    instance_id = start(stub)
+    a = poll(stub, "token-worker-a", "qa")
+    advance = pb.AdvanceRunRequest(
+        task_id=a.task_id,
+        lease=a.lease,
+        steps=[
+            pb.StepResult(node_id="a1", context=b"{}"),
+            pb.StepResult(node_id="a2", context=b"{}"),
+        ],
+        final=True,
+        handback_reason="other_queue",
+        seq=1,
+    )
+    reply = stub.ReportBatch(
+        pb.ReportBatchRequest(reports=[pb.TaskReport(advance=advance)]),
+        metadata=as_("token-worker-a"),
+        timeout=30,
+    )
+    (answer,) = reply.answers
+    assert answer.WhichOneof("answer") == "advance", answer
+    assert poll(stub, "token-worker-b", "qb").instance_id == instance_id
 
 
 def test_a_batch_cannot_carry_steps_of_another_queue(secured):

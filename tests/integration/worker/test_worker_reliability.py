@@ -98,37 +98,46 @@ def loop_registry(executed: Counter[str]) -> Registry:
     return reg
 
 
-def lose_every_second_report(method: str, call: Callable[[], Any], context: Any) -> Any:
-    """Every second AdvanceRun is committed, then its answer is lost (UNAVAILABLE)."""
-    response = call()
-    if method == "AdvanceRun":
-        with _count_lock:
-            _counts[method] += 1
-            lose = _counts[method] % 2 == 0
-        if lose:
-            context.abort(grpc.StatusCode.UNAVAILABLE, "fault: answer lost after the commit")
-    return response
+def lose_every_second_report(batched: bool) -> Callable[[str, Callable[[], Any], Any], Any]:
+    """Every second report call (AdvanceRun, or the ReportBatch carrying it) is committed, then
+    its answer is lost (UNAVAILABLE). Unbatched, the server refuses ReportBatch as one that does
+    not implement it would, so the worker sends each AdvanceRun alone."""
+
+    def around(method: str, call: Callable[[], Any], context: Any) -> Any:
+        if method == "ReportBatch" and not batched:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "no ReportBatch here")
+        response = call()
+        if method in ("AdvanceRun", "ReportBatch"):
+            with _count_lock:
+                _counts[method] += 1
+                lose = _counts[method] % 2 == 0
+            if lose:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "fault: answer lost after the commit")
+        return response
+
+    return around
 
 
 _counts: Counter[str] = Counter()
 _count_lock = threading.Lock()
 
 
+@pytest.mark.parametrize("batched", [True, False], ids=["ReportBatch", "AdvanceRun"])
 @pytest.mark.parametrize("mode", ["LOCAL_ASYNC", "LOCAL_SYNC"])
-def test_a_report_resent_after_a_lost_answer_is_applied_once(stack, faulty, mode):
+def test_a_report_resent_after_a_lost_answer_is_applied_once(stack, faulty, mode, batched):
     # LOCAL_ASYNC with batches of two reports [more=true, inc]: a batch that ends where it began,
     # which the lease and node alone cannot tell from a new one. LOCAL_SYNC: the resend of a
     # report already applied used to be refused, and the worker gave up its run, leaving the
     # task leased until it expired.
     _counts.clear()
     flow = stack.deploy(LOOP.format(mode=mode, target=TARGET))
-    server = faulty(lose_every_second_report)
+    server = faulty(lose_every_second_report(batched))
     executed: Counter[str] = Counter()
     worker = Worker(server.address, registry=loop_registry(executed), local_batch_size=2)
     with worker:
         started = stack.client.start(flow.name, {}, version=flow.version)
         view = stack.wait_finished(started.instance_id, timeout=60)
-    assert _counts["AdvanceRun"] >= 4  # answers were lost
+    assert _counts["ReportBatch" if batched else "AdvanceRun"] >= 4  # answers were lost
     assert view.status == "COMPLETED", view.reason
     assert view.context == {"n": TARGET}
     completed = Counter(e.node_id for e in view.events if e.kind == "step_completed")
