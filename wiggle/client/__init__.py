@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from wiggle.client._channel import TlsConfig, open_channel, token_metadata
 from wiggle.client._client import Client, EagerWorker
 from wiggle.client._types import (
     Definition,
@@ -17,6 +16,7 @@ from wiggle.client._types import (
     TokenState,
     WorkerInfo,
 )
+from wiggle.wire import TlsConfig, open_channel, token_metadata
 
 __all__ = [
     "Client",

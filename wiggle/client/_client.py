@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +15,6 @@ import orjson
 from wiggle import errors
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
-from wiggle.client._channel import TlsConfig, open_channel, token_metadata
 from wiggle.client._errors import from_rpc_error
 from wiggle.client._types import (
     Definition,
@@ -31,6 +29,7 @@ from wiggle.client._types import (
     TokenState,
     WorkerInfo,
 )
+from wiggle.wire import Backoff, TlsConfig, code_of, open_channel, token_metadata
 
 if TYPE_CHECKING:
     from wiggle.compiler import CompiledFlow
@@ -163,16 +162,16 @@ class Client:
         timeout: float | None = None,
     ) -> T:
         give_up_at = time.monotonic() + (self._retry_for if idempotent else 0.0)
-        delay = 0.05
+        backoff = Backoff(initial=0.05, cap=2.0)
         while True:
             try:
                 return method(request, timeout=timeout or self._timeout, metadata=self._metadata)
             except grpc.RpcError as exc:
-                code = exc.code() if callable(getattr(exc, "code", None)) else None
-                if code is grpc.StatusCode.UNAVAILABLE and time.monotonic() + delay < give_up_at:
-                    time.sleep(delay * random.uniform(0.8, 1.2))
-                    delay = min(delay * 2, 2.0)
-                    continue
+                if code_of(exc) is grpc.StatusCode.UNAVAILABLE:
+                    delay = backoff.next_delay()
+                    if time.monotonic() + delay < give_up_at:
+                        time.sleep(delay)
+                        continue
                 raise from_rpc_error(exc, self.address) from None
 
     # -- definitions -------------------------------------------------------------------------

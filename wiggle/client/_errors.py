@@ -8,22 +8,9 @@ import grpc
 import orjson
 
 from wiggle import errors
+from wiggle.wire import DETAIL_KEY, ERROR_CODE_KEY, code_of, error_class_for
 
 __all__ = ["from_rpc_error"]
-
-ERROR_CODE_KEY = "wiggle-error-code"
-DETAIL_KEY = "wiggle-error-detail-bin"
-
-_BY_STATUS: dict[grpc.StatusCode, type[errors.WiggleError]] = {
-    grpc.StatusCode.NOT_FOUND: errors.NotFound,
-    grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidRequest,
-    grpc.StatusCode.FAILED_PRECONDITION: errors.Conflict,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: errors.PayloadTooLarge,
-    grpc.StatusCode.UNAUTHENTICATED: errors.Unauthenticated,
-    grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDenied,
-    grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
-    grpc.StatusCode.DEADLINE_EXCEEDED: errors.Unavailable,
-}
 
 
 def _trailers(exc: grpc.RpcError) -> tuple[str, dict[str, Any]]:
@@ -63,18 +50,10 @@ def _build(reason: str, detail: dict[str, Any], message: str) -> errors.WiggleEr
         exc = errors.SignalNotAwaited(text("instance_id"), text("name"), names)
     elif reason == "INSTANCE_NOT_RUNNING":
         exc = errors.InstanceNotRunning(text("instance_id"), text("status"))
+    elif reason == "REPORT_OUT_OF_ORDER":
+        return errors.Conflict(message)  # its seq numbers travel in the message only
     else:
-        simple: dict[str, type[errors.WiggleError]] = {
-            "INPUT_REJECTED": errors.InputRejected,
-            "INVALID_REQUEST": errors.InvalidRequest,
-            "WRONG_PATH": errors.WrongPath,
-            "PAYLOAD_TOO_LARGE": errors.PayloadTooLarge,
-            "UNAUTHENTICATED": errors.Unauthenticated,
-            "PERMISSION_DENIED": errors.PermissionDenied,
-            "REPORT_OUT_OF_ORDER": errors.Conflict,
-            "UNAVAILABLE": errors.Unavailable,
-        }
-        cls = simple.get(reason)
+        cls = error_class_for(reason, None)
         return None if cls is None else cls(message)
     exc.args = (message,)  # keep the server's wording, which may carry more detail
     return exc
@@ -82,9 +61,8 @@ def _build(reason: str, detail: dict[str, Any], message: str) -> errors.WiggleEr
 
 def from_rpc_error(exc: grpc.RpcError, address: str) -> errors.WiggleError:
     """The Wiggle error a failed call stands for."""
-    code_fn = getattr(exc, "code", None)
+    code = code_of(exc) or grpc.StatusCode.UNKNOWN
     details_fn = getattr(exc, "details", None)
-    code = code_fn() if callable(code_fn) else grpc.StatusCode.UNKNOWN
     message = (details_fn() if callable(details_fn) else None) or str(code)
     reason, detail = _trailers(exc)
     built = _build(reason, detail, message)
@@ -92,8 +70,7 @@ def from_rpc_error(exc: grpc.RpcError, address: str) -> errors.WiggleError:
         return built
     if code is grpc.StatusCode.UNAVAILABLE:
         return errors.Unavailable(f"cannot reach the Wiggle server at {address}: {message}")
-    cls = _BY_STATUS.get(code)
+    cls = error_class_for("", code)
     if cls is not None:
         return cls(message)
-    name = code.name if isinstance(code, grpc.StatusCode) else str(code)
-    return errors.WiggleError(f"server error {name}: {message}")
+    return errors.WiggleError(f"server error {code.name}: {message}")

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from wiggle.wire import ERROR_CODE_KEY
+
 __all__ = ["Call", "Delivery", "Recorder", "ServerFault", "StepSeen"]
 
 _SERVICE = "/wiggle.v1.Wiggle/"
@@ -347,7 +349,7 @@ class Recorder(_Interceptor):
             return
         code = status or ("OK" if response is not None else _code_name(context))
         for key, value in () if error_code or status else context.trailing_metadata() or ():
-            if key == "wiggle-error-code":
+            if key == ERROR_CODE_KEY:
                 error_code = value if isinstance(value, str) else value.decode()
         call = Call(
             order=0,

@@ -28,7 +28,7 @@ import grpc
 from wiggle._limits import quote
 from wiggle.graph import Graph, Predicate, Task
 from wiggle.server._credentials import Credential, CredentialStore
-from wiggle.server._errors import ERROR_CODE_KEY
+from wiggle.wire import AUTHORIZATION_KEY, ERROR_CODE_KEY
 
 __all__ = ["Auth", "is_loopback"]
 
@@ -150,7 +150,7 @@ class Auth(_Interceptor):
         self._store.reload_if_changed()
         presented = ""
         for key, value in handler_call_details.invocation_metadata or ():
-            if key == "authorization":
+            if key == AUTHORIZATION_KEY:
                 presented = value if isinstance(value, str) else value.decode(errors="replace")
                 break
         cred: Credential | None = None

@@ -17,42 +17,11 @@ import grpc
 import orjson
 
 from wiggle import errors
+from wiggle.wire import DETAIL_KEY, ERROR_CODE_KEY, status_for
 
 __all__ = ["DETAIL_KEY", "ERROR_CODE_KEY", "abort_with", "status_for"]
 
 _log = logging.getLogger("wiggle.server")
-
-ERROR_CODE_KEY = "wiggle-error-code"
-DETAIL_KEY = "wiggle-error-detail-bin"
-
-# Most specific first: the first isinstance match wins.
-_TABLE: tuple[tuple[type[errors.WiggleError], grpc.StatusCode, str], ...] = (
-    (errors.FlowError, grpc.StatusCode.INVALID_ARGUMENT, "FLOW_INVALID"),
-    (errors.DefinitionNotFound, grpc.StatusCode.NOT_FOUND, "DEFINITION_NOT_FOUND"),
-    (errors.InstanceNotFound, grpc.StatusCode.NOT_FOUND, "INSTANCE_NOT_FOUND"),
-    (errors.NotFound, grpc.StatusCode.NOT_FOUND, "ERROR_CODE_UNSPECIFIED"),
-    (errors.InputRejected, grpc.StatusCode.INVALID_ARGUMENT, "INPUT_REJECTED"),
-    (errors.WrongPath, grpc.StatusCode.INVALID_ARGUMENT, "WRONG_PATH"),
-    (errors.SignalNotAwaited, grpc.StatusCode.INVALID_ARGUMENT, "SIGNAL_NOT_AWAITED"),
-    (errors.InvalidRequest, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST"),
-    (errors.StaleLease, grpc.StatusCode.FAILED_PRECONDITION, "STALE_LEASE"),
-    (errors.ReportOutOfOrder, grpc.StatusCode.FAILED_PRECONDITION, "REPORT_OUT_OF_ORDER"),
-    (errors.InstanceNotRunning, grpc.StatusCode.FAILED_PRECONDITION, "INSTANCE_NOT_RUNNING"),
-    (errors.Conflict, grpc.StatusCode.FAILED_PRECONDITION, "ERROR_CODE_UNSPECIFIED"),
-    (errors.PayloadTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED, "PAYLOAD_TOO_LARGE"),
-    (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED"),
-    (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED"),
-    (errors.Unavailable, grpc.StatusCode.UNAVAILABLE, "UNAVAILABLE"),
-)
-
-
-def status_for(exc: errors.WiggleError) -> tuple[grpc.StatusCode, str]:
-    """The status code and ErrorCode name for a Wiggle error."""
-    for cls, code, reason in _TABLE:
-        if isinstance(exc, cls):
-            return code, reason
-    return grpc.StatusCode.UNKNOWN, "ERROR_CODE_UNSPECIFIED"
-
 
 #: The most of an error message sent, in UTF-8 bytes: it travels percent-encoded (up to three
 #: characters a byte) in the `grpc-message` header, and a client refuses headers over 16 KB.

@@ -24,6 +24,7 @@ import grpc
 
 from wiggle._group import GroupCommit
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
+from wiggle.wire import ERROR_CODE_KEY
 
 __all__ = ["REPORT_METHODS", "ReportBatcher"]
 
@@ -53,7 +54,7 @@ class BatchedCallError(grpc.RpcError):
         super().__init__(details)
         self._code = code
         self._details = details
-        self._trailers = (("wiggle-error-code", error_code),) if error_code else ()
+        self._trailers = ((ERROR_CODE_KEY, error_code),) if error_code else ()
 
     def code(self) -> grpc.StatusCode:
         return self._code

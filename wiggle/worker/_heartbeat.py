@@ -15,7 +15,8 @@ import time
 import grpc
 
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
-from wiggle.worker._rpc import RETRYABLE, Rpc, RpcFailed
+from wiggle.wire import RETRYABLE
+from wiggle.worker._rpc import Rpc, RpcFailed
 
 __all__ = ["Lease", "LeaseKeeper"]
 

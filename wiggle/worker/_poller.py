@@ -22,8 +22,9 @@ from typing import Any
 import grpc
 
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
+from wiggle.wire import RETRYABLE, Backoff, answered_by_server, code_of
 from wiggle.worker._eager import Slots
-from wiggle.worker._rpc import RETRYABLE, Backoff, Rpc, RpcFailed, answered_by_server, code_of
+from wiggle.worker._rpc import Rpc, RpcFailed
 
 __all__ = ["Poller"]
 

@@ -26,9 +26,10 @@ import grpc
 
 from wiggle._limits import MAX_REASON_CHARS, depth_problem
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
+from wiggle.wire import RETRYABLE
 from wiggle.worker._activities import Failure, Outcome
 from wiggle.worker._heartbeat import Lease
-from wiggle.worker._rpc import RETRYABLE, Rpc, RpcFailed
+from wiggle.worker._rpc import Rpc, RpcFailed
 
 __all__ = [
     "GONE",

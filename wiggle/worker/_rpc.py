@@ -7,7 +7,6 @@ generated `WiggleStub` (any object with the same methods taking `(request, timeo
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -15,38 +14,14 @@ from typing import Any, TypeVar
 
 import grpc
 
+from wiggle.wire import RETRYABLE, Backoff, code_of, token_metadata
 from wiggle.worker._batching import REPORT_METHODS, ReportBatcher
 
-__all__ = ["Backoff", "Outage", "Rpc", "RpcFailed", "answered_by_server", "code_of"]
+__all__ = ["Outage", "Rpc", "RpcFailed"]
 
 _log = logging.getLogger("wiggle.worker")
 
 T = TypeVar("T")
-
-#: Codes that mean "the server is not reachable right now": try again after a pause.
-RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
-
-
-def code_of(exc: BaseException) -> grpc.StatusCode | None:
-    """The gRPC status code of an RpcError (or of a test double with a `code()` method)."""
-    code = getattr(exc, "code", None)
-    if callable(code):
-        value = code()
-        if isinstance(value, grpc.StatusCode):
-            return value
-    return None
-
-
-def answered_by_server(exc: BaseException) -> bool:
-    """Whether a failed call was answered by a Wiggle server (which tags its errors with the
-    `wiggle-error-code` trailer) rather than failing in transport (no server reached)."""
-    trailers = getattr(exc, "trailing_metadata", None)
-    if not callable(trailers):
-        return False
-    try:
-        return any(key == "wiggle-error-code" for key, _ in trailers() or ())
-    except Exception:
-        return False
 
 
 class RpcFailed(Exception):
@@ -57,23 +32,6 @@ class RpcFailed(Exception):
         self.method = method
         self.code = code
         self.detail = detail
-
-
-class Backoff:
-    """Capped exponential backoff with jitter: 0.1 s, 0.2 s, ... up to `cap` seconds."""
-
-    def __init__(self, initial: float = 0.1, cap: float = 5.0) -> None:
-        self.initial = initial
-        self.cap = cap
-        self._next = initial
-
-    def next_delay(self) -> float:
-        delay = self._next
-        self._next = min(self.cap, self._next * 2)
-        return delay * random.uniform(0.8, 1.2)
-
-    def reset(self) -> None:
-        self._next = self.initial
 
 
 class Outage:
@@ -123,9 +81,7 @@ class Rpc:
         batch_reports: bool = False,
     ) -> None:
         self.stub = stub
-        self.metadata: tuple[tuple[str, str], ...] = (
-            (("authorization", f"Bearer {token}"),) if token else ()
-        )
+        self.metadata = token_metadata(token)
         # Reports of concurrent tasks share ReportBatch calls (see _batching).
         self.batcher = ReportBatcher(stub, self.metadata) if batch_reports else None
         self.call_timeout = call_timeout

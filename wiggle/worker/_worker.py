@@ -19,9 +19,9 @@ import wiggle
 from wiggle._metrics import MetricsEndpoint
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
-from wiggle.client import TlsConfig
 from wiggle.graph import Graph
 from wiggle.traversal import Handback
+from wiggle.wire import TlsConfig, open_channel
 from wiggle.worker._activities import Registry, default_registry
 from wiggle.worker._definitions import DefinitionCache
 from wiggle.worker._eager import EagerSlot, Slots
@@ -35,26 +35,6 @@ from wiggle.worker._rpc import Rpc
 __all__ = ["TlsConfig", "Worker", "open_channel"]
 
 _log = logging.getLogger("wiggle.worker")
-
-_MAX_MESSAGE = 64 * 1024 * 1024
-
-
-def open_channel(address: str, tls: TlsConfig | bool | None) -> grpc.Channel:
-    options: list[tuple[str, Any]] = [
-        ("grpc.max_send_message_length", _MAX_MESSAGE),
-        ("grpc.max_receive_message_length", _MAX_MESSAGE),
-        # Reconnect quickly after a server restart; the worker's own backoff paces the calls.
-        ("grpc.initial_reconnect_backoff_ms", 100),
-        ("grpc.max_reconnect_backoff_ms", 5000),
-    ]
-    if not tls:
-        return grpc.insecure_channel(address, options=options)
-    # One TlsConfig for the client and the worker, so a process configures TLS once.
-    config = tls if isinstance(tls, TlsConfig) else TlsConfig()
-    credentials = config.credentials()
-    if config.server_name:
-        options.append(("grpc.ssl_target_name_override", config.server_name))
-    return grpc.secure_channel(address, credentials, options=options)
 
 
 class Worker:

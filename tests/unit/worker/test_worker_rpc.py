@@ -9,7 +9,8 @@ import pytest
 
 import wiggle.worker
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
-from wiggle.worker._rpc import Backoff, Rpc, RpcFailed
+from wiggle.wire import Backoff
+from wiggle.worker._rpc import Rpc, RpcFailed
 
 pytestmark = pytest.mark.timeout(20)
 
