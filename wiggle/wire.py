@@ -182,6 +182,11 @@ _CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
     # Reconnect quickly after a server restart; the caller's own backoff paces its calls.
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 5000),
+    # Each channel its own connection: gRPC otherwise shares one between channels with the same
+    # options, and with it the backoff state of a connection that failed: a client in the same
+    # process as a worker would fail its first call after a server restart because the worker's
+    # reconnect attempt was still backing off.
+    ("grpc.use_local_subchannel_pool", 1),
 )
 
 

@@ -86,8 +86,13 @@ def test_cancel_racing_workers_and_signals_leaves_nothing_alive(database_url):
             except BaseException as exc:
                 errors.append(exc)
 
+        # No instance can finish before the first cancel is in (each waits for its signal), so
+        # at least that cancel wins; the rest race the workers and the signals.
+        first_cancel_in = threading.Event()
+
         def signaller(engine: Engine) -> None:
             try:
+                first_cancel_in.wait(60)
                 for i in ids:
                     with contextlib.suppress(InstanceNotRunning, SignalNotAwaited):
                         engine.signal(i, "s", None)
@@ -101,6 +106,7 @@ def test_cancel_racing_workers_and_signals_leaves_nothing_alive(database_url):
         for i in ids[::2]:
             with contextlib.suppress(InstanceNotRunning):  # it may have completed first
                 engines[0].cancel(i)
+            first_cancel_in.set()
         # The workers and the signaller finish every instance that was not cancelled.
         deadline = time.monotonic() + 60
         while any(engines[0].describe(i).status is InstanceStatus.RUNNING for i in ids):

@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
-from wiggle.engine import AdvanceResult, InstanceStatus, StartResult, TaskActivation
+from wiggle.engine import AdvanceResult, InstanceStatus, ReportKind, StartResult, TaskActivation
 from wiggle.errors import InstanceNotFound, StaleLease
 from wiggle.graph import ExecutionMode
 from wiggle.server import Server, ServerConfig
@@ -95,13 +95,9 @@ class FakeEngine:
     def report(self, report: Any) -> AdvanceResult:
         if report.lease != "lease":
             raise StaleLease(report.task_id)
+        if report.kind is ReportKind.FAIL:
+            self.failures.append((report.task_id, report.failure))
         return AdvanceResult(InstanceStatus.RUNNING, 0, False)
-
-    def fail(self, task_id: str, lease: str, failure: Any, **kw: Any) -> InstanceStatus:
-        if lease != "lease":
-            raise StaleLease(task_id)
-        self.failures.append((task_id, failure))
-        return InstanceStatus.RUNNING
 
     def start(self, flow: str, input: Any, **kw: Any) -> StartResult:
         return StartResult("i1", "sha256:x", True)
