@@ -258,8 +258,8 @@ func (f *fakeServer) batches() string {
 	return strings.Join(parts, "|")
 }
 
-// flow builds a canonical-looking graph from "id:kind:queue[:options]" specs chained in order
-// to "end". Kinds: task, cp (checkpoint task), filter (predicate, alt null), sleep.
+// flow builds a canonical-looking graph from "id:kind:queue[:timeout_ms]" specs chained in
+// order to "end". Kinds: task, cp (checkpoint task), filter (predicate, alt null), sleep.
 func flow(t *testing.T, specs ...string) ([]byte, string) {
 	t.Helper()
 	nodes := map[string]any{"end": map[string]any{"kind": "end"}}
@@ -270,7 +270,13 @@ func flow(t *testing.T, specs ...string) ([]byte, string) {
 		if i+1 < len(specs) {
 			next = strings.Split(specs[i+1], ":")[0]
 		}
-		n := map[string]any{"activity": p[0], "queue": p[2], "retry": retry, "timeout_ms": 60000, "next": next}
+		timeout := 60000
+		if len(p) > 3 { // a fourth part is the step's timeout in milliseconds
+			if _, err := fmt.Sscan(p[3], &timeout); err != nil {
+				t.Fatalf("spec %q: %v", spec, err)
+			}
+		}
+		n := map[string]any{"activity": p[0], "queue": p[2], "retry": retry, "timeout_ms": timeout, "next": next}
 		switch p[1] {
 		case "task", "cp":
 			n["kind"], n["checkpoint"] = "task", p[1] == "cp"

@@ -35,6 +35,9 @@ type lease struct {
 	node      string        // the step running now: heartbeats name it (node_id)
 	nodeLen   time.Duration // its timeout: what a heartbeat naming it renews the lease for
 	seq       int64         // reports the server applied under this lease
+	// renewals wakes keepAlive at each renewal: a renewal for a shorter step (a non-final
+	// AdvanceRun before it) brings the next heartbeat forward, not only later.
+	renewals chan struct{}
 }
 
 func newLease(t *wigglepb.Task, cancel context.CancelFunc) *lease {
@@ -45,6 +48,7 @@ func newLease(t *wigglepb.Task, cancel context.CancelFunc) *lease {
 	l := &lease{taskID: t.GetTaskId(), token: t.GetLease(), length: length, cancel: cancel,
 		node: t.GetNodeId(), nodeLen: length}
 	l.renewed(t.GetLeaseExpiresAtMs(), t.GetServerNowMs(), 0)
+	l.renewals = make(chan struct{}, 1) // after the lease's first reading: no wake-up for it
 	return l
 }
 
@@ -75,6 +79,10 @@ func (l *lease) renewed(expiresAtMs, serverNowMs int64, length time.Duration) {
 	}
 	l.deadline = now.Add(left)
 	l.renewedAt = now
+	select {
+	case l.renewals <- struct{}{}:
+	default: // one wake-up pending is enough: keepAlive reads the lease afresh
+	}
 }
 
 // at records the step now running and its timeout, which the next heartbeat names.
@@ -139,16 +147,21 @@ func (l *lease) applied(seq int64) {
 }
 
 // keepAlive heartbeats l whenever it falls due, until ctx ends (the task's run finished) or
-// the lease is lost. A renewal by AdvanceRun moves the next beat later on its own.
+// the lease is lost. A renewal (by AdvanceRun or a heartbeat) wakes it to compute the next beat
+// again: a lease renewed for a shorter step than before is due sooner than it was.
 func (w *worker) keepAlive(ctx context.Context, l *lease) {
 	for {
 		due := l.nextBeat()
 		if wait := time.Until(due); wait > 0 {
-			if !sleep(ctx, wait) {
+			timer := w.newTimer(wait)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
 				return
-			}
-			if l.nextBeat().After(due) { // renewed meanwhile
+			case <-l.renewals:
+				timer.Stop()
 				continue
+			case <-timer.C:
 			}
 		}
 		if ctx.Err() != nil || l.lost() != "" {

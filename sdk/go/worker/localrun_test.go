@@ -151,6 +151,38 @@ func TestLocalRunHeartbeatsBeforeALongerStep(t *testing.T) {
 	}
 }
 
+// A non-final AdvanceRun renews the lease for the next step; when that step's timeout is much
+// shorter than the lease so far (60 s, then 150 ms), the step keeps its lease by heartbeats
+// naming it, a third of 150 ms apart (see also TestKeepAliveWakesWhenARenewalShortensTheLease).
+func TestLocalRunHeartbeatsAShorterNextStepInTime(t *testing.T) {
+	f := newFake()
+	f.beat = make(chan *wigglepb.HeartbeatRequest, 16)
+	doc, version := flow(t, "a:task:default", "slow:task:default:150")
+	f.graphs[version] = doc
+	w := testWorker(f, Options{}, "a")
+	w.advanceRun.Store(1)
+	w.Register("slow", func(ctx context.Context, in json.RawMessage) (json.RawMessage, error) {
+		for range 2 {
+			select {
+			case hb := <-f.beat:
+				if hb.GetNodeId() != "slow" {
+					t.Errorf("heartbeat names %q, not the running step", hb.GetNodeId())
+				}
+			case <-time.After(5 * time.Second):
+				t.Error("no heartbeat within 5 s under a 150 ms lease")
+				return in, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return appendNode(ctx, in)
+	})
+	w.runTask(task(version, "a", lsync))
+	if got := f.batches(); got != "a|slow>end" {
+		t.Fatalf("batches %q", got)
+	}
+}
+
 func TestUnimplementedAdvanceRunFallsBackToServerMode(t *testing.T) {
 	f := newFake()
 	f.advanceErr = status.Error(codes.Unimplemented, "no AdvanceRun here")

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/wiggle-engine/wiggle/sdk/go/wigglepb"
 )
@@ -72,6 +73,7 @@ type worker struct {
 	noNewTasks bool // set by Close before it waits for tasks; guarded by taskMu
 	tasks      sync.WaitGroup
 	closeErr   error
+	newTimer   func(time.Duration) *time.Timer // time.NewTimer; tests watch keepAlive's waits
 }
 
 // New makes a worker on client (wigglepb.NewWiggleClient of a connection, or a test double).
@@ -83,6 +85,7 @@ func New(client wigglepb.WiggleClient, opts Options) Worker {
 		slots:      make(chan struct{}, opts.Concurrency),
 		draining:   make(chan struct{}),
 		pollerDone: make(chan struct{}),
+		newTimer:   time.NewTimer,
 	}
 	w.rpc = &rpc{client: client, token: opts.Token, timeout: opts.CallTimeout, log: w.log, outage: &outage{}}
 	w.defs = newDefinitions(w.rpc, w.log)

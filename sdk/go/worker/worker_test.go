@@ -109,6 +109,36 @@ func TestHeartbeatsKeepALongStepAlive(t *testing.T) {
 	}
 }
 
+// A renewal for a shorter step (a non-final AdvanceRun before a step with a short timeout) wakes
+// the heartbeat loop, which was asleep for a third of the longer lease: the next heartbeat is
+// due a third of the new length after the renewal. Before, the loop slept its old wait out (20 s
+// here) and a 150 ms lease lapsed under the step.
+func TestKeepAliveWakesWhenARenewalShortensTheLease(t *testing.T) {
+	waits := make(chan time.Duration, 16)
+	w := testWorker(newFake(), Options{})
+	w.newTimer = func(d time.Duration) *time.Timer {
+		waits <- d
+		return time.NewTimer(d)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l := newLease(task("v1", "a", wigglepb.ExecutionMode_LOCAL_SYNC), cancel) // a 60 s lease
+	go w.keepAlive(ctx, l)
+	if d := <-waits; d < 10*time.Second {
+		t.Fatalf("first wait %v; want about a third of 60 s", d)
+	}
+	now := time.Now().UnixMilli()
+	l.renewed(now+150, now, 150*time.Millisecond)
+	select {
+	case d := <-waits:
+		if d > 50*time.Millisecond {
+			t.Fatalf("after the renewal the loop waits %v; want at most a third of 150 ms", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the heartbeat loop slept on past a renewal for a shorter lease")
+	}
+}
+
 func TestLostLeaseCancelsTheStep(t *testing.T) {
 	f := newFake()
 	f.statusAfter = wigglepb.InstanceStatus_CANCELLED
