@@ -90,7 +90,9 @@ def _execute(session: Session, case: Case, run: Run, version: str) -> RunResult:
             break
         spoils.append(result.spoiled)
     else:
-        result.problems.append(f"not judged: the machine spoiled all {_TRIES} tries")
+        result.problems.append(
+            f"not judged: all {_TRIES} tries were spoiled (by the machine or the worker)"
+        )
     result.notes += [f"try {i} spoiled: {why}" for i, why in enumerate(spoils, 1)]
     return result
 
