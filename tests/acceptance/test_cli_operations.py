@@ -193,8 +193,11 @@ def test_list_newest_first_with_counts_pages_and_json(server, work):
     _ok(wiggle(address, "cancel", "p0", cwd=work))
     text = _ok(wiggle(address, "list", "--limit", "2", cwd=work)).stdout
     lines = text.splitlines()
-    assert lines[0].split()[:3] == ["INSTANCE", "FLOW", "STATUS"]
-    assert [line.split()[0] for line in lines[1:3]] == ["p2", "p1"]
+    assert lines[0].split()[:4] == ["INSTANCE", "FLOW", "STATUS", "STEP"]
+    assert [line.split()[:4] for line in lines[1:3]] == [
+        ["p2", "approval", "RUNNING", "score"],  # no worker: both wait at their first step
+        ["p1", "approval", "RUNNING", "score"],
+    ]
     assert "matching: running 2  completed 0  failed 0  cancelled 1" in text
     token = text.split("more: add --page ")[1].split()[0]
     rest = json.loads(_ok(wiggle(address, "list", "--page", token, "--json", cwd=work)).stdout)
@@ -204,6 +207,8 @@ def test_list_newest_first_with_counts_pages_and_json(server, work):
         _ok(wiggle(address, "list", "--status", "running", "--json", cwd=work)).stdout
     )
     assert {i["instance_id"] for i in running["instances"]} == {"p1", "p2"}
+    assert {i["current_node"] for i in running["instances"]} == {"score"}
+    assert [i["current_node"] for i in rest["instances"]] == [""]  # cancelled: nowhere
     bad = wiggle(address, "list", "--since", "yesterday", cwd=work)
     assert bad.returncode == 1 and "--since 'yesterday'" in bad.stderr
 

@@ -171,13 +171,15 @@ def instances_table(instances: Sequence[Instance]) -> str:
             i.instance_id,
             i.flow,
             i.status,
+            i.current_node,
             _instant(i.created_at_ms),
             i.version.removeprefix("sha256:")[:12],
             i.reason[:60],
         )
         for i in instances
     ]
-    return _table(("INSTANCE", "FLOW", "STATUS", "STARTED", "VERSION", "REASON"), rows)
+    header = ("INSTANCE", "FLOW", "STATUS", "STEP", "STARTED", "VERSION", "REASON")
+    return _table(header, rows)
 
 
 def workers_table(workers: Sequence[WorkerInfo], now_ms: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select
@@ -89,7 +90,7 @@ def find_instances(
     rows = conn.execute(
         q.order_by(_i.c.created_at_ms.desc(), _i.c.id.desc()).limit(limit + 1)
     ).all()
-    views = [_view(r._mapping) for r in rows[:limit]]
+    views = _with_current_steps(conn, [_view(r._mapping) for r in rows[:limit]])
     next_token = ""
     if len(rows) > limit:
         last = views[-1]
@@ -105,6 +106,45 @@ def find_instances(
         for status, n in grouped:
             by_status[status] = int(n)
     return InstancePage(views, next_token, by_status)
+
+
+#: Tokens that stand for a step in progress or waiting (a fork parent, JOINED, waits for its
+#: branches: the branches say where the instance is).
+_WHERE_NOW = (
+    TokenState.READY.value,
+    TokenState.LEASED.value,
+    TokenState.WAITING.value,
+    TokenState.AWAITING.value,
+)
+#: At most this many nodes named per instance in a list ("a, b, c +2").
+_MOST_NAMED = 3
+
+
+def _with_current_steps(conn: Connection, views: list[InstanceView]) -> list[InstanceView]:
+    """Where each RUNNING instance of a page is now: the nodes of its live tokens, one query
+    for the page (the tokens' (instance_id, state) index answers it)."""
+    running = [v for v in views if v.status is InstanceStatus.RUNNING]
+    if not running:
+        return views
+    t = s.tokens
+    nodes: dict[str, set[str]] = {}
+    rows = conn.execute(
+        select(t.c.instance_id, t.c.node_id).where(
+            t.c.instance_id.in_([v.instance_id for v in running]), t.c.state.in_(_WHERE_NOW)
+        )
+    )
+    for instance_id, node_id in rows:
+        nodes.setdefault(instance_id, set()).add(node_id)
+    out = []
+    for v in views:
+        names = sorted(nodes.get(v.instance_id, ()))
+        if names:
+            shown = ", ".join(names[:_MOST_NAMED])
+            if len(names) > _MOST_NAMED:
+                shown += f" +{len(names) - _MOST_NAMED}"
+            v = replace(v, current_node=shown)
+        out.append(v)
+    return out
 
 
 def list_definitions(

@@ -1271,9 +1271,11 @@ type Instance struct {
 	Events           []*Event      `protobuf:"bytes,12,rep,name=events,proto3" json:"events,omitempty"`
 	Input            []byte        `protobuf:"bytes,13,opt,name=input,proto3" json:"input,omitempty"`                                                 // the start input
 	ChildInstanceIds []string      `protobuf:"bytes,14,rep,name=child_instance_ids,json=childInstanceIds,proto3" json:"child_instance_ids,omitempty"` // subflow children, oldest first
-	CurrentNode      string        `protobuf:"bytes,15,opt,name=current_node,json=currentNode,proto3" json:"current_node,omitempty"`                  // the node of the token that moved last ("" if none)
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Where a RUNNING instance is: DescribeInstance, the node of the token that moved last;
+	// ListInstances, the nodes of its live tokens ("a, b, c +2"). "" if none.
+	CurrentNode   string `protobuf:"bytes,15,opt,name=current_node,json=currentNode,proto3" json:"current_node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Instance) Reset() {

@@ -494,7 +494,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object currentNode_ = "";
   /**
    * <pre>
-   * the node of the token that moved last ("" if none)
+   * Where a RUNNING instance is: DescribeInstance, the node of the token that moved last;
+   * ListInstances, the nodes of its live tokens ("a, b, c +2"). "" if none.
    * </pre>
    *
    * <code>string current_node = 15;</code>
@@ -515,7 +516,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * the node of the token that moved last ("" if none)
+   * Where a RUNNING instance is: DescribeInstance, the node of the token that moved last;
+   * ListInstances, the nodes of its live tokens ("a, b, c +2"). "" if none.
    * </pre>
    *
    * <code>string current_node = 15;</code>
@@ -2535,7 +2537,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object currentNode_ = "";
     /**
      * <pre>
-     * the node of the token that moved last ("" if none)
+     * Where a RUNNING instance is: DescribeInstance, the node of the token that moved last;
+     * ListInstances, the nodes of its live tokens ("a, b, c +2"). "" if none.
      * </pre>
      *
      * <code>string current_node = 15;</code>
@@ -2555,7 +2558,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * the node of the token that moved last ("" if none)
+     * Where a RUNNING instance is: DescribeInstance, the node of the token that moved last;
+     * ListInstances, the nodes of its live tokens ("a, b, c +2"). "" if none.
      * </pre>
      *
      * <code>string current_node = 15;</code>
@@ -2576,7 +2580,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * the node of the token that moved last ("" if none)
+     * Where a RUNNING instance is: DescribeInstance, the node of the token that moved last;
+     * ListInstances, the nodes of its live tokens ("a, b, c +2"). "" if none.
      * </pre>
      *
      * <code>string current_node = 15;</code>
@@ -2593,7 +2598,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * the node of the token that moved last ("" if none)
+     * Where a RUNNING instance is: DescribeInstance, the node of the token that moved last;
+     * ListInstances, the nodes of its live tokens ("a, b, c +2"). "" if none.
      * </pre>
      *
      * <code>string current_node = 15;</code>
@@ -2607,7 +2613,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * the node of the token that moved last ("" if none)
+     * Where a RUNNING instance is: DescribeInstance, the node of the token that moved last;
+     * ListInstances, the nodes of its live tokens ("a, b, c +2"). "" if none.
      * </pre>
      *
      * <code>string current_node = 15;</code>

@@ -224,7 +224,8 @@ public interface InstanceOrBuilder extends
 
   /**
    * <pre>
-   * the node of the token that moved last ("" if none)
+   * Where a RUNNING instance is: DescribeInstance, the node of the token that moved last;
+   * ListInstances, the nodes of its live tokens ("a, b, c +2"). "" if none.
    * </pre>
    *
    * <code>string current_node = 15;</code>
@@ -233,7 +234,8 @@ public interface InstanceOrBuilder extends
   java.lang.String getCurrentNode();
   /**
    * <pre>
-   * the node of the token that moved last ("" if none)
+   * Where a RUNNING instance is: DescribeInstance, the node of the token that moved last;
+   * ListInstances, the nodes of its live tokens ("a, b, c +2"). "" if none.
    * </pre>
    *
    * <code>string current_node = 15;</code>
