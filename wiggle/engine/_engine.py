@@ -59,8 +59,8 @@ from ._workers import POLLING_WINDOW_MS, WorkerBook, WorkerNote
 
 __all__ = ["Engine"]
 
-#: WaitInstance re-reads the status at least this often: an instance finished by another
-#: server process wakes no waiter here.
+#: How often a process re-reads the instances its WaitInstance calls wait for: an instance
+#: finished by another server process wakes no waiter here. One query covers every waiter.
 FINISH_RECHECK_S = 0.25
 
 _d = s.definitions
@@ -85,6 +85,8 @@ class Engine:
         self._graphs: dict[str, Graph] = {}
         self._validators: dict[str, Any] = {}
         self._stop = threading.Event()
+        self._recheck_lock = threading.Lock()
+        self._rechecked_at = 0.0  # monotonic time of the last shared re-read (wait_finished)
         # Who in this process waits for tasks, timers and instance ends (see _wakeups); the
         # database tells it what each committed transaction did.
         self.waiters = Waiters()
@@ -307,10 +309,28 @@ class Engine:
                 left = deadline - time.monotonic()
                 if status is not InstanceStatus.RUNNING or left <= 0 or self._stop.is_set():
                     return status
-                event.wait(min(left, FINISH_RECHECK_S))
+                # Woken by this process's commit of the end, or by the shared re-read seeing
+                # it ended elsewhere; each waiter does not read on its own while it waits.
+                while not event.wait(min(left, FINISH_RECHECK_S)):
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._stop.is_set():
+                        break
+                    self._recheck_waited_instances()
                 event.clear()
         finally:
             self.waiters.unwatch(instance_id, event)
+
+    def _recheck_waited_instances(self) -> None:
+        """One read for every instance this process's waiters wait for, at most once per
+        FINISH_RECHECK_S whoever asks: those another process ended wake their waiters."""
+        with self._recheck_lock:
+            now = time.monotonic()
+            if now - self._rechecked_at < FINISH_RECHECK_S:
+                return  # another waiter has just read for everyone
+            self._rechecked_at = now
+        watched = self.waiters.watched()
+        if watched:
+            self.waiters.instances_ended(self.db.read(lambda c: _instances.ended_among(c, watched)))
 
     def list_instances(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, select
@@ -128,6 +129,16 @@ def _view(m: Any) -> InstanceView:
 def status_of(conn: Connection, instance_id: str) -> InstanceStatus | None:
     row = conn.execute(select(_i.c.status).where(_i.c.id == instance_id)).scalar()
     return None if row is None else InstanceStatus(row)
+
+
+def ended_among(conn: Connection, instance_ids: Sequence[str]) -> list[str]:
+    """Which of these instances are no longer RUNNING (one query per 500 ids)."""
+    ended: list[str] = []
+    for at in range(0, len(instance_ids), 500):
+        chunk = list(instance_ids[at : at + 500])
+        q = select(_i.c.id).where(_i.c.id.in_(chunk), _i.c.status != InstanceStatus.RUNNING.value)
+        ended.extend(conn.execute(q).scalars())
+    return ended
 
 
 def list_instances(

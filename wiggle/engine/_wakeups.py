@@ -77,10 +77,14 @@ class Waiters:
         if done.queues:
             self.tasks_ready(done.queues, done.ready)
         if done.finished and self._instances:  # the common case: nobody waits on instances
-            with self._instance_lock:
-                for instance_id in done.finished:
-                    for event in self._instances.get(instance_id, ()):
-                        event.set()
+            self.instances_ended(done.finished)
+
+    def instances_ended(self, instance_ids: Collection[str]) -> None:
+        """These instances are no longer RUNNING: wake whoever waits for them."""
+        with self._instance_lock:
+            for instance_id in instance_ids:
+                for event in self._instances.get(instance_id, ()):
+                    event.set()
 
     def notified(self) -> None:
         """Another process made tasks READY (a NOTIFY; which queues is not told): every poller
@@ -157,6 +161,11 @@ class Waiters:
         with self._instance_lock:
             self._instances.setdefault(instance_id, []).append(event)
         return event
+
+    def watched(self) -> list[str]:
+        """The instances some thread of this process waits for now."""
+        with self._instance_lock:
+            return list(self._instances)
 
     def unwatch(self, instance_id: str, event: threading.Event) -> None:
         with self._instance_lock:

@@ -61,3 +61,23 @@ def test_a_closing_engine_ends_waits(database_url):
         assert got == [InstanceStatus.RUNNING]
     finally:
         engine.close()
+
+
+def test_one_shared_reread_wakes_every_waiter_of_instances_ended_elsewhere(database_url):
+    # Twelve waiters in one process, their instances ended by another: the waiting process
+    # re-reads them all in one query at most every FINISH_RECHECK_S (not one query per waiter),
+    # and that read wakes each waiter, including those that did not make it.
+    waiter, finisher = Engine(database_url), Engine(database_url)
+    try:
+        waiter.register(GATE)
+        ids = [waiter.start("gate", None).instance_id for _ in range(12)]
+        waiting = [_wait_in_thread(waiter, iid) for iid in ids]
+        for iid in ids:
+            finisher.signal(iid, "go", None)
+        for thread, got in waiting:
+            thread.join(timeout=30)
+            assert not thread.is_alive(), "a waiter was never woken"
+            assert got == [InstanceStatus.COMPLETED]
+    finally:
+        waiter.close()
+        finisher.close()
