@@ -12,6 +12,7 @@ import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -22,6 +23,7 @@ __all__ = [
     "DETAIL_KEY",
     "ERROR_CODE_KEY",
     "ERROR_TABLE",
+    "REPORT_FIELDS",
     "RETRYABLE",
     "Backoff",
     "TlsConfig",
@@ -31,6 +33,7 @@ __all__ = [
     "open_channel",
     "status_for",
     "token_metadata",
+    "unbatched",
 ]
 
 #: The bearer token travels in this request header: `Bearer <token>`.
@@ -39,6 +42,15 @@ AUTHORIZATION_KEY = "authorization"
 ERROR_CODE_KEY = "wiggle-error-code"
 #: The trailer carrying an error's typed fields as JSON (binary: its key ends in `-bin`).
 DETAIL_KEY = "wiggle-error-detail-bin"
+
+#: The report RPCs, and the field of a ReportBatch's TaskReport each one travels in.
+REPORT_FIELDS: dict[str, str] = {
+    "CompleteTask": "complete",
+    "FailTask": "fail",
+    "AdvanceRun": "advance",
+    "ReleaseTask": "release",
+}
+_RPC_OF_FIELD = {field: rpc for rpc, field in REPORT_FIELDS.items()}
 
 #: Codes that mean "the server is not reachable right now": try again after a pause.
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
@@ -97,6 +109,12 @@ def error_class_for(reason: str, code: grpc.StatusCode | None) -> type[errors.Wi
     if cls is None and code is not None:
         cls = _BY_STATUS.get(code)
     return cls
+
+
+def unbatched(item: Any) -> tuple[str, Any] | None:
+    """The report RPC a ReportBatch item stands for and its request; None for an empty item."""
+    which = item.WhichOneof("report")
+    return None if which is None else (_RPC_OF_FIELD[which], getattr(item, which))
 
 
 def code_of(exc: BaseException) -> grpc.StatusCode | None:

@@ -21,18 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from wiggle.wire import ERROR_CODE_KEY
+from wiggle.wire import ERROR_CODE_KEY, REPORT_FIELDS, unbatched
 
 __all__ = ["Call", "Delivery", "Recorder", "ServerFault", "StepSeen"]
 
 _SERVICE = "/wiggle.v1.Wiggle/"
-REPORTS = ("CompleteTask", "FailTask", "AdvanceRun", "ReleaseTask")
+REPORTS = tuple(REPORT_FIELDS)
 _WATCHED = frozenset(
     {*REPORTS, "ReportBatch", "Heartbeat", "PollTasks", "StartInstance", "EndPolls"}
 )
-#: The RPC each TaskReport field of a ReportBatch stands for.
-_BATCHED = {"complete": "CompleteTask", "fail": "FailTask", "advance": "AdvanceRun"}
-_BATCHED["release"] = "ReleaseTask"
 _LEASED = frozenset({*REPORTS, "Heartbeat"})
 
 
@@ -141,8 +138,7 @@ def _steps_of(method: str, request: Any) -> tuple[StepSeen, ...]:
 def _leases_of(method: str, request: Any) -> list[str]:
     """The leases a call is about (a ReportBatch: each of its reports')."""
     if method == "ReportBatch":
-        items = [(item, item.WhichOneof("report")) for item in request.reports]
-        return [getattr(item, which).lease for item, which in items if which is not None]
+        return [report.lease for _, report in filter(None, map(unbatched, request.reports))]
     lease = getattr(request, "lease", "")
     return [lease] if method in _LEASED and lease else []
 
@@ -309,10 +305,10 @@ class Recorder(_Interceptor):
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "conformance: ReportBatch is off")
         response = inner(request, context)
         for item, answer in zip(request.reports, response.answers, strict=False):
-            which = item.WhichOneof("report")
-            if which is None:
+            carried = unbatched(item)
+            if carried is None:
                 continue
-            rpc, report = _BATCHED[which], getattr(item, which)
+            rpc, report = carried
             got = answer.WhichOneof("answer")
             if got == "error":
                 name = _CODES.get(answer.error.status_code, "UNKNOWN")

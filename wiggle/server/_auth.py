@@ -28,7 +28,7 @@ import grpc
 from wiggle._limits import quote
 from wiggle.graph import Graph, Predicate, Task
 from wiggle.server._credentials import Credential, CredentialStore
-from wiggle.wire import AUTHORIZATION_KEY, ERROR_CODE_KEY
+from wiggle.wire import AUTHORIZATION_KEY, ERROR_CODE_KEY, unbatched
 
 __all__ = ["Auth", "is_loopback"]
 
@@ -62,13 +62,6 @@ WORKER_METHODS = frozenset(
         "ReportBatch",
     }
 )
-#: The RPC each report of a ReportBatch stands for: it is authorized as that RPC would be.
-_BATCHED = {
-    "complete": "CompleteTask",
-    "fail": "FailTask",
-    "release": "ReleaseTask",
-    "advance": "AdvanceRun",
-}
 _TASK_METHODS = frozenset({"CompleteTask", "FailTask", "ReleaseTask", "Heartbeat", "AdvanceRun"})
 
 #: Where a task is now: its queue and its instance's graph; None for an unknown task.
@@ -195,10 +188,8 @@ class Auth(_Interceptor):
             if method == "ReportBatch":
                 # The batch as a whole is refused if any report in it would be: one worker's
                 # batch only carries reports on the queues it serves.
-                for item in request.reports:
-                    which = item.WhichOneof("report")
-                    if which is not None:
-                        self.authorize(_BATCHED[which], getattr(item, which), cred)
+                for rpc, report in filter(None, map(unbatched, request.reports)):
+                    self.authorize(rpc, report, cred)
                 return
             if method == "PollTasks":
                 self._serves(cred, _queues_or_default(request.queues), "poll")

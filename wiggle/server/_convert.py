@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from wiggle._limits import MAX_JSON_DEPTH, depth_problem, quote, too_deep
+from wiggle._limits import depth_problem, quote, too_deep
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle.engine import (
     AdvanceResult,
@@ -45,6 +45,10 @@ __all__ = [
 ]
 
 
+class TooDeep(InvalidRequest):
+    """A JSON value nested deeper than the depth limit."""
+
+
 def decode_json(data: bytes, what: str, limit: int) -> Any:
     """Decode a JSON field; empty means null. Oversized, too deep or malformed input is refused
     (PayloadTooLarge, InvalidRequest naming the depth limit, InvalidRequest)."""
@@ -56,11 +60,11 @@ def decode_json(data: bytes, what: str, limit: int) -> Any:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         if "depth" in str(exc):  # deeper than the decoder's own limit (far above ours)
-            raise InvalidRequest(too_deep(what)) from None
+            raise TooDeep(too_deep(what)) from None
         raise InvalidRequest(f"{what} is not valid JSON: {exc}") from None
     problem = depth_problem(what, value, data)
     if problem is not None:
-        raise InvalidRequest(problem)
+        raise TooDeep(problem)
     return value
 
 
@@ -81,10 +85,8 @@ def decode_result(data: bytes, what: str, limit: int) -> Any:
         )
     try:
         return decode_json(data, what, limit)
-    except InvalidRequest as exc:
-        if f"depth limit is {MAX_JSON_DEPTH}" in str(exc):
-            raise ResultRefused(str(exc)) from None
-        raise
+    except TooDeep as exc:
+        raise ResultRefused(str(exc)) from None
 
 
 def encode_json(value: Any) -> bytes:

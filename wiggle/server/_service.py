@@ -34,6 +34,7 @@ from wiggle.server._convert import (
 from wiggle.server._edges import check_request
 from wiggle.server._errors import abort_with, status_for
 from wiggle.server._metrics import ServerMetrics
+from wiggle.wire import unbatched
 
 __all__ = ["WiggleService"]
 
@@ -80,29 +81,8 @@ def _rpc(
     return wrapper
 
 
-def _check_identity(request: pb.PollTasksRequest) -> None:
-    """What a worker says about itself is stored: refuse what the columns cannot hold."""
-    if len(request.worker_id) > 200:
-        raise InvalidRequest(f"worker id {request.worker_id[:80]!r}... is over 200 characters")
-    if len(request.sdk) > 100:
-        raise InvalidRequest(f"sdk {request.sdk[:80]!r}... is over 100 characters")
-    for what, names in (("queue", request.queues), ("activity", request.activities)):
-        for name in names:
-            if len(name) > 200:
-                raise InvalidRequest(f"{what} {name[:80]!r}... is over 200 characters")
-
-
 def _status(status: InstanceStatus) -> str:
     return str(status)  # protobuf takes an enum's name
-
-
-#: The RPC each report of a ReportBatch stands for (its identifiers are checked as that RPC's).
-_BATCHED_METHODS = {
-    "complete": "CompleteTask",
-    "fail": "FailTask",
-    "release": "ReleaseTask",
-    "advance": "AdvanceRun",
-}
 
 
 class WiggleService(pb_grpc.WiggleServicer):
@@ -318,7 +298,6 @@ class WiggleService(pb_grpc.WiggleServicer):
     ) -> pb.PollTasksResponse:
         if not request.worker_id:
             raise InvalidRequest("PollTasks needs a worker id")
-        _check_identity(request)
         queues = tuple(request.queues) or ("default",)
         max_tasks = min(max(request.max_tasks, 1), MAX_TASKS_PER_POLL)
         wait = self._wait_budget(request.wait_ms, context)
@@ -462,13 +441,13 @@ class WiggleService(pb_grpc.WiggleServicer):
         todo: list[tuple[int, Report]] = []
         allow_next = not self._stopping.is_set()
         for n, item in enumerate(request.reports):
-            which = item.WhichOneof("report")
-            if which is None:
+            carried = unbatched(item)
+            if carried is None:
                 answers[n] = _error_answer(InvalidRequest(f"report {n + 1} of the batch is empty"))
                 continue
+            rpc, message = carried
             try:
-                message = getattr(item, which)
-                check_request(_BATCHED_METHODS[which], message)
+                check_request(rpc, message)
                 todo.append((n, report_from_pb(message, self._limit, allow_next=allow_next)))
             except WiggleError as exc:
                 answers[n] = _error_answer(exc)

@@ -24,19 +24,11 @@ import grpc
 
 from wiggle._group import GroupCommit
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
-from wiggle.wire import ERROR_CODE_KEY
+from wiggle.wire import ERROR_CODE_KEY, REPORT_FIELDS
 
-__all__ = ["REPORT_METHODS", "ReportBatcher"]
+__all__ = ["ReportBatcher"]
 
 _log = logging.getLogger("wiggle.worker")
-
-#: The report RPCs a batch may carry, and the TaskReport field each goes in.
-REPORT_METHODS = {
-    "CompleteTask": "complete",
-    "FailTask": "fail",
-    "AdvanceRun": "advance",
-    "ReleaseTask": "release",
-}
 
 #: A batch is split before it would exceed this many bytes, or the server's own request limit
 #: when a task said it is smaller (a report over it travels alone).
@@ -89,7 +81,7 @@ class ReportBatcher:
 
     def call(self, method: str, request: Any, timeout: float) -> Any:
         """The answer to report `request` of `method`, or raise as its own RPC would."""
-        if not self.enabled or method not in REPORT_METHODS:
+        if not self.enabled or method not in REPORT_FIELDS:
             return getattr(self._stub, method)(request, timeout=timeout, metadata=self._metadata)
         try:
             return self._group.submit((method, request, timeout))
@@ -105,7 +97,7 @@ class ReportBatcher:
         return out
 
     def _send_chunk(self, items: Sequence[_Item]) -> list[Any]:
-        reports = [pb.TaskReport(**{REPORT_METHODS[m]: request}) for m, request, _ in items]
+        reports = [pb.TaskReport(**{REPORT_FIELDS[m]: request}) for m, request, _ in items]
         timeout = min(t for _, _, t in items)
         try:
             self.calls += 1

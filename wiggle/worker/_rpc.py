@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 
 import grpc
 
-from wiggle.wire import RETRYABLE, Backoff, code_of, token_metadata
-from wiggle.worker._batching import REPORT_METHODS, ReportBatcher
+from wiggle.wire import REPORT_FIELDS, RETRYABLE, Backoff, code_of, token_metadata
+from wiggle.worker._batching import ReportBatcher
 
 __all__ = ["Outage", "Rpc", "RpcFailed"]
 
@@ -127,7 +127,7 @@ class Rpc:
         retry_on: frozenset[grpc.StatusCode],
     ) -> Any:
         fn: Callable[..., Any] = getattr(self.stub, method)
-        batcher = self.batcher if method in REPORT_METHODS else None
+        batcher = self.batcher if method in REPORT_FIELDS else None
         give_up_at = time.monotonic() + retry_for
         backoff = Backoff()
         while True:
