@@ -5,7 +5,8 @@
     │                              (carries every Diagnostic, each with file, line and column)
     ├── NotFound                   a named thing does not exist
     │   ├── DefinitionNotFound     no registered flow with that name / version
-    │   └── InstanceNotFound       no instance with that id
+    │   ├── InstanceNotFound       no instance with that id
+    │   └── BatchNotFound          no bulk action with that id
     ├── InvalidRequest             a well-formed request that cannot be honoured as asked
     │   ├── InputRejected          a start input that fails the flow's `input` schema
     │   ├── SignalNotAwaited       a signal no `await` of the instance's flow can receive
@@ -13,7 +14,8 @@
     ├── Conflict                   the request was valid once but the world moved on
     │   ├── StaleLease             a report carrying a lease that is no longer the current one
     │   ├── ReportOutOfOrder       a report whose seq skips one the server has not applied
-    │   └── InstanceNotRunning     a signal, cancel or report for a finished instance
+    │   ├── InstanceNotRunning     a signal, cancel or report for a finished instance
+    │   └── RepairRefused          a retry, reset or migration the instance's state forbids
     ├── PayloadTooLarge            a context or signal over the configured size limit
     ├── Unauthenticated            a missing or wrong bearer token
     ├── PermissionDenied           a credential whose scopes do not allow the call
@@ -30,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "BatchNotFound",
     "Conflict",
     "DefinitionNotFound",
     "Diagnostic",
@@ -41,6 +44,7 @@ __all__ = [
     "NotFound",
     "PayloadTooLarge",
     "PermissionDenied",
+    "RepairRefused",
     "ReportOutOfOrder",
     "SignalNotAwaited",
     "StaleLease",
@@ -100,6 +104,10 @@ class InstanceNotFound(NotFound):
         super().__init__(f"no instance with id {instance_id!r}")
 
 
+class BatchNotFound(NotFound):
+    """No bulk action (or migration batch) with the id asked for."""
+
+
 class InvalidRequest(WiggleError):
     """A well-formed request that cannot be honoured as asked."""
 
@@ -156,6 +164,11 @@ class InstanceNotRunning(Conflict):
         self.instance_id = instance_id
         self.status = status
         super().__init__(f"instance {instance_id!r} is {status}, not RUNNING")
+
+
+class RepairRefused(Conflict):
+    """A retry, reset or migration that the instance's present state does not allow; the
+    message names the instance and says what would be allowed instead."""
 
 
 class PayloadTooLarge(WiggleError):

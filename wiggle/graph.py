@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -41,9 +41,12 @@ __all__ = [
     "Node",
     "Predicate",
     "Retry",
+    "SearchAttribute",
+    "SearchType",
     "Sleep",
     "Subflow",
     "Task",
+    "successors",
 ]
 
 
@@ -240,6 +243,24 @@ def _node_from_json(node_id: str, doc: Mapping[str, Any]) -> Node:
     raise ValueError(f"unknown node kind {kind!r} at node {node_id!r}")
 
 
+class SearchType(StrEnum):
+    """What a search attribute holds (docs/flow-format.md, `search`)."""
+
+    STRING = "string"
+    NUMBER = "number"
+    BOOL = "bool"
+    TIME = "time"  # an RFC 3339 instant in the context
+
+
+@dataclass(frozen=True)
+class SearchAttribute:
+    """A named value taken from the context by JSON Pointer, indexed for finding instances."""
+
+    name: str
+    pointer: str
+    type: SearchType
+
+
 @dataclass(frozen=True)
 class Graph:
     """A compiled flow: its identity, its options and its nodes by id."""
@@ -250,11 +271,16 @@ class Graph:
     input_schema: Mapping[str, Any] | None
     start: str
     nodes: Mapping[str, Node]
+    search: Mapping[str, SearchAttribute] = field(default_factory=dict)
 
     @staticmethod
     def from_json(doc: Mapping[str, Any], version: str) -> Graph:
         """Build from the canonical graph document and the version the compiler hashed it to."""
         nodes = {node_id: _node_from_json(node_id, n) for node_id, n in doc["nodes"].items()}
+        search = {
+            name: SearchAttribute(name, spec["pointer"], SearchType(spec["type"]))
+            for name, spec in (doc.get("search") or {}).items()
+        }
         return Graph(
             name=doc["name"],
             version=version,
@@ -262,6 +288,7 @@ class Graph:
             input_schema=doc["input"],
             start=doc["start"],
             nodes=nodes,
+            search=search,
         )
 
     def node(self, node_id: str) -> Node:
@@ -277,5 +304,46 @@ class Graph:
         """Whether an instance can start child instances."""
         return any(isinstance(n, Subflow) for n in self.nodes.values())
 
+    @functools.cached_property
+    def scopes(self) -> Mapping[str, tuple[str, ...]]:
+        """Node id -> the parallel / for_each blocks enclosing it, outermost first (empty at
+        the top level). A block's own fork node and its join are outside it; the steps of its
+        branches (or of its body) are inside."""
+        inside: dict[str, list[str]] = {node_id: [] for node_id in self.nodes}
+        for node in self.nodes.values():
+            if not isinstance(node, Fork | ForEach):
+                continue
+            starts = list(node.branches.values()) if isinstance(node, Fork) else [node.body]
+            seen: set[str] = set()
+            todo = [n for n in starts if n != node.join]
+            while todo:
+                node_id = todo.pop()
+                if node_id in seen:
+                    continue
+                seen.add(node_id)
+                todo.extend(n for n in successors(self.nodes[node_id]) if n != node.join)
+            for node_id in seen:
+                inside[node_id].append(node.id)
+        # Outermost first: an enclosing block encloses fewer nodes' worth of blocks itself.
+        depth = {node_id: len(blocks) for node_id, blocks in inside.items()}
+        return {
+            node_id: tuple(sorted(blocks, key=lambda b: depth[b]))
+            for node_id, blocks in inside.items()
+        }
+
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes.values())
+
+
+def successors(node: Node) -> list[str]:
+    """The ids a token may move to from `node` (a fork's branches, not its join)."""
+    if isinstance(node, Fork):
+        return list(node.branches.values())
+    if isinstance(node, ForEach):
+        return [node.body]
+    out: list[str | None] = [getattr(node, "next", None)]
+    if isinstance(node, Predicate):
+        out.append(node.alt)
+    if isinstance(node, Await):
+        out.append(node.on_timeout)
+    return [n for n in out if n]

@@ -17,6 +17,7 @@ from wiggle.compiler._compile import DEFAULT_RETRY, END, Claim, Compiled, branch
 from wiggle.compiler._durations import is_duration_syntax, parse_duration
 from wiggle.compiler._loader import Path, SourceMap
 from wiggle.errors import Diagnostic
+from wiggle.filters import BUILTIN_FIELDS
 
 __all__ = ["DOCUMENT_CHECKS", "GRAPH_CHECKS", "iter_steps"]
 
@@ -146,6 +147,18 @@ def check_input_schema(flow: dict[str, Any], source: SourceMap) -> Iterator[Diag
         yield source.diagnostic(where, f"input is not a valid JSON Schema: {error.message}")
 
 
+def check_search_names(flow: dict[str, Any], source: SourceMap) -> Iterator[Diagnostic]:
+    """A search attribute is found by its name in filters: it may not shadow a built-in field."""
+    for name in _dict(flow.get("search")):
+        if name in BUILTIN_FIELDS:
+            yield source.diagnostic(
+                ("search", name),
+                f"search attribute {name!r} has the name of a built-in filter field "
+                f"({', '.join(BUILTIN_FIELDS)}); choose another name",
+                at_key=True,
+            )
+
+
 def check_node_ids(compiled: Compiled, source: SourceMap) -> Iterator[Diagnostic]:
     """Node ids are unique, and `end` belongs to the implicit end node."""
     first: dict[str, Claim] = {}
@@ -182,6 +195,7 @@ DocumentCheck = Callable[[dict[str, Any], SourceMap], Iterator[Diagnostic]]
 GraphCheck = Callable[[Compiled, SourceMap], Iterator[Diagnostic]]
 
 DOCUMENT_CHECKS: tuple[DocumentCheck, ...] = (
+    check_search_names,
     check_durations,
     check_retry_bounds,
     check_await_timeout,

@@ -300,4 +300,18 @@ def compile_flow(flow: dict[str, Any]) -> Compiled:
         "start": start,
         "nodes": ordered,
     }
+    search = _search(flow.get("search") or {})
+    if search:  # absent when none is declared: flows without one keep their version
+        document["search"] = search
     return Compiled(document, graph_to_nx(document), compiler.claims)
+
+
+def _search(declared: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """`name: /pointer` is a string attribute; the long form names its type."""
+    out: dict[str, dict[str, str]] = {}
+    for name, spec in declared.items():
+        if isinstance(spec, str):
+            out[name] = {"pointer": spec, "type": "string"}
+        else:
+            out[name] = {"pointer": spec["pointer"], "type": spec.get("type", "string")}
+    return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ._engine import Engine
 from ._prune import PruneResult
+from ._repair import RepairResult
 from ._schema import SCHEMA_VERSION, IncompatibleSchema
 from ._types import (
     AdvanceResult,
@@ -47,6 +48,7 @@ __all__ = [
     "InstanceView",
     "Json",
     "PruneResult",
+    "RepairResult",
     "Report",
     "ReportKind",
     "StartResult",

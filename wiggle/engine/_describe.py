@@ -15,10 +15,11 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from wiggle.errors import InstanceNotFound
-from wiggle.graph import Await, ExecutionMode, ForEach, Fork, Graph, Join, Node, Predicate
+from wiggle.graph import Await, ExecutionMode, Graph, Join, successors
 
 from . import _schema as s
 from ._explain import Facts, explain
+from ._search import search_of
 from ._tx import TOKEN_COLUMNS, loads
 from ._types import EventView, InstanceStatus, InstanceView, TokenState, TokenView, WorkerSeen
 from ._workers import POLLING_WINDOW_MS, recent_workers
@@ -35,26 +36,13 @@ RECENT_EVENTS = 500
 _PREDECESSORS: dict[str, Mapping[str, frozenset[str]]] = {}
 
 
-def _successors(node: Node) -> list[str]:
-    if isinstance(node, Fork):
-        return list(node.branches.values())
-    if isinstance(node, ForEach):
-        return [node.body]
-    out = [getattr(node, "next", None)]
-    if isinstance(node, Predicate):
-        out.append(node.alt)
-    if isinstance(node, Await):
-        out.append(node.on_timeout)
-    return [n for n in out if n]
-
-
 def predecessors(graph: Graph) -> Mapping[str, frozenset[str]]:
     """Node id -> the nodes with an edge to it (cached per version: versions are immutable)."""
     got = _PREDECESSORS.get(graph.version)
     if got is None:
         into: dict[str, set[str]] = {}
         for node in graph:
-            for nxt in _successors(node):
+            for nxt in successors(node):
                 into.setdefault(nxt, set()).add(node.id)
         got = _PREDECESSORS[graph.version] = {k: frozenset(v) for k, v in into.items()}
     return got
@@ -208,4 +196,7 @@ def describe(
         input=loads(m["input"]) if m["input"] is not None else (stored if running else None),
         child_instance_ids=[c.id for c in children],
         current_node=current,
+        search=search_of(conn, [m["id"]], {m["id"]: graph}).get(m["id"], {})
+        if graph.search
+        else {},
     )

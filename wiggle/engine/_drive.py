@@ -28,7 +28,7 @@ from wiggle.graph import (
     Task,
 )
 
-from . import _forks
+from . import _forks, _search
 from . import _schema as s
 from ._data import MISSING, parse_instant_ms, resolve_pointer
 from ._tx import Inst, Tok, Tx, dumps, loads, new_id
@@ -114,6 +114,7 @@ def place(tx: Tx, inst: Inst, tok: Tok) -> None:
     graph = inst.graph
     while inst.status is InstanceStatus.RUNNING:
         node: Node = graph.nodes[tok.node_id]
+        tx.entered(tok)
         if isinstance(node, Task | Predicate):
             tok.attempt = 1
             make_ready(tx, tok, node.queue, node.timeout_ms, activity=node.activity)
@@ -267,6 +268,7 @@ def start_child(tx: Tx, inst: Inst, tok: Tok, node: Subflow) -> None:
     tx.save(tok)
     tx.event(inst.id, "child_started", node.id, 0, child_instance_id=child.id, version=version)
     tx.event(child.id, "instance_started", "", 0, parent_instance_id=inst.id)
+    _search.write_initial(tx, child, tok.context)
     root = tx.new_token(child, graph.start, tok.context)
     place(tx, child, root)
 
@@ -313,8 +315,13 @@ def apply_failure(tx: Tx, inst: Inst, tok: Tok, failure: StepFailure) -> None:
     tx.save(tok)
 
 
-def fail_token_instance(tx: Tx, inst: Inst, tok: Tok, reason: str) -> None:
+def fail_token_instance(
+    tx: Tx, inst: Inst, tok: Tok, reason: str, *, retryable: bool = True
+) -> None:
+    """`tok` failed for good and takes its instance with it. The token is marked as the one
+    that failed (`retry` runs its step again), or as beyond repair (`retryable` False)."""
     tok.state = TokenState.DONE
+    tok.halted = s.HALTED_FAILED if retryable else s.HALTED_FINAL
     tx.save(tok)
     finish_instance(tx, inst, InstanceStatus.FAILED, reason, tok.context)
 
@@ -336,11 +343,13 @@ def finish_instance(
     tx.wakeups.finished.append(inst.id)  # waiters on the instance wake after the commit
     # Tokens keep their lease: a worker reporting on one learns the instance status, while a
     # report with any other lease is still refused as stale.
+    # Each live token keeps the state it halted in, so a retry brings back exactly these.
     held = False
     for tok in tx.tokens.values():
         if tok.instance_id == inst.id:
             held = True
             if tok.state is not TokenState.DONE:
+                tok.halted = tok.state.value
                 tok.state = TokenState.DONE
                 tx.save(tok)
     # Without forks an instance has one token: when this transaction holds it, no other is
@@ -351,7 +360,7 @@ def finish_instance(
         tx.conn.execute(
             update(t)
             .where(t.c.instance_id == inst.id, t.c.state != TokenState.DONE.value)
-            .values(state=TokenState.DONE.value)
+            .values(halted=t.c.state, state=TokenState.DONE.value)
         )
     children: list[str] = []
     if inst.graph.subflows:
@@ -398,6 +407,7 @@ def _tell_parent(tx: Tx, child: Inst, status: InstanceStatus, reason: str, conte
     )
     if status is InstanceStatus.COMPLETED:
         if context is not MISSING:
+            _search.note_context_change(tx, parent, tok.context, context)
             tok.context = context
         tok.wait_kind = None
         tok.node_id = node.next

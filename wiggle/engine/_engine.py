@@ -22,17 +22,20 @@ from wiggle.errors import (
     DefinitionNotFound,
     InputRejected,
     InstanceNotFound,
+    InvalidRequest,
     StaleLease,
     Unavailable,
     WiggleError,
 )
+from wiggle.filters import parse_filter
 from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
 
-from . import _describe, _instances, _listing, _prune, _ticker, _workers
+from . import _bulk, _describe, _instances, _listing, _prune, _repair, _ticker, _workers
 from . import _schema as s
 from ._batch import apply_reports
 from ._claims import claim, heartbeat_stmt
 from ._db import Database
+from ._repair import RepairResult
 from ._starts import StartRequest, apply_starts
 from ._tx import FenceLost, Tx, dumps, new_id
 from ._types import (
@@ -62,6 +65,8 @@ __all__ = ["Engine"]
 #: How often a process re-reads the instances its WaitInstance calls wait for: an instance
 #: finished by another server process wakes no waiter here. One query covers every waiter.
 FINISH_RECHECK_S = 0.25
+#: While a bulk action has items left, the leader's ticker comes back this often.
+BULK_TICK_S = 0.02
 
 _d = s.definitions
 _t = s.tokens
@@ -100,6 +105,7 @@ class Engine:
         self._reports: GroupCommit[Report, AdvanceResult] = GroupCommit(
             self._run_reports, max_batch=64, max_active=2 if self.db.is_postgres else 1
         )
+        self._bulk = _bulk.BulkRunner(self)
         self._starts: GroupCommit[StartRequest, StartResult] = GroupCommit(
             self._run_starts, max_batch=64, max_active=2 if self.db.is_postgres else 1
         )
@@ -262,6 +268,59 @@ class Engine:
         cancelled instance answers CANCELLED again; a completed or failed one is refused."""
         return self.db.write(lambda c: _instances.cancel(self, c, instance_id, reason))
 
+    def retry(self, instance_id: str, *, by: str = "") -> RepairResult:
+        """Resume a FAILED instance where it failed: the tokens live when it failed are live
+        again, the failed step READY with a fresh attempt count (a failed subflow child and
+        its waiting parent come back together). RepairRefused in any other state."""
+        return self.db.write(lambda c: _repair.retry(self, c, instance_id, by=by))
+
+    def reset(self, instance_id: str, node_id: str, *, by: str = "") -> RepairResult:
+        """Rewind a RUNNING, FAILED or COMPLETED instance to `node_id`, a top-level node it
+        passed, with the input that node received the last time it ran. Live tokens end and
+        their leases are fenced."""
+        return self.db.write(lambda c: _repair.reset(self, c, instance_id, node_id, by=by))
+
+    # -- bulk actions -------------------------------------------------------------------------
+
+    def preview_bulk(self, where: Sequence[str]) -> _bulk.BulkPreview:
+        """How many instances a filter matches now, per status, and the first ids."""
+        conditions = parse_filter(where)
+        return self.db.read(lambda c: _bulk.preview(c, conditions, self.graph_of, self.db.now_sql))
+
+    def start_bulk(
+        self,
+        action: str,
+        where: Sequence[str],
+        *,
+        params: dict[str, Json] | None = None,
+        requested_by: str = "",
+        rate_per_s: float = _bulk.DEFAULT_RATE,
+    ) -> _bulk.BatchView:
+        """Record a bulk action over the instances `where` matches now; the leading server
+        applies it (see _bulk). InvalidRequest when the filter matches nothing."""
+        args = dict(params or {})
+        batch_id = self.db.write(
+            lambda c: _bulk.create_batch(
+                self, c, action, args, list(where), requested_by or "anonymous", rate_per_s
+            )
+        )
+        self.waiters.ticker_needed()
+        return self.get_batch(batch_id)
+
+    def get_batch(self, batch_id: str, *, items: int = 100) -> _bulk.BatchView:
+        return self.db.read(lambda c: _bulk.get_batch(c, batch_id, items=items))
+
+    def list_batches(self, *, limit: int = 50, action: str = "") -> list[_bulk.BatchView]:
+        return self.db.read(lambda c: _bulk.list_batches(c, limit, action))
+
+    def set_batch_state(self, batch_id: str, state: str) -> _bulk.BatchView:
+        """PAUSED, RUNNING (resume) or CANCELLED."""
+        if state not in (_bulk.PAUSED, _bulk.RUNNING, _bulk.CANCELLED):
+            raise InvalidRequest(f"a batch can be paused, resumed or cancelled, not {state!r}")
+        view = self.db.write(lambda c: _bulk.set_state(c, self.db.now_sql, batch_id, state))
+        self.waiters.ticker_needed()
+        return view
+
     def describe(self, instance_id: str, *, include_events: bool = False) -> InstanceView:
         """The instance with its current context and every token's context and explanation."""
         return self.db.read(
@@ -279,7 +338,11 @@ class Engine:
         """Instances matching `where`, newest first; `page_token` continues a previous page.
         With `counts`, how many match per status (the filter without its status)."""
         f = where or InstanceFilter()
-        return self.db.read(lambda c: _listing.find_instances(c, f, limit, page_token, counts))
+        return self.db.read(
+            lambda c: _listing.find_instances(
+                c, f, limit, page_token, counts, self.graph_of, self.db.now_sql
+            )
+        )
 
     def list_definitions(
         self, name: str | None = None, *, include_counts: bool = False
@@ -590,6 +653,8 @@ class Engine:
         cap = self.leader_ttl_s / 3
         if not self.is_leader:
             return cap
+        if self._bulk.busy:
+            cap = min(cap, BULK_TICK_S)
         return self.db.read(lambda c: _ticker.next_wakeup(c, self.db, cap))
 
 

@@ -154,13 +154,10 @@ def _combine(tx: Tx, inst: Inst, parent: Tok, results: Json) -> None:
     parent.node_id = join.id
     parent.attempt = 1
     parent.pending = 0
+    combine_input = {"context": parent.context, "results": results}
+    tx.entered(parent, combine_input)
     _drive.make_ready(
-        tx,
-        parent,
-        join.queue,
-        join.timeout_ms,
-        {"context": parent.context, "results": results},
-        activity=join.activity,
+        tx, parent, join.queue, join.timeout_ms, combine_input, activity=join.activity
     )
 
 

@@ -13,6 +13,8 @@ from wiggle.errors import InvalidRequest
 from wiggle.graph import ExecutionMode, Graph
 
 from . import _schema as s
+from ._filtering import filter_clauses
+from ._search import search_of
 from ._tx import loads
 from ._types import (
     DefinitionSummary,
@@ -46,8 +48,18 @@ def _after(token: str) -> tuple[int, str]:
         ) from None
 
 
-def _where(f: InstanceFilter, *, with_status: bool) -> list[Any]:
+def _where(
+    f: InstanceFilter,
+    *,
+    with_status: bool,
+    conn: Connection | None = None,
+    graph_of: Callable[[Connection, str], Graph] | None = None,
+    now_sql: str = "0",
+) -> list[Any]:
     conds: list[Any] = []
+    if f.where:
+        assert conn is not None and graph_of is not None
+        conds.extend(filter_clauses(conn, f.where, graph_of, now_sql, with_status=with_status))
     if f.flow:
         conds.append(_i.c.flow == f.flow)
     if f.version:
@@ -79,10 +91,18 @@ def _view(m: Any) -> InstanceView:
 
 
 def find_instances(
-    conn: Connection, f: InstanceFilter, limit: int, token: str, counts: bool
+    conn: Connection,
+    f: InstanceFilter,
+    limit: int,
+    token: str,
+    counts: bool,
+    graph_of: Callable[[Connection, str], Graph],
+    now_sql: str,
 ) -> InstancePage:
     """A page of instances matching `f`, newest first (ties by id, descending)."""
-    q = select(*_LIST_COLUMNS).where(*_where(f, with_status=True))
+    q = select(*_LIST_COLUMNS).where(
+        *_where(f, with_status=True, conn=conn, graph_of=graph_of, now_sql=now_sql)
+    )
     if token:
         ms, iid = _after(token)
         q = q.where(or_(_i.c.created_at_ms < ms, and_(_i.c.created_at_ms == ms, _i.c.id < iid)))
@@ -91,6 +111,7 @@ def find_instances(
         q.order_by(_i.c.created_at_ms.desc(), _i.c.id.desc()).limit(limit + 1)
     ).all()
     views = _with_current_steps(conn, [_view(r._mapping) for r in rows[:limit]])
+    views = _with_search(conn, views, graph_of)
     next_token = ""
     if len(rows) > limit:
         last = views[-1]
@@ -100,7 +121,7 @@ def find_instances(
         by_status = {str(st): 0 for st in InstanceStatus}
         grouped = conn.execute(
             select(_i.c.status, func.count())
-            .where(*_where(f, with_status=False))
+            .where(*_where(f, with_status=False, conn=conn, graph_of=graph_of, now_sql=now_sql))
             .group_by(_i.c.status)
         )
         for status, n in grouped:
@@ -145,6 +166,16 @@ def _with_current_steps(conn: Connection, views: list[InstanceView]) -> list[Ins
             v = replace(v, current_node=shown)
         out.append(v)
     return out
+
+
+def _with_search(
+    conn: Connection, views: list[InstanceView], graph_of: Callable[[Connection, str], Graph]
+) -> list[InstanceView]:
+    """Each instance's search attribute values (one query for the page)."""
+    graphs = {v.instance_id: graph_of(conn, v.version) for v in views}
+    wanted = [iid for iid, g in graphs.items() if g.search]
+    found = search_of(conn, wanted, graphs)
+    return [replace(v, search=found[v.instance_id]) if v.instance_id in found else v for v in views]
 
 
 def list_definitions(

@@ -41,6 +41,7 @@ _CHUNK = 500  # ids per IN list
 _i = s.instances
 # Rows that belong to an instance, removed before the instance itself.
 _OWNED = (s.events, s.signals, s.tokens)
+_KEPT_WITH = (s.step_inputs, s.search_values)
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,9 @@ def prune_batch(
         return PruneResult(cutoff_ms=cutoff_ms, dry_run=dry_run), candidates[-1]
     act = _count if dry_run else _delete
     events, signals, tokens = (act(conn, table, ids) for table in _OWNED)
+    if not dry_run:  # what repair and search keep of an instance goes with it
+        for table in _KEPT_WITH:
+            _delete(conn, table, ids)
     instances = act(conn, _i, ids)
     result = PruneResult(instances, tokens, events, signals, cutoff_ms, dry_run)
     return result, candidates[-1]

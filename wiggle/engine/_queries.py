@@ -60,8 +60,26 @@ _INSTANCE_COLUMNS = tuple(c.name for c in s.instances.c)
 _NEW_INSTANCE_TYPES = {name: _pg_type(name, s.instances) for name in _INSTANCE_COLUMNS}
 
 
+_INPUT_COLUMNS = ("instance_id", "node_id", "context", "input", "loop_counts", "at_ms")
+_INPUT_TYPES = {name: _pg_type(name, s.step_inputs) for name in _INPUT_COLUMNS}
+_SEARCH_COLUMNS = ("instance_id", "name", "text_value", "num_value", "present")
+_SEARCH_TYPES = {
+    "instance_id": "text",
+    "name": "text",
+    "text_value": "text",
+    "num_value": "double precision",
+    "present": "boolean",
+}
+
+
 def _build_pg_write(
-    inserts: bool, updates: bool, events: bool, instances: bool, new_instances: bool
+    inserts: bool,
+    updates: bool,
+    events: bool,
+    instances: bool,
+    new_instances: bool,
+    inputs: bool = False,
+    search: bool = False,
 ) -> str:
     ctes: list[str] = []
     cols = TOKEN_COLUMN_NAMES
@@ -100,11 +118,34 @@ def _build_pg_write(
             f"SELECT {', '.join(_EVENT_COLUMNS)} "
             f"FROM {_recordset('e', 'e', _EVENT_COLUMNS, _EVENT_TYPES)})"
         )
+    if inputs:
+        # One row per (instance, node) in a statement (the caller keeps the last visit only):
+        # ON CONFLICT may not touch one row twice.
+        sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in _INPUT_COLUMNS[2:])
+        ctes.append(
+            f"inp AS (INSERT INTO wiggle_step_inputs ({', '.join(_INPUT_COLUMNS)}) "
+            f"SELECT {', '.join(_INPUT_COLUMNS)} "
+            f"FROM {_recordset('si', 'si', _INPUT_COLUMNS, _INPUT_TYPES)} "
+            f"ON CONFLICT (instance_id, node_id) DO UPDATE SET {sets})"
+        )
+    if search:
+        rows = _recordset("sv", "sv", _SEARCH_COLUMNS, _SEARCH_TYPES)
+        ctes.append(
+            "sdel AS (DELETE FROM wiggle_search AS w USING "
+            f"{rows} WHERE w.instance_id = sv.instance_id AND w.name = sv.name "
+            "AND NOT sv.present)"
+        )
+        ctes.append(
+            "sput AS (INSERT INTO wiggle_search (instance_id, name, text_value, num_value) "
+            f"SELECT instance_id, name, text_value, num_value FROM {rows} WHERE sv.present "
+            "ON CONFLICT (instance_id, name) DO UPDATE SET text_value = EXCLUDED.text_value, "
+            "num_value = EXCLUDED.num_value)"
+        )
     tail = "SELECT (SELECT count(*) FROM upd)" if updates else "SELECT 0"
     return f"WITH {', '.join(ctes)} {tail}"
 
 
-_PG_WRITES: dict[tuple[bool, bool, bool, bool, bool], str] = {}
+_PG_WRITES: dict[tuple[bool, ...], str] = {}
 
 
 def pg_write(
@@ -113,6 +154,8 @@ def pg_write(
     events: Sequence[dict[str, Any]],
     instances: Sequence[dict[str, Any]] = (),
     new_instances: Sequence[dict[str, Any]] = (),
+    inputs: Sequence[dict[str, Any]] = (),
+    search: Sequence[dict[str, Any]] = (),
 ) -> tuple[str, dict[str, Any]] | None:
     """PostgreSQL: new instances and tokens, fenced token updates, instance ends and events,
     in ONE statement.
@@ -122,7 +165,15 @@ def pg_write(
     compares with how many it sent (a shortfall means a fence was lost). Instance rows carry
     status, reason, updated_at_ms and, when set_context, the context. None: nothing to write.
     """
-    shape = (bool(inserts), bool(updates), bool(events), bool(instances), bool(new_instances))
+    shape = (
+        bool(inserts),
+        bool(updates),
+        bool(events),
+        bool(instances),
+        bool(new_instances),
+        bool(inputs),
+        bool(search),
+    )
     if not any(shape):
         return None
     sql = _PG_WRITES.get(shape)
@@ -135,6 +186,8 @@ def pg_write(
         ("e", events),
         ("i", instances),
         ("ni", new_instances),
+        ("si", inputs),
+        ("sv", search),
     )
     for key, rows in rows_by_key:
         if rows:

@@ -10,7 +10,7 @@ released and driven to its next park.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, select
@@ -29,6 +29,7 @@ from ._drive import (
     ready_again,
 )
 from ._forks import branch_filtered
+from ._search import note_context_change
 from ._tx import TOKEN_COLUMNS, Inst, Tok, Tx
 from ._types import AdvanceResult, InstanceStatus, Json, StepFailure, StepOutcome, TokenState
 
@@ -104,6 +105,9 @@ class Plan:
     loop_counts: dict[str, int]
     failure: tuple[str, StepFailure] | None
     end: Move | None  # where the last successful step leads
+    # The worker steps the run went on to after the first, each with the context and loop
+    # counts it was entered with (kept as step inputs, for reset).
+    entered: list[tuple[str, Json, dict[str, int]]] = field(default_factory=list)
 
 
 def plan_steps(inst: Inst, tok: Tok, steps: Sequence[StepOutcome]) -> Plan:
@@ -160,6 +164,7 @@ def plan_steps(inst: Inst, tok: Tok, steps: Sequence[StepOutcome]) -> Plan:
         nxt = graph.nodes[move.next_node]
         if isinstance(nxt, Task | Predicate):
             cur = nxt.id
+            plan.entered.append((cur, ctx, counts))
         else:
             cur, stopped = None, f"{nxt.id!r} is a {nxt.kind} the server drives"
     plan.context = ctx
@@ -202,6 +207,10 @@ def apply_plan(
             tx.event(inst.id, "step_completed", node_id, attempt, **where)
         else:
             tx.event(inst.id, "step_completed", node_id, attempt, predicate=value, **where)
+    if tok.parent_token_id is None:
+        for node_id, context, counts in plan.entered:
+            tx.entered_at(inst.id, node_id, context, counts)
+    note_context_change(tx, inst, tok.context, plan.context)
     tok.context = plan.context
     tok.loop_counts = plan.loop_counts
     if plan.failure is not None:
@@ -227,7 +236,11 @@ def apply_plan(
         pred = graph.nodes[plan.completed[-1][0]]
         assert isinstance(pred, Predicate)
         fail_token_instance(
-            tx, inst, tok, f"loop {pred.id!r} exceeded max_iterations {pred.max_iterations}"
+            tx,
+            inst,
+            tok,
+            f"loop {pred.id!r} exceeded max_iterations {pred.max_iterations}",
+            retryable=False,
         )
         return AdvanceResult(inst.status, 0, False)
     assert end.next_node is not None

@@ -14,6 +14,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     Connection,
+    Float,
     Index,
     Integer,
     LargeBinary,
@@ -29,11 +30,15 @@ from sqlalchemy import (
 from wiggle.errors import WiggleError
 
 __all__ = [
+    "HALTED_FAILED",
+    "HALTED_FINAL",
     "LEASED_TOKENS",
     "READY_TOKENS",
     "SCHEMA_VERSION",
     "TIMED_TOKENS",
     "IncompatibleSchema",
+    "batch_items",
+    "batches",
     "definitions",
     "ensure_schema",
     "events",
@@ -41,13 +46,20 @@ __all__ = [
     "leader",
     "metadata",
     "schema_version",
+    "search_values",
     "signals",
+    "step_inputs",
     "tokens",
     "workers",
 ]
 
+#: `halted` of the token whose step failure ended its instance: `retry` runs that step again.
+HALTED_FAILED = "FAILED"
+#: `halted` of a token whose failure a retry could not mend (a loop over its limit).
+HALTED_FINAL = "FINAL"
+
 #: The schema version this code writes. Bump it and add a MIGRATIONS entry for every change.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants a BIGINT identity.
 _SeqType = BigInteger().with_variant(Integer(), "sqlite")
@@ -152,6 +164,10 @@ tokens = Table(
     # resent after a lost response is answered again instead of applied twice.
     Column("report_seq", Integer, nullable=False, server_default="0"),
     Column("released_lease", String(64)),
+    # Since schema 3. When its instance ended, a token that was still live kept the state it
+    # was in here (and the token whose failure ended it, HALTED_FAILED): `retry` brings exactly
+    # those tokens back (engine/_repair.py). Null for tokens that finished on their own.
+    Column("halted", String(16)),
     Index("ix_wiggle_tokens_instance", "instance_id", "state"),
     # Partial indexes (schema 2): each holds only the tokens its query looks for, so a claim, a
     # timer scan or a lease scan never walks finished tokens however long the history, and a
@@ -209,6 +225,74 @@ workers = Table(
     Index("ix_wiggle_workers_last_poll", "last_poll_ms"),
 )
 
+# Since schema 3. The context each node received the last time a top-level token entered it, so
+# that `reset` can rewind an instance to a node it passed (engine/_repair.py). One row per
+# (instance, node), overwritten on each visit; nodes inside a parallel branch or a for_each body
+# are not kept (a reset to them is refused, naming the enclosing block). Pruned with the instance.
+step_inputs = Table(
+    "wiggle_step_inputs",
+    metadata,
+    Column("instance_id", String(64), primary_key=True),
+    Column("node_id", String(200), primary_key=True),
+    Column("context", Text, nullable=False),  # JSON
+    Column("input", Text),  # JSON: a combine or apply step's input; null: the context
+    Column("loop_counts", Text, nullable=False),  # JSON object
+    Column("at_ms", BigInteger, nullable=False),
+)
+
+# Since schema 3. The values of a flow's search attributes (docs/flow-format.md, `search`), one
+# row per instance and attribute that has a value: text for `string` and `bool`, a number for
+# `number` and `time` (milliseconds since the epoch). Written when a transition changes them.
+search_values = Table(
+    "wiggle_search",
+    metadata,
+    Column("instance_id", String(64), primary_key=True),
+    Column("name", String(64), primary_key=True),
+    Column("text_value", String(256)),
+    Column("num_value", Float(precision=53)),
+    Index("ix_wiggle_search_text", "name", "text_value"),
+    Index("ix_wiggle_search_num", "name", "num_value"),
+)
+
+# Since schema 3. Bulk actions (and migrations): what was asked, by whom, and how far it got.
+# The instances an action touches are fixed when it is created (`batch_items`); the leading
+# server works through them in small transactions, each instance's action and its item's new
+# state in the same transaction, so a crash repeats nothing and loses nothing (engine/_bulk.py).
+batches = Table(
+    "wiggle_batches",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("action", String(16), nullable=False),  # cancel | retry | reset | signal | migrate
+    Column("params", Text, nullable=False),  # JSON: the action's arguments
+    Column("filter", Text, nullable=False),  # JSON: the filter as given, for the record
+    Column("requested_by", String(200), nullable=False),
+    Column("state", String(16), nullable=False),  # RUNNING | PAUSED | DONE | CANCELLED
+    Column("rate_per_s", Float(precision=53), nullable=False),
+    Column("matched", Integer, nullable=False),
+    Column("done", Integer, nullable=False),
+    Column("skipped", Integer, nullable=False),
+    Column("failed", Integer, nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    Column("updated_at_ms", BigInteger, nullable=False),
+    Column("finished_at_ms", BigInteger),
+    Index("ix_wiggle_batches_state", "state", "created_at_ms"),
+)
+
+batch_items = Table(
+    "wiggle_batch_items",
+    metadata,
+    Column("batch_id", String(64), primary_key=True),
+    Column("seq", Integer, primary_key=True),  # the order items are worked in
+    Column("instance_id", String(64), nullable=False),
+    Column("state", String(16), nullable=False),  # PENDING | DONE | SKIPPED | FAILED
+    Column("message", Text, nullable=False),
+    Column("detail", Text),  # JSON: the item's own arguments (a migration's plan entry)
+    Column("undo", Text),  # JSON: what applying it replaced (a migration's pre-image)
+    Column("at_ms", BigInteger),
+    Index("ix_wiggle_batch_items_state", "batch_id", "state", "seq"),
+    Index("ix_wiggle_batch_items_instance", "instance_id"),
+)
+
 leader = Table(
     "wiggle_leader",
     metadata,
@@ -252,8 +336,16 @@ def _v1_to_v2(conn: Connection) -> None:
             index.create(conn)
 
 
+def _v2_to_v3(conn: Connection) -> None:
+    """Schema 3: repair and search. Tokens remember the state they halted in; step inputs,
+    search attribute values and bulk actions get their tables."""
+    conn.exec_driver_sql("ALTER TABLE wiggle_tokens ADD COLUMN halted VARCHAR(16)")
+    for table in (step_inputs, search_values, batches, batch_items):
+        table.create(conn)
+
+
 #: MIGRATIONS[v] upgrades a database at version v to v + 1, inside the creation transaction.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def ensure_schema(conn: Connection, now_ms: int) -> int:

@@ -21,6 +21,7 @@ from wiggle.graph import Graph
 from . import _schema as s
 from ._drive import place
 from ._eager import lease_ready
+from ._search import write_initial
 from ._tx import Inst, Tx, dumps, new_id
 from ._types import EagerRequest, InstanceStatus, Json, StartResult, resolve_mode
 
@@ -133,6 +134,7 @@ def _start_one(
         }
     )
     tx.event(ident, "instance_started", "", 0, version=version, mode=mode.value)
+    write_initial(tx, inst, r.input)
     root = tx.new_token(inst, graph.start, r.input)
     place(tx, inst, root)
     task = lease_ready(tx, inst, r.eager) if r.eager is not None else None

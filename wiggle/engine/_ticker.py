@@ -48,6 +48,7 @@ def tick(eng: Engine) -> int:
     leases = eng.db.read(lambda c: c.execute(due_leases_stmt(eng.db), params).all())
     for row in leases:
         work += _once(eng, functools.partial(_reclaim, eng, token_id=row.id, lease=row.lease))
+    work += eng._bulk.tick()
     return work
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Row, bindparam, select, update
+from sqlalchemy import Connection, Row, bindparam, delete, select, update
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from wiggle.graph import ExecutionMode, Graph
 
@@ -54,6 +55,9 @@ def loads(text: str | bytes) -> Json:
 
 def new_id() -> str:
     return uuid.uuid4().hex
+
+
+_NO_INPUT: Any = object()
 
 
 @dataclass
@@ -102,6 +106,7 @@ class Tok:
     activity: str | None = None
     report_seq: int = 0
     released_lease: str | None = None
+    halted: str | None = None  # the state it was live in when its instance ended (see _schema)
     fence: dict[str, Any] = field(default_factory=dict)  # column -> value it must still hold
 
     def row(self) -> dict[str, Any]:
@@ -132,6 +137,7 @@ class Tok:
             "activity": self.activity,
             "report_seq": self.report_seq,
             "released_lease": self.released_lease,
+            "halted": self.halted,
         }
 
     @staticmethod
@@ -165,6 +171,7 @@ class Tok:
             activity=v[23],
             report_seq=v[24],
             released_lease=v[25],
+            halted=v[26],
         )
 
     @staticmethod
@@ -198,6 +205,7 @@ class Tok:
             activity=m["activity"],
             report_seq=m["report_seq"],
             released_lease=m["released_lease"],
+            halted=m["halted"],
         )
 
 
@@ -230,6 +238,7 @@ assert [c.name for c in TOKEN_COLUMNS] == [
     "activity",
     "report_seq",
     "released_lease",
+    "halted",
 ], "the token columns moved: update Tok.from_values"
 _UPDATE_COLUMNS = [c.name for c in s.tokens.c if c.name != "id"]
 _UPDATE_TOKEN = (
@@ -277,6 +286,10 @@ class Tx:
         # Instance rows waiting to be written (with the tokens, in the same statement).
         self._instance_inserts: dict[str, dict[str, Any]] = {}
         self._instance_updates: dict[str, dict[str, Any]] = {}
+        # The input of each node a top-level token entered (the last visit per node), and the
+        # search attribute values that changed: written with the tokens.
+        self._inputs: dict[tuple[str, str], dict[str, Any]] = {}
+        self._search: dict[tuple[str, str], dict[str, Any]] = {}
 
     # -- tokens ---------------------------------------------------------------------------------
 
@@ -322,6 +335,44 @@ class Tx:
         if tok.id not in self._new:
             self._dirty[tok.id] = tok
 
+    def entered(self, tok: Tok, input: Json = _NO_INPUT) -> None:
+        """`tok` entered its node with its context (and, for a combine or apply step, `input`):
+        kept as the node's last input, which a reset rewinds to. Tokens inside a parallel
+        branch or a for_each body are not kept (a reset cannot target their nodes)."""
+        if tok.parent_token_id is None:
+            self.entered_at(tok.instance_id, tok.node_id, tok.context, tok.loop_counts, input)
+
+    def entered_at(
+        self,
+        instance_id: str,
+        node_id: str,
+        context: Json,
+        loop_counts: dict[str, int],
+        input: Json = _NO_INPUT,
+    ) -> None:
+        """`entered` for a top-level token that reached `node_id` inside a worker's local run."""
+        self._inputs[(instance_id, node_id)] = {
+            "instance_id": instance_id,
+            "node_id": node_id,
+            "context": dumps(context),
+            "input": None if input is _NO_INPUT else dumps(input),
+            "loop_counts": dumps(loop_counts),
+            "at_ms": self.now,
+        }
+
+    def search_values(self, instance_id: str, values: dict[str, Any]) -> None:
+        """Search attribute values that changed: name -> (text, number), or None when the value
+        is now absent (see _search)."""
+        for name, value in values.items():
+            text, number = value if value is not None else (None, None)
+            self._search[(instance_id, name)] = {
+                "instance_id": instance_id,
+                "name": name,
+                "text_value": text,
+                "num_value": number,
+                "present": value is not None,
+            }
+
     def new_instance(self, row: dict[str, Any]) -> None:
         """A new instance row (every column of wiggle_instances), written at the next flush."""
         self._instance_inserts[row["id"]] = row
@@ -345,6 +396,18 @@ class Tx:
             "set_context": set_context,
         }
 
+    def reopen_instance(self, inst: Inst) -> None:
+        """A repaired instance runs again: status RUNNING, no reason (written at the next flush;
+        its stored context stays until it ends again)."""
+        self._instance_updates[inst.id] = {
+            "id": inst.id,
+            "status": InstanceStatus.RUNNING.value,
+            "reason": "",
+            "updated_at_ms": self.now,
+            "context": None,
+            "set_context": False,
+        }
+
     def flush(self) -> None:
         """Write pending inserts and updates; FenceLost when a fenced UPDATE matched no row."""
         if self.db.is_postgres:
@@ -363,6 +426,7 @@ class Tx:
         if self._new:
             self.conn.execute(s.tokens.insert(), [t.row() for t in self._new.values()])
             self._new.clear()
+        self._write_inputs_and_search()
         plain: list[dict[str, Any]] = []
         for tok in self._dirty.values():
             row = tok.row()
@@ -378,6 +442,38 @@ class Tx:
         if plain:
             self.conn.execute(_UPDATE_TOKEN, plain)
         self._dirty.clear()
+
+    def _write_inputs_and_search(self) -> None:
+        """SQLite: step inputs and search values (PostgreSQL writes them in its one statement)."""
+        if self._inputs:
+            ins = sqlite_insert(s.step_inputs)
+            self.conn.execute(
+                ins.on_conflict_do_update(
+                    index_elements=["instance_id", "node_id"],
+                    set_={c: ins.excluded[c] for c in ("context", "input", "loop_counts", "at_ms")},
+                ),
+                list(self._inputs.values()),
+            )
+            self._inputs.clear()
+        if self._search:
+            rows = list(self._search.values())
+            self._search.clear()
+            gone = [r for r in rows if not r["present"]]
+            kept = [{k: v for k, v in r.items() if k != "present"} for r in rows if r["present"]]
+            w = s.search_values
+            for r in gone:
+                self.conn.execute(
+                    delete(w).where(w.c.instance_id == r["instance_id"], w.c.name == r["name"])
+                )
+            if kept:
+                ins = sqlite_insert(w)
+                self.conn.execute(
+                    ins.on_conflict_do_update(
+                        index_elements=["instance_id", "name"],
+                        set_={c: ins.excluded[c] for c in ("text_value", "num_value")},
+                    ),
+                    kept,
+                )
 
     # -- events and wake-ups --------------------------------------------------------------------
 
@@ -441,7 +537,11 @@ class Tx:
         self._instance_updates.clear()
         new_instances = list(self._instance_inserts.values())
         self._instance_inserts = {}
-        statement = pg_write(inserts, updates, events, instances, new_instances)
+        inputs = list(self._inputs.values())
+        self._inputs.clear()
+        search = list(self._search.values())
+        self._search.clear()
+        statement = pg_write(inserts, updates, events, instances, new_instances, inputs, search)
         if statement is None:
             return
         sql, params = statement

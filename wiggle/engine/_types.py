@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from wiggle.filters import Condition
 from wiggle.graph import ExecutionMode, Graph
 
 __all__ = [
@@ -240,6 +241,7 @@ class InstanceView:
     input: Json = None  # the start input (`describe` of a RUNNING instance; else None)
     child_instance_ids: list[str] = field(default_factory=list)  # subflow children, oldest first
     current_node: str = ""  # the node of the token that moved last
+    search: dict[str, Json] = field(default_factory=dict)  # search attribute values it has
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,8 @@ class InstanceFilter:
     started_after_ms: int | None = None  # created_at_ms >= this
     started_before_ms: int | None = None  # created_at_ms < this
     id_contains: str | None = None
+    # Conditions of the filter language (wiggle.filters), all of which must hold.
+    where: tuple[Condition, ...] = ()
 
 
 @dataclass(frozen=True)

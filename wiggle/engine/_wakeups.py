@@ -148,6 +148,10 @@ class Waiters:
 
     # -- the ticker -----------------------------------------------------------------------------
 
+    def ticker_needed(self) -> None:
+        """Wake the ticker now (a bulk action was created in this process)."""
+        self._timers.set()
+
     def wait_for_timers(self, timeout_s: float) -> None:
         """Sleep until `timeout_s` passes or a timer is armed in this process (or wake_all)."""
         if self._timers.wait(timeout_s):

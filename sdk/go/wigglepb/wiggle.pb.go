@@ -56,6 +56,9 @@ const (
 	ErrorCode_SIGNAL_NOT_AWAITED     ErrorCode = 12 // INVALID_ARGUMENT: no await in the instance's graph takes it
 	ErrorCode_UNAVAILABLE            ErrorCode = 13 // UNAVAILABLE: the database or server is overloaded or down; retry
 	ErrorCode_REPORT_OUT_OF_ORDER    ErrorCode = 14 // FAILED_PRECONDITION: a report's seq skips one not yet applied
+	ErrorCode_REPAIR_REFUSED         ErrorCode = 15 // FAILED_PRECONDITION: a retry, reset or migration the instance's
+	// state does not allow (the message says what would be)
+	ErrorCode_BATCH_NOT_FOUND ErrorCode = 16 // NOT_FOUND: no bulk action with that id
 )
 
 // Enum value maps for ErrorCode.
@@ -76,6 +79,8 @@ var (
 		12: "SIGNAL_NOT_AWAITED",
 		13: "UNAVAILABLE",
 		14: "REPORT_OUT_OF_ORDER",
+		15: "REPAIR_REFUSED",
+		16: "BATCH_NOT_FOUND",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED": 0,
@@ -93,6 +98,8 @@ var (
 		"SIGNAL_NOT_AWAITED":     12,
 		"UNAVAILABLE":            13,
 		"REPORT_OUT_OF_ORDER":    14,
+		"REPAIR_REFUSED":         15,
+		"BATCH_NOT_FOUND":        16,
 	}
 )
 
@@ -3769,7 +3776,7 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\x16.wiggle.v1.ReportErrorH\x00R\x05errorB\b\n" +
 	"\x06answer\"L\n" +
 	"\x13ReportBatchResponse\x125\n" +
-	"\aanswers\x18\x01 \x03(\v2\x1b.wiggle.v1.TaskReportAnswerR\aanswers*\xd4\x02\n" +
+	"\aanswers\x18\x01 \x03(\v2\x1b.wiggle.v1.TaskReportAnswerR\aanswers*\xfd\x02\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fFLOW_INVALID\x10\x01\x12\x18\n" +
@@ -3787,7 +3794,9 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\x11PERMISSION_DENIED\x10\v\x12\x16\n" +
 	"\x12SIGNAL_NOT_AWAITED\x10\f\x12\x0f\n" +
 	"\vUNAVAILABLE\x10\r\x12\x17\n" +
-	"\x13REPORT_OUT_OF_ORDER\x10\x0e*i\n" +
+	"\x13REPORT_OUT_OF_ORDER\x10\x0e\x12\x12\n" +
+	"\x0eREPAIR_REFUSED\x10\x0f\x12\x13\n" +
+	"\x0fBATCH_NOT_FOUND\x10\x10*i\n" +
 	"\rExecutionMode\x12\x1e\n" +
 	"\x1aEXECUTION_MODE_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +

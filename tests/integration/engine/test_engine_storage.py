@@ -6,8 +6,9 @@ import pytest
 from sqlalchemy import select, update
 
 from wiggle.compiler import load_flow
-from wiggle.engine import SCHEMA_VERSION, Engine, IncompatibleSchema, InstanceStatus
+from wiggle.engine import SCHEMA_VERSION, Engine, IncompatibleSchema, InstanceStatus, StepFailure
 from wiggle.engine import _schema as schema
+from wiggle.errors import RepairRefused
 from wiggle.graph import ExecutionMode
 
 LIN = load_flow("wiggle: 1\nname: lin\nsteps:\n  - task: a\n")
@@ -208,7 +209,7 @@ def test_an_unreachable_database_is_unavailable(tmp_path):
         Engine(f"sqlite:///{tmp_path}/missing-dir/x.db")
 
 
-def test_a_schema_1_database_is_upgraded_to_2_keeping_its_instances(database_url):
+def test_a_schema_1_database_is_upgraded_keeping_its_instances(database_url):
     """Schema 1 had no token activity / report identity columns and no workers table."""
     e = Engine(database_url)
     try:
@@ -216,6 +217,7 @@ def test_a_schema_1_database_is_upgraded_to_2_keeping_its_instances(database_url
         started = e.start("lin", {"x": 1})
 
         def make_v1(conn):
+            _make_v2(conn)
             conn.exec_driver_sql("DROP TABLE wiggle_workers")
             conn.exec_driver_sql("DROP INDEX ix_wiggle_instances_created")
             conn.exec_driver_sql("ALTER TABLE wiggle_instances DROP COLUMN input")
@@ -229,7 +231,7 @@ def test_a_schema_1_database_is_upgraded_to_2_keeping_its_instances(database_url
     e = Engine(database_url)
     try:
         got = e.db.read(lambda c: c.execute(select(schema.schema_version.c.version)).scalar_one())
-        assert got == 2
+        assert got == SCHEMA_VERSION
         (task,) = e.poll(["default"], "w", 1)  # the v1 token is claimable after the upgrade
         assert task.instance_id == started.instance_id
         e.complete(task.task_id, task.lease, {"x": 2})
@@ -240,6 +242,39 @@ def test_a_schema_1_database_is_upgraded_to_2_keeping_its_instances(database_url
         (task,) = e.poll(["default"], "w", 1)
         e.complete(task.task_id, task.lease, {"x": 6})
         assert e.describe(again.instance_id).input == {"x": 5}  # kept past the end
+    finally:
+        e.close()
+
+
+def _make_v2(conn):
+    """Turn a current database back into schema 2 (no repair or search tables)."""
+    for table in ("wiggle_step_inputs", "wiggle_search", "wiggle_batches", "wiggle_batch_items"):
+        conn.exec_driver_sql(f"DROP TABLE {table}")
+    conn.exec_driver_sql("ALTER TABLE wiggle_tokens DROP COLUMN halted")
+    conn.execute(update(schema.schema_version).values(version=2))
+
+
+def test_a_schema_2_database_is_upgraded_to_3_and_its_failures_can_be_retried(database_url):
+    """Schema 3 adds the halted state of tokens, step inputs, search values and bulk actions.
+    An instance that failed before the upgrade has no halted token: retry says so."""
+    e = Engine(database_url)
+    try:
+        e.register(LIN)
+        running = e.start("lin", {"x": 1})
+        failed = e.start("lin", {"x": 2})
+        for task in e.poll(["default"], "w", 2):
+            if task.instance_id == failed.instance_id:
+                e.fail(task.task_id, task.lease, StepFailure("boom", non_retryable=True))
+        e.db.write(_make_v2)
+    finally:
+        e.close()
+    e = Engine(database_url)
+    try:
+        got = e.db.read(lambda c: c.execute(select(schema.schema_version.c.version)).scalar_one())
+        assert got == 3
+        assert e.describe(running.instance_id).status is InstanceStatus.RUNNING
+        with pytest.raises(RepairRefused, match="before this server could record"):
+            e.retry(failed.instance_id)
     finally:
         e.close()
 

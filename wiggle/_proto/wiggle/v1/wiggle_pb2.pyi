@@ -24,6 +24,8 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SIGNAL_NOT_AWAITED: _ClassVar[ErrorCode]
     UNAVAILABLE: _ClassVar[ErrorCode]
     REPORT_OUT_OF_ORDER: _ClassVar[ErrorCode]
+    REPAIR_REFUSED: _ClassVar[ErrorCode]
+    BATCH_NOT_FOUND: _ClassVar[ErrorCode]
 
 class ExecutionMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -65,6 +67,8 @@ PERMISSION_DENIED: ErrorCode
 SIGNAL_NOT_AWAITED: ErrorCode
 UNAVAILABLE: ErrorCode
 REPORT_OUT_OF_ORDER: ErrorCode
+REPAIR_REFUSED: ErrorCode
+BATCH_NOT_FOUND: ErrorCode
 EXECUTION_MODE_UNSPECIFIED: ExecutionMode
 SERVER: ExecutionMode
 LOCAL_SYNC: ExecutionMode

@@ -127,6 +127,22 @@ public enum ErrorCode
    * <code>REPORT_OUT_OF_ORDER = 14;</code>
    */
   REPORT_OUT_OF_ORDER(14),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: a retry, reset or migration the instance's
+   * </pre>
+   *
+   * <code>REPAIR_REFUSED = 15;</code>
+   */
+  REPAIR_REFUSED(15),
+  /**
+   * <pre>
+   * state does not allow (the message says what would be)
+   * </pre>
+   *
+   * <code>BATCH_NOT_FOUND = 16;</code>
+   */
+  BATCH_NOT_FOUND(16),
   UNRECOGNIZED(-1),
   ;
 
@@ -255,6 +271,22 @@ public enum ErrorCode
    * <code>REPORT_OUT_OF_ORDER = 14;</code>
    */
   public static final int REPORT_OUT_OF_ORDER_VALUE = 14;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: a retry, reset or migration the instance's
+   * </pre>
+   *
+   * <code>REPAIR_REFUSED = 15;</code>
+   */
+  public static final int REPAIR_REFUSED_VALUE = 15;
+  /**
+   * <pre>
+   * state does not allow (the message says what would be)
+   * </pre>
+   *
+   * <code>BATCH_NOT_FOUND = 16;</code>
+   */
+  public static final int BATCH_NOT_FOUND_VALUE = 16;
 
 
   public final int getNumber() {
@@ -296,6 +328,8 @@ public enum ErrorCode
       case 12: return SIGNAL_NOT_AWAITED;
       case 13: return UNAVAILABLE;
       case 14: return REPORT_OUT_OF_ORDER;
+      case 15: return REPAIR_REFUSED;
+      case 16: return BATCH_NOT_FOUND;
       default: return null;
     }
   }

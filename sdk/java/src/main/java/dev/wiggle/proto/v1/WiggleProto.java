@@ -399,7 +399,7 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
       ".AdvanceRunResponseH\000\022\'\n\005error\030\003 \001(\0132\026.w" +
       "iggle.v1.ReportErrorH\000B\010\n\006answer\"C\n\023Repo" +
       "rtBatchResponse\022,\n\007answers\030\001 \003(\0132\033.wiggl" +
-      "e.v1.TaskReportAnswer*\324\002\n\tErrorCode\022\032\n\026E" +
+      "e.v1.TaskReportAnswer*\375\002\n\tErrorCode\022\032\n\026E" +
       "RROR_CODE_UNSPECIFIED\020\000\022\020\n\014FLOW_INVALID\020" +
       "\001\022\030\n\024DEFINITION_NOT_FOUND\020\002\022\026\n\022INSTANCE_" +
       "NOT_FOUND\020\003\022\022\n\016INPUT_REJECTED\020\004\022\023\n\017INVAL" +
@@ -408,53 +408,54 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
       "AD_TOO_LARGE\020\t\022\023\n\017UNAUTHENTICATED\020\n\022\025\n\021P" +
       "ERMISSION_DENIED\020\013\022\026\n\022SIGNAL_NOT_AWAITED" +
       "\020\014\022\017\n\013UNAVAILABLE\020\r\022\027\n\023REPORT_OUT_OF_ORD" +
-      "ER\020\016*i\n\rExecutionMode\022\036\n\032EXECUTION_MODE_" +
-      "UNSPECIFIED\020\000\022\n\n\006SERVER\020\001\022\016\n\nLOCAL_SYNC\020" +
-      "\002\022\017\n\013LOCAL_ASYNC\020\003\022\013\n\007DEFAULT\020\004*h\n\016Insta" +
-      "nceStatus\022\037\n\033INSTANCE_STATUS_UNSPECIFIED" +
-      "\020\000\022\013\n\007RUNNING\020\001\022\r\n\tCOMPLETED\020\002\022\n\n\006FAILED" +
-      "\020\003\022\r\n\tCANCELLED\020\004*q\n\nTokenState\022\033\n\027TOKEN" +
-      "_STATE_UNSPECIFIED\020\000\022\t\n\005READY\020\001\022\n\n\006LEASE" +
-      "D\020\002\022\013\n\007WAITING\020\003\022\014\n\010AWAITING\020\004\022\n\n\006JOINED" +
-      "\020\005\022\010\n\004DONE\020\0062\225\013\n\006Wiggle\022a\n\022RegisterDefin" +
-      "ition\022$.wiggle.v1.RegisterDefinitionRequ" +
-      "est\032%.wiggle.v1.RegisterDefinitionRespon" +
-      "se\022G\n\rGetDefinition\022\037.wiggle.v1.GetDefin" +
-      "itionRequest\032\025.wiggle.v1.Definition\022X\n\017L" +
-      "istDefinitions\022!.wiggle.v1.ListDefinitio" +
-      "nsRequest\032\".wiggle.v1.ListDefinitionsRes" +
-      "ponse\022R\n\rStartInstance\022\037.wiggle.v1.Start" +
-      "InstanceRequest\032 .wiggle.v1.StartInstanc" +
-      "eResponse\022U\n\016SignalInstance\022 .wiggle.v1." +
-      "SignalInstanceRequest\032!.wiggle.v1.Signal" +
-      "InstanceResponse\022U\n\016CancelInstance\022 .wig" +
-      "gle.v1.CancelInstanceRequest\032!.wiggle.v1" +
-      ".CancelInstanceResponse\022K\n\020DescribeInsta" +
-      "nce\022\".wiggle.v1.DescribeInstanceRequest\032" +
-      "\023.wiggle.v1.Instance\022R\n\rListInstances\022\037." +
-      "wiggle.v1.ListInstancesRequest\032 .wiggle." +
-      "v1.ListInstancesResponse\022C\n\014WaitInstance" +
-      "\022\036.wiggle.v1.WaitInstanceRequest\032\023.wiggl" +
-      "e.v1.Instance\022F\n\tPollTasks\022\033.wiggle.v1.P" +
-      "ollTasksRequest\032\034.wiggle.v1.PollTasksRes" +
-      "ponse\022C\n\010EndPolls\022\032.wiggle.v1.EndPollsRe" +
-      "quest\032\033.wiggle.v1.EndPollsResponse\022L\n\013Li" +
-      "stWorkers\022\035.wiggle.v1.ListWorkersRequest" +
-      "\032\036.wiggle.v1.ListWorkersResponse\022M\n\014Comp" +
-      "leteTask\022\036.wiggle.v1.CompleteTaskRequest" +
-      "\032\035.wiggle.v1.TaskReportResponse\022E\n\010FailT" +
-      "ask\022\032.wiggle.v1.FailTaskRequest\032\035.wiggle" +
-      ".v1.TaskReportResponse\022K\n\013ReleaseTask\022\035." +
-      "wiggle.v1.ReleaseTaskRequest\032\035.wiggle.v1" +
-      ".TaskReportResponse\022F\n\tHeartbeat\022\033.wiggl" +
-      "e.v1.HeartbeatRequest\032\034.wiggle.v1.Heartb" +
-      "eatResponse\022I\n\nAdvanceRun\022\034.wiggle.v1.Ad" +
-      "vanceRunRequest\032\035.wiggle.v1.AdvanceRunRe" +
-      "sponse\022L\n\013ReportBatch\022\035.wiggle.v1.Report" +
-      "BatchRequest\032\036.wiggle.v1.ReportBatchResp" +
-      "onseB^\n\023dev.wiggle.proto.v1B\013WiggleProto" +
-      "P\001Z8github.com/wiggle-engine/wiggle/sdk/" +
-      "go/wigglepb;wigglepbb\006proto3"
+      "ER\020\016\022\022\n\016REPAIR_REFUSED\020\017\022\023\n\017BATCH_NOT_FO" +
+      "UND\020\020*i\n\rExecutionMode\022\036\n\032EXECUTION_MODE" +
+      "_UNSPECIFIED\020\000\022\n\n\006SERVER\020\001\022\016\n\nLOCAL_SYNC" +
+      "\020\002\022\017\n\013LOCAL_ASYNC\020\003\022\013\n\007DEFAULT\020\004*h\n\016Inst" +
+      "anceStatus\022\037\n\033INSTANCE_STATUS_UNSPECIFIE" +
+      "D\020\000\022\013\n\007RUNNING\020\001\022\r\n\tCOMPLETED\020\002\022\n\n\006FAILE" +
+      "D\020\003\022\r\n\tCANCELLED\020\004*q\n\nTokenState\022\033\n\027TOKE" +
+      "N_STATE_UNSPECIFIED\020\000\022\t\n\005READY\020\001\022\n\n\006LEAS" +
+      "ED\020\002\022\013\n\007WAITING\020\003\022\014\n\010AWAITING\020\004\022\n\n\006JOINE" +
+      "D\020\005\022\010\n\004DONE\020\0062\225\013\n\006Wiggle\022a\n\022RegisterDefi" +
+      "nition\022$.wiggle.v1.RegisterDefinitionReq" +
+      "uest\032%.wiggle.v1.RegisterDefinitionRespo" +
+      "nse\022G\n\rGetDefinition\022\037.wiggle.v1.GetDefi" +
+      "nitionRequest\032\025.wiggle.v1.Definition\022X\n\017" +
+      "ListDefinitions\022!.wiggle.v1.ListDefiniti" +
+      "onsRequest\032\".wiggle.v1.ListDefinitionsRe" +
+      "sponse\022R\n\rStartInstance\022\037.wiggle.v1.Star" +
+      "tInstanceRequest\032 .wiggle.v1.StartInstan" +
+      "ceResponse\022U\n\016SignalInstance\022 .wiggle.v1" +
+      ".SignalInstanceRequest\032!.wiggle.v1.Signa" +
+      "lInstanceResponse\022U\n\016CancelInstance\022 .wi" +
+      "ggle.v1.CancelInstanceRequest\032!.wiggle.v" +
+      "1.CancelInstanceResponse\022K\n\020DescribeInst" +
+      "ance\022\".wiggle.v1.DescribeInstanceRequest" +
+      "\032\023.wiggle.v1.Instance\022R\n\rListInstances\022\037" +
+      ".wiggle.v1.ListInstancesRequest\032 .wiggle" +
+      ".v1.ListInstancesResponse\022C\n\014WaitInstanc" +
+      "e\022\036.wiggle.v1.WaitInstanceRequest\032\023.wigg" +
+      "le.v1.Instance\022F\n\tPollTasks\022\033.wiggle.v1." +
+      "PollTasksRequest\032\034.wiggle.v1.PollTasksRe" +
+      "sponse\022C\n\010EndPolls\022\032.wiggle.v1.EndPollsR" +
+      "equest\032\033.wiggle.v1.EndPollsResponse\022L\n\013L" +
+      "istWorkers\022\035.wiggle.v1.ListWorkersReques" +
+      "t\032\036.wiggle.v1.ListWorkersResponse\022M\n\014Com" +
+      "pleteTask\022\036.wiggle.v1.CompleteTaskReques" +
+      "t\032\035.wiggle.v1.TaskReportResponse\022E\n\010Fail" +
+      "Task\022\032.wiggle.v1.FailTaskRequest\032\035.wiggl" +
+      "e.v1.TaskReportResponse\022K\n\013ReleaseTask\022\035" +
+      ".wiggle.v1.ReleaseTaskRequest\032\035.wiggle.v" +
+      "1.TaskReportResponse\022F\n\tHeartbeat\022\033.wigg" +
+      "le.v1.HeartbeatRequest\032\034.wiggle.v1.Heart" +
+      "beatResponse\022I\n\nAdvanceRun\022\034.wiggle.v1.A" +
+      "dvanceRunRequest\032\035.wiggle.v1.AdvanceRunR" +
+      "esponse\022L\n\013ReportBatch\022\035.wiggle.v1.Repor" +
+      "tBatchRequest\032\036.wiggle.v1.ReportBatchRes" +
+      "ponseB^\n\023dev.wiggle.proto.v1B\013WiggleProt" +
+      "oP\001Z8github.com/wiggle-engine/wiggle/sdk" +
+      "/go/wigglepb;wigglepbb\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
