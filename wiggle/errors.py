@@ -15,6 +15,7 @@
     │   ├── StaleLease             a report carrying a lease that is no longer the current one
     │   ├── ReportOutOfOrder       a report whose seq skips one the server has not applied
     │   ├── InstanceNotRunning     a signal, cancel or report for a finished instance
+    │   ├── InstanceExists         a start with the id of an instance of another flow or input
     │   └── RepairRefused          a retry, reset or migration the instance's state forbids
     ├── PayloadTooLarge            a context or signal over the configured size limit
     ├── Unauthenticated            a missing or wrong bearer token
@@ -22,7 +23,8 @@
     └── Unavailable                the server or database cannot be reached right now
 
 The gRPC layer maps each branch to one status code (NOT_FOUND, INVALID_ARGUMENT,
-FAILED_PRECONDITION, RESOURCE_EXHAUSTED, UNAUTHENTICATED, UNAVAILABLE); the client maps them back,
+FAILED_PRECONDITION, ALREADY_EXISTS, RESOURCE_EXHAUSTED, UNAUTHENTICATED, PERMISSION_DENIED,
+UNAVAILABLE); the client maps them back,
 so code on either side of the wire catches the same classes.
 """
 
@@ -38,6 +40,7 @@ __all__ = [
     "Diagnostic",
     "FlowError",
     "InputRejected",
+    "InstanceExists",
     "InstanceNotFound",
     "InstanceNotRunning",
     "InvalidRequest",
@@ -164,6 +167,11 @@ class InstanceNotRunning(Conflict):
         self.instance_id = instance_id
         self.status = status
         super().__init__(f"instance {instance_id!r} is {status}, not RUNNING")
+
+
+class InstanceExists(Conflict):
+    """A start that names the id of an existing instance of another flow, or of the same flow
+    started with another input (the same flow and input is an idempotent no-op)."""
 
 
 class RepairRefused(Conflict):

@@ -72,6 +72,7 @@ ERROR_TABLE: tuple[tuple[type[errors.WiggleError], grpc.StatusCode, str], ...] =
     (errors.ReportOutOfOrder, grpc.StatusCode.FAILED_PRECONDITION, "REPORT_OUT_OF_ORDER"),
     (errors.InstanceNotRunning, grpc.StatusCode.FAILED_PRECONDITION, "INSTANCE_NOT_RUNNING"),
     (errors.RepairRefused, grpc.StatusCode.FAILED_PRECONDITION, "REPAIR_REFUSED"),
+    (errors.InstanceExists, grpc.StatusCode.ALREADY_EXISTS, "INSTANCE_EXISTS"),
     (errors.Conflict, grpc.StatusCode.FAILED_PRECONDITION, "ERROR_CODE_UNSPECIFIED"),
     (errors.PayloadTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED, "PAYLOAD_TOO_LARGE"),
     (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED"),

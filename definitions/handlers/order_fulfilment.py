@@ -7,6 +7,7 @@ below, and "printing" a label just makes up its tracking number.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from wiggle import NonRetryable, activity, step
@@ -37,8 +38,16 @@ def in_stock(ctx: Context) -> bool:
     return all(STOCK.get(item["sku"], 0) >= item["qty"] for item in ctx["items"])
 
 
+def payments_down() -> bool:
+    """Rehearse an outage of the card processor: a worker started with ORDER_PAYMENTS_DOWN=1
+    cannot reach it (docs/operations.md uses this to show a bulk retry)."""
+    return os.environ.get("ORDER_PAYMENTS_DOWN") == "1"
+
+
 @activity
 def authorise(ctx: Context) -> Context:
+    if payments_down():
+        raise ConnectionError("card processor unreachable (timed out after 10 s)")
     if ctx["card"] == DECLINED_CARD:
         # A decline will not change on retry: fail the order now rather than five times.
         raise NonRetryable("card declined by the issuer")

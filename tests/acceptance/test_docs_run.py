@@ -6,7 +6,9 @@ What counts as a command:
 
 - In Markdown, a line of a fenced `sh` / `bash` / `shell` / `console` block that starts with
   `wiggle` (after an optional `$ ` prompt and `NAME=value` assignments). Backslash continuations
-  are joined. These run, in order, one session per file.
+  are joined. These run, in order, one session per file. Two shell forms are understood too:
+  `for n in $(seq 1 50); do wiggle ... $n ...; done` runs its command once per number, and
+  `kill %N` stops the session's Nth background job (a command ending in `&`).
 - In a flow of definitions/, a line of the leading comment block that starts with `wiggle`
   (continuations joined). These run, one session per flow file.
 - An inline code span starting with `wiggle` (Markdown text, or a header comment) is a synopsis,
@@ -42,7 +44,21 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Subcommands that need a server to talk to.
-CLIENT = frozenset({"deploy", "start", "signal", "cancel", "status", "list", "workers"})
+CLIENT = frozenset(
+    {
+        "deploy",
+        "start",
+        "signal",
+        "cancel",
+        "status",
+        "list",
+        "wait",
+        "workers",
+        "retry",
+        "reset",
+        "batch",
+    }
+)
 #: Checked, not run: they take minutes and print benchmark figures.
 NOT_RUN = frozenset({"bench", "conformance"})
 #: Long-running ones, and the stderr text that says they are up.
@@ -90,10 +106,24 @@ def _join_continuations(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
     return out
 
 
+#: `for n in $(seq 1 50); do wiggle ...; done`: the command runs once per number, `$n` replaced.
+_LOOP = re.compile(
+    r"^for\s+(?P<var>[a-z_]+)\s+in\s+\$\(seq\s+(?P<first>\d+)\s+(?P<last>\d+)\);\s*do\s+"
+    r"(?P<body>.+?);\s*done(?P<tail>\s*(#.*)?)$"
+)
+#: `kill %N`: stop the session's Nth background job (`... &`), as a shell would.
+_KILL = re.compile(r"^kill\s+%(\d+)\s*$")
+
+
 def _command_of(text: str) -> str | None:
     text = text.strip()
     if text.startswith("$ "):
         text = text[2:].strip()
+    if _KILL.match(text):
+        return text
+    loop = _LOOP.match(text)
+    if loop is not None:
+        return text if _command_of(loop.group("body")) is not None else None
     words = text.split()
     while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", words[0]):
         words = words[1:]
@@ -218,6 +248,7 @@ class Runner:
         self.env["WIGGLE_ADDRESS"] = f"127.0.0.1:{_free_port()}"
         self.env["WIGGLE_CONSOLE_LISTEN"] = f"127.0.0.1:{_free_port()}"
         self.background: list[tuple[Command, subprocess.Popen[bytes], Path]] = []
+        self.killed: list[subprocess.Popen[bytes]] = []  # stopped by `kill %N`
         self.has_server = False
 
     def _start(self, command: Command, words: list[str], env: dict[str, str]) -> None:
@@ -249,6 +280,18 @@ class Runner:
             self._start(Command("(test)", 0, "wiggle server &"), ["server"], self.env)
 
     def run(self, command: Command) -> None:
+        killed = _KILL.match(command.text)
+        if killed is not None:
+            self._kill(command, int(killed.group(1)))
+            return
+        loop = _LOOP.match(command.text)
+        if loop is not None:
+            var = loop.group("var")
+            for n in range(int(loop.group("first")), int(loop.group("last")) + 1):
+                body = loop.group("body").replace("${" + var + "}", str(n))
+                body = body.replace("$" + var, str(n))
+                self.run(Command(command.file, command.line, body + loop.group("tail")))
+            return
         expected = 0
         found = _EXPECT.search(command.text)
         if found:
@@ -307,9 +350,29 @@ class Runner:
             code = 0
         return code, out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
 
+    def _kill(self, command: Command, job: int) -> None:
+        """Stop background job `job` (1 is the session's first `... &`) and wait for it."""
+        # Numbered as a shell numbers them: in the order started, never renumbered.
+        jobs = [
+            b for b in self.background if b[0].file != "(test)" and b[0].text.rstrip().endswith("&")
+        ]
+        if not 1 <= job <= len(jobs) or jobs[job - 1][1].poll() is not None:
+            pytest.fail(f"{command.where}: `{command.text}`: there is no job {job} running")
+        job_command, proc, _log = jobs[job - 1]
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"{command.where}: job {job} (`{job_command.text}`) did not stop")
+        self.killed.append(proc)
+
     def close(self) -> None:
         problems = []
         for command, proc, log in reversed(self.background):
+            if proc in self.killed:
+                continue
             # Ended by our SIGTERM is fine (`wiggle console` does not trap it); ended on its
             # own, it must have exited 0.
             stopped_by_us = (0, -signal.SIGTERM) if proc.poll() is None else (0,)

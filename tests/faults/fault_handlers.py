@@ -86,3 +86,13 @@ def take(ctx: Any) -> Any:
 def refuse(ctx: Any) -> Any:
     _record(ctx)
     raise NonRetryable("refused on purpose")
+
+
+@activity
+def gate(ctx: Any) -> Any:
+    """Closed (fails for good) until the file named by WIGGLE_FAULT_FIXED exists: the
+    "handler fixed" of a bulk retry scenario."""
+    _record(ctx)
+    if not os.path.exists(os.environ.get("WIGGLE_FAULT_FIXED", "/nonexistent")):
+        raise NonRetryable("the gate is closed")
+    return ctx

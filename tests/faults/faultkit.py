@@ -132,6 +132,7 @@ class Cluster:
         self.work = work
         self.ledger = work / "ledger.txt"
         self.stats = work / "stats.txt"
+        self.fixed = work / "fixed"  # the `gate` activity passes once this file exists
         self.procs: list[Proc] = []
 
     def server(
@@ -181,7 +182,8 @@ class Cluster:
         for queue in queues:
             args += ["--queue", queue]
         args += ["--concurrency", str(concurrency), "--batch", str(batch)]
-        proc = Proc(args, env={"WIGGLE_FAULT_LEDGER": str(self.ledger)})
+        env = {"WIGGLE_FAULT_LEDGER": str(self.ledger), "WIGGLE_FAULT_FIXED": str(self.fixed)}
+        proc = Proc(args, env=env)
         self.procs.append(proc)
         proc.wait_for(r"^ready")
         return proc

@@ -24,7 +24,8 @@ _COMMAND_MODULES = (
     "wiggle.cli._server_command",  # server
     "wiggle.cli._worker_command",  # worker
     "wiggle.cli._client_commands",  # deploy, start, signal, cancel
-    "wiggle.cli._inspect_commands",  # status, list, workers
+    "wiggle.cli._inspect_commands",  # status, list, wait, workers
+    "wiggle.cli._repair_commands",  # retry, reset, batch
     "wiggle.cli._console_command",  # console
     "wiggle.cli._prune_command",  # prune
     "wiggle.cli._conformance_command",  # conformance
@@ -36,12 +37,15 @@ _CODES: tuple[tuple[str, str], ...] = (
     ("FlowError", "FLOW_INVALID"),
     ("DefinitionNotFound", "DEFINITION_NOT_FOUND"),
     ("InstanceNotFound", "INSTANCE_NOT_FOUND"),
+    ("BatchNotFound", "BATCH_NOT_FOUND"),
     ("InputRejected", "INPUT_REJECTED"),
     ("SignalNotAwaited", "SIGNAL_NOT_AWAITED"),
     ("WrongPath", "WRONG_PATH"),
     ("InvalidRequest", "INVALID_REQUEST"),
     ("StaleLease", "STALE_LEASE"),
     ("InstanceNotRunning", "INSTANCE_NOT_RUNNING"),
+    ("InstanceExists", "INSTANCE_EXISTS"),
+    ("RepairRefused", "REPAIR_REFUSED"),
     ("PayloadTooLarge", "PAYLOAD_TOO_LARGE"),
     ("Unauthenticated", "UNAUTHENTICATED"),
     ("Unavailable", "UNAVAILABLE"),

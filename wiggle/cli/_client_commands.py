@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from wiggle.cli._options import add_connection_flags, add_json_flag, flag, make_client, parse_json
 from wiggle.cli._output import dump
-from wiggle.errors import Diagnostic, FlowError
+from wiggle.cli._repair_commands import add_bulk_flags, bulk_or_single
+from wiggle.errors import Diagnostic, FlowError, InvalidRequest
 
 if TYPE_CHECKING:
     from wiggle.client import Client
@@ -128,20 +129,37 @@ def _start(args: argparse.Namespace) -> int:
 
 def _signal(args: argparse.Namespace) -> int:
     payload = parse_json(args.payload, "--payload") if args.payload is not None else None
-    with make_client(args) as client:
-        delivered = client.signal(args.instance_id, args.name, payload)
-    if args.json:
-        print(dump({"delivered": delivered}))
+    targets = [t for t in (args.instance_id, args.name) if t]
+    if args.filter:
+        if len(targets) != 1:
+            raise InvalidRequest("wiggle signal --filter COND NAME: give the signal name only")
+        name, iid = targets[0], ""
     else:
-        print("delivered" if delivered else "buffered (its await has not been reached yet)")
-    return 0
+        if len(targets) != 2:
+            raise InvalidRequest("wiggle signal ID NAME: give the instance id and signal name")
+        iid, name = targets
+
+    def single(client: Client) -> int:
+        delivered = client.signal(iid, name, payload)
+        if args.json:
+            print(dump({"delivered": delivered}))
+        else:
+            print("delivered" if delivered else "buffered (its await has not been reached yet)")
+        return 0
+
+    return bulk_or_single(args, "signal", {"name": name, "payload": payload}, single)
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    with make_client(args) as client:
+    if bool(args.filter) == bool(args.instance_id):
+        raise InvalidRequest("wiggle cancel: give an instance id, or --filter COND (not both)")
+
+    def single(client: Client) -> int:
         status = client.cancel(args.instance_id, args.reason or "")
-    print(dump({"status": status}) if args.json else status)
-    return 0
+        print(dump({"status": status}) if args.json else status)
+        return 0
+
+    return bulk_or_single(args, "cancel", {"reason": args.reason or ""}, single)
 
 
 def register(subparsers: Any) -> None:
@@ -161,7 +179,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("flow", metavar="FLOW_NAME")
     flag(p, "--input", env="WIGGLE_INPUT", default="null", help="the input, JSON or @FILE")
     flag(p, "--version", env="WIGGLE_VERSION", help="pin a version")
-    flag(p, "--id", env="WIGGLE_INSTANCE_ID", help="instance id (starting it twice is a no-op)")
+    flag(
+        p,
+        "--id",
+        env="WIGGLE_INSTANCE_ID",
+        help="instance id (the same flow and input again is a no-op; another flow or input "
+        "with that id is refused)",
+    )
     flag(
         p,
         "--wait",
@@ -182,20 +206,28 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser(
         "signal",
-        help="send a signal to an instance",
+        help="send a signal to an instance (or many, by --filter)",
         description="Send signal NAME to instance ID with an optional JSON payload. A name no "
-        "await of the instance's flow takes is refused.",
+        "await of the instance's flow takes is refused. With --filter COND NAME, a bulk signal "
+        "(preview first, --yes to run).",
     )
-    p.add_argument("instance_id", metavar="ID")
-    p.add_argument("name", metavar="NAME")
+    p.add_argument("instance_id", metavar="ID", nargs="?")
+    p.add_argument("name", metavar="NAME", nargs="?")
     flag(p, "--payload", env="WIGGLE_PAYLOAD", help="JSON or @FILE")
+    add_bulk_flags(p)
     add_json_flag(p)
     add_connection_flags(p)
     p.set_defaults(handler=_signal)
 
-    p = subparsers.add_parser("cancel", help="cancel an instance")
-    p.add_argument("instance_id", metavar="ID")
+    p = subparsers.add_parser(
+        "cancel",
+        help="cancel an instance (or many, by --filter)",
+        description="Cancel instance ID: its steps, timers and children end; it keeps the "
+        "context it had reached. With --filter, a bulk cancel (preview first, --yes to run).",
+    )
+    p.add_argument("instance_id", metavar="ID", nargs="?")
     flag(p, "--reason", env="WIGGLE_REASON", help="recorded with the cancellation")
+    add_bulk_flags(p)
     add_json_flag(p)
     add_connection_flags(p)
     p.set_defaults(handler=_cancel)

@@ -1,5 +1,5 @@
-"""`wiggle status`, `wiggle list` and `wiggle workers`: finding instances, knowing why they wait,
-and seeing the fleet. Read-only."""
+"""`wiggle status`, `wiggle list`, `wiggle wait` and `wiggle workers`: finding instances,
+knowing why they wait, waiting for them, and seeing the fleet. Read-only."""
 
 from __future__ import annotations
 
@@ -104,6 +104,7 @@ def _list(args: argparse.Namespace) -> int:
         "started_after_ms": _instant_ms(args.since, "--since") if args.since else None,
         "started_before_ms": _instant_ms(args.before, "--before") if args.before else None,
         "id_contains": args.id_contains,
+        "where": args.where or [],
     }
     with make_client(args) as client:
         page = client.list_instances(**query, limit=args.limit, page_token=args.page, counts=True)
@@ -124,6 +125,59 @@ def _list(args: argparse.Namespace) -> int:
     if page.next_page_token:
         print(f"more: add --page {page.next_page_token}")
     return 0
+
+
+def _wait_filter(args: argparse.Namespace, deadline: float | None) -> int:
+    """Wait until no instance the filter matches is RUNNING; exit 0 when all COMPLETED."""
+    with make_client(args) as client:
+        while True:
+            page = client.list_instances(where=args.filter, limit=1, counts=True)
+            counts = page.counts
+            if counts.get("RUNNING", 0) == 0:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise InvalidRequest(
+                    f"wiggle wait: {counts.get('RUNNING', 0)} instance(s) still RUNNING after "
+                    f"{args.timeout} s"
+                )
+            time.sleep(0.2)
+    if args.json:
+        print(dump({"counts": counts}))
+    else:
+        print("  ".join(f"{st.lower()} {counts.get(st, 0)}" for st in STATUSES))
+    others = sum(n for st, n in counts.items() if st != "COMPLETED")
+    return 0 if others == 0 else 1
+
+
+def _wait(args: argparse.Namespace) -> int:
+    """Wait for each instance to end; exit 0 only when every one COMPLETED."""
+    deadline = time.monotonic() + args.timeout if args.timeout else None
+    if bool(args.filter) == bool(args.instance_ids):
+        raise InvalidRequest("wiggle wait: give instance ids, or --filter COND (not both)")
+    if args.filter:
+        return _wait_filter(args, deadline)
+    ended = []
+    with make_client(args) as client:
+        for instance_id in args.instance_ids:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            try:
+                view = client.wait(instance_id, timeout=left)
+            except TimeoutError as exc:
+                raise InvalidRequest(f"wiggle wait: {exc}") from None
+            ended.append(view)
+            if not args.json:
+                reason = f" ({view.reason})" if view.reason else ""
+                print(f"{view.instance_id} {view.status}{reason}")
+    if args.json:
+        print(
+            dump(
+                [
+                    {"instance_id": v.instance_id, "status": v.status, "reason": v.reason}
+                    for v in ended
+                ]
+            )
+        )
+    return 0 if all(v.status == "COMPLETED" for v in ended) else 1
 
 
 def _workers(args: argparse.Namespace) -> int:
@@ -193,11 +247,49 @@ def register(subparsers: Any) -> None:
     )
     flag(p, "--before", env="WIGGLE_BEFORE", metavar="WHEN", help="started before WHEN")
     flag(p, "--id-contains", env="WIGGLE_ID_CONTAINS", help="instance ids containing this text")
+    flag(
+        p,
+        "--where",
+        env="WIGGLE_WHERE",
+        action="append",
+        separator=";",
+        metavar="COND",
+        help="a condition that must hold, repeatable: status=FAILED, age>1h, node=NODE, "
+        "reason~TEXT, or a search attribute of the flow (order=A-1002, total>5000)",
+    )
     flag(p, "--limit", env="WIGGLE_LIMIT", default=20, type=int, help="instances per page")
     flag(p, "--page", env="WIGGLE_PAGE", metavar="TOKEN", help="the page a previous list named")
     add_json_flag(p)
     add_connection_flags(p)
     p.set_defaults(handler=_list)
+
+    p = subparsers.add_parser(
+        "wait",
+        help="wait for instances to end",
+        description="Wait until every instance ID has ended and print how each ended; exit 0 "
+        "only when all COMPLETED (1 otherwise, or when --timeout passes first). With --filter, "
+        "wait until no instance it matches is RUNNING, then print the counts per status.",
+    )
+    p.add_argument("instance_ids", metavar="ID", nargs="*")
+    flag(
+        p,
+        "--filter",
+        env="WIGGLE_FILTER",
+        action="append",
+        separator=";",
+        metavar="COND",
+        help="wait for every instance matching these conditions (as wiggle list --where)",
+    )
+    flag(
+        p,
+        "--timeout",
+        env="WIGGLE_WAIT_TIMEOUT",
+        type=float,
+        help="give up after this many seconds (default: wait as long as it takes)",
+    )
+    add_json_flag(p)
+    add_connection_flags(p)
+    p.set_defaults(handler=_wait)
 
     p = subparsers.add_parser(
         "workers",

@@ -33,9 +33,13 @@ def dump(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def _instant(ms: int) -> str:
+def instant(ms: int) -> str:
+    """An epoch-milliseconds time as an RFC 3339 UTC instant, to the second."""
     at = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
     return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_instant = instant
 
 
 def _ago(ms: int, now_ms: int) -> str:
@@ -136,7 +140,10 @@ def describe_text(view: Instance, *, events: bool) -> str:
         lines.append(f"parent    {view.parent_instance_id}")
     if view.child_instance_ids:
         lines.append(f"children  {', '.join(view.child_instance_ids)}")
-    if view.status == "RUNNING" and view.input is not None:
+    if view.search:
+        shown = "  ".join(f"{k}={dump(v)}" for k, v in sorted(view.search.items()))
+        lines.append(f"search    {shown}")
+    if view.input is not None:
         lines.append(f"input     {dump(view.input)}")
     where = f" (at {view.current_node})" if view.current_node else ""
     lines.append(f"context   {dump(view.context)}{where}")

@@ -1,7 +1,9 @@
-"""Talk to a Wiggle server: deploy flows; start, signal, cancel, describe and wait for instances."""
+"""Talk to a Wiggle server: deploy flows; start, signal, cancel, describe and wait for instances;
+repair them (retry, reset, bulk actions)."""
 
 from __future__ import annotations
 
+from wiggle.client._admin import Batch, BatchItem, BulkPreview, Repaired
 from wiggle.client._client import Client, EagerWorker
 from wiggle.client._types import (
     Definition,
@@ -19,6 +21,9 @@ from wiggle.client._types import (
 from wiggle.wire import TlsConfig, open_channel, token_metadata
 
 __all__ = [
+    "Batch",
+    "BatchItem",
+    "BulkPreview",
     "Client",
     "Definition",
     "DefinitionSummary",
@@ -28,6 +33,7 @@ __all__ = [
     "Instance",
     "InstancePage",
     "InstanceStatus",
+    "Repaired",
     "Started",
     "TlsConfig",
     "Token",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -13,8 +13,10 @@ import grpc
 import orjson
 
 from wiggle import errors
+from wiggle._proto.wiggle.v1 import admin_pb2_grpc as admin_grpc
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
+from wiggle.client._admin import AdminCalls
 from wiggle.client._errors import from_rpc_error
 from wiggle.client._types import (
     Definition,
@@ -115,10 +117,11 @@ def _instance(msg: pb.Instance) -> Instance:
         input=_loads(msg.input),
         child_instance_ids=list(msg.child_instance_ids),
         current_node=msg.current_node,
+        search=_loads(msg.search) or {},
     )
 
 
-class Client:
+class Client(AdminCalls):
     """A connection to one Wiggle server. Thread-safe; close it (or use `with`) when done.
 
     Every method raises the wiggle.errors class the server's status maps to. Calls that are safe
@@ -138,6 +141,7 @@ class Client:
         self.address = address
         self._channel = open_channel(address, tls)
         self._stub = pb_grpc.WiggleStub(self._channel)  # type: ignore[no-untyped-call]
+        self._admin = admin_grpc.WiggleAdminStub(self._channel)  # type: ignore[no-untyped-call]
         self._metadata = token_metadata(token)
         self._timeout = timeout
         self._retry_for = retry_for
@@ -291,11 +295,15 @@ class Client:
         started_after_ms: int | None = None,
         started_before_ms: int | None = None,
         id_contains: str | None = None,
+        where: Sequence[str] = (),
         limit: int = 100,
         page_token: str | None = None,
         counts: bool = False,
     ) -> InstancePage:
         """One page of instances (without tokens and events), newest first.
+
+        `where`: conditions of the filter language (`status=FAILED`, `age>1h`, `order=A-1002`,
+        `total>5000`: built-in fields and the flows' search attributes), all of which must hold.
 
         Pass the page's `next_page_token` as `page_token` for the next one; with `counts`, the
         page also says how many instances match per status (the filter without `status`).
@@ -310,6 +318,7 @@ class Client:
             page_size=limit,
             page_token=page_token or "",
             include_counts=counts,
+            where=list(where),
         )
         response = self._call(self._stub.ListInstances, request, idempotent=True)
         return InstancePage(

@@ -118,9 +118,10 @@ class Instance:
     updated_at_ms: int
     tokens: list[Token] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
-    input: Any = None  # the start input, while the instance runs
+    input: Any = None  # the start input
     child_instance_ids: list[str] = field(default_factory=list)  # subflow children, oldest first
     current_node: str = ""  # the node of the token that moved last
+    search: dict[str, Any] = field(default_factory=dict)  # its search attribute values
 
 
 class InstancePage(list[Instance]):

@@ -250,9 +250,9 @@ class Engine:
             request = requests[0]
             if request.instance_id is None:
                 return [exc]
-            # Another caller started the same instance id between our check and our insert.
-            view = self.describe(request.instance_id)
-            return [StartResult(request.instance_id, view.version, False)]
+            # Another caller started the same instance id between our check and our insert:
+            # now it is known, and the same start again answers (or refuses) as it should.
+            return [self._run_starts([request])[0]]
         except Exception as exc:
             if len(requests) > 1:
                 return [self._run_starts([r])[0] for r in requests]

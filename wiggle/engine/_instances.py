@@ -10,6 +10,7 @@ from sqlalchemy import Connection, select
 from wiggle.errors import InstanceNotFound, InstanceNotRunning, SignalNotAwaited
 from wiggle.graph import Await, ExecutionMode, Graph
 
+from . import _describe
 from . import _schema as s
 from ._drive import deliver, finish_instance, inst_from_row, place
 from ._reports import INSTANCE_FIELDS
@@ -104,8 +105,15 @@ def cancel(eng: Engine, conn: Connection, instance_id: str, reason: str) -> Inst
         return inst.status  # idempotent: a retried cancel is not an error
     if inst.status is not InstanceStatus.RUNNING:
         raise InstanceNotRunning(instance_id, inst.status.value)
+    # The instance keeps the context it had reached (that of the token that moved last, as
+    # `describe` shows it), so whoever undoes its side effects can see how far it got.
+    reached = _describe.describe(conn, inst.id, False, eng.graph_of, eng.db.now).context
     finish_instance(
-        tx, inst, InstanceStatus.CANCELLED, f"cancelled: {reason}" if reason else "cancelled"
+        tx,
+        inst,
+        InstanceStatus.CANCELLED,
+        f"cancelled: {reason}" if reason else "cancelled",
+        reached,
     )
     tx.finish()
     return InstanceStatus.CANCELLED

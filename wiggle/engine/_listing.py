@@ -87,6 +87,7 @@ def _view(m: Any) -> InstanceView:
         parent_instance_id=m["parent_instance_id"] or "",
         created_at_ms=int(m["created_at_ms"]),
         updated_at_ms=int(m["updated_at_ms"]),
+        input=None if m["input"] is None else loads(m["input"]),
     )
 
 

@@ -15,14 +15,14 @@ from typing import Any
 
 from sqlalchemy import bindparam, select
 
-from wiggle.errors import DefinitionNotFound, WiggleError
+from wiggle.errors import DefinitionNotFound, InstanceExists, WiggleError
 from wiggle.graph import Graph
 
 from . import _schema as s
 from ._drive import place
 from ._eager import lease_ready
 from ._search import write_initial
-from ._tx import Inst, Tx, dumps, new_id
+from ._tx import Inst, Tx, dumps, loads, new_id
 from ._types import EagerRequest, InstanceStatus, Json, StartResult, resolve_mode
 
 __all__ = ["StartRequest", "apply_starts"]
@@ -65,12 +65,24 @@ def _pinned(tx: Tx, pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
     return {(name, version) for name, version in rows} & pairs
 
 
-def _existing(tx: Tx, ids: Sequence[str]) -> dict[str, str]:
-    """Caller-chosen instance ids that exist already, with their versions."""
+@dataclass(frozen=True)
+class _Known:
+    """An instance a caller-chosen id already names: a start of the same flow and input is a
+    no-op answered with it; anything else is a conflict."""
+
+    version: str
+    flow: str
+    input: str | None  # JSON text (None: started before schema 2 kept inputs)
+
+
+def _existing(tx: Tx, ids: Sequence[str]) -> dict[str, _Known]:
+    """Caller-chosen instance ids that exist already."""
     if not ids:
         return {}
-    rows = tx.conn.execute(select(_i.c.id, _i.c.version).where(_i.c.id.in_(list(ids)))).all()
-    return {ident: version for ident, version in rows}
+    rows = tx.conn.execute(
+        select(_i.c.id, _i.c.version, _i.c.flow, _i.c.input).where(_i.c.id.in_(list(ids)))
+    ).all()
+    return {ident: _Known(version, flow, text) for ident, version, flow, text in rows}
 
 
 def apply_starts(
@@ -93,12 +105,28 @@ def apply_starts(
     return out
 
 
+def _again(r: StartRequest, known: _Known) -> StartResult:
+    """A start naming an existing instance: the same flow and input is the same start."""
+    if known.flow != r.flow:
+        raise InstanceExists(
+            f"instance id {r.instance_id!r} already belongs to an instance of flow "
+            f"{known.flow!r}, not {r.flow!r}; choose another id"
+        )
+    if known.input is not None and loads(known.input) != r.input:
+        raise InstanceExists(
+            f"instance id {r.instance_id!r} already belongs to an instance of {r.flow!r} "
+            "started with another input; choose another id (starting the same flow with the "
+            "same input again is a no-op)"
+        )
+    return StartResult(r.instance_id or "", known.version, False)
+
+
 def _start_one(
     tx: Tx,
     r: StartRequest,
     newest: dict[str, str],
     pinned: set[tuple[str, str]],
-    known: dict[str, str],
+    known: dict[str, _Known],
     check_input: Callable[[Graph, Json], None],
     default_mode: Any,
 ) -> StartResult:
@@ -110,9 +138,10 @@ def _start_one(
     graph = tx.graph_of(tx.conn, version)
     check_input(graph, r.input)
     if r.instance_id is not None and r.instance_id in known:
-        return StartResult(r.instance_id, known[r.instance_id], False)
+        return _again(r, known[r.instance_id])
     ident = r.instance_id or new_id()
-    known[ident] = version  # a second start of this id in the same batch finds it
+    # A second start of this id in the same batch finds it.
+    known[ident] = _Known(version, graph.name, dumps(r.input))
     mode = resolve_mode(graph, default_mode)
     inst = Inst(ident, ident, graph.name, version, InstanceStatus.RUNNING, mode, graph, None, None)
     tx.instances[ident] = inst

@@ -9,6 +9,8 @@ Then the credential's scopes must allow the call (docs/security.md):
 
     admin            everything
     client           start (without eager dispatch), signal, describe, list, wait, definitions
+    operator         repair: retry, reset, cancel, bulk actions (the WiggleAdmin service), and
+                     describe, list, wait, definitions, workers
     worker:QUEUES    poll those queues, and report, heartbeat or release tasks on them; fetch
                      definitions; end its polls
 
@@ -19,6 +21,7 @@ queues. Refusals are PERMISSION_DENIED; unknown credentials UNAUTHENTICATED.
 
 from __future__ import annotations
 
+import contextvars
 import ipaddress
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -30,10 +33,14 @@ from wiggle.graph import Graph, Predicate, Task
 from wiggle.server._credentials import Credential, CredentialStore
 from wiggle.wire import AUTHORIZATION_KEY, ERROR_CODE_KEY, unbatched
 
-__all__ = ["Auth", "is_loopback"]
+__all__ = ["CALLER", "Auth", "is_loopback"]
 
 _EXEMPT_PREFIXES = ("/grpc.health.v1.Health/",)
-_SERVICE = "/wiggle.v1.Wiggle/"
+_SERVICES = ("/wiggle.v1.Wiggle/", "/wiggle.v1.WiggleAdmin/")
+
+#: The credential name of the call this thread is handling ("" without credentials): who asked,
+#: for the record a bulk action keeps.
+CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("wiggle_caller", default="")
 
 #: What a `client` scope may call.
 CLIENT_METHODS = frozenset(
@@ -63,6 +70,25 @@ WORKER_METHODS = frozenset(
     }
 )
 _TASK_METHODS = frozenset({"CompleteTask", "FailTask", "ReleaseTask", "Heartbeat", "AdvanceRun"})
+#: What an `operator` scope may call: every repair, and reading what to repair.
+OPERATOR_METHODS = frozenset(
+    {
+        "RetryInstance",
+        "ResetInstance",
+        "PreviewBulk",
+        "StartBulk",
+        "GetBatch",
+        "ListBatches",
+        "UpdateBatch",
+        "CancelInstance",
+        "DescribeInstance",
+        "ListInstances",
+        "WaitInstance",
+        "GetDefinition",
+        "ListDefinitions",
+        "ListWorkers",
+    }
+)
 
 #: Where a task is now: its queue and its instance's graph; None for an unknown task.
 Route = Callable[[str], "tuple[str, Graph] | None"]
@@ -156,7 +182,7 @@ class Auth(_Interceptor):
             return _refusing(
                 handler, _unauthenticated("missing bearer token (authorization metadata)")
             )
-        name = method[len(_SERVICE) :] if method.startswith(_SERVICE) else ""
+        name = method.rsplit("/", 1)[-1] if method.startswith(_SERVICES) else ""
         return _guarded(handler, lambda request, context: self._check(name, request, context, cred))
 
     def _check(
@@ -170,6 +196,7 @@ class Auth(_Interceptor):
                 raise _unauthenticated(
                     f"missing bearer token, and the {who} has no credential on this server"
                 )
+        CALLER.set(cred.name)
         if name and request is not None:
             self.authorize(name, request, cred)
 
@@ -179,6 +206,8 @@ class Auth(_Interceptor):
         """Raise Denied unless `cred` may make this call."""
         scopes = cred.scopes
         if scopes.admin:
+            return
+        if method in OPERATOR_METHODS and scopes.operator:
             return
         if method in CLIENT_METHODS and scopes.client:
             if method == "StartInstance" and request.HasField("eager") and request.eager.worker_id:

@@ -196,12 +196,14 @@ def instance_to_pb(view: InstanceView, *, full: bool = True) -> pb.Instance:
         updated_at_ms=view.updated_at_ms,
         current_node=view.current_node,  # a listing names where a running instance is, too
     )
+    if view.search:
+        msg.search = encode_json(view.search)
+    if view.input is not None or (full and view.status is InstanceStatus.RUNNING):
+        msg.input = encode_json(view.input)
     if full:
         msg.tokens.extend(_token_to_pb(t) for t in view.tokens)
         msg.events.extend(_event_to_pb(e) for e in view.events)
         msg.child_instance_ids.extend(view.child_instance_ids)
-        if view.input is not None or view.status is InstanceStatus.RUNNING:
-            msg.input = encode_json(view.input)
     return msg
 
 

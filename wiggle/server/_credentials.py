@@ -56,6 +56,7 @@ class Scopes:
     client: bool = False
     worker: bool = False
     queues: frozenset[str] | None = frozenset()
+    operator: bool = False  # may repair: retry, reset, cancel, bulk actions (and read)
 
     def serves(self, queue: str) -> bool:
         return self.admin or (self.worker and (self.queues is None or queue in self.queues))
@@ -64,6 +65,8 @@ class Scopes:
         parts = ["admin"] if self.admin else []
         if self.client:
             parts.append("client")
+        if self.operator:
+            parts.append("operator")
         if self.worker:
             parts.append(
                 "worker:" + ("*" if self.queues is None else ",".join(sorted(self.queues)))
@@ -71,18 +74,20 @@ class Scopes:
         return " ".join(parts) or "nothing"
 
 
-ADMIN = Scopes(admin=True, client=True, worker=True, queues=None)
+ADMIN = Scopes(admin=True, client=True, worker=True, queues=None, operator=True)
 
 
 def parse_scopes(values: Iterable[str]) -> Scopes:
     """`["client", "worker:a,b"]` -> Scopes; ValueError naming the first unknown scope."""
-    admin = client = worker = False
+    admin = client = worker = operator = False
     queues: set[str] | None = set()
     for value in values:
         if value == "admin":
             admin = True
         elif value == "client":
             client = True
+        elif value == "operator":
+            operator = True
         elif value.startswith("worker:"):
             worker = True
             names = [q.strip() for q in value[len("worker:") :].split(",")]
@@ -94,11 +99,11 @@ def parse_scopes(values: Iterable[str]) -> Scopes:
                 queues.update(names)
         else:
             raise ValueError(
-                f"unknown scope {value!r} (use admin, client or worker:QUEUE[,QUEUE...])"
+                f"unknown scope {value!r} (use admin, client, operator or worker:QUEUE[,QUEUE...])"
             )
     if admin:
         return ADMIN
-    return Scopes(False, client, worker, None if queues is None else frozenset(queues))
+    return Scopes(False, client, worker, None if queues is None else frozenset(queues), operator)
 
 
 def token_digest(token: str) -> str:

@@ -79,6 +79,11 @@ _FIELDS: dict[str, _Fields] = {
     "ReleaseTask": _report,
     "Heartbeat": lambda r: [*_report(r), ("node id", r.node_id)],
     "AdvanceRun": _advance,
+    "RetryInstance": lambda r: [("instance id", r.instance_id)],
+    "ResetInstance": lambda r: [("instance id", r.instance_id), ("node id", r.node_id)],
+    "GetBatch": lambda r: [("batch id", r.batch_id)],
+    "UpdateBatch": lambda r: [("batch id", r.batch_id)],
+    "StartBulk": lambda r: [("requested by", r.requested_by)],
 }
 
 
@@ -98,7 +103,7 @@ def check_request(method: str, request: Any) -> None:
 
 
 def _problem(kind: str, value: str) -> str | None:
-    if kind in ("instance id", "task id", "lease"):
+    if kind in ("instance id", "task id", "lease", "batch id"):
         problem = identifier_problem("instance id", value)
         return None if problem is None else problem.replace("instance id", kind)
     if kind == "instance id part":
@@ -107,7 +112,7 @@ def _problem(kind: str, value: str) -> str | None:
         return _longer_than(kind, value, 80)
     if kind == "reason":
         return _longer_than(kind, value, MAX_REASON_CHARS)
-    if kind in ("file name", "page token", "flow filter"):
+    if kind in ("file name", "page token", "flow filter", "requested by"):
         return _longer_than(kind, value, MAX_NAME_CHARS)
     if kind == "sdk":
         return _longer_than(kind, value, 100)

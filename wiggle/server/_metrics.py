@@ -43,6 +43,37 @@ class _ReadyTokens:
         yield family
 
 
+class _BulkPending:
+    """wiggle_bulk_pending{action}: instances bulk actions still have to reach (at scrape)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def _family(self) -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            "wiggle_bulk_pending",
+            "Instances that running or paused bulk actions have not reached yet",
+            labels=["action"],
+        )
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield self._family()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = self._family()
+        pending: dict[str, int] = {}
+        for batch in self._engine.list_batches(limit=500):
+            if batch.state in ("RUNNING", "PAUSED"):
+                pending[batch.action] = pending.get(batch.action, 0) + batch.pending
+        for action, count in sorted(pending.items()):
+            family.add_metric([action], count)
+        yield family
+
+
+#: The events that say an instance was repaired, and the action each stands for.
+_REPAIRS = {"instance_retried": "retry", "instance_reset": "reset", "instance_migrated": "migrate"}
+
+
 class ServerMetrics:
     """One server process's metrics, in a registry of their own."""
 
@@ -92,7 +123,17 @@ class ServerMetrics:
             buckets=_TX_BUCKETS,
             registry=r,
         )
+        self.repairs = Counter(
+            "wiggle_instances_repaired",
+            "Instances retried, reset or migrated (one per instance, bulk actions included)",
+            ["action", "flow"],
+            registry=r,
+        )
+        self.cancels = Counter(
+            "wiggle_instances_cancelled", "Instances cancelled", ["flow"], registry=r
+        )
         r.register(_ReadyTokens(engine))
+        r.register(_BulkPending(engine))
 
     def events(self, rows: Sequence[tuple[str, str, str, str]]) -> None:
         """Count a committed transaction's events: (kind, flow, mode, detail JSON)."""
@@ -106,6 +147,10 @@ class ServerMetrics:
                 self.handbacks.labels(str(reason or "unspecified")).inc()
             elif kind == "lease_expired":
                 self.lease_expiries.inc()
+            elif kind in _REPAIRS:
+                self.repairs.labels(_REPAIRS[kind], flow).inc()
+            elif kind == "instance_cancelled":
+                self.cancels.labels(flow).inc()
 
     def transaction(self, seconds: float, read: bool) -> None:
         self.transactions.labels("read" if read else "write").observe(seconds)

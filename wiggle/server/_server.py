@@ -26,10 +26,13 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from wiggle._metrics import MetricsEndpoint, split_address
+from wiggle._proto.wiggle.v1 import admin_pb2 as apb
+from wiggle._proto.wiggle.v1 import admin_pb2_grpc as admin_grpc
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.engine import Engine
 from wiggle.errors import WiggleError
+from wiggle.server._admin_service import AdminService
 from wiggle.server._auth import Auth, is_loopback
 from wiggle.server._credentials import CredentialError, CredentialStore, read_token_file
 from wiggle.server._metrics import ServerMetrics
@@ -42,6 +45,7 @@ __all__ = ["Server", "ServerConfig", "ServerConfigError", "serve"]
 _log = logging.getLogger("wiggle.server")
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Wiggle"].full_name
+ADMIN_SERVICE_NAME = apb.DESCRIPTOR.services_by_name["WiggleAdmin"].full_name
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 DEFAULT_MAX_PAYLOAD = 4 * 1024 * 1024
 #: Headroom above the largest single payload for the rest of a message. An AdvanceRun batch
@@ -191,9 +195,15 @@ class Server:
             metrics=self.metrics,
         )
         pb_grpc.add_WiggleServicer_to_server(service, self._grpc)  # type: ignore[no-untyped-call]
+        admin = AdminService(
+            engine, max_payload_bytes=config.max_payload_bytes, calls=service.calls
+        )
+        add_admin = admin_grpc.add_WiggleAdminServicer_to_server
+        add_admin(admin, self._grpc)  # type: ignore[no-untyped-call]
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._grpc)
         reflection.enable_server_reflection(
-            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self._grpc
+            (SERVICE_NAME, ADMIN_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME),
+            self._grpc,
         )
         self.port = 0
 

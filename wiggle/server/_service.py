@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
 
@@ -20,6 +20,7 @@ from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.engine import Engine, InstanceFilter, InstanceStatus, Report, ReportKind, WorkerNote
 from wiggle.errors import InvalidRequest, PayloadTooLarge, StaleLease, Unavailable, WiggleError
+from wiggle.filters import parse_filter
 from wiggle.server._convert import (
     ReportMessage,
     answer_to_pb,
@@ -36,7 +37,7 @@ from wiggle.server._errors import abort_with, status_for
 from wiggle.server._metrics import ServerMetrics
 from wiggle.wire import unbatched
 
-__all__ = ["WiggleService"]
+__all__ = ["CallTracker", "WiggleService", "rpc_handler"]
 
 _log = logging.getLogger("wiggle.server")
 
@@ -56,29 +57,59 @@ WORKERS_SEEN_WITHIN_MS = 30_000
 DEADLINE_MARGIN_S = 0.2
 
 
-def _rpc(
-    method: Callable[[WiggleService, Req, grpc.ServicerContext], Resp],
-) -> Callable[[WiggleService, Req, grpc.ServicerContext], Resp]:
-    """Map every exception a handler raises to a status (see _errors)."""
+class CallTracker:
+    """The handlers running now, over every service of a server (shutdown waits for them)."""
+
+    def __init__(self, metrics: ServerMetrics | None = None) -> None:
+        self.metrics = metrics
+        self._cond = threading.Condition()
+        self._running = 0
+
+    def enter(self) -> None:
+        with self._cond:
+            self._running += 1
+
+    def leave(self) -> None:
+        with self._cond:
+            self._running -= 1
+            self._cond.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._running == 0, timeout)
+
+
+class _Tracked(Protocol):
+    calls: CallTracker
+
+
+S = TypeVar("S", bound=_Tracked)
+
+
+def rpc_handler(
+    method: Callable[[S, Req, grpc.ServicerContext], Resp],
+) -> Callable[[S, Req, grpc.ServicerContext], Resp]:
+    """Check the request's identifiers, count the call as running, and map every exception a
+    handler raises to a status (see _errors)."""
 
     @functools.wraps(method)
-    def wrapper(self: WiggleService, request: Req, context: grpc.ServicerContext) -> Resp:
-        with self._in_flight:
-            self._calls += 1
+    def wrapper(self: S, request: Req, context: grpc.ServicerContext) -> Resp:
+        self.calls.enter()
         try:
             check_request(method.__name__, request)
             return method(self, request, context)
         except Exception as exc:
-            if self._metrics is not None and isinstance(exc, StaleLease):
-                self._metrics.stale_reports.inc()
+            if self.calls.metrics is not None and isinstance(exc, StaleLease):
+                self.calls.metrics.stale_reports.inc()
             abort_with(context, exc)
             raise  # unreachable: abort_with raises
         finally:
-            with self._in_flight:
-                self._calls -= 1
-                self._in_flight.notify_all()
+            self.calls.leave()
 
     return wrapper
+
+
+_rpc = rpc_handler
 
 
 def _status(status: InstanceStatus) -> str:
@@ -109,13 +140,11 @@ class WiggleService(pb_grpc.WiggleServicer):
         self._max_waiting = max_waiting_polls
         self._waiting = threading.BoundedSemaphore(max_waiting_polls)
         # Handlers still running: the engine must not be closed under one of them.
-        self._in_flight = threading.Condition()
-        self._calls = 0
+        self.calls = CallTracker(metrics)
 
     def wait_idle(self, timeout: float) -> bool:
-        """Wait until no handler is running; False on timeout."""
-        with self._in_flight:
-            return self._in_flight.wait_for(lambda: self._calls == 0, timeout)
+        """Wait until no handler (of any service sharing `calls`) is running; False on timeout."""
+        return self.calls.wait_idle(timeout)
 
     def _json(self, data: bytes, what: str) -> Any:
         return decode_json(data, what, self._limit)
@@ -223,6 +252,7 @@ class WiggleService(pb_grpc.WiggleServicer):
             started_after_ms=request.started_after_ms or None,
             started_before_ms=request.started_before_ms or None,
             id_contains=request.id_contains or None,
+            where=parse_filter(request.where),
         )
         page = self._engine.find_instances(
             where, limit=size, page_token=request.page_token, counts=request.include_counts

@@ -59,6 +59,7 @@ const (
 	ErrorCode_REPAIR_REFUSED         ErrorCode = 15 // FAILED_PRECONDITION: a retry, reset or migration the instance's
 	// state does not allow (the message says what would be)
 	ErrorCode_BATCH_NOT_FOUND ErrorCode = 16 // NOT_FOUND: no bulk action with that id
+	ErrorCode_INSTANCE_EXISTS ErrorCode = 17 // ALREADY_EXISTS: a start with the id of an instance of another
 )
 
 // Enum value maps for ErrorCode.
@@ -81,6 +82,7 @@ var (
 		14: "REPORT_OUT_OF_ORDER",
 		15: "REPAIR_REFUSED",
 		16: "BATCH_NOT_FOUND",
+		17: "INSTANCE_EXISTS",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED": 0,
@@ -100,6 +102,7 @@ var (
 		"REPORT_OUT_OF_ORDER":    14,
 		"REPAIR_REFUSED":         15,
 		"BATCH_NOT_FOUND":        16,
+		"INSTANCE_EXISTS":        17,
 	}
 )
 
@@ -1280,7 +1283,9 @@ type Instance struct {
 	ChildInstanceIds []string      `protobuf:"bytes,14,rep,name=child_instance_ids,json=childInstanceIds,proto3" json:"child_instance_ids,omitempty"` // subflow children, oldest first
 	// Where a RUNNING instance is: DescribeInstance, the node of the token that moved last;
 	// ListInstances, the nodes of its live tokens ("a, b, c +2"). "" if none.
-	CurrentNode   string `protobuf:"bytes,15,opt,name=current_node,json=currentNode,proto3" json:"current_node,omitempty"`
+	CurrentNode string `protobuf:"bytes,15,opt,name=current_node,json=currentNode,proto3" json:"current_node,omitempty"`
+	// JSON object: the values of the flow's search attributes the instance has (docs/flow-format.md).
+	Search        []byte `protobuf:"bytes,16,opt,name=search,proto3" json:"search,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1418,6 +1423,13 @@ func (x *Instance) GetCurrentNode() string {
 		return x.CurrentNode
 	}
 	return ""
+}
+
+func (x *Instance) GetSearch() []byte {
+	if x != nil {
+		return x.Search
+	}
+	return nil
 }
 
 type Token struct {
@@ -1680,8 +1692,11 @@ type ListInstancesRequest struct {
 	StartedBeforeMs int64                  `protobuf:"varint,7,opt,name=started_before_ms,json=startedBeforeMs,proto3" json:"started_before_ms,omitempty"` // created_at_ms < this (0: no bound)
 	IdContains      string                 `protobuf:"bytes,8,opt,name=id_contains,json=idContains,proto3" json:"id_contains,omitempty"`                   // substring of the instance id
 	IncludeCounts   bool                   `protobuf:"varint,9,opt,name=include_counts,json=includeCounts,proto3" json:"include_counts,omitempty"`         // fill `counts` (the filter without `status`)
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Conditions of the filter language, all of which must hold (docs/admin-api.md): built-in
+	// fields (`status=FAILED`, `age>1h`, `node=NODE`, `reason~text`...) and search attributes.
+	Where         []string `protobuf:"bytes,10,rep,name=where,proto3" json:"where,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListInstancesRequest) Reset() {
@@ -1775,6 +1790,13 @@ func (x *ListInstancesRequest) GetIncludeCounts() bool {
 		return x.IncludeCounts
 	}
 	return false
+}
+
+func (x *ListInstancesRequest) GetWhere() []string {
+	if x != nil {
+		return x.Where
+	}
+	return nil
 }
 
 type ListInstancesResponse struct {
@@ -3583,7 +3605,7 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\x17DescribeInstanceRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12%\n" +
-	"\x0einclude_events\x18\x02 \x01(\bR\rincludeEvents\"\xb0\x04\n" +
+	"\x0einclude_events\x18\x02 \x01(\bR\rincludeEvents\"\xc8\x04\n" +
 	"\bInstance\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x12\n" +
@@ -3601,7 +3623,8 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\x06events\x18\f \x03(\v2\x10.wiggle.v1.EventR\x06events\x12\x14\n" +
 	"\x05input\x18\r \x01(\fR\x05input\x12,\n" +
 	"\x12child_instance_ids\x18\x0e \x03(\tR\x10childInstanceIds\x12!\n" +
-	"\fcurrent_node\x18\x0f \x01(\tR\vcurrentNode\"\x87\x04\n" +
+	"\fcurrent_node\x18\x0f \x01(\tR\vcurrentNode\x12\x16\n" +
+	"\x06search\x18\x10 \x01(\fR\x06search\"\x87\x04\n" +
 	"\x05Token\x12\x19\n" +
 	"\btoken_id\x18\x01 \x01(\tR\atokenId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12+\n" +
@@ -3628,7 +3651,7 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x17\n" +
 	"\anode_id\x18\x04 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aattempt\x18\x05 \x01(\x05R\aattempt\x12\x16\n" +
-	"\x06detail\x18\x06 \x01(\fR\x06detail\"\xd1\x02\n" +
+	"\x06detail\x18\x06 \x01(\fR\x06detail\"\xe7\x02\n" +
 	"\x14ListInstancesRequest\x12\x12\n" +
 	"\x04flow\x18\x01 \x01(\tR\x04flow\x121\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x19.wiggle.v1.InstanceStatusR\x06status\x12\x1b\n" +
@@ -3640,7 +3663,9 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\x11started_before_ms\x18\a \x01(\x03R\x0fstartedBeforeMs\x12\x1f\n" +
 	"\vid_contains\x18\b \x01(\tR\n" +
 	"idContains\x12%\n" +
-	"\x0einclude_counts\x18\t \x01(\bR\rincludeCounts\"\xf3\x01\n" +
+	"\x0einclude_counts\x18\t \x01(\bR\rincludeCounts\x12\x14\n" +
+	"\x05where\x18\n" +
+	" \x03(\tR\x05where\"\xf3\x01\n" +
 	"\x15ListInstancesResponse\x121\n" +
 	"\tinstances\x18\x01 \x03(\v2\x13.wiggle.v1.InstanceR\tinstances\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12D\n" +
@@ -3776,7 +3801,7 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\x16.wiggle.v1.ReportErrorH\x00R\x05errorB\b\n" +
 	"\x06answer\"L\n" +
 	"\x13ReportBatchResponse\x125\n" +
-	"\aanswers\x18\x01 \x03(\v2\x1b.wiggle.v1.TaskReportAnswerR\aanswers*\xfd\x02\n" +
+	"\aanswers\x18\x01 \x03(\v2\x1b.wiggle.v1.TaskReportAnswerR\aanswers*\x92\x03\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fFLOW_INVALID\x10\x01\x12\x18\n" +
@@ -3796,7 +3821,8 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\vUNAVAILABLE\x10\r\x12\x17\n" +
 	"\x13REPORT_OUT_OF_ORDER\x10\x0e\x12\x12\n" +
 	"\x0eREPAIR_REFUSED\x10\x0f\x12\x13\n" +
-	"\x0fBATCH_NOT_FOUND\x10\x10*i\n" +
+	"\x0fBATCH_NOT_FOUND\x10\x10\x12\x13\n" +
+	"\x0fINSTANCE_EXISTS\x10\x11*i\n" +
 	"\rExecutionMode\x12\x1e\n" +
 	"\x1aEXECUTION_MODE_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +

@@ -26,6 +26,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REPORT_OUT_OF_ORDER: _ClassVar[ErrorCode]
     REPAIR_REFUSED: _ClassVar[ErrorCode]
     BATCH_NOT_FOUND: _ClassVar[ErrorCode]
+    INSTANCE_EXISTS: _ClassVar[ErrorCode]
 
 class ExecutionMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -69,6 +70,7 @@ UNAVAILABLE: ErrorCode
 REPORT_OUT_OF_ORDER: ErrorCode
 REPAIR_REFUSED: ErrorCode
 BATCH_NOT_FOUND: ErrorCode
+INSTANCE_EXISTS: ErrorCode
 EXECUTION_MODE_UNSPECIFIED: ExecutionMode
 SERVER: ExecutionMode
 LOCAL_SYNC: ExecutionMode
@@ -247,7 +249,7 @@ class DescribeInstanceRequest(_message.Message):
     def __init__(self, instance_id: _Optional[str] = ..., include_events: _Optional[bool] = ...) -> None: ...
 
 class Instance(_message.Message):
-    __slots__ = ("instance_id", "flow", "version", "status", "context", "reason", "execution_mode", "parent_instance_id", "created_at_ms", "updated_at_ms", "tokens", "events", "input", "child_instance_ids", "current_node")
+    __slots__ = ("instance_id", "flow", "version", "status", "context", "reason", "execution_mode", "parent_instance_id", "created_at_ms", "updated_at_ms", "tokens", "events", "input", "child_instance_ids", "current_node", "search")
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     FLOW_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -263,6 +265,7 @@ class Instance(_message.Message):
     INPUT_FIELD_NUMBER: _ClassVar[int]
     CHILD_INSTANCE_IDS_FIELD_NUMBER: _ClassVar[int]
     CURRENT_NODE_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_FIELD_NUMBER: _ClassVar[int]
     instance_id: str
     flow: str
     version: str
@@ -278,7 +281,8 @@ class Instance(_message.Message):
     input: bytes
     child_instance_ids: _containers.RepeatedScalarFieldContainer[str]
     current_node: str
-    def __init__(self, instance_id: _Optional[str] = ..., flow: _Optional[str] = ..., version: _Optional[str] = ..., status: _Optional[_Union[InstanceStatus, str]] = ..., context: _Optional[bytes] = ..., reason: _Optional[str] = ..., execution_mode: _Optional[_Union[ExecutionMode, str]] = ..., parent_instance_id: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[Token, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., input: _Optional[bytes] = ..., child_instance_ids: _Optional[_Iterable[str]] = ..., current_node: _Optional[str] = ...) -> None: ...
+    search: bytes
+    def __init__(self, instance_id: _Optional[str] = ..., flow: _Optional[str] = ..., version: _Optional[str] = ..., status: _Optional[_Union[InstanceStatus, str]] = ..., context: _Optional[bytes] = ..., reason: _Optional[str] = ..., execution_mode: _Optional[_Union[ExecutionMode, str]] = ..., parent_instance_id: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[Token, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., input: _Optional[bytes] = ..., child_instance_ids: _Optional[_Iterable[str]] = ..., current_node: _Optional[str] = ..., search: _Optional[bytes] = ...) -> None: ...
 
 class Token(_message.Message):
     __slots__ = ("token_id", "node_id", "state", "attempt", "lease_owner", "lease_expires_at_ms", "wake_at_ms", "branch", "context", "queue", "activity", "wait_kind", "child_instance_id", "ready_at_ms", "parent_token_id", "explanation")
@@ -333,7 +337,7 @@ class Event(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., at_ms: _Optional[int] = ..., kind: _Optional[str] = ..., node_id: _Optional[str] = ..., attempt: _Optional[int] = ..., detail: _Optional[bytes] = ...) -> None: ...
 
 class ListInstancesRequest(_message.Message):
-    __slots__ = ("flow", "status", "page_size", "page_token", "version", "started_after_ms", "started_before_ms", "id_contains", "include_counts")
+    __slots__ = ("flow", "status", "page_size", "page_token", "version", "started_after_ms", "started_before_ms", "id_contains", "include_counts", "where")
     FLOW_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -343,6 +347,7 @@ class ListInstancesRequest(_message.Message):
     STARTED_BEFORE_MS_FIELD_NUMBER: _ClassVar[int]
     ID_CONTAINS_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    WHERE_FIELD_NUMBER: _ClassVar[int]
     flow: str
     status: InstanceStatus
     page_size: int
@@ -352,7 +357,8 @@ class ListInstancesRequest(_message.Message):
     started_before_ms: int
     id_contains: str
     include_counts: bool
-    def __init__(self, flow: _Optional[str] = ..., status: _Optional[_Union[InstanceStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., version: _Optional[str] = ..., started_after_ms: _Optional[int] = ..., started_before_ms: _Optional[int] = ..., id_contains: _Optional[str] = ..., include_counts: _Optional[bool] = ...) -> None: ...
+    where: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, flow: _Optional[str] = ..., status: _Optional[_Union[InstanceStatus, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., version: _Optional[str] = ..., started_after_ms: _Optional[int] = ..., started_before_ms: _Optional[int] = ..., id_contains: _Optional[str] = ..., include_counts: _Optional[bool] = ..., where: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListInstancesResponse(_message.Message):
     __slots__ = ("instances", "next_page_token", "counts")

@@ -143,6 +143,14 @@ public enum ErrorCode
    * <code>BATCH_NOT_FOUND = 16;</code>
    */
   BATCH_NOT_FOUND(16),
+  /**
+   * <pre>
+   * ALREADY_EXISTS: a start with the id of an instance of another
+   * </pre>
+   *
+   * <code>INSTANCE_EXISTS = 17;</code>
+   */
+  INSTANCE_EXISTS(17),
   UNRECOGNIZED(-1),
   ;
 
@@ -287,6 +295,14 @@ public enum ErrorCode
    * <code>BATCH_NOT_FOUND = 16;</code>
    */
   public static final int BATCH_NOT_FOUND_VALUE = 16;
+  /**
+   * <pre>
+   * ALREADY_EXISTS: a start with the id of an instance of another
+   * </pre>
+   *
+   * <code>INSTANCE_EXISTS = 17;</code>
+   */
+  public static final int INSTANCE_EXISTS_VALUE = 17;
 
 
   public final int getNumber() {
@@ -330,6 +346,7 @@ public enum ErrorCode
       case 14: return REPORT_OUT_OF_ORDER;
       case 15: return REPAIR_REFUSED;
       case 16: return BATCH_NOT_FOUND;
+      case 17: return INSTANCE_EXISTS;
       default: return null;
     }
   }

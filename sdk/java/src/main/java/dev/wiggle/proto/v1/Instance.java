@@ -42,6 +42,7 @@ private static final long serialVersionUID = 0L;
     childInstanceIds_ =
         com.google.protobuf.LazyStringArrayList.emptyList();
     currentNode_ = "";
+    search_ = com.google.protobuf.ByteString.EMPTY;
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -538,6 +539,21 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int SEARCH_FIELD_NUMBER = 16;
+  private com.google.protobuf.ByteString search_ = com.google.protobuf.ByteString.EMPTY;
+  /**
+   * <pre>
+   * JSON object: the values of the flow's search attributes the instance has (docs/flow-format.md).
+   * </pre>
+   *
+   * <code>bytes search = 16;</code>
+   * @return The search.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString getSearch() {
+    return search_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -596,6 +612,9 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(currentNode_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 15, currentNode_);
+    }
+    if (!search_.isEmpty()) {
+      output.writeBytes(16, search_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -669,6 +688,10 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(currentNode_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(15, currentNode_);
     }
+    if (!search_.isEmpty()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBytesSize(16, search_);
+    }
     return size;
   }
   @java.lang.Override
@@ -721,6 +744,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getChildInstanceIdsList())) return false;
     if (!getCurrentNode()
         .equals(other.getCurrentNode())) return false;
+    if (!getSearch()
+        .equals(other.getSearch())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -770,6 +795,8 @@ private static final long serialVersionUID = 0L;
     }
     hash = (37 * hash) + CURRENT_NODE_FIELD_NUMBER;
     hash = (53 * hash) + getCurrentNode().hashCode();
+    hash = (37 * hash) + SEARCH_FIELD_NUMBER;
+    hash = (53 * hash) + getSearch().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -929,6 +956,7 @@ private static final long serialVersionUID = 0L;
       childInstanceIds_ =
           com.google.protobuf.LazyStringArrayList.emptyList();
       currentNode_ = "";
+      search_ = com.google.protobuf.ByteString.EMPTY;
       return this;
     }
 
@@ -1023,6 +1051,9 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00004000) != 0)) {
         result.currentNode_ = currentNode_;
+      }
+      if (((from_bitField0_ & 0x00008000) != 0)) {
+        result.search_ = search_;
       }
     }
 
@@ -1148,6 +1179,9 @@ private static final long serialVersionUID = 0L;
         bitField0_ |= 0x00004000;
         onChanged();
       }
+      if (!other.getSearch().isEmpty()) {
+        setSearch(other.getSearch());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1263,6 +1297,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00004000;
               break;
             } // case 122
+            case 130: {
+              search_ = input.readBytes();
+              bitField0_ |= 0x00008000;
+              break;
+            } // case 130
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2627,6 +2666,50 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       currentNode_ = value;
       bitField0_ |= 0x00004000;
+      onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.ByteString search_ = com.google.protobuf.ByteString.EMPTY;
+    /**
+     * <pre>
+     * JSON object: the values of the flow's search attributes the instance has (docs/flow-format.md).
+     * </pre>
+     *
+     * <code>bytes search = 16;</code>
+     * @return The search.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString getSearch() {
+      return search_;
+    }
+    /**
+     * <pre>
+     * JSON object: the values of the flow's search attributes the instance has (docs/flow-format.md).
+     * </pre>
+     *
+     * <code>bytes search = 16;</code>
+     * @param value The search to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSearch(com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      search_ = value;
+      bitField0_ |= 0x00008000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * JSON object: the values of the flow's search attributes the instance has (docs/flow-format.md).
+     * </pre>
+     *
+     * <code>bytes search = 16;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSearch() {
+      bitField0_ = (bitField0_ & ~0x00008000);
+      search_ = getDefaultInstance().getSearch();
       onChanged();
       return this;
     }

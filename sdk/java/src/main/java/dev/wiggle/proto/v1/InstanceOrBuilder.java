@@ -243,4 +243,14 @@ public interface InstanceOrBuilder extends
    */
   com.google.protobuf.ByteString
       getCurrentNodeBytes();
+
+  /**
+   * <pre>
+   * JSON object: the values of the flow's search attributes the instance has (docs/flow-format.md).
+   * </pre>
+   *
+   * <code>bytes search = 16;</code>
+   * @return The search.
+   */
+  com.google.protobuf.ByteString getSearch();
 }

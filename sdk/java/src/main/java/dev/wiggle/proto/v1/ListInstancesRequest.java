@@ -33,6 +33,8 @@ private static final long serialVersionUID = 0L;
     pageToken_ = "";
     version_ = "";
     idContains_ = "";
+    where_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -299,6 +301,63 @@ private static final long serialVersionUID = 0L;
     return includeCounts_;
   }
 
+  public static final int WHERE_FIELD_NUMBER = 10;
+  @SuppressWarnings("serial")
+  private com.google.protobuf.LazyStringArrayList where_ =
+      com.google.protobuf.LazyStringArrayList.emptyList();
+  /**
+   * <pre>
+   * Conditions of the filter language, all of which must hold (docs/admin-api.md): built-in
+   * fields (`status=FAILED`, `age&gt;1h`, `node=NODE`, `reason~text`...) and search attributes.
+   * </pre>
+   *
+   * <code>repeated string where = 10;</code>
+   * @return A list containing the where.
+   */
+  public com.google.protobuf.ProtocolStringList
+      getWhereList() {
+    return where_;
+  }
+  /**
+   * <pre>
+   * Conditions of the filter language, all of which must hold (docs/admin-api.md): built-in
+   * fields (`status=FAILED`, `age&gt;1h`, `node=NODE`, `reason~text`...) and search attributes.
+   * </pre>
+   *
+   * <code>repeated string where = 10;</code>
+   * @return The count of where.
+   */
+  public int getWhereCount() {
+    return where_.size();
+  }
+  /**
+   * <pre>
+   * Conditions of the filter language, all of which must hold (docs/admin-api.md): built-in
+   * fields (`status=FAILED`, `age&gt;1h`, `node=NODE`, `reason~text`...) and search attributes.
+   * </pre>
+   *
+   * <code>repeated string where = 10;</code>
+   * @param index The index of the element to return.
+   * @return The where at the given index.
+   */
+  public java.lang.String getWhere(int index) {
+    return where_.get(index);
+  }
+  /**
+   * <pre>
+   * Conditions of the filter language, all of which must hold (docs/admin-api.md): built-in
+   * fields (`status=FAILED`, `age&gt;1h`, `node=NODE`, `reason~text`...) and search attributes.
+   * </pre>
+   *
+   * <code>repeated string where = 10;</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the where at the given index.
+   */
+  public com.google.protobuf.ByteString
+      getWhereBytes(int index) {
+    return where_.getByteString(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -340,6 +399,9 @@ private static final long serialVersionUID = 0L;
     if (includeCounts_ != false) {
       output.writeBool(9, includeCounts_);
     }
+    for (int i = 0; i < where_.size(); i++) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 10, where_.getRaw(i));
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -375,6 +437,14 @@ private static final long serialVersionUID = 0L;
     if (includeCounts_ != false) {
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(9, includeCounts_);
+    }
+    {
+      int dataSize = 0;
+      for (int i = 0; i < where_.size(); i++) {
+        dataSize += computeStringSizeNoTag(where_.getRaw(i));
+      }
+      size += dataSize;
+      size += 1 * getWhereList().size();
     }
     return size;
   }
@@ -417,6 +487,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getIdContains())) return false;
     if (getIncludeCounts()
         != other.getIncludeCounts()) return false;
+    if (!getWhereList()
+        .equals(other.getWhereList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -449,6 +521,10 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + INCLUDE_COUNTS_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getIncludeCounts());
+    if (getWhereCount() > 0) {
+      hash = (37 * hash) + WHERE_FIELD_NUMBER;
+      hash = (53 * hash) + getWhereList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -589,6 +665,8 @@ private static final long serialVersionUID = 0L;
       startedBeforeMs_ = 0L;
       idContains_ = "";
       includeCounts_ = false;
+      where_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
       return this;
     }
 
@@ -649,6 +727,10 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000100) != 0)) {
         result.includeCounts_ = includeCounts_;
       }
+      if (((from_bitField0_ & 0x00000200) != 0)) {
+        where_.makeImmutable();
+        result.where_ = where_;
+      }
     }
 
     @java.lang.Override
@@ -697,6 +779,16 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getIncludeCounts() != false) {
         setIncludeCounts(other.getIncludeCounts());
+      }
+      if (!other.where_.isEmpty()) {
+        if (where_.isEmpty()) {
+          where_ = other.where_;
+          bitField0_ |= 0x00000200;
+        } else {
+          ensureWhereIsMutable();
+          where_.addAll(other.where_);
+        }
+        onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -767,6 +859,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000100;
               break;
             } // case 72
+            case 82: {
+              ensureWhereIsMutable();
+              where_.add(input.readStringRequireUtf8());
+              break;
+            } // case 82
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1324,6 +1421,162 @@ private static final long serialVersionUID = 0L;
     public Builder clearIncludeCounts() {
       bitField0_ = (bitField0_ & ~0x00000100);
       includeCounts_ = false;
+      onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.LazyStringArrayList where_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+    private void ensureWhereIsMutable() {
+      if (!where_.isModifiable()) {
+        where_ = new com.google.protobuf.LazyStringArrayList(where_);
+      }
+      bitField0_ |= 0x00000200;
+    }
+    /**
+     * <pre>
+     * Conditions of the filter language, all of which must hold (docs/admin-api.md): built-in
+     * fields (`status=FAILED`, `age&gt;1h`, `node=NODE`, `reason~text`...) and search attributes.
+     * </pre>
+     *
+     * <code>repeated string where = 10;</code>
+     * @return A list containing the where.
+     */
+    public com.google.protobuf.ProtocolStringList
+        getWhereList() {
+      where_.makeImmutable();
+      return where_;
+    }
+    /**
+     * <pre>
+     * Conditions of the filter language, all of which must hold (docs/admin-api.md): built-in
+     * fields (`status=FAILED`, `age&gt;1h`, `node=NODE`, `reason~text`...) and search attributes.
+     * </pre>
+     *
+     * <code>repeated string where = 10;</code>
+     * @return The count of where.
+     */
+    public int getWhereCount() {
+      return where_.size();
+    }
+    /**
+     * <pre>
+     * Conditions of the filter language, all of which must hold (docs/admin-api.md): built-in
+     * fields (`status=FAILED`, `age&gt;1h`, `node=NODE`, `reason~text`...) and search attributes.
+     * </pre>
+     *
+     * <code>repeated string where = 10;</code>
+     * @param index The index of the element to return.
+     * @return The where at the given index.
+     */
+    public java.lang.String getWhere(int index) {
+      return where_.get(index);
+    }
+    /**
+     * <pre>
+     * Conditions of the filter language, all of which must hold (docs/admin-api.md): built-in
+     * fields (`status=FAILED`, `age&gt;1h`, `node=NODE`, `reason~text`...) and search attributes.
+     * </pre>
+     *
+     * <code>repeated string where = 10;</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the where at the given index.
+     */
+    public com.google.protobuf.ByteString
+        getWhereBytes(int index) {
+      return where_.getByteString(index);
+    }
+    /**
+     * <pre>
+     * Conditions of the filter language, all of which must hold (docs/admin-api.md): built-in
+     * fields (`status=FAILED`, `age&gt;1h`, `node=NODE`, `reason~text`...) and search attributes.
+     * </pre>
+     *
+     * <code>repeated string where = 10;</code>
+     * @param index The index to set the value at.
+     * @param value The where to set.
+     * @return This builder for chaining.
+     */
+    public Builder setWhere(
+        int index, java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      ensureWhereIsMutable();
+      where_.set(index, value);
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Conditions of the filter language, all of which must hold (docs/admin-api.md): built-in
+     * fields (`status=FAILED`, `age&gt;1h`, `node=NODE`, `reason~text`...) and search attributes.
+     * </pre>
+     *
+     * <code>repeated string where = 10;</code>
+     * @param value The where to add.
+     * @return This builder for chaining.
+     */
+    public Builder addWhere(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      ensureWhereIsMutable();
+      where_.add(value);
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Conditions of the filter language, all of which must hold (docs/admin-api.md): built-in
+     * fields (`status=FAILED`, `age&gt;1h`, `node=NODE`, `reason~text`...) and search attributes.
+     * </pre>
+     *
+     * <code>repeated string where = 10;</code>
+     * @param values The where to add.
+     * @return This builder for chaining.
+     */
+    public Builder addAllWhere(
+        java.lang.Iterable<java.lang.String> values) {
+      ensureWhereIsMutable();
+      com.google.protobuf.AbstractMessageLite.Builder.addAll(
+          values, where_);
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Conditions of the filter language, all of which must hold (docs/admin-api.md): built-in
+     * fields (`status=FAILED`, `age&gt;1h`, `node=NODE`, `reason~text`...) and search attributes.
+     * </pre>
+     *
+     * <code>repeated string where = 10;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearWhere() {
+      where_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+      bitField0_ = (bitField0_ & ~0x00000200);;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Conditions of the filter language, all of which must hold (docs/admin-api.md): built-in
+     * fields (`status=FAILED`, `age&gt;1h`, `node=NODE`, `reason~text`...) and search attributes.
+     * </pre>
+     *
+     * <code>repeated string where = 10;</code>
+     * @param value The bytes of the where to add.
+     * @return This builder for chaining.
+     */
+    public Builder addWhereBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      ensureWhereIsMutable();
+      where_.add(value);
+      bitField0_ |= 0x00000200;
       onChanged();
       return this;
     }

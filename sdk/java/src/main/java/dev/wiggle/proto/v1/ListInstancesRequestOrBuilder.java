@@ -120,4 +120,49 @@ public interface ListInstancesRequestOrBuilder extends
    * @return The includeCounts.
    */
   boolean getIncludeCounts();
+
+  /**
+   * <pre>
+   * Conditions of the filter language, all of which must hold (docs/admin-api.md): built-in
+   * fields (`status=FAILED`, `age&gt;1h`, `node=NODE`, `reason~text`...) and search attributes.
+   * </pre>
+   *
+   * <code>repeated string where = 10;</code>
+   * @return A list containing the where.
+   */
+  java.util.List<java.lang.String>
+      getWhereList();
+  /**
+   * <pre>
+   * Conditions of the filter language, all of which must hold (docs/admin-api.md): built-in
+   * fields (`status=FAILED`, `age&gt;1h`, `node=NODE`, `reason~text`...) and search attributes.
+   * </pre>
+   *
+   * <code>repeated string where = 10;</code>
+   * @return The count of where.
+   */
+  int getWhereCount();
+  /**
+   * <pre>
+   * Conditions of the filter language, all of which must hold (docs/admin-api.md): built-in
+   * fields (`status=FAILED`, `age&gt;1h`, `node=NODE`, `reason~text`...) and search attributes.
+   * </pre>
+   *
+   * <code>repeated string where = 10;</code>
+   * @param index The index of the element to return.
+   * @return The where at the given index.
+   */
+  java.lang.String getWhere(int index);
+  /**
+   * <pre>
+   * Conditions of the filter language, all of which must hold (docs/admin-api.md): built-in
+   * fields (`status=FAILED`, `age&gt;1h`, `node=NODE`, `reason~text`...) and search attributes.
+   * </pre>
+   *
+   * <code>repeated string where = 10;</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the where at the given index.
+   */
+  com.google.protobuf.ByteString
+      getWhereBytes(int index);
 }

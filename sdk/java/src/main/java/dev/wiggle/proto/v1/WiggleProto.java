@@ -302,7 +302,7 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
       "Response\022)\n\006status\030\001 \001(\0162\031.wiggle.v1.Ins" +
       "tanceStatus\"F\n\027DescribeInstanceRequest\022\023" +
       "\n\013instance_id\030\001 \001(\t\022\026\n\016include_events\030\002 " +
-      "\001(\010\"\213\003\n\010Instance\022\023\n\013instance_id\030\001 \001(\t\022\014\n" +
+      "\001(\010\"\233\003\n\010Instance\022\023\n\013instance_id\030\001 \001(\t\022\014\n" +
       "\004flow\030\002 \001(\t\022\017\n\007version\030\003 \001(\t\022)\n\006status\030\004" +
       " \001(\0162\031.wiggle.v1.InstanceStatus\022\017\n\007conte" +
       "xt\030\005 \001(\014\022\016\n\006reason\030\006 \001(\t\0220\n\016execution_mo" +
@@ -312,150 +312,152 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
       " \003(\0132\020.wiggle.v1.Token\022 \n\006events\030\014 \003(\0132\020" +
       ".wiggle.v1.Event\022\r\n\005input\030\r \001(\014\022\032\n\022child" +
       "_instance_ids\030\016 \003(\t\022\024\n\014current_node\030\017 \001(" +
-      "\t\"\332\002\n\005Token\022\020\n\010token_id\030\001 \001(\t\022\017\n\007node_id" +
-      "\030\002 \001(\t\022$\n\005state\030\003 \001(\0162\025.wiggle.v1.TokenS" +
-      "tate\022\017\n\007attempt\030\004 \001(\005\022\023\n\013lease_owner\030\005 \001" +
-      "(\t\022\033\n\023lease_expires_at_ms\030\006 \001(\003\022\022\n\nwake_" +
-      "at_ms\030\007 \001(\003\022\016\n\006branch\030\010 \001(\t\022\017\n\007context\030\t" +
-      " \001(\014\022\r\n\005queue\030\n \001(\t\022\020\n\010activity\030\013 \001(\t\022\021\n" +
-      "\twait_kind\030\014 \001(\t\022\031\n\021child_instance_id\030\r " +
-      "\001(\t\022\023\n\013ready_at_ms\030\016 \001(\003\022\027\n\017parent_token" +
-      "_id\030\017 \001(\t\022\023\n\013explanation\030\020 \001(\t\"c\n\005Event\022" +
-      "\013\n\003seq\030\001 \001(\003\022\r\n\005at_ms\030\002 \001(\003\022\014\n\004kind\030\003 \001(" +
-      "\t\022\017\n\007node_id\030\004 \001(\t\022\017\n\007attempt\030\005 \001(\005\022\016\n\006d" +
-      "etail\030\006 \001(\014\"\351\001\n\024ListInstancesRequest\022\014\n\004" +
-      "flow\030\001 \001(\t\022)\n\006status\030\002 \001(\0162\031.wiggle.v1.I" +
-      "nstanceStatus\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npage" +
-      "_token\030\004 \001(\t\022\017\n\007version\030\005 \001(\t\022\030\n\020started" +
-      "_after_ms\030\006 \001(\003\022\031\n\021started_before_ms\030\007 \001" +
-      "(\003\022\023\n\013id_contains\030\010 \001(\t\022\026\n\016include_count" +
-      "s\030\t \001(\010\"\305\001\n\025ListInstancesResponse\022&\n\tins" +
-      "tances\030\001 \003(\0132\023.wiggle.v1.Instance\022\027\n\017nex" +
-      "t_page_token\030\002 \001(\t\022<\n\006counts\030\003 \003(\0132,.wig" +
-      "gle.v1.ListInstancesResponse.CountsEntry" +
-      "\032-\n\013CountsEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 " +
-      "\001(\003:\0028\001\"\211\001\n\020PollTasksRequest\022\021\n\tworker_i" +
-      "d\030\001 \001(\t\022\016\n\006queues\030\002 \003(\t\022\021\n\tmax_tasks\030\003 \001" +
-      "(\005\022\017\n\007wait_ms\030\004 \001(\005\022\022\n\nactivities\030\005 \003(\t\022" +
-      "\r\n\005slots\030\006 \001(\005\022\013\n\003sdk\030\007 \001(\t\"$\n\017EndPollsR" +
-      "equest\022\021\n\tworker_id\030\001 \001(\t\"!\n\020EndPollsRes" +
-      "ponse\022\r\n\005ended\030\001 \001(\005\",\n\022ListWorkersReque" +
-      "st\022\026\n\016seen_within_ms\030\001 \001(\005\"\214\001\n\nWorkerInf" +
-      "o\022\021\n\tworker_id\030\001 \001(\t\022\016\n\006queues\030\002 \003(\t\022\022\n\n" +
-      "activities\030\003 \003(\t\022\r\n\005slots\030\004 \001(\005\022\013\n\003sdk\030\005" +
-      " \001(\t\022\025\n\rfirst_seen_ms\030\006 \001(\003\022\024\n\014last_poll" +
-      "_ms\030\007 \001(\003\"T\n\023ListWorkersResponse\022&\n\007work" +
-      "ers\030\001 \003(\0132\025.wiggle.v1.WorkerInfo\022\025\n\rserv" +
-      "er_now_ms\030\002 \001(\003\"3\n\021PollTasksResponse\022\036\n\005" +
-      "tasks\030\001 \003(\0132\017.wiggle.v1.Task\"\361\002\n\004Task\022\017\n" +
-      "\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\033\n\023lease_e" +
-      "xpires_at_ms\030\003 \001(\003\022\023\n\013instance_id\030\004 \001(\t\022" +
-      "\014\n\004flow\030\005 \001(\t\022\017\n\007version\030\006 \001(\t\022\017\n\007node_i" +
-      "d\030\007 \001(\t\022\020\n\010activity\030\010 \001(\t\022\r\n\005queue\030\t \001(\t" +
-      "\022\017\n\007attempt\030\n \001(\005\022\r\n\005input\030\013 \001(\014\0220\n\016exec" +
-      "ution_mode\030\014 \001(\0162\030.wiggle.v1.ExecutionMo" +
-      "de\022\023\n\013loop_counts\030\r \001(\014\022\022\n\ntimeout_ms\030\016 " +
-      "\001(\003\022\025\n\rserver_now_ms\030\017 \001(\003\022\031\n\021max_payloa" +
-      "d_bytes\030\020 \001(\003\022\031\n\021max_request_bytes\030\021 \001(\003" +
-      "\"z\n\023CompleteTaskRequest\022\017\n\007task_id\030\001 \001(\t" +
-      "\022\r\n\005lease\030\002 \001(\t\022\016\n\006result\030\003 \001(\014\022&\n\004next\030" +
-      "\004 \001(\0132\030.wiggle.v1.EagerDispatch\022\013\n\003seq\030\005" +
-      " \001(\003\"g\n\017FailTaskRequest\022\017\n\007task_id\030\001 \001(\t" +
-      "\022\r\n\005lease\030\002 \001(\t\022\'\n\007failure\030\003 \001(\0132\026.wiggl" +
-      "e.v1.StepFailure\022\013\n\003seq\030\004 \001(\003\"Q\n\022Release" +
-      "TaskRequest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 " +
-      "\001(\t\022\013\n\003seq\030\003 \001(\003\022\016\n\006reason\030\004 \001(\t\"I\n\013Step" +
-      "Failure\022\017\n\007message\030\001 \001(\t\022\025\n\rnon_retryabl" +
-      "e\030\002 \001(\010\022\022\n\nerror_type\030\003 \001(\t\"l\n\022TaskRepor" +
-      "tResponse\0222\n\017instance_status\030\001 \001(\0162\031.wig" +
-      "gle.v1.InstanceStatus\022\"\n\tnext_task\030\002 \001(\013" +
-      "2\017.wiggle.v1.Task\"C\n\020HeartbeatRequest\022\017\n" +
-      "\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\017\n\007node_id" +
-      "\030\003 \001(\t\"{\n\021HeartbeatResponse\022\033\n\023lease_exp" +
-      "ires_at_ms\030\001 \001(\003\0222\n\017instance_status\030\002 \001(" +
-      "\0162\031.wiggle.v1.InstanceStatus\022\025\n\rserver_n" +
-      "ow_ms\030\003 \001(\003\"{\n\nStepResult\022\017\n\007node_id\030\001 \001" +
-      "(\t\022\021\n\007context\030\002 \001(\014H\000\022\023\n\tpredicate\030\003 \001(\010" +
-      "H\000\022)\n\007failure\030\004 \001(\0132\026.wiggle.v1.StepFail" +
-      "ureH\000B\t\n\007outcome\"\216\001\n\021AdvanceRunRequest\022\017" +
-      "\n\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022$\n\005steps\030" +
-      "\003 \003(\0132\025.wiggle.v1.StepResult\022\r\n\005final\030\004 " +
-      "\001(\010\022\027\n\017handback_reason\030\005 \001(\t\022\013\n\003seq\030\006 \001(" +
-      "\003\"\220\001\n\022AdvanceRunResponse\0222\n\017instance_sta" +
-      "tus\030\001 \001(\0162\031.wiggle.v1.InstanceStatus\022\033\n\023" +
-      "lease_expires_at_ms\030\002 \001(\003\022\022\n\nkeep_going\030" +
-      "\003 \001(\010\022\025\n\rserver_now_ms\030\004 \001(\003\"\331\001\n\nTaskRep" +
-      "ort\0222\n\010complete\030\001 \001(\0132\036.wiggle.v1.Comple" +
-      "teTaskRequestH\000\022*\n\004fail\030\002 \001(\0132\032.wiggle.v" +
-      "1.FailTaskRequestH\000\022/\n\007advance\030\003 \001(\0132\034.w" +
-      "iggle.v1.AdvanceRunRequestH\000\0220\n\007release\030" +
-      "\004 \001(\0132\035.wiggle.v1.ReleaseTaskRequestH\000B\010" +
-      "\n\006report\"<\n\022ReportBatchRequest\022&\n\007report" +
-      "s\030\001 \003(\0132\025.wiggle.v1.TaskReport\"G\n\013Report" +
-      "Error\022\023\n\013status_code\030\001 \001(\005\022\022\n\nerror_code" +
-      "\030\002 \001(\t\022\017\n\007message\030\003 \001(\t\"\246\001\n\020TaskReportAn" +
-      "swer\022-\n\004task\030\001 \001(\0132\035.wiggle.v1.TaskRepor" +
-      "tResponseH\000\0220\n\007advance\030\002 \001(\0132\035.wiggle.v1" +
-      ".AdvanceRunResponseH\000\022\'\n\005error\030\003 \001(\0132\026.w" +
-      "iggle.v1.ReportErrorH\000B\010\n\006answer\"C\n\023Repo" +
-      "rtBatchResponse\022,\n\007answers\030\001 \003(\0132\033.wiggl" +
-      "e.v1.TaskReportAnswer*\375\002\n\tErrorCode\022\032\n\026E" +
-      "RROR_CODE_UNSPECIFIED\020\000\022\020\n\014FLOW_INVALID\020" +
-      "\001\022\030\n\024DEFINITION_NOT_FOUND\020\002\022\026\n\022INSTANCE_" +
-      "NOT_FOUND\020\003\022\022\n\016INPUT_REJECTED\020\004\022\023\n\017INVAL" +
-      "ID_REQUEST\020\005\022\016\n\nWRONG_PATH\020\006\022\017\n\013STALE_LE" +
-      "ASE\020\007\022\030\n\024INSTANCE_NOT_RUNNING\020\010\022\025\n\021PAYLO" +
-      "AD_TOO_LARGE\020\t\022\023\n\017UNAUTHENTICATED\020\n\022\025\n\021P" +
-      "ERMISSION_DENIED\020\013\022\026\n\022SIGNAL_NOT_AWAITED" +
-      "\020\014\022\017\n\013UNAVAILABLE\020\r\022\027\n\023REPORT_OUT_OF_ORD" +
-      "ER\020\016\022\022\n\016REPAIR_REFUSED\020\017\022\023\n\017BATCH_NOT_FO" +
-      "UND\020\020*i\n\rExecutionMode\022\036\n\032EXECUTION_MODE" +
-      "_UNSPECIFIED\020\000\022\n\n\006SERVER\020\001\022\016\n\nLOCAL_SYNC" +
-      "\020\002\022\017\n\013LOCAL_ASYNC\020\003\022\013\n\007DEFAULT\020\004*h\n\016Inst" +
-      "anceStatus\022\037\n\033INSTANCE_STATUS_UNSPECIFIE" +
-      "D\020\000\022\013\n\007RUNNING\020\001\022\r\n\tCOMPLETED\020\002\022\n\n\006FAILE" +
-      "D\020\003\022\r\n\tCANCELLED\020\004*q\n\nTokenState\022\033\n\027TOKE" +
-      "N_STATE_UNSPECIFIED\020\000\022\t\n\005READY\020\001\022\n\n\006LEAS" +
-      "ED\020\002\022\013\n\007WAITING\020\003\022\014\n\010AWAITING\020\004\022\n\n\006JOINE" +
-      "D\020\005\022\010\n\004DONE\020\0062\225\013\n\006Wiggle\022a\n\022RegisterDefi" +
-      "nition\022$.wiggle.v1.RegisterDefinitionReq" +
-      "uest\032%.wiggle.v1.RegisterDefinitionRespo" +
-      "nse\022G\n\rGetDefinition\022\037.wiggle.v1.GetDefi" +
-      "nitionRequest\032\025.wiggle.v1.Definition\022X\n\017" +
-      "ListDefinitions\022!.wiggle.v1.ListDefiniti" +
-      "onsRequest\032\".wiggle.v1.ListDefinitionsRe" +
-      "sponse\022R\n\rStartInstance\022\037.wiggle.v1.Star" +
-      "tInstanceRequest\032 .wiggle.v1.StartInstan" +
-      "ceResponse\022U\n\016SignalInstance\022 .wiggle.v1" +
-      ".SignalInstanceRequest\032!.wiggle.v1.Signa" +
-      "lInstanceResponse\022U\n\016CancelInstance\022 .wi" +
-      "ggle.v1.CancelInstanceRequest\032!.wiggle.v" +
-      "1.CancelInstanceResponse\022K\n\020DescribeInst" +
-      "ance\022\".wiggle.v1.DescribeInstanceRequest" +
-      "\032\023.wiggle.v1.Instance\022R\n\rListInstances\022\037" +
-      ".wiggle.v1.ListInstancesRequest\032 .wiggle" +
-      ".v1.ListInstancesResponse\022C\n\014WaitInstanc" +
-      "e\022\036.wiggle.v1.WaitInstanceRequest\032\023.wigg" +
-      "le.v1.Instance\022F\n\tPollTasks\022\033.wiggle.v1." +
-      "PollTasksRequest\032\034.wiggle.v1.PollTasksRe" +
-      "sponse\022C\n\010EndPolls\022\032.wiggle.v1.EndPollsR" +
-      "equest\032\033.wiggle.v1.EndPollsResponse\022L\n\013L" +
-      "istWorkers\022\035.wiggle.v1.ListWorkersReques" +
-      "t\032\036.wiggle.v1.ListWorkersResponse\022M\n\014Com" +
-      "pleteTask\022\036.wiggle.v1.CompleteTaskReques" +
-      "t\032\035.wiggle.v1.TaskReportResponse\022E\n\010Fail" +
-      "Task\022\032.wiggle.v1.FailTaskRequest\032\035.wiggl" +
-      "e.v1.TaskReportResponse\022K\n\013ReleaseTask\022\035" +
-      ".wiggle.v1.ReleaseTaskRequest\032\035.wiggle.v" +
-      "1.TaskReportResponse\022F\n\tHeartbeat\022\033.wigg" +
-      "le.v1.HeartbeatRequest\032\034.wiggle.v1.Heart" +
-      "beatResponse\022I\n\nAdvanceRun\022\034.wiggle.v1.A" +
-      "dvanceRunRequest\032\035.wiggle.v1.AdvanceRunR" +
-      "esponse\022L\n\013ReportBatch\022\035.wiggle.v1.Repor" +
-      "tBatchRequest\032\036.wiggle.v1.ReportBatchRes" +
-      "ponseB^\n\023dev.wiggle.proto.v1B\013WiggleProt" +
-      "oP\001Z8github.com/wiggle-engine/wiggle/sdk" +
-      "/go/wigglepb;wigglepbb\006proto3"
+      "\t\022\016\n\006search\030\020 \001(\014\"\332\002\n\005Token\022\020\n\010token_id\030" +
+      "\001 \001(\t\022\017\n\007node_id\030\002 \001(\t\022$\n\005state\030\003 \001(\0162\025." +
+      "wiggle.v1.TokenState\022\017\n\007attempt\030\004 \001(\005\022\023\n" +
+      "\013lease_owner\030\005 \001(\t\022\033\n\023lease_expires_at_m" +
+      "s\030\006 \001(\003\022\022\n\nwake_at_ms\030\007 \001(\003\022\016\n\006branch\030\010 " +
+      "\001(\t\022\017\n\007context\030\t \001(\014\022\r\n\005queue\030\n \001(\t\022\020\n\010a" +
+      "ctivity\030\013 \001(\t\022\021\n\twait_kind\030\014 \001(\t\022\031\n\021chil" +
+      "d_instance_id\030\r \001(\t\022\023\n\013ready_at_ms\030\016 \001(\003" +
+      "\022\027\n\017parent_token_id\030\017 \001(\t\022\023\n\013explanation" +
+      "\030\020 \001(\t\"c\n\005Event\022\013\n\003seq\030\001 \001(\003\022\r\n\005at_ms\030\002 " +
+      "\001(\003\022\014\n\004kind\030\003 \001(\t\022\017\n\007node_id\030\004 \001(\t\022\017\n\007at" +
+      "tempt\030\005 \001(\005\022\016\n\006detail\030\006 \001(\014\"\370\001\n\024ListInst" +
+      "ancesRequest\022\014\n\004flow\030\001 \001(\t\022)\n\006status\030\002 \001" +
+      "(\0162\031.wiggle.v1.InstanceStatus\022\021\n\tpage_si" +
+      "ze\030\003 \001(\005\022\022\n\npage_token\030\004 \001(\t\022\017\n\007version\030" +
+      "\005 \001(\t\022\030\n\020started_after_ms\030\006 \001(\003\022\031\n\021start" +
+      "ed_before_ms\030\007 \001(\003\022\023\n\013id_contains\030\010 \001(\t\022" +
+      "\026\n\016include_counts\030\t \001(\010\022\r\n\005where\030\n \003(\t\"\305" +
+      "\001\n\025ListInstancesResponse\022&\n\tinstances\030\001 " +
+      "\003(\0132\023.wiggle.v1.Instance\022\027\n\017next_page_to" +
+      "ken\030\002 \001(\t\022<\n\006counts\030\003 \003(\0132,.wiggle.v1.Li" +
+      "stInstancesResponse.CountsEntry\032-\n\013Count" +
+      "sEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\003:\0028\001\"\211" +
+      "\001\n\020PollTasksRequest\022\021\n\tworker_id\030\001 \001(\t\022\016" +
+      "\n\006queues\030\002 \003(\t\022\021\n\tmax_tasks\030\003 \001(\005\022\017\n\007wai" +
+      "t_ms\030\004 \001(\005\022\022\n\nactivities\030\005 \003(\t\022\r\n\005slots\030" +
+      "\006 \001(\005\022\013\n\003sdk\030\007 \001(\t\"$\n\017EndPollsRequest\022\021\n" +
+      "\tworker_id\030\001 \001(\t\"!\n\020EndPollsResponse\022\r\n\005" +
+      "ended\030\001 \001(\005\",\n\022ListWorkersRequest\022\026\n\016see" +
+      "n_within_ms\030\001 \001(\005\"\214\001\n\nWorkerInfo\022\021\n\twork" +
+      "er_id\030\001 \001(\t\022\016\n\006queues\030\002 \003(\t\022\022\n\nactivitie" +
+      "s\030\003 \003(\t\022\r\n\005slots\030\004 \001(\005\022\013\n\003sdk\030\005 \001(\t\022\025\n\rf" +
+      "irst_seen_ms\030\006 \001(\003\022\024\n\014last_poll_ms\030\007 \001(\003" +
+      "\"T\n\023ListWorkersResponse\022&\n\007workers\030\001 \003(\013" +
+      "2\025.wiggle.v1.WorkerInfo\022\025\n\rserver_now_ms" +
+      "\030\002 \001(\003\"3\n\021PollTasksResponse\022\036\n\005tasks\030\001 \003" +
+      "(\0132\017.wiggle.v1.Task\"\361\002\n\004Task\022\017\n\007task_id\030" +
+      "\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\033\n\023lease_expires_at" +
+      "_ms\030\003 \001(\003\022\023\n\013instance_id\030\004 \001(\t\022\014\n\004flow\030\005" +
+      " \001(\t\022\017\n\007version\030\006 \001(\t\022\017\n\007node_id\030\007 \001(\t\022\020" +
+      "\n\010activity\030\010 \001(\t\022\r\n\005queue\030\t \001(\t\022\017\n\007attem" +
+      "pt\030\n \001(\005\022\r\n\005input\030\013 \001(\014\0220\n\016execution_mod" +
+      "e\030\014 \001(\0162\030.wiggle.v1.ExecutionMode\022\023\n\013loo" +
+      "p_counts\030\r \001(\014\022\022\n\ntimeout_ms\030\016 \001(\003\022\025\n\rse" +
+      "rver_now_ms\030\017 \001(\003\022\031\n\021max_payload_bytes\030\020" +
+      " \001(\003\022\031\n\021max_request_bytes\030\021 \001(\003\"z\n\023Compl" +
+      "eteTaskRequest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease" +
+      "\030\002 \001(\t\022\016\n\006result\030\003 \001(\014\022&\n\004next\030\004 \001(\0132\030.w" +
+      "iggle.v1.EagerDispatch\022\013\n\003seq\030\005 \001(\003\"g\n\017F" +
+      "ailTaskRequest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease" +
+      "\030\002 \001(\t\022\'\n\007failure\030\003 \001(\0132\026.wiggle.v1.Step" +
+      "Failure\022\013\n\003seq\030\004 \001(\003\"Q\n\022ReleaseTaskReque" +
+      "st\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\013\n\003se" +
+      "q\030\003 \001(\003\022\016\n\006reason\030\004 \001(\t\"I\n\013StepFailure\022\017" +
+      "\n\007message\030\001 \001(\t\022\025\n\rnon_retryable\030\002 \001(\010\022\022" +
+      "\n\nerror_type\030\003 \001(\t\"l\n\022TaskReportResponse" +
+      "\0222\n\017instance_status\030\001 \001(\0162\031.wiggle.v1.In" +
+      "stanceStatus\022\"\n\tnext_task\030\002 \001(\0132\017.wiggle" +
+      ".v1.Task\"C\n\020HeartbeatRequest\022\017\n\007task_id\030" +
+      "\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\017\n\007node_id\030\003 \001(\t\"{\n" +
+      "\021HeartbeatResponse\022\033\n\023lease_expires_at_m" +
+      "s\030\001 \001(\003\0222\n\017instance_status\030\002 \001(\0162\031.wiggl" +
+      "e.v1.InstanceStatus\022\025\n\rserver_now_ms\030\003 \001" +
+      "(\003\"{\n\nStepResult\022\017\n\007node_id\030\001 \001(\t\022\021\n\007con" +
+      "text\030\002 \001(\014H\000\022\023\n\tpredicate\030\003 \001(\010H\000\022)\n\007fai" +
+      "lure\030\004 \001(\0132\026.wiggle.v1.StepFailureH\000B\t\n\007" +
+      "outcome\"\216\001\n\021AdvanceRunRequest\022\017\n\007task_id" +
+      "\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022$\n\005steps\030\003 \003(\0132\025.w" +
+      "iggle.v1.StepResult\022\r\n\005final\030\004 \001(\010\022\027\n\017ha" +
+      "ndback_reason\030\005 \001(\t\022\013\n\003seq\030\006 \001(\003\"\220\001\n\022Adv" +
+      "anceRunResponse\0222\n\017instance_status\030\001 \001(\016" +
+      "2\031.wiggle.v1.InstanceStatus\022\033\n\023lease_exp" +
+      "ires_at_ms\030\002 \001(\003\022\022\n\nkeep_going\030\003 \001(\010\022\025\n\r" +
+      "server_now_ms\030\004 \001(\003\"\331\001\n\nTaskReport\0222\n\010co" +
+      "mplete\030\001 \001(\0132\036.wiggle.v1.CompleteTaskReq" +
+      "uestH\000\022*\n\004fail\030\002 \001(\0132\032.wiggle.v1.FailTas" +
+      "kRequestH\000\022/\n\007advance\030\003 \001(\0132\034.wiggle.v1." +
+      "AdvanceRunRequestH\000\0220\n\007release\030\004 \001(\0132\035.w" +
+      "iggle.v1.ReleaseTaskRequestH\000B\010\n\006report\"" +
+      "<\n\022ReportBatchRequest\022&\n\007reports\030\001 \003(\0132\025" +
+      ".wiggle.v1.TaskReport\"G\n\013ReportError\022\023\n\013" +
+      "status_code\030\001 \001(\005\022\022\n\nerror_code\030\002 \001(\t\022\017\n" +
+      "\007message\030\003 \001(\t\"\246\001\n\020TaskReportAnswer\022-\n\004t" +
+      "ask\030\001 \001(\0132\035.wiggle.v1.TaskReportResponse" +
+      "H\000\0220\n\007advance\030\002 \001(\0132\035.wiggle.v1.AdvanceR" +
+      "unResponseH\000\022\'\n\005error\030\003 \001(\0132\026.wiggle.v1." +
+      "ReportErrorH\000B\010\n\006answer\"C\n\023ReportBatchRe" +
+      "sponse\022,\n\007answers\030\001 \003(\0132\033.wiggle.v1.Task" +
+      "ReportAnswer*\222\003\n\tErrorCode\022\032\n\026ERROR_CODE" +
+      "_UNSPECIFIED\020\000\022\020\n\014FLOW_INVALID\020\001\022\030\n\024DEFI" +
+      "NITION_NOT_FOUND\020\002\022\026\n\022INSTANCE_NOT_FOUND" +
+      "\020\003\022\022\n\016INPUT_REJECTED\020\004\022\023\n\017INVALID_REQUES" +
+      "T\020\005\022\016\n\nWRONG_PATH\020\006\022\017\n\013STALE_LEASE\020\007\022\030\n\024" +
+      "INSTANCE_NOT_RUNNING\020\010\022\025\n\021PAYLOAD_TOO_LA" +
+      "RGE\020\t\022\023\n\017UNAUTHENTICATED\020\n\022\025\n\021PERMISSION" +
+      "_DENIED\020\013\022\026\n\022SIGNAL_NOT_AWAITED\020\014\022\017\n\013UNA" +
+      "VAILABLE\020\r\022\027\n\023REPORT_OUT_OF_ORDER\020\016\022\022\n\016R" +
+      "EPAIR_REFUSED\020\017\022\023\n\017BATCH_NOT_FOUND\020\020\022\023\n\017" +
+      "INSTANCE_EXISTS\020\021*i\n\rExecutionMode\022\036\n\032EX" +
+      "ECUTION_MODE_UNSPECIFIED\020\000\022\n\n\006SERVER\020\001\022\016" +
+      "\n\nLOCAL_SYNC\020\002\022\017\n\013LOCAL_ASYNC\020\003\022\013\n\007DEFAU" +
+      "LT\020\004*h\n\016InstanceStatus\022\037\n\033INSTANCE_STATU" +
+      "S_UNSPECIFIED\020\000\022\013\n\007RUNNING\020\001\022\r\n\tCOMPLETE" +
+      "D\020\002\022\n\n\006FAILED\020\003\022\r\n\tCANCELLED\020\004*q\n\nTokenS" +
+      "tate\022\033\n\027TOKEN_STATE_UNSPECIFIED\020\000\022\t\n\005REA" +
+      "DY\020\001\022\n\n\006LEASED\020\002\022\013\n\007WAITING\020\003\022\014\n\010AWAITIN" +
+      "G\020\004\022\n\n\006JOINED\020\005\022\010\n\004DONE\020\0062\225\013\n\006Wiggle\022a\n\022" +
+      "RegisterDefinition\022$.wiggle.v1.RegisterD" +
+      "efinitionRequest\032%.wiggle.v1.RegisterDef" +
+      "initionResponse\022G\n\rGetDefinition\022\037.wiggl" +
+      "e.v1.GetDefinitionRequest\032\025.wiggle.v1.De" +
+      "finition\022X\n\017ListDefinitions\022!.wiggle.v1." +
+      "ListDefinitionsRequest\032\".wiggle.v1.ListD" +
+      "efinitionsResponse\022R\n\rStartInstance\022\037.wi" +
+      "ggle.v1.StartInstanceRequest\032 .wiggle.v1" +
+      ".StartInstanceResponse\022U\n\016SignalInstance" +
+      "\022 .wiggle.v1.SignalInstanceRequest\032!.wig" +
+      "gle.v1.SignalInstanceResponse\022U\n\016CancelI" +
+      "nstance\022 .wiggle.v1.CancelInstanceReques" +
+      "t\032!.wiggle.v1.CancelInstanceResponse\022K\n\020" +
+      "DescribeInstance\022\".wiggle.v1.DescribeIns" +
+      "tanceRequest\032\023.wiggle.v1.Instance\022R\n\rLis" +
+      "tInstances\022\037.wiggle.v1.ListInstancesRequ" +
+      "est\032 .wiggle.v1.ListInstancesResponse\022C\n" +
+      "\014WaitInstance\022\036.wiggle.v1.WaitInstanceRe" +
+      "quest\032\023.wiggle.v1.Instance\022F\n\tPollTasks\022" +
+      "\033.wiggle.v1.PollTasksRequest\032\034.wiggle.v1" +
+      ".PollTasksResponse\022C\n\010EndPolls\022\032.wiggle." +
+      "v1.EndPollsRequest\032\033.wiggle.v1.EndPollsR" +
+      "esponse\022L\n\013ListWorkers\022\035.wiggle.v1.ListW" +
+      "orkersRequest\032\036.wiggle.v1.ListWorkersRes" +
+      "ponse\022M\n\014CompleteTask\022\036.wiggle.v1.Comple" +
+      "teTaskRequest\032\035.wiggle.v1.TaskReportResp" +
+      "onse\022E\n\010FailTask\022\032.wiggle.v1.FailTaskReq" +
+      "uest\032\035.wiggle.v1.TaskReportResponse\022K\n\013R" +
+      "eleaseTask\022\035.wiggle.v1.ReleaseTaskReques" +
+      "t\032\035.wiggle.v1.TaskReportResponse\022F\n\tHear" +
+      "tbeat\022\033.wiggle.v1.HeartbeatRequest\032\034.wig" +
+      "gle.v1.HeartbeatResponse\022I\n\nAdvanceRun\022\034" +
+      ".wiggle.v1.AdvanceRunRequest\032\035.wiggle.v1" +
+      ".AdvanceRunResponse\022L\n\013ReportBatch\022\035.wig" +
+      "gle.v1.ReportBatchRequest\032\036.wiggle.v1.Re" +
+      "portBatchResponseB^\n\023dev.wiggle.proto.v1" +
+      "B\013WiggleProtoP\001Z8github.com/wiggle-engin" +
+      "e/wiggle/sdk/go/wigglepb;wigglepbb\006proto" +
+      "3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -568,7 +570,7 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
     internal_static_wiggle_v1_Instance_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_Instance_descriptor,
-        new java.lang.String[] { "InstanceId", "Flow", "Version", "Status", "Context", "Reason", "ExecutionMode", "ParentInstanceId", "CreatedAtMs", "UpdatedAtMs", "Tokens", "Events", "Input", "ChildInstanceIds", "CurrentNode", });
+        new java.lang.String[] { "InstanceId", "Flow", "Version", "Status", "Context", "Reason", "ExecutionMode", "ParentInstanceId", "CreatedAtMs", "UpdatedAtMs", "Tokens", "Events", "Input", "ChildInstanceIds", "CurrentNode", "Search", });
     internal_static_wiggle_v1_Token_descriptor =
       getDescriptor().getMessageType(17);
     internal_static_wiggle_v1_Token_fieldAccessorTable = new
@@ -586,7 +588,7 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
     internal_static_wiggle_v1_ListInstancesRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_ListInstancesRequest_descriptor,
-        new java.lang.String[] { "Flow", "Status", "PageSize", "PageToken", "Version", "StartedAfterMs", "StartedBeforeMs", "IdContains", "IncludeCounts", });
+        new java.lang.String[] { "Flow", "Status", "PageSize", "PageToken", "Version", "StartedAfterMs", "StartedBeforeMs", "IdContains", "IncludeCounts", "Where", });
     internal_static_wiggle_v1_ListInstancesResponse_descriptor =
       getDescriptor().getMessageType(20);
     internal_static_wiggle_v1_ListInstancesResponse_fieldAccessorTable = new

@@ -1,0 +1,144 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RetryInstanceRequest(_message.Message):
+    __slots__ = ("instance_id",)
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    instance_id: str
+    def __init__(self, instance_id: _Optional[str] = ...) -> None: ...
+
+class ResetInstanceRequest(_message.Message):
+    __slots__ = ("instance_id", "node_id")
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    instance_id: str
+    node_id: str
+    def __init__(self, instance_id: _Optional[str] = ..., node_id: _Optional[str] = ...) -> None: ...
+
+class RepairResponse(_message.Message):
+    __slots__ = ("instance_id", "status", "instances", "nodes")
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    instance_id: str
+    status: str
+    instances: _containers.RepeatedScalarFieldContainer[str]
+    nodes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, instance_id: _Optional[str] = ..., status: _Optional[str] = ..., instances: _Optional[_Iterable[str]] = ..., nodes: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PreviewBulkRequest(_message.Message):
+    __slots__ = ("where",)
+    WHERE_FIELD_NUMBER: _ClassVar[int]
+    where: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, where: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PreviewBulkResponse(_message.Message):
+    __slots__ = ("matched", "by_status", "first_ids")
+    class ByStatusEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    MATCHED_FIELD_NUMBER: _ClassVar[int]
+    BY_STATUS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_IDS_FIELD_NUMBER: _ClassVar[int]
+    matched: int
+    by_status: _containers.ScalarMap[str, int]
+    first_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, matched: _Optional[int] = ..., by_status: _Optional[_Mapping[str, int]] = ..., first_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class StartBulkRequest(_message.Message):
+    __slots__ = ("action", "where", "params", "rate_per_s", "requested_by")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    WHERE_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_BY_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    where: _containers.RepeatedScalarFieldContainer[str]
+    params: bytes
+    rate_per_s: float
+    requested_by: str
+    def __init__(self, action: _Optional[str] = ..., where: _Optional[_Iterable[str]] = ..., params: _Optional[bytes] = ..., rate_per_s: _Optional[float] = ..., requested_by: _Optional[str] = ...) -> None: ...
+
+class BatchItem(_message.Message):
+    __slots__ = ("instance_id", "state", "message", "at_ms")
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    instance_id: str
+    state: str
+    message: str
+    at_ms: int
+    def __init__(self, instance_id: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., at_ms: _Optional[int] = ...) -> None: ...
+
+class Batch(_message.Message):
+    __slots__ = ("batch_id", "action", "params", "where", "requested_by", "state", "rate_per_s", "matched", "done", "skipped", "failed", "created_at_ms", "updated_at_ms", "finished_at_ms", "items")
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    WHERE_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_BY_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    MATCHED_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    batch_id: str
+    action: str
+    params: bytes
+    where: _containers.RepeatedScalarFieldContainer[str]
+    requested_by: str
+    state: str
+    rate_per_s: float
+    matched: int
+    done: int
+    skipped: int
+    failed: int
+    created_at_ms: int
+    updated_at_ms: int
+    finished_at_ms: int
+    items: _containers.RepeatedCompositeFieldContainer[BatchItem]
+    def __init__(self, batch_id: _Optional[str] = ..., action: _Optional[str] = ..., params: _Optional[bytes] = ..., where: _Optional[_Iterable[str]] = ..., requested_by: _Optional[str] = ..., state: _Optional[str] = ..., rate_per_s: _Optional[float] = ..., matched: _Optional[int] = ..., done: _Optional[int] = ..., skipped: _Optional[int] = ..., failed: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., finished_at_ms: _Optional[int] = ..., items: _Optional[_Iterable[_Union[BatchItem, _Mapping]]] = ...) -> None: ...
+
+class GetBatchRequest(_message.Message):
+    __slots__ = ("batch_id",)
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    batch_id: str
+    def __init__(self, batch_id: _Optional[str] = ...) -> None: ...
+
+class ListBatchesRequest(_message.Message):
+    __slots__ = ("limit", "action")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    action: str
+    def __init__(self, limit: _Optional[int] = ..., action: _Optional[str] = ...) -> None: ...
+
+class ListBatchesResponse(_message.Message):
+    __slots__ = ("batches",)
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    batches: _containers.RepeatedCompositeFieldContainer[Batch]
+    def __init__(self, batches: _Optional[_Iterable[_Union[Batch, _Mapping]]] = ...) -> None: ...
+
+class UpdateBatchRequest(_message.Message):
+    __slots__ = ("batch_id", "state")
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    batch_id: str
+    state: str
+    def __init__(self, batch_id: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,159 @@
+"""The admin calls of `Client` (docs/admin-api.md): retry, reset and bulk actions, with what
+they return. They need a credential with the `admin` or `operator` scope."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import orjson
+
+from wiggle import errors
+from wiggle._proto.wiggle.v1 import admin_pb2 as apb
+
+__all__ = ["AdminCalls", "Batch", "BatchItem", "BulkPreview", "Repaired"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Repaired:
+    """What a retry or reset did: the instances back to RUNNING and the steps that run again."""
+
+    instance_id: str
+    status: str
+    instances: list[str]
+    nodes: list[str]
+
+
+@dataclass(frozen=True)
+class BulkPreview:
+    """What a bulk action with a filter would touch now."""
+
+    matched: int
+    by_status: dict[str, int]
+    first_ids: list[str]
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    instance_id: str
+    state: str  # PENDING | DONE | SKIPPED | FAILED
+    message: str
+    at_ms: int
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A bulk action and how far it got."""
+
+    batch_id: str
+    action: str
+    params: dict[str, Any]
+    where: list[str]
+    requested_by: str
+    state: str  # RUNNING | PAUSED | DONE | CANCELLED
+    rate_per_s: float
+    matched: int
+    done: int
+    skipped: int
+    failed: int
+    created_at_ms: int
+    updated_at_ms: int
+    finished_at_ms: int
+    items: list[BatchItem] = field(default_factory=list)  # skipped and failed (get_batch)
+
+    @property
+    def pending(self) -> int:
+        return self.matched - self.done - self.skipped - self.failed
+
+
+def batch_from_pb(b: apb.Batch) -> Batch:
+    return Batch(
+        batch_id=b.batch_id,
+        action=b.action,
+        params=orjson.loads(b.params) if b.params else {},
+        where=list(b.where),
+        requested_by=b.requested_by,
+        state=b.state,
+        rate_per_s=b.rate_per_s,
+        matched=b.matched,
+        done=b.done,
+        skipped=b.skipped,
+        failed=b.failed,
+        created_at_ms=b.created_at_ms,
+        updated_at_ms=b.updated_at_ms,
+        finished_at_ms=b.finished_at_ms,
+        items=[BatchItem(i.instance_id, i.state, i.message, i.at_ms) for i in b.items],
+    )
+
+
+class AdminCalls:
+    """Mixed into `Client`: it provides `_admin` (the WiggleAdmin stub) and `_call`."""
+
+    _admin: Any
+    _call: Callable[..., Any]
+
+    def retry(self, instance_id: str) -> Repaired:
+        """Resume a FAILED instance where it failed (RepairRefused in any other state)."""
+        r = self._call(
+            self._admin.RetryInstance,
+            apb.RetryInstanceRequest(instance_id=instance_id),
+            idempotent=False,
+        )
+        return Repaired(r.instance_id, r.status, list(r.instances), list(r.nodes))
+
+    def reset(self, instance_id: str, node_id: str) -> Repaired:
+        """Rewind an instance to a top-level node it passed, with that node's last input."""
+        r = self._call(
+            self._admin.ResetInstance,
+            apb.ResetInstanceRequest(instance_id=instance_id, node_id=node_id),
+            idempotent=False,
+        )
+        return Repaired(r.instance_id, r.status, list(r.instances), list(r.nodes))
+
+    def preview_bulk(self, where: Sequence[str]) -> BulkPreview:
+        r = self._call(
+            self._admin.PreviewBulk, apb.PreviewBulkRequest(where=list(where)), idempotent=True
+        )
+        return BulkPreview(r.matched, dict(r.by_status), list(r.first_ids))
+
+    def start_bulk(
+        self,
+        action: str,
+        where: Sequence[str],
+        *,
+        params: dict[str, Any] | None = None,
+        rate_per_s: float = 0.0,
+        requested_by: str = "",
+    ) -> Batch:
+        """Start a durable bulk action (cancel, retry, reset {node}, signal {name, payload})
+        over what `where` matches now; see `preview_bulk` first."""
+        try:
+            encoded = orjson.dumps(params or {})
+        except TypeError as exc:
+            raise errors.InvalidRequest(f"bulk parameters are not JSON: {exc}") from None
+        request = apb.StartBulkRequest(
+            action=action,
+            where=list(where),
+            params=encoded,
+            rate_per_s=rate_per_s,
+            requested_by=requested_by,
+        )
+        # Not retried: a batch that was recorded would be recorded twice.
+        return batch_from_pb(self._call(self._admin.StartBulk, request, idempotent=False))
+
+    def get_batch(self, batch_id: str) -> Batch:
+        request = apb.GetBatchRequest(batch_id=batch_id)
+        return batch_from_pb(self._call(self._admin.GetBatch, request, idempotent=True))
+
+    def list_batches(self, *, limit: int = 50, action: str = "") -> list[Batch]:
+        request = apb.ListBatchesRequest(limit=limit, action=action)
+        response = self._call(self._admin.ListBatches, request, idempotent=True)
+        return [batch_from_pb(b) for b in response.batches]
+
+    def update_batch(self, batch_id: str, state: str) -> Batch:
+        """PAUSED, RUNNING (resume) or CANCELLED."""
+        request = apb.UpdateBatchRequest(batch_id=batch_id, state=state)
+        return batch_from_pb(self._call(self._admin.UpdateBatch, request, idempotent=True))

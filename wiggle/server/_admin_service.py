@@ -1,0 +1,133 @@
+"""The WiggleAdmin gRPC service (spec/proto/wiggle/v1/admin.proto): retry, reset and bulk
+actions. Decode, call the engine, encode; errors map to statuses as in the Wiggle service."""
+
+from __future__ import annotations
+
+import grpc
+
+from wiggle._proto.wiggle.v1 import admin_pb2 as apb
+from wiggle._proto.wiggle.v1 import admin_pb2_grpc as apb_grpc
+from wiggle.engine import Engine
+from wiggle.engine._bulk import DEFAULT_RATE, BatchView
+from wiggle.engine._repair import RepairResult
+from wiggle.errors import InvalidRequest
+from wiggle.server._auth import CALLER
+from wiggle.server._convert import decode_json, encode_json
+from wiggle.server._service import CallTracker, rpc_handler
+
+__all__ = ["AdminService"]
+
+#: ListBatches answers at most this many batches.
+MAX_BATCHES = 500
+#: A bulk action goes no faster than this many instances per second.
+MAX_RATE = 10_000.0
+
+
+def _repaired(r: RepairResult) -> apb.RepairResponse:
+    return apb.RepairResponse(
+        instance_id=r.instance_id, status=str(r.status), instances=r.instances, nodes=r.nodes
+    )
+
+
+def batch_to_pb(b: BatchView) -> apb.Batch:
+    return apb.Batch(
+        batch_id=b.batch_id,
+        action=b.action,
+        params=encode_json(b.params),
+        where=b.filter,
+        requested_by=b.requested_by,
+        state=b.state,
+        rate_per_s=b.rate_per_s,
+        matched=b.matched,
+        done=b.done,
+        skipped=b.skipped,
+        failed=b.failed,
+        created_at_ms=b.created_at_ms,
+        updated_at_ms=b.updated_at_ms,
+        finished_at_ms=b.finished_at_ms,
+        items=[
+            apb.BatchItem(
+                instance_id=i.instance_id, state=i.state, message=i.message, at_ms=i.at_ms
+            )
+            for i in b.items
+        ],
+    )
+
+
+def _who(requested_by: str) -> str:
+    """The credential that called, else what the caller says, else "anonymous"."""
+    caller = CALLER.get()
+    if caller:
+        return f"credential {caller}"
+    return requested_by or "anonymous"
+
+
+class AdminService(apb_grpc.WiggleAdminServicer):
+    def __init__(self, engine: Engine, *, max_payload_bytes: int, calls: CallTracker) -> None:
+        self._engine = engine
+        self._limit = max_payload_bytes
+        self.calls = calls  # shared with the Wiggle service: shutdown waits for both
+
+    @rpc_handler
+    def RetryInstance(
+        self, request: apb.RetryInstanceRequest, context: grpc.ServicerContext
+    ) -> apb.RepairResponse:
+        if not request.instance_id:
+            raise InvalidRequest("RetryInstance needs an instance id")
+        return _repaired(self._engine.retry(request.instance_id, by=_who("")))
+
+    @rpc_handler
+    def ResetInstance(
+        self, request: apb.ResetInstanceRequest, context: grpc.ServicerContext
+    ) -> apb.RepairResponse:
+        if not request.instance_id or not request.node_id:
+            raise InvalidRequest("ResetInstance needs an instance id and the node to reset to")
+        return _repaired(self._engine.reset(request.instance_id, request.node_id, by=_who("")))
+
+    @rpc_handler
+    def PreviewBulk(
+        self, request: apb.PreviewBulkRequest, context: grpc.ServicerContext
+    ) -> apb.PreviewBulkResponse:
+        p = self._engine.preview_bulk(list(request.where))
+        return apb.PreviewBulkResponse(
+            matched=p.matched, by_status=p.by_status, first_ids=p.first_ids
+        )
+
+    @rpc_handler
+    def StartBulk(self, request: apb.StartBulkRequest, context: grpc.ServicerContext) -> apb.Batch:
+        params = decode_json(request.params, "the bulk action's parameters", self._limit)
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise InvalidRequest("a bulk action's parameters are a JSON object")
+        rate = request.rate_per_s or DEFAULT_RATE
+        if not (0 < rate <= MAX_RATE):
+            raise InvalidRequest(
+                f"a bulk action's rate is above 0 and at most {MAX_RATE:g} instances per second"
+            )
+        view = self._engine.start_bulk(
+            request.action,
+            list(request.where),
+            params=params,
+            requested_by=_who(request.requested_by),
+            rate_per_s=rate,
+        )
+        return batch_to_pb(view)
+
+    @rpc_handler
+    def GetBatch(self, request: apb.GetBatchRequest, context: grpc.ServicerContext) -> apb.Batch:
+        return batch_to_pb(self._engine.get_batch(request.batch_id))
+
+    @rpc_handler
+    def ListBatches(
+        self, request: apb.ListBatchesRequest, context: grpc.ServicerContext
+    ) -> apb.ListBatchesResponse:
+        limit = min(request.limit, MAX_BATCHES) if request.limit > 0 else 50
+        found = self._engine.list_batches(limit=limit, action=request.action[:40])
+        return apb.ListBatchesResponse(batches=[batch_to_pb(b) for b in found])
+
+    @rpc_handler
+    def UpdateBatch(
+        self, request: apb.UpdateBatchRequest, context: grpc.ServicerContext
+    ) -> apb.Batch:
+        return batch_to_pb(self._engine.set_batch_state(request.batch_id, request.state.upper()))
