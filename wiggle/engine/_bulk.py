@@ -41,6 +41,8 @@ __all__ = [
     "BatchView",
     "BulkPreview",
     "BulkRunner",
+    "Defer",
+    "Skip",
     "create_batch",
     "preview",
 ]
@@ -51,7 +53,8 @@ _i = s.instances
 _b = s.batches
 _bi = s.batch_items
 
-#: What a bulk action may do (a migration is created by `migrate apply`, not here).
+#: What a bulk action may do (a migration and its rollback are created by `migrate apply` and
+#: `migrate rollback`, not here).
 ACTIONS = ("cancel", "retry", "reset", "signal")
 #: How many instances a preview names.
 PREVIEW_IDS = 20
@@ -162,8 +165,8 @@ def create_batch(
 ) -> str:
     """Record a bulk action over what `where_texts` matches now (or over `items`, each with its
     own detail: a migration's plan entries). Returns the batch id."""
-    if action != "migrate":
-        check_params(action, params)
+    if items is None:
+        check_params(action, params)  # a plain action; a migration brings its own items
     if not (rate_per_s > 0) or math.isinf(rate_per_s):
         raise InvalidRequest("a bulk action's rate is a number of instances per second above 0")
     if items is None:
@@ -290,12 +293,14 @@ class _Taken(Exception):
     """Another server's transaction handled the item first."""
 
 
-Action = Callable[["Engine", Connection, str, dict[str, Json], Json, str], str]
+#: An action on one instance: (engine, connection, instance id, the batch's params, the item's
+#: detail, who asked) -> its message, or (message, undo) when it keeps what it replaced.
+Action = Callable[["Engine", Connection, str, dict[str, Json], Json, str], "str | tuple[str, Json]"]
 
 
 def _cancel(eng: Engine, conn: Connection, iid: str, p: dict[str, Json], d: Json, by: str) -> str:
     if _instances.status_of(conn, iid) is InstanceStatus.CANCELLED:
-        raise _Skip("already CANCELLED")
+        raise Skip("already CANCELLED")
     _instances.cancel(eng, conn, iid, str(p.get("reason") or f"bulk action by {by}"))
     return "cancelled"
 
@@ -315,8 +320,13 @@ def _signal(eng: Engine, conn: Connection, iid: str, p: dict[str, Json], d: Json
     return "delivered" if delivered else "buffered"
 
 
-class _Skip(WiggleError):
+class Skip(WiggleError):
     """The action does not apply to this instance (said in the item's message)."""
+
+
+class Defer(Exception):
+    """Not now: the item stays PENDING and is tried again a little later (its message says
+    why: a migration waits for a leased step's report)."""
 
 
 #: Each action, and any the engine adds (a migration), by name.
@@ -354,10 +364,17 @@ class BulkRunner:
             if budget <= 0:
                 busy = True
                 continue
-            items = eng.db.read(functools.partial(_pending, batch_id=row.id, limit=budget))
+            items = eng.db.read(
+                functools.partial(_pending, batch_id=row.id, limit=budget, now_sql=eng.db.now_sql)
+            )
             if not items:
-                eng.db.write(functools.partial(_finish, now_sql=eng.db.now_sql, batch_id=row.id))
-                self._buckets.pop(row.id, None)
+                finished = eng.db.write(
+                    functools.partial(_finish, now_sql=eng.db.now_sql, batch_id=row.id)
+                )
+                if finished:
+                    self._buckets.pop(row.id, None)
+                else:
+                    busy = True  # deferred items wait for their time
                 continue
             params = loads(row.params)
             by = f"batch {row.id[:12]} ({row.requested_by})"
@@ -400,12 +417,13 @@ class BulkRunner:
 
         def run(conn: Connection) -> str:
             _claim(conn, eng.db.now_sql, batch_id, seq, DONE, "")
-            message = fn(eng, conn, instance_id, params, detail, by)
+            got = fn(eng, conn, instance_id, params, detail, by)
+            message, undo = got if isinstance(got, tuple) else (got, None)
             _count(conn, eng.db.now_sql, batch_id, DONE)
             conn.execute(
                 update(_bi)
                 .where(_bi.c.batch_id == batch_id, _bi.c.seq == seq)
-                .values(message=message[:500])
+                .values(message=message[:500], undo=None if undo is None else dumps(undo))
             )
             return message
 
@@ -414,6 +432,13 @@ class BulkRunner:
             return 1
         except (_Taken, Unavailable, FenceLost):
             return 0  # handled elsewhere, or to try again at a later tick: still PENDING
+        except Defer as exc:
+            eng.db.write(
+                functools.partial(
+                    _defer, now_sql=eng.db.now_sql, batch_id=batch_id, seq=seq, message=str(exc)
+                )
+            )
+            return 0
         except WiggleError as exc:
             outcome, message = SKIPPED, str(exc)
         except Exception as exc:  # a defect: recorded on the item, the batch goes on
@@ -452,19 +477,36 @@ def _count(conn: Connection, now_sql: str, batch_id: str, outcome: str) -> None:
     )
 
 
-def _pending(conn: Connection, *, batch_id: str, limit: int) -> list[Any]:
+def _pending(conn: Connection, *, batch_id: str, limit: int, now_sql: str) -> list[Any]:
+    """PENDING items whose time has come (a deferred one waits until its at_ms)."""
     return list(
         conn.execute(
             select(_bi.c.seq, _bi.c.instance_id, _bi.c.detail)
-            .where(_bi.c.batch_id == batch_id, _bi.c.state == PENDING)
+            .where(
+                _bi.c.batch_id == batch_id,
+                _bi.c.state == PENDING,
+                (_bi.c.at_ms.is_(None)) | (_bi.c.at_ms <= literal_column(now_sql)),
+            )
             .order_by(_bi.c.seq)
             .limit(limit)
         ).all()
     )
 
 
-def _finish(conn: Connection, *, now_sql: str, batch_id: str) -> None:
-    """No item is left PENDING: the batch is DONE."""
+#: How long a deferred item waits before it is tried again.
+DEFER_MS = 500
+
+
+def _defer(conn: Connection, *, now_sql: str, batch_id: str, seq: int, message: str) -> None:
+    conn.execute(
+        update(_bi)
+        .where(_bi.c.batch_id == batch_id, _bi.c.seq == seq, _bi.c.state == PENDING)
+        .values(message=message[:500], at_ms=literal_column(now_sql) + DEFER_MS)
+    )
+
+
+def _finish(conn: Connection, *, now_sql: str, batch_id: str) -> bool:
+    """When no item is left PENDING the batch is DONE (True); False while some wait."""
     left = conn.execute(
         select(_bi.c.seq).where(_bi.c.batch_id == batch_id, _bi.c.state == PENDING).limit(1)
     ).first()
@@ -475,3 +517,5 @@ def _finish(conn: Connection, *, now_sql: str, batch_id: str) -> None:
             .where(_b.c.id == batch_id, _b.c.state == RUNNING)
             .values(state=FINISHED, finished_at_ms=now, updated_at_ms=now)
         )
+        return True
+    return False

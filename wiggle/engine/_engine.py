@@ -30,7 +30,17 @@ from wiggle.errors import (
 from wiggle.filters import parse_filter
 from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
 
-from . import _bulk, _describe, _instances, _listing, _prune, _repair, _ticker, _workers
+from . import (
+    _bulk,
+    _describe,
+    _instances,
+    _listing,
+    _migrate,
+    _prune,
+    _repair,
+    _ticker,
+    _workers,
+)
 from . import _schema as s
 from ._batch import apply_reports
 from ._claims import claim, heartbeat_stmt
@@ -320,6 +330,73 @@ class Engine:
         view = self.db.write(lambda c: _bulk.set_state(c, self.db.now_sql, batch_id, state))
         self.waiters.ticker_needed()
         return view
+
+    # -- migrations ---------------------------------------------------------------------------
+
+    def plan_migration(
+        self,
+        flow: str,
+        to: str,
+        *,
+        from_versions: Sequence[str] = (),
+        where: Sequence[str] = (),
+        mapping: dict[str, str] | None = None,
+        timers: str = "keep",
+        children: bool = False,
+    ) -> dict[str, Json]:
+        """The plan (a content-hashed JSON document, docs/migration.md) that moves the live
+        instances of `flow` to version `to` (full, or the start of its digest)."""
+        return self.db.read(
+            lambda c: _migrate.plan_migration(
+                self,
+                c,
+                flow,
+                to,
+                from_versions=from_versions,
+                where=where,
+                mapping=mapping,
+                timers=timers,
+                children=children,
+            )
+        )
+
+    def apply_migration(
+        self,
+        plan: Json,
+        *,
+        limit: int = 0,
+        rate_per_s: float = _bulk.DEFAULT_RATE,
+        requested_by: str = "",
+        skip_changed: bool = False,
+    ) -> _bulk.BatchView:
+        """Check a plan and start the durable batch that applies it (the first `limit`
+        instances only, for a canary). RepairRefused when instances moved since it was made."""
+        batch_id = self.db.write(
+            lambda c: _migrate.apply_migration(
+                self,
+                c,
+                plan,
+                limit=limit,
+                rate_per_s=rate_per_s,
+                requested_by=requested_by or "anonymous",
+                skip_changed=skip_changed,
+            )
+        )
+        self.waiters.ticker_needed()
+        return self.get_batch(batch_id)
+
+    def rollback_migration(
+        self, batch_id: str, *, rate_per_s: float = _bulk.DEFAULT_RATE, requested_by: str = ""
+    ) -> _bulk.BatchView:
+        """Start the batch that restores every instance migration `batch_id` moved and that
+        has not advanced since; the others are listed as skipped."""
+        new_id = self.db.write(
+            lambda c: _migrate.rollback_migration(
+                self, c, batch_id, rate_per_s=rate_per_s, requested_by=requested_by or "anonymous"
+            )
+        )
+        self.waiters.ticker_needed()
+        return self.get_batch(new_id)
 
     def describe(self, instance_id: str, *, include_events: bool = False) -> InstanceView:
         """The instance with its current context and every token's context and explanation."""
