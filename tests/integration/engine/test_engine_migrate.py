@@ -134,7 +134,7 @@ def test_a_plan_whose_instances_moved_is_refused_unless_told_to_skip_them(make_d
     v2 = d.deploy(V2)
     plan = d.engine.plan_migration("approval", v2.version)
     d.engine.signal(ids[0], "approved", {})  # it moves on: its plan entry is stale
-    with pytest.raises(RepairRefused, match="1 instance.* moved or ended since it was made"):
+    with pytest.raises(RepairRefused, match=r"1 instance.* moved or ended since it was made"):
         d.engine.apply_migration(plan)
     batch = d.engine.apply_migration(plan, skip_changed=True, rate_per_s=1000)
     assert batch.matched == 2
