@@ -82,3 +82,18 @@ def close_account(ctx: Context) -> Context:
 def send_refusal_email(ctx: Context) -> Context:
     reason = "expired" if ctx["kyc"]["status"] == "expired" else "not_verified"
     return {**ctx, "emailed": {"to": ctx["email"], "template": f"refusal_{reason}"}}
+
+
+# -- version 2 (definitions/v2/customer-onboarding.yaml) -------------------------------------
+
+# Countries whose residents need a manual sanctions review, as far as this example knows.
+SANCTIONS_REVIEW = {"KP", "IR"}
+
+
+@activity
+def screen_sanctions(ctx: Context) -> Context:
+    """Screen the applicant against sanctions lists once KYC has answered."""
+    hit = ctx["country"] in SANCTIONS_REVIEW
+    screening = {"status": "review" if hit else "clear", "lists": ["UN", "EU", "OFAC"]}
+    kyc = ctx["kyc"] if not hit else {**ctx["kyc"], "status": "rejected"}
+    return {**ctx, "sanctions": screening, "kyc": kyc}

@@ -72,3 +72,11 @@ def index_document(ctx: Context) -> Context:
 @activity
 def publish_document(ctx: Context) -> Context:
     return {**ctx, "published": True}
+
+
+# -- version 2 (definitions/v2/document-pipeline.yaml) ---------------------------------------
+
+
+@activity
+def notify_owner(ctx: Context) -> Context:
+    return {**ctx, "owner_notified": f"document {ctx['document_id']} is published"}

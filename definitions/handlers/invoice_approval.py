@@ -100,3 +100,12 @@ def return_to_submitter(ctx: Context) -> Context:
 @activity
 def archive_invoice(ctx: Context) -> Context:
     return {**ctx, "archived": f"archive/invoices/{ctx['invoice_id']}"}
+
+
+# -- version 2 (definitions/v2/invoice-approval.yaml) ----------------------------------------
+
+
+@activity
+def notify_submitter(ctx: Context) -> Context:
+    outcome = "paid" if ctx.get("payment") else "returned"
+    return {**ctx, "notified": {"to": ctx["submitted_by"], "outcome": outcome}}

@@ -83,3 +83,16 @@ def post_entries(ctx: Context) -> Context:
 @activity
 def send_statement(ctx: Context) -> Context:
     return {**ctx, "statement": f"statements/{ctx['account']}"}
+
+
+# -- version 2 (definitions/v2/nightly-batch.yaml, nightly-batch-item.yaml) ------------------
+
+
+@activity
+def archive_report(ctx: Context) -> Context:
+    return {**ctx, "archived": f"archive/{ctx['report']}"}
+
+
+@activity
+def archive_statement(ctx: Context) -> Context:
+    return {**ctx, "statement_archived": f"archive/{ctx['statement']}"}

@@ -89,3 +89,12 @@ def merge(joined: Context) -> Context:
 def notify(ctx: Context) -> Context:
     message = f"Order {ctx['order_id']} is on its way: {ctx['shipping']['tracking']}"
     return {**ctx, "notified": {"to": ctx["customer"], "message": message}}
+
+
+# -- version 2 (definitions/v2/order-fulfilment.yaml) ----------------------------------------
+
+
+@activity
+def award_loyalty_points(ctx: Context) -> Context:
+    """One point per whole currency unit spent."""
+    return {**ctx, "loyalty_points": ctx["total_cents"] // 100}

@@ -26,12 +26,15 @@ def filtered_id(predicate_id: str) -> str:
     return f"{predicate_id}::filtered"
 
 
-def _title(graph: Graph) -> Html:
+def _title(graph: Graph, caption: str = "") -> Html:
     details = [graph.version[:19] + "…" if len(graph.version) > 19 else graph.version]
     if graph.execution is not ExecutionMode.DEFAULT:
         details.append(graph.execution.value)
     small = escape(" · ".join(d for d in details if d), quote=False)
-    return Html(f'<B>{escape(graph.name, quote=False)}</B><BR/><FONT POINT-SIZE="9">{small}</FONT>')
+    extra = f'<BR/><FONT POINT-SIZE="9">{escape(caption, quote=False)}</FONT>' if caption else ""
+    return Html(
+        f'<B>{escape(graph.name, quote=False)}</B><BR/><FONT POINT-SIZE="9">{small}</FONT>{extra}'
+    )
 
 
 def _node_attrs(node: Node, layout: Layout, lit: dict[str, NodeHighlight] | None) -> dict[str, str]:
@@ -114,11 +117,12 @@ def _write_node(
         w.node(node_id, _node_attrs(graph.nodes[node_id], layout, lit))
 
 
-def to_dot(graph: Graph, *, instance: InstanceStates | None = None) -> str:
+def to_dot(graph: Graph, *, instance: InstanceStates | None = None, caption: str = "") -> str:
     """The diagram of `graph` as DOT text.
 
     With `instance` (node id -> state, or node id -> {state: token count}), nodes holding tokens
     are filled with their state's colour and list their states; the others are drawn faded.
+    `caption`: a line under the title (what a diff removed, say).
     """
     layout = analyse(graph)
     lit = highlights(instance, set(graph.nodes)) if instance is not None else None
@@ -133,7 +137,7 @@ def to_dot(graph: Graph, *, instance: InstanceStates | None = None) -> str:
             # fork between two steps of one lane), which per-cluster ranking would fold upwards.
             "newrank": "true",
             "fontname": FONT,
-            "label": _title(graph),
+            "label": _title(graph, caption),
             "labelloc": "t",
             "nodesep": "0.35",
             "ranksep": "0.4",

@@ -55,11 +55,14 @@ def format_for_path(path: str | os.PathLike[str]) -> str:
     return suffix
 
 
-def render(graph: Graph, fmt: str, *, instance: InstanceStates | None = None) -> bytes:
-    """The diagram of `graph` in `fmt` (one of FORMATS), optionally highlighting `instance`."""
+def render(
+    graph: Graph, fmt: str, *, instance: InstanceStates | None = None, caption: str = ""
+) -> bytes:
+    """The diagram of `graph` in `fmt` (one of FORMATS), optionally highlighting `instance`,
+    with an optional `caption` under the title."""
     if fmt not in FORMATS:
         raise RenderError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-    source = to_dot(graph, instance=instance)
+    source = to_dot(graph, instance=instance, caption=caption)
     if fmt == "dot":
         return source.encode()
     ensure_dot()

@@ -94,6 +94,11 @@ STATE_COLOURS: Mapping[str, str] = {
     "JOINED": "#a9e4e0",
     "DONE": "#b9e6b0",
     "CANCELLED": "#d0d0d0",
+    # `wiggle render --diff`: what a node is in the new version compared with the old one.
+    "ADDED": "#b9e6b0",
+    "CHANGED": "#fff3a0",
+    "MOVED": "#f9cf9a",
+    "KIND_CHANGED": "#f4a6a6",
 }
 UNKNOWN_STATE_COLOUR = "#e0e0e0"
 

@@ -26,6 +26,7 @@ _COMMAND_MODULES = (
     "wiggle.cli._client_commands",  # deploy, start, signal, cancel
     "wiggle.cli._inspect_commands",  # status, list, wait, workers
     "wiggle.cli._repair_commands",  # retry, reset, batch
+    "wiggle.cli._migrate_commands",  # diff, migrate
     "wiggle.cli._console_command",  # console
     "wiggle.cli._prune_command",  # prune
     "wiggle.cli._conformance_command",  # conformance

@@ -164,6 +164,8 @@ def _output_path(args: argparse.Namespace, fmt: str) -> str:
         return str(args.output)
     if args.instance:
         return f"{args.instance}.{fmt}"
+    if args.diff:
+        return f"{os.path.splitext(os.path.basename(args.diff[1]))[0]}-diff.{fmt}"
     if args.flow == _STDIN:
         raise _Usage("reading the flow from stdin (-) needs -o")
     return f"{os.path.splitext(args.flow)[0]}.{fmt}"
@@ -180,8 +182,8 @@ def _render(args: argparse.Namespace) -> int:
     )
 
     try:
-        if (args.flow is None) == (args.instance is None):
-            raise _Usage("give a FLOW file or --instance ID (one of them)")
+        if sum(x is not None for x in (args.flow, args.instance, args.diff)) != 1:
+            raise _Usage("give a FLOW file, --instance ID or --diff OLD NEW (one of them)")
         if args.instance and args.states:
             raise _Usage("--states is for a FLOW file; --instance reads the states itself")
         if args.format:
@@ -198,9 +200,14 @@ def _render(args: argparse.Namespace) -> int:
     except (RenderError, _Usage) as exc:
         print(f"wiggle render: {exc}", file=sys.stderr)
         return 2
-    states = None
+    states: Any = None
+    caption = ""
     if args.instance:
         graph, states = _instance_picture(args)  # WiggleErrors: reported by main
+    elif args.diff:
+        from wiggle.cli._migrate_commands import diff_picture
+
+        graph, states, caption = diff_picture(args)  # WiggleErrors: reported by main
     else:
         try:
             graph = _load(args.flow).graph
@@ -214,7 +221,7 @@ def _render(args: argparse.Namespace) -> int:
                 print(f"wiggle render: {exc}", file=sys.stderr)
                 return 2
     try:
-        data = render(graph, fmt, instance=states)
+        data = render(graph, fmt, instance=states, caption=caption)
     except RenderError as exc:
         print(f"wiggle render: {exc}", file=sys.stderr)
         return 1
@@ -295,6 +302,13 @@ def register(subparsers: Any) -> None:
         "--instance",
         metavar="ID",
         help="draw this instance from the server (--address ...), its token states overlaid",
+    )
+    render.add_argument(
+        "--diff",
+        nargs=2,
+        metavar=("OLD", "NEW"),
+        help="draw NEW with what changed since OLD marked (added, changed, moved, kind changed; "
+        "removed nodes named under the title); files, or deployed NAME@VERSION",
     )
     add_connection_flags(render)
     render.set_defaults(handler=_render)

@@ -133,18 +133,23 @@ def _wait_filter(args: argparse.Namespace, deadline: float | None) -> int:
         while True:
             page = client.list_instances(where=args.filter, limit=1, counts=True)
             counts = page.counts
-            if counts.get("RUNNING", 0) == 0:
+            if args.count is not None:
+                if sum(counts.values()) >= args.count:
+                    break
+            elif counts.get("RUNNING", 0) == 0:
                 break
             if deadline is not None and time.monotonic() > deadline:
                 raise InvalidRequest(
-                    f"wiggle wait: {counts.get('RUNNING', 0)} instance(s) still RUNNING after "
-                    f"{args.timeout} s"
+                    f"wiggle wait: not there after {args.timeout} s: "
+                    + "  ".join(f"{st.lower()} {n}" for st, n in counts.items())
                 )
             time.sleep(0.2)
     if args.json:
         print(dump({"counts": counts}))
     else:
         print("  ".join(f"{st.lower()} {counts.get(st, 0)}" for st in STATUSES))
+    if args.count is not None:
+        return 0
     others = sum(n for st, n in counts.items() if st != "COMPLETED")
     return 0 if others == 0 else 1
 
@@ -279,6 +284,14 @@ def register(subparsers: Any) -> None:
         separator=";",
         metavar="COND",
         help="wait for every instance matching these conditions (as wiggle list --where)",
+    )
+    flag(
+        p,
+        "--count",
+        env="WIGGLE_WAIT_COUNT",
+        type=int,
+        help="with --filter: wait until at least N instances match (for example N instances at "
+        "an await: --filter node=NODE), instead of until none of them is RUNNING",
     )
     flag(
         p,

@@ -157,3 +157,63 @@ class AdminCalls:
         """PAUSED, RUNNING (resume) or CANCELLED."""
         request = apb.UpdateBatchRequest(batch_id=batch_id, state=state)
         return batch_from_pb(self._call(self._admin.UpdateBatch, request, idempotent=True))
+
+    def plan_migration(
+        self,
+        flow: str,
+        to: str,
+        *,
+        from_versions: Sequence[str] = (),
+        where: Sequence[str] = (),
+        mapping: dict[str, str] | None = None,
+        timers: str = "keep",
+        children: bool = False,
+    ) -> dict[str, Any]:
+        """The plan (a JSON document, docs/migration.md) that moves the live instances of
+        `flow` to version `to`; nothing changes until it is applied."""
+        request = apb.PlanMigrationRequest(
+            flow=flow,
+            to=to,
+            where=list(where),
+            map=dict(mapping or {}),
+            timers=timers,
+            children=children,
+        )
+        getattr(request, "from").extend(from_versions)
+        response = self._call(self._admin.PlanMigration, request, idempotent=True)
+        plan: dict[str, Any] = orjson.loads(response.plan)
+        return plan
+
+    def apply_migration(
+        self,
+        plan: dict[str, Any],
+        *,
+        limit: int = 0,
+        rate_per_s: float = 0.0,
+        skip_changed: bool = False,
+        requested_by: str = "",
+    ) -> Batch:
+        """Start the batch that applies `plan` (the first `limit` instances: a canary)."""
+        request = apb.ApplyMigrationRequest(
+            plan=orjson.dumps(plan),
+            limit=limit,
+            rate_per_s=rate_per_s,
+            skip_changed=skip_changed,
+            requested_by=requested_by,
+        )
+        return batch_from_pb(self._call(self._admin.ApplyMigration, request, idempotent=False))
+
+    def rollback_migration(
+        self,
+        batch_id: str = "",
+        *,
+        plan_hash: str = "",
+        rate_per_s: float = 0.0,
+        requested_by: str = "",
+    ) -> Batch:
+        """Start the batch that rolls back what migration `batch_id` applied (or every batch
+        that applied the plan whose hash is `plan_hash`)."""
+        request = apb.RollbackMigrationRequest(
+            batch_id=batch_id, plan_hash=plan_hash, rate_per_s=rate_per_s, requested_by=requested_by
+        )
+        return batch_from_pb(self._call(self._admin.RollbackMigration, request, idempotent=False))

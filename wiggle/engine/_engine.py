@@ -386,13 +386,26 @@ class Engine:
         return self.get_batch(batch_id)
 
     def rollback_migration(
-        self, batch_id: str, *, rate_per_s: float = _bulk.DEFAULT_RATE, requested_by: str = ""
+        self,
+        batch_id: str = "",
+        *,
+        plan_hash: str = "",
+        rate_per_s: float = _bulk.DEFAULT_RATE,
+        requested_by: str = "",
     ) -> _bulk.BatchView:
-        """Start the batch that restores every instance migration `batch_id` moved and that
-        has not advanced since; the others are listed as skipped."""
+        """Start the batch that restores every instance migration `batch_id` (or every batch
+        that applied the plan `plan_hash`) moved and that has not advanced since; the others
+        are listed as skipped."""
+        if not batch_id and not plan_hash:
+            raise InvalidRequest("a rollback needs a migration batch id or a plan's hash")
         new_id = self.db.write(
             lambda c: _migrate.rollback_migration(
-                self, c, batch_id, rate_per_s=rate_per_s, requested_by=requested_by or "anonymous"
+                self,
+                c,
+                batch_id,
+                rate_per_s=rate_per_s,
+                requested_by=requested_by or "anonymous",
+                plan_hash=plan_hash,
             )
         )
         self.waiters.ticker_needed()

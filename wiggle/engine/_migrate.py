@@ -63,11 +63,18 @@ MAX_PLANNED = 50_000
 
 
 def resolve_version(conn: Connection, flow: str, text: str) -> str:
-    """A deployed version of `flow` named in full or by the start of its digest."""
+    """A deployed version of `flow` named in full, by the start of its digest, or `latest`
+    (the one deployed last)."""
     digest = text.removeprefix("sha256:")
-    rows = conn.execute(select(_d.c.version).where(_d.c.name == flow)).scalars().all()
+    rows = (
+        conn.execute(select(_d.c.version).where(_d.c.name == flow).order_by(_d.c.seq.desc()))
+        .scalars()
+        .all()
+    )
     if not rows:
         raise DefinitionNotFound(flow)
+    if text == "latest":
+        return str(rows[0])
     found = [v for v in rows if v.removeprefix("sha256:").startswith(digest)] if digest else []
     if len(found) != 1:
         known = ", ".join(v[:19] for v in rows)
@@ -269,22 +276,44 @@ def apply_migration(
 
 
 def rollback_migration(
-    eng: Engine, conn: Connection, batch_id: str, *, rate_per_s: float, requested_by: str
+    eng: Engine,
+    conn: Connection,
+    batch_id: str,
+    *,
+    rate_per_s: float,
+    requested_by: str,
+    plan_hash: str = "",
 ) -> str:
-    """Record the batch that rolls back what migration batch `batch_id` applied."""
+    """Record the batch that rolls back what migration batch `batch_id` applied (or, given
+    `plan_hash`, every batch that applied that plan: a canary and the rest)."""
     from ._bulk import get_batch
 
-    batch = get_batch(conn, batch_id, items=0)
+    b = s.batches
+    if plan_hash:
+        ids = [
+            row.id
+            for row in conn.execute(
+                select(b.c.id, b.c.params)
+                .where(b.c.action == "migrate")
+                .order_by(b.c.created_at_ms)
+            )
+            if loads(row.params).get("plan") == plan_hash
+        ]
+        if not ids:
+            raise InvalidRequest(f"no migration batch applied plan {plan_hash[:19]}")
+    else:
+        ids = [batch_id]
+    batch = get_batch(conn, ids[-1], items=0)
     if batch.action != "migrate":
         raise InvalidRequest(f"batch {batch_id[:40]!r} is a {batch.action}, not a migration")
     rows = conn.execute(
         select(_bi.c.instance_id, _bi.c.undo)
-        .where(_bi.c.batch_id == batch_id, _bi.c.state == "DONE", _bi.c.undo.is_not(None))
-        .order_by(_bi.c.seq)
+        .where(_bi.c.batch_id.in_(ids), _bi.c.state == "DONE", _bi.c.undo.is_not(None))
+        .order_by(_bi.c.batch_id, _bi.c.seq)
     ).all()
     if not rows:
-        raise InvalidRequest(f"migration {batch_id[:40]!r} has applied nothing to roll back")
-    params = {"migration": batch_id, "to": batch.params["to"], "flow": batch.params["flow"]}
+        raise InvalidRequest(f"migration {ids[-1][:40]!r} has applied nothing to roll back")
+    params = {"migration": ids[-1], "to": batch.params["to"], "flow": batch.params["flow"]}
     items = [(iid, loads(undo)) for iid, undo in rows]
     return create_batch(
         eng, conn, "rollback", params, batch.filter, requested_by, rate_per_s, items=items

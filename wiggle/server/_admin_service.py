@@ -100,11 +100,7 @@ class AdminService(apb_grpc.WiggleAdminServicer):
             params = {}
         if not isinstance(params, dict):
             raise InvalidRequest("a bulk action's parameters are a JSON object")
-        rate = request.rate_per_s or DEFAULT_RATE
-        if not (0 < rate <= MAX_RATE):
-            raise InvalidRequest(
-                f"a bulk action's rate is above 0 and at most {MAX_RATE:g} instances per second"
-            )
+        rate = _rate(request.rate_per_s)
         view = self._engine.start_bulk(
             request.action,
             list(request.where),
@@ -131,3 +127,53 @@ class AdminService(apb_grpc.WiggleAdminServicer):
         self, request: apb.UpdateBatchRequest, context: grpc.ServicerContext
     ) -> apb.Batch:
         return batch_to_pb(self._engine.set_batch_state(request.batch_id, request.state.upper()))
+
+    @rpc_handler
+    def PlanMigration(
+        self, request: apb.PlanMigrationRequest, context: grpc.ServicerContext
+    ) -> apb.PlanMigrationResponse:
+        if not request.flow or not request.to:
+            raise InvalidRequest("PlanMigration needs a flow name and the version to move to")
+        plan = self._engine.plan_migration(
+            request.flow,
+            request.to,
+            from_versions=list(getattr(request, "from")),
+            where=list(request.where),
+            mapping=dict(request.map),
+            timers=request.timers or "keep",
+            children=request.children,
+        )
+        return apb.PlanMigrationResponse(plan=encode_json(plan))
+
+    @rpc_handler
+    def ApplyMigration(
+        self, request: apb.ApplyMigrationRequest, context: grpc.ServicerContext
+    ) -> apb.Batch:
+        plan = decode_json(request.plan, "the plan", len(request.plan) + 1)
+        view = self._engine.apply_migration(
+            plan,
+            limit=max(request.limit, 0),
+            rate_per_s=_rate(request.rate_per_s),
+            requested_by=_who(request.requested_by),
+            skip_changed=request.skip_changed,
+        )
+        return batch_to_pb(view)
+
+    @rpc_handler
+    def RollbackMigration(
+        self, request: apb.RollbackMigrationRequest, context: grpc.ServicerContext
+    ) -> apb.Batch:
+        view = self._engine.rollback_migration(
+            request.batch_id,
+            plan_hash=request.plan_hash,
+            rate_per_s=_rate(request.rate_per_s),
+            requested_by=_who(request.requested_by),
+        )
+        return batch_to_pb(view)
+
+
+def _rate(asked: float) -> float:
+    rate = asked or DEFAULT_RATE
+    if not (0 < rate <= MAX_RATE):
+        raise InvalidRequest(f"a rate is above 0 and at most {MAX_RATE:g} instances per second")
+    return rate

@@ -84,6 +84,14 @@ _FIELDS: dict[str, _Fields] = {
     "GetBatch": lambda r: [("batch id", r.batch_id)],
     "UpdateBatch": lambda r: [("batch id", r.batch_id)],
     "StartBulk": lambda r: [("requested by", r.requested_by)],
+    "PlanMigration": lambda r: [
+        ("flow name", r.flow),
+        ("version", r.to),
+        *(("version", v) for v in getattr(r, "from")),
+        *(("node id", n) for pair in r.map.items() for n in pair),
+    ],
+    "ApplyMigration": lambda r: [("requested by", r.requested_by)],
+    "RollbackMigration": lambda r: [("batch id", r.batch_id), ("requested by", r.requested_by)],
 }
 
 

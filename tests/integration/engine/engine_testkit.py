@@ -23,6 +23,8 @@ from wiggle.engine import (
 )
 from wiggle.graph import Graph, Predicate, Task
 from wiggle.traversal import advance
+from wiggle.worker import NonRetryable
+from wiggle.worker._context import StepInfo, running
 
 MODES = ["server", "sync", "async"]
 
@@ -57,12 +59,29 @@ class Driver:
         self.graphs[flow.version] = flow.graph
         return flow
 
-    def _call(self, activity: str, value: Any, task: TaskActivation) -> Any:
+    def _call(
+        self, activity: str, value: Any, task: TaskActivation, node_id: str | None = None
+    ) -> Any:
         fn = self.handlers[activity]
         self.ran.append(activity)
-        if len(inspect.signature(fn).parameters) >= 2:
-            return fn(value, task)
-        return fn(value)
+        # Handlers may ask `step()` what they run, as under a real worker.
+        info = StepInfo(
+            task.instance_id,
+            node_id or task.node_id,
+            task.attempt if node_id in (None, task.node_id) else 1,
+            task.flow,
+            task.version,
+            activity,
+            task.execution_mode,
+            task.task_id,
+        )
+        with running(info):
+            if len(inspect.signature(fn).parameters) >= 2:
+                return fn(value, task)
+            try:
+                return fn(value)
+            except NonRetryable as exc:
+                raise Fail(str(exc), non_retryable=True) from exc
 
     def step(self) -> int:
         tasks = self.engine.poll(self.queues, self.worker_id, 32)
@@ -93,7 +112,7 @@ class Driver:
             node = graph.nodes[node_id]
             activity = task.activity if node_id == task.node_id else node.activity  # type: ignore[union-attr]
             try:
-                out = self._call(activity, value, task)
+                out = self._call(activity, value, task, node_id)
             except Fail as f:
                 buf.append(StepOutcome(node_id, failure=StepFailure(str(f), f.non_retryable)))
                 self.engine.advance_run(

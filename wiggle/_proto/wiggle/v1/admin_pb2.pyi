@@ -142,3 +142,59 @@ class UpdateBatchRequest(_message.Message):
     batch_id: str
     state: str
     def __init__(self, batch_id: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
+
+class PlanMigrationRequest(_message.Message):
+    __slots__ = ("flow", "to", "where", "map", "timers", "children")
+    class MapEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    FLOW_FIELD_NUMBER: _ClassVar[int]
+    TO_FIELD_NUMBER: _ClassVar[int]
+    FROM_FIELD_NUMBER: _ClassVar[int]
+    WHERE_FIELD_NUMBER: _ClassVar[int]
+    MAP_FIELD_NUMBER: _ClassVar[int]
+    TIMERS_FIELD_NUMBER: _ClassVar[int]
+    CHILDREN_FIELD_NUMBER: _ClassVar[int]
+    flow: str
+    to: str
+    where: _containers.RepeatedScalarFieldContainer[str]
+    map: _containers.ScalarMap[str, str]
+    timers: str
+    children: bool
+    def __init__(self, flow: _Optional[str] = ..., to: _Optional[str] = ..., where: _Optional[_Iterable[str]] = ..., map: _Optional[_Mapping[str, str]] = ..., timers: _Optional[str] = ..., children: _Optional[bool] = ..., **kwargs) -> None: ...
+
+class PlanMigrationResponse(_message.Message):
+    __slots__ = ("plan",)
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    plan: bytes
+    def __init__(self, plan: _Optional[bytes] = ...) -> None: ...
+
+class ApplyMigrationRequest(_message.Message):
+    __slots__ = ("plan", "limit", "rate_per_s", "skip_changed", "requested_by")
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    SKIP_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_BY_FIELD_NUMBER: _ClassVar[int]
+    plan: bytes
+    limit: int
+    rate_per_s: float
+    skip_changed: bool
+    requested_by: str
+    def __init__(self, plan: _Optional[bytes] = ..., limit: _Optional[int] = ..., rate_per_s: _Optional[float] = ..., skip_changed: _Optional[bool] = ..., requested_by: _Optional[str] = ...) -> None: ...
+
+class RollbackMigrationRequest(_message.Message):
+    __slots__ = ("batch_id", "plan_hash", "rate_per_s", "requested_by")
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    PLAN_HASH_FIELD_NUMBER: _ClassVar[int]
+    RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_BY_FIELD_NUMBER: _ClassVar[int]
+    batch_id: str
+    plan_hash: str
+    rate_per_s: float
+    requested_by: str
+    def __init__(self, batch_id: _Optional[str] = ..., plan_hash: _Optional[str] = ..., rate_per_s: _Optional[float] = ..., requested_by: _Optional[str] = ...) -> None: ...

@@ -69,6 +69,21 @@ class WiggleAdminStub:
                 request_serializer=wiggle_dot_v1_dot_admin__pb2.UpdateBatchRequest.SerializeToString,
                 response_deserializer=wiggle_dot_v1_dot_admin__pb2.Batch.FromString,
                 _registered_method=True)
+        self.PlanMigration = channel.unary_unary(
+                '/wiggle.v1.WiggleAdmin/PlanMigration',
+                request_serializer=wiggle_dot_v1_dot_admin__pb2.PlanMigrationRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_admin__pb2.PlanMigrationResponse.FromString,
+                _registered_method=True)
+        self.ApplyMigration = channel.unary_unary(
+                '/wiggle.v1.WiggleAdmin/ApplyMigration',
+                request_serializer=wiggle_dot_v1_dot_admin__pb2.ApplyMigrationRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_admin__pb2.Batch.FromString,
+                _registered_method=True)
+        self.RollbackMigration = channel.unary_unary(
+                '/wiggle.v1.WiggleAdmin/RollbackMigration',
+                request_serializer=wiggle_dot_v1_dot_admin__pb2.RollbackMigrationRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_admin__pb2.Batch.FromString,
+                _registered_method=True)
 
 
 class WiggleAdminServicer:
@@ -127,6 +142,30 @@ class WiggleAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PlanMigration(self, request, context):
+        """The plan that moves the live instances of a flow to another deployed version
+        (docs/migration.md): a content-hashed JSON document. Changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ApplyMigration(self, request, context):
+        """Check a plan (its hash, and that its instances have not moved since) and start the durable
+        batch that applies it; the batch's action is "migrate".
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RollbackMigration(self, request, context):
+        """Start the batch that restores, from the pre-images a migration batch kept, every instance
+        that has not moved since; the others are skipped with the reason. Its action is "rollback".
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WiggleAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -163,6 +202,21 @@ def add_WiggleAdminServicer_to_server(servicer, server):
             'UpdateBatch': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateBatch,
                     request_deserializer=wiggle_dot_v1_dot_admin__pb2.UpdateBatchRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_admin__pb2.Batch.SerializeToString,
+            ),
+            'PlanMigration': grpc.unary_unary_rpc_method_handler(
+                    servicer.PlanMigration,
+                    request_deserializer=wiggle_dot_v1_dot_admin__pb2.PlanMigrationRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_admin__pb2.PlanMigrationResponse.SerializeToString,
+            ),
+            'ApplyMigration': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApplyMigration,
+                    request_deserializer=wiggle_dot_v1_dot_admin__pb2.ApplyMigrationRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_admin__pb2.Batch.SerializeToString,
+            ),
+            'RollbackMigration': grpc.unary_unary_rpc_method_handler(
+                    servicer.RollbackMigration,
+                    request_deserializer=wiggle_dot_v1_dot_admin__pb2.RollbackMigrationRequest.FromString,
                     response_serializer=wiggle_dot_v1_dot_admin__pb2.Batch.SerializeToString,
             ),
     }
@@ -354,6 +408,87 @@ class WiggleAdmin:
             target,
             '/wiggle.v1.WiggleAdmin/UpdateBatch',
             wiggle_dot_v1_dot_admin__pb2.UpdateBatchRequest.SerializeToString,
+            wiggle_dot_v1_dot_admin__pb2.Batch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PlanMigration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.WiggleAdmin/PlanMigration',
+            wiggle_dot_v1_dot_admin__pb2.PlanMigrationRequest.SerializeToString,
+            wiggle_dot_v1_dot_admin__pb2.PlanMigrationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApplyMigration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.WiggleAdmin/ApplyMigration',
+            wiggle_dot_v1_dot_admin__pb2.ApplyMigrationRequest.SerializeToString,
+            wiggle_dot_v1_dot_admin__pb2.Batch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RollbackMigration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.WiggleAdmin/RollbackMigration',
+            wiggle_dot_v1_dot_admin__pb2.RollbackMigrationRequest.SerializeToString,
             wiggle_dot_v1_dot_admin__pb2.Batch.FromString,
             options,
             channel_credentials,
