@@ -99,6 +99,12 @@ def _latency_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--starts", type=int, default=50)
 
 
+def _plan_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--database", default="postgres", help="postgres (throwaway) or sqlite")
+    parser.add_argument("--instances", type=int, default=10_000, help="live instances to plan")
+    parser.add_argument("--rounds", type=int, default=3, help="plans timed; the best is kept")
+
+
 # name -> (module with run(args), arguments, one-line description). The modules import grpc and
 # SQLAlchemy, so they are loaded only when their benchmark runs.
 _BENCHMARKS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], str]] = {
@@ -112,6 +118,11 @@ _BENCHMARKS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], str
         "wiggle.bench._latency",
         _latency_arguments,
         "start-to-first-step latency with and without eager dispatch",
+    ),
+    "plan": (
+        "wiggle.bench._plan",
+        _plan_arguments,
+        "time planning a migration of many live instances (docs/migration.md)",
     ),
 }
 
