@@ -35,7 +35,7 @@ from wiggle.console._backend import (
     InstanceDetail,
     Unsupported,
 )
-from wiggle.console._svg import diagram, node_states
+from wiggle.console._svg import diagram
 from wiggle.console._views import (
     JsonInputError,
     awaited_signals,
@@ -48,6 +48,8 @@ from wiggle.console._views import (
     schema_problems,
     short_version,
 )
+from wiggle.graph import Graph
+from wiggle.overlay import node_states
 
 __all__ = ["ConsoleSettings", "create_app"]
 
@@ -217,13 +219,9 @@ def create_app(backend: Backend, settings: ConsoleSettings | None = None) -> Sta
         view: InstanceDetail = await call(backend.describe, instance_id)
         definition = await call(backend.get_definition, view.flow, view.version)
         graph = orjson.loads(definition.canonical)
+        typed = Graph.from_json(graph, definition.version)
+        states = node_states(typed, view.status, view.reason, view.tokens, view.events)
         current = view.current_node or _guess_current(view)
-        states = node_states((t.node_id, t.state) for t in view.tokens)
-        for event in view.events:  # finished steps leave no token: light them from the log
-            if event.kind == "step_completed" and event.node_id in graph["nodes"]:
-                done = states.setdefault(event.node_id, {})
-                if set(done) <= {"DONE"}:
-                    done["DONE"] = done.get("DONE", 0) + 1
         svg = await call(diagram, definition.canonical, view.version, states, current)
         signals = awaited_signals(graph)
         waiting = [

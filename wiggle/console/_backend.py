@@ -105,6 +105,7 @@ class TokenView:
     child_instance_id: str
     ready_at_ms: int
     explanation: str
+    parent_token_id: str = ""
 
     @property
     def live(self) -> bool:
@@ -209,6 +210,7 @@ def _detail(view: Instance) -> InstanceDetail:
                 t.child_instance_id,
                 t.ready_at_ms,
                 t.explanation,
+                t.parent_token_id,
             )
             for t in view.tokens
         ],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from urllib.parse import parse_qsl
 
-from wiggle.console._svg import _clean, node_states
+from wiggle.console._svg import _clean
 from wiggle.console._views import (
     awaited_signals,
     filter_from_query,
@@ -28,11 +28,6 @@ def test_the_svg_keeps_only_allowed_elements_and_attributes():
     for bad in ("script", "onload", "onclick", "javascript", "foreignObject", "style=", "href"):
         assert bad not in markup
     assert "&lt;b&gt;" in markup and 'width="10"' in markup
-
-
-def test_leased_tokens_are_shown_running_and_counted_per_node():
-    states = node_states([("a", "LEASED"), ("a", "LEASED"), ("a", "DONE"), ("b", "AWAITING")])
-    assert states == {"a": {"RUNNING": 2, "DONE": 1}, "b": {"AWAITING": 1}}
 
 
 def test_filters_round_trip_through_the_query_string_and_drop_nonsense():
