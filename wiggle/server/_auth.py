@@ -42,6 +42,7 @@ CLIENT_METHODS = frozenset(
         "SignalInstance",
         "DescribeInstance",
         "ListInstances",
+        "ListIncidents",
         "WaitInstance",
         "GetDefinition",
         "ListDefinitions",
