@@ -15,7 +15,7 @@
   "use strict";
   var body = document.body;
   var period = Number(body.getAttribute("data-refresh-ms")) || 2000;
-  var MAX_RETRY_MS = Math.max(period, 4000);
+  var MAX_RETRY_MS = Math.max(period, 3000);
   body.setAttribute("data-max-retry-ms", String(MAX_RETRY_MS));
 
   function finished(el) {
