@@ -36,6 +36,11 @@ class FlowAbout:
     has_sample: bool
     path: str
 
+    @property
+    def file(self) -> str:
+        """The file's name within the directory (what a page shows; never the machine path)."""
+        return Path(self.path).name
+
 
 def sample_of_schema(schema: Any) -> tuple[bool, Any]:
     """(True, value) for the first `examples` entry or the `default` of an input schema."""

@@ -189,13 +189,15 @@ def test_queues_show_ready_work_no_worker_serves(stack):
     assert page.index('data-queue="nobody"') < page.index('data-queue="default"')
 
 
-def test_the_flow_page_has_its_description_heat_map_and_a_prefilled_start_form(stack):
+def test_the_flow_page_has_its_description_heat_map_and_a_prefilled_start_form(stack, tmp_path):
     st, console = stack
+    flows_dir = tmp_path / "flows"
     for _ in range(2):
         st.client.start("gate", {})
     page = console.get("/flows/gate").text
     assert "Prepare, wait for the go, book." in page
     assert "Gets the papers ready." in page
+    assert "<code>gate.yaml</code>" in page and str(flows_dir) not in page
     heat = page[page.index('id="heat"') :].split("</table>", 1)[0]
     assert '<tr data-node="prepare">' in heat and "READY 2" in heat
     assert re.search(r'data-node="prepare"[^>]*data-counts="READY:2"', page)
