@@ -67,6 +67,11 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_wiggle_v1_Definition_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_wiggle_v1_NodeCount_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_wiggle_v1_NodeCount_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_wiggle_v1_StartInstanceRequest_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -171,6 +176,26 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_wiggle_v1_ListWorkersResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_wiggle_v1_QueueInfo_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_wiggle_v1_QueueInfo_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_wiggle_v1_ListIncidentsRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_wiggle_v1_ListIncidentsRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_wiggle_v1_Incident_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_wiggle_v1_Incident_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_wiggle_v1_ListIncidentsResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_wiggle_v1_ListIncidentsResponse_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
     internal_static_wiggle_v1_PollTasksResponse_descriptor;
   static final 
@@ -280,181 +305,199 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
       "\023InstanceCountsEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005val" +
       "ue\030\002 \001(\003:\0028\001\"L\n\027ListDefinitionsResponse\022" +
       "1\n\013definitions\030\001 \003(\0132\034.wiggle.v1.Definit" +
-      "ionSummary\"5\n\024GetDefinitionRequest\022\014\n\004na" +
-      "me\030\001 \001(\t\022\017\n\007version\030\002 \001(\t\"T\n\nDefinition\022" +
-      "\014\n\004name\030\001 \001(\t\022\017\n\007version\030\002 \001(\t\022\r\n\005graph\030" +
-      "\003 \001(\014\022\030\n\020registered_at_ms\030\004 \001(\003\"\202\001\n\024Star" +
-      "tInstanceRequest\022\014\n\004flow\030\001 \001(\t\022\017\n\007versio" +
-      "n\030\002 \001(\t\022\r\n\005input\030\003 \001(\014\022\023\n\013instance_id\030\004 " +
-      "\001(\t\022\'\n\005eager\030\005 \001(\0132\030.wiggle.v1.EagerDisp" +
-      "atch\"F\n\rEagerDispatch\022\021\n\tworker_id\030\001 \001(\t" +
-      "\022\016\n\006queues\030\002 \003(\t\022\022\n\nactivities\030\003 \003(\t\"s\n\025" +
-      "StartInstanceResponse\022\023\n\013instance_id\030\001 \001" +
-      "(\t\022\017\n\007version\030\002 \001(\t\022#\n\neager_task\030\003 \001(\0132" +
-      "\017.wiggle.v1.Task\022\017\n\007created\030\004 \001(\010\"K\n\025Sig" +
-      "nalInstanceRequest\022\023\n\013instance_id\030\001 \001(\t\022" +
-      "\014\n\004name\030\002 \001(\t\022\017\n\007payload\030\003 \001(\014\"+\n\026Signal" +
-      "InstanceResponse\022\021\n\tdelivered\030\001 \001(\010\"S\n\023W" +
-      "aitInstanceRequest\022\023\n\013instance_id\030\001 \001(\t\022" +
-      "\017\n\007wait_ms\030\002 \001(\005\022\026\n\016include_events\030\003 \001(\010" +
-      "\"<\n\025CancelInstanceRequest\022\023\n\013instance_id" +
-      "\030\001 \001(\t\022\016\n\006reason\030\002 \001(\t\"C\n\026CancelInstance" +
-      "Response\022)\n\006status\030\001 \001(\0162\031.wiggle.v1.Ins" +
-      "tanceStatus\"F\n\027DescribeInstanceRequest\022\023" +
-      "\n\013instance_id\030\001 \001(\t\022\026\n\016include_events\030\002 " +
-      "\001(\010\"\213\003\n\010Instance\022\023\n\013instance_id\030\001 \001(\t\022\014\n" +
-      "\004flow\030\002 \001(\t\022\017\n\007version\030\003 \001(\t\022)\n\006status\030\004" +
-      " \001(\0162\031.wiggle.v1.InstanceStatus\022\017\n\007conte" +
-      "xt\030\005 \001(\014\022\016\n\006reason\030\006 \001(\t\0220\n\016execution_mo" +
-      "de\030\007 \001(\0162\030.wiggle.v1.ExecutionMode\022\032\n\022pa" +
-      "rent_instance_id\030\010 \001(\t\022\025\n\rcreated_at_ms\030" +
-      "\t \001(\003\022\025\n\rupdated_at_ms\030\n \001(\003\022 \n\006tokens\030\013" +
-      " \003(\0132\020.wiggle.v1.Token\022 \n\006events\030\014 \003(\0132\020" +
-      ".wiggle.v1.Event\022\r\n\005input\030\r \001(\014\022\032\n\022child" +
-      "_instance_ids\030\016 \003(\t\022\024\n\014current_node\030\017 \001(" +
-      "\t\"\332\002\n\005Token\022\020\n\010token_id\030\001 \001(\t\022\017\n\007node_id" +
-      "\030\002 \001(\t\022$\n\005state\030\003 \001(\0162\025.wiggle.v1.TokenS" +
-      "tate\022\017\n\007attempt\030\004 \001(\005\022\023\n\013lease_owner\030\005 \001" +
-      "(\t\022\033\n\023lease_expires_at_ms\030\006 \001(\003\022\022\n\nwake_" +
-      "at_ms\030\007 \001(\003\022\016\n\006branch\030\010 \001(\t\022\017\n\007context\030\t" +
-      " \001(\014\022\r\n\005queue\030\n \001(\t\022\020\n\010activity\030\013 \001(\t\022\021\n" +
-      "\twait_kind\030\014 \001(\t\022\031\n\021child_instance_id\030\r " +
-      "\001(\t\022\023\n\013ready_at_ms\030\016 \001(\003\022\027\n\017parent_token" +
-      "_id\030\017 \001(\t\022\023\n\013explanation\030\020 \001(\t\"c\n\005Event\022" +
-      "\013\n\003seq\030\001 \001(\003\022\r\n\005at_ms\030\002 \001(\003\022\014\n\004kind\030\003 \001(" +
-      "\t\022\017\n\007node_id\030\004 \001(\t\022\017\n\007attempt\030\005 \001(\005\022\016\n\006d" +
-      "etail\030\006 \001(\014\"\351\001\n\024ListInstancesRequest\022\014\n\004" +
-      "flow\030\001 \001(\t\022)\n\006status\030\002 \001(\0162\031.wiggle.v1.I" +
-      "nstanceStatus\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npage" +
-      "_token\030\004 \001(\t\022\017\n\007version\030\005 \001(\t\022\030\n\020started" +
-      "_after_ms\030\006 \001(\003\022\031\n\021started_before_ms\030\007 \001" +
-      "(\003\022\023\n\013id_contains\030\010 \001(\t\022\026\n\016include_count" +
-      "s\030\t \001(\010\"\305\001\n\025ListInstancesResponse\022&\n\tins" +
-      "tances\030\001 \003(\0132\023.wiggle.v1.Instance\022\027\n\017nex" +
-      "t_page_token\030\002 \001(\t\022<\n\006counts\030\003 \003(\0132,.wig" +
-      "gle.v1.ListInstancesResponse.CountsEntry" +
-      "\032-\n\013CountsEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 " +
-      "\001(\003:\0028\001\"\211\001\n\020PollTasksRequest\022\021\n\tworker_i" +
-      "d\030\001 \001(\t\022\016\n\006queues\030\002 \003(\t\022\021\n\tmax_tasks\030\003 \001" +
-      "(\005\022\017\n\007wait_ms\030\004 \001(\005\022\022\n\nactivities\030\005 \003(\t\022" +
-      "\r\n\005slots\030\006 \001(\005\022\013\n\003sdk\030\007 \001(\t\"$\n\017EndPollsR" +
-      "equest\022\021\n\tworker_id\030\001 \001(\t\"!\n\020EndPollsRes" +
-      "ponse\022\r\n\005ended\030\001 \001(\005\",\n\022ListWorkersReque" +
-      "st\022\026\n\016seen_within_ms\030\001 \001(\005\"\214\001\n\nWorkerInf" +
+      "ionSummary\"R\n\024GetDefinitionRequest\022\014\n\004na" +
+      "me\030\001 \001(\t\022\017\n\007version\030\002 \001(\t\022\033\n\023include_nod" +
+      "e_counts\030\003 \001(\010\"\177\n\nDefinition\022\014\n\004name\030\001 \001" +
+      "(\t\022\017\n\007version\030\002 \001(\t\022\r\n\005graph\030\003 \001(\014\022\030\n\020re" +
+      "gistered_at_ms\030\004 \001(\003\022)\n\013node_counts\030\005 \003(" +
+      "\0132\024.wiggle.v1.NodeCount\">\n\tNodeCount\022\017\n\007" +
+      "node_id\030\001 \001(\t\022\r\n\005state\030\002 \001(\t\022\021\n\tinstance" +
+      "s\030\003 \001(\003\"\202\001\n\024StartInstanceRequest\022\014\n\004flow" +
+      "\030\001 \001(\t\022\017\n\007version\030\002 \001(\t\022\r\n\005input\030\003 \001(\014\022\023" +
+      "\n\013instance_id\030\004 \001(\t\022\'\n\005eager\030\005 \001(\0132\030.wig" +
+      "gle.v1.EagerDispatch\"F\n\rEagerDispatch\022\021\n" +
+      "\tworker_id\030\001 \001(\t\022\016\n\006queues\030\002 \003(\t\022\022\n\nacti" +
+      "vities\030\003 \003(\t\"s\n\025StartInstanceResponse\022\023\n" +
+      "\013instance_id\030\001 \001(\t\022\017\n\007version\030\002 \001(\t\022#\n\ne" +
+      "ager_task\030\003 \001(\0132\017.wiggle.v1.Task\022\017\n\007crea" +
+      "ted\030\004 \001(\010\"K\n\025SignalInstanceRequest\022\023\n\013in" +
+      "stance_id\030\001 \001(\t\022\014\n\004name\030\002 \001(\t\022\017\n\007payload" +
+      "\030\003 \001(\014\"+\n\026SignalInstanceResponse\022\021\n\tdeli" +
+      "vered\030\001 \001(\010\"S\n\023WaitInstanceRequest\022\023\n\013in" +
+      "stance_id\030\001 \001(\t\022\017\n\007wait_ms\030\002 \001(\005\022\026\n\016incl" +
+      "ude_events\030\003 \001(\010\"<\n\025CancelInstanceReques" +
+      "t\022\023\n\013instance_id\030\001 \001(\t\022\016\n\006reason\030\002 \001(\t\"C" +
+      "\n\026CancelInstanceResponse\022)\n\006status\030\001 \001(\016" +
+      "2\031.wiggle.v1.InstanceStatus\"F\n\027DescribeI" +
+      "nstanceRequest\022\023\n\013instance_id\030\001 \001(\t\022\026\n\016i" +
+      "nclude_events\030\002 \001(\010\"\213\003\n\010Instance\022\023\n\013inst" +
+      "ance_id\030\001 \001(\t\022\014\n\004flow\030\002 \001(\t\022\017\n\007version\030\003" +
+      " \001(\t\022)\n\006status\030\004 \001(\0162\031.wiggle.v1.Instanc" +
+      "eStatus\022\017\n\007context\030\005 \001(\014\022\016\n\006reason\030\006 \001(\t" +
+      "\0220\n\016execution_mode\030\007 \001(\0162\030.wiggle.v1.Exe" +
+      "cutionMode\022\032\n\022parent_instance_id\030\010 \001(\t\022\025" +
+      "\n\rcreated_at_ms\030\t \001(\003\022\025\n\rupdated_at_ms\030\n" +
+      " \001(\003\022 \n\006tokens\030\013 \003(\0132\020.wiggle.v1.Token\022 " +
+      "\n\006events\030\014 \003(\0132\020.wiggle.v1.Event\022\r\n\005inpu" +
+      "t\030\r \001(\014\022\032\n\022child_instance_ids\030\016 \003(\t\022\024\n\014c" +
+      "urrent_node\030\017 \001(\t\"\332\002\n\005Token\022\020\n\010token_id\030" +
+      "\001 \001(\t\022\017\n\007node_id\030\002 \001(\t\022$\n\005state\030\003 \001(\0162\025." +
+      "wiggle.v1.TokenState\022\017\n\007attempt\030\004 \001(\005\022\023\n" +
+      "\013lease_owner\030\005 \001(\t\022\033\n\023lease_expires_at_m" +
+      "s\030\006 \001(\003\022\022\n\nwake_at_ms\030\007 \001(\003\022\016\n\006branch\030\010 " +
+      "\001(\t\022\017\n\007context\030\t \001(\014\022\r\n\005queue\030\n \001(\t\022\020\n\010a" +
+      "ctivity\030\013 \001(\t\022\021\n\twait_kind\030\014 \001(\t\022\031\n\021chil" +
+      "d_instance_id\030\r \001(\t\022\023\n\013ready_at_ms\030\016 \001(\003" +
+      "\022\027\n\017parent_token_id\030\017 \001(\t\022\023\n\013explanation" +
+      "\030\020 \001(\t\"c\n\005Event\022\013\n\003seq\030\001 \001(\003\022\r\n\005at_ms\030\002 " +
+      "\001(\003\022\014\n\004kind\030\003 \001(\t\022\017\n\007node_id\030\004 \001(\t\022\017\n\007at" +
+      "tempt\030\005 \001(\005\022\016\n\006detail\030\006 \001(\014\"\351\001\n\024ListInst" +
+      "ancesRequest\022\014\n\004flow\030\001 \001(\t\022)\n\006status\030\002 \001" +
+      "(\0162\031.wiggle.v1.InstanceStatus\022\021\n\tpage_si" +
+      "ze\030\003 \001(\005\022\022\n\npage_token\030\004 \001(\t\022\017\n\007version\030" +
+      "\005 \001(\t\022\030\n\020started_after_ms\030\006 \001(\003\022\031\n\021start" +
+      "ed_before_ms\030\007 \001(\003\022\023\n\013id_contains\030\010 \001(\t\022" +
+      "\026\n\016include_counts\030\t \001(\010\"\305\001\n\025ListInstance" +
+      "sResponse\022&\n\tinstances\030\001 \003(\0132\023.wiggle.v1" +
+      ".Instance\022\027\n\017next_page_token\030\002 \001(\t\022<\n\006co" +
+      "unts\030\003 \003(\0132,.wiggle.v1.ListInstancesResp" +
+      "onse.CountsEntry\032-\n\013CountsEntry\022\013\n\003key\030\001" +
+      " \001(\t\022\r\n\005value\030\002 \001(\003:\0028\001\"\211\001\n\020PollTasksReq" +
+      "uest\022\021\n\tworker_id\030\001 \001(\t\022\016\n\006queues\030\002 \003(\t\022" +
+      "\021\n\tmax_tasks\030\003 \001(\005\022\017\n\007wait_ms\030\004 \001(\005\022\022\n\na" +
+      "ctivities\030\005 \003(\t\022\r\n\005slots\030\006 \001(\005\022\013\n\003sdk\030\007 " +
+      "\001(\t\"$\n\017EndPollsRequest\022\021\n\tworker_id\030\001 \001(" +
+      "\t\"!\n\020EndPollsResponse\022\r\n\005ended\030\001 \001(\005\"D\n\022" +
+      "ListWorkersRequest\022\026\n\016seen_within_ms\030\001 \001" +
+      "(\005\022\026\n\016include_queues\030\002 \001(\010\"\214\001\n\nWorkerInf" +
       "o\022\021\n\tworker_id\030\001 \001(\t\022\016\n\006queues\030\002 \003(\t\022\022\n\n" +
       "activities\030\003 \003(\t\022\r\n\005slots\030\004 \001(\005\022\013\n\003sdk\030\005" +
       " \001(\t\022\025\n\rfirst_seen_ms\030\006 \001(\003\022\024\n\014last_poll" +
-      "_ms\030\007 \001(\003\"T\n\023ListWorkersResponse\022&\n\007work" +
+      "_ms\030\007 \001(\003\"z\n\023ListWorkersResponse\022&\n\007work" +
       "ers\030\001 \003(\0132\025.wiggle.v1.WorkerInfo\022\025\n\rserv" +
-      "er_now_ms\030\002 \001(\003\"3\n\021PollTasksResponse\022\036\n\005" +
-      "tasks\030\001 \003(\0132\017.wiggle.v1.Task\"\361\002\n\004Task\022\017\n" +
-      "\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\033\n\023lease_e" +
-      "xpires_at_ms\030\003 \001(\003\022\023\n\013instance_id\030\004 \001(\t\022" +
-      "\014\n\004flow\030\005 \001(\t\022\017\n\007version\030\006 \001(\t\022\017\n\007node_i" +
-      "d\030\007 \001(\t\022\020\n\010activity\030\010 \001(\t\022\r\n\005queue\030\t \001(\t" +
-      "\022\017\n\007attempt\030\n \001(\005\022\r\n\005input\030\013 \001(\014\0220\n\016exec" +
-      "ution_mode\030\014 \001(\0162\030.wiggle.v1.ExecutionMo" +
-      "de\022\023\n\013loop_counts\030\r \001(\014\022\022\n\ntimeout_ms\030\016 " +
-      "\001(\003\022\025\n\rserver_now_ms\030\017 \001(\003\022\031\n\021max_payloa" +
-      "d_bytes\030\020 \001(\003\022\031\n\021max_request_bytes\030\021 \001(\003" +
-      "\"z\n\023CompleteTaskRequest\022\017\n\007task_id\030\001 \001(\t" +
-      "\022\r\n\005lease\030\002 \001(\t\022\016\n\006result\030\003 \001(\014\022&\n\004next\030" +
-      "\004 \001(\0132\030.wiggle.v1.EagerDispatch\022\013\n\003seq\030\005" +
-      " \001(\003\"g\n\017FailTaskRequest\022\017\n\007task_id\030\001 \001(\t" +
-      "\022\r\n\005lease\030\002 \001(\t\022\'\n\007failure\030\003 \001(\0132\026.wiggl" +
-      "e.v1.StepFailure\022\013\n\003seq\030\004 \001(\003\"Q\n\022Release" +
-      "TaskRequest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 " +
-      "\001(\t\022\013\n\003seq\030\003 \001(\003\022\016\n\006reason\030\004 \001(\t\"I\n\013Step" +
-      "Failure\022\017\n\007message\030\001 \001(\t\022\025\n\rnon_retryabl" +
-      "e\030\002 \001(\010\022\022\n\nerror_type\030\003 \001(\t\"l\n\022TaskRepor" +
-      "tResponse\0222\n\017instance_status\030\001 \001(\0162\031.wig" +
-      "gle.v1.InstanceStatus\022\"\n\tnext_task\030\002 \001(\013" +
-      "2\017.wiggle.v1.Task\"C\n\020HeartbeatRequest\022\017\n" +
-      "\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\017\n\007node_id" +
-      "\030\003 \001(\t\"{\n\021HeartbeatResponse\022\033\n\023lease_exp" +
-      "ires_at_ms\030\001 \001(\003\0222\n\017instance_status\030\002 \001(" +
-      "\0162\031.wiggle.v1.InstanceStatus\022\025\n\rserver_n" +
-      "ow_ms\030\003 \001(\003\"{\n\nStepResult\022\017\n\007node_id\030\001 \001" +
-      "(\t\022\021\n\007context\030\002 \001(\014H\000\022\023\n\tpredicate\030\003 \001(\010" +
-      "H\000\022)\n\007failure\030\004 \001(\0132\026.wiggle.v1.StepFail" +
-      "ureH\000B\t\n\007outcome\"\216\001\n\021AdvanceRunRequest\022\017" +
-      "\n\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022$\n\005steps\030" +
-      "\003 \003(\0132\025.wiggle.v1.StepResult\022\r\n\005final\030\004 " +
-      "\001(\010\022\027\n\017handback_reason\030\005 \001(\t\022\013\n\003seq\030\006 \001(" +
-      "\003\"\220\001\n\022AdvanceRunResponse\0222\n\017instance_sta" +
-      "tus\030\001 \001(\0162\031.wiggle.v1.InstanceStatus\022\033\n\023" +
-      "lease_expires_at_ms\030\002 \001(\003\022\022\n\nkeep_going\030" +
-      "\003 \001(\010\022\025\n\rserver_now_ms\030\004 \001(\003\"\331\001\n\nTaskRep" +
-      "ort\0222\n\010complete\030\001 \001(\0132\036.wiggle.v1.Comple" +
-      "teTaskRequestH\000\022*\n\004fail\030\002 \001(\0132\032.wiggle.v" +
-      "1.FailTaskRequestH\000\022/\n\007advance\030\003 \001(\0132\034.w" +
-      "iggle.v1.AdvanceRunRequestH\000\0220\n\007release\030" +
-      "\004 \001(\0132\035.wiggle.v1.ReleaseTaskRequestH\000B\010" +
-      "\n\006report\"<\n\022ReportBatchRequest\022&\n\007report" +
-      "s\030\001 \003(\0132\025.wiggle.v1.TaskReport\"G\n\013Report" +
-      "Error\022\023\n\013status_code\030\001 \001(\005\022\022\n\nerror_code" +
-      "\030\002 \001(\t\022\017\n\007message\030\003 \001(\t\"\246\001\n\020TaskReportAn" +
-      "swer\022-\n\004task\030\001 \001(\0132\035.wiggle.v1.TaskRepor" +
-      "tResponseH\000\0220\n\007advance\030\002 \001(\0132\035.wiggle.v1" +
-      ".AdvanceRunResponseH\000\022\'\n\005error\030\003 \001(\0132\026.w" +
-      "iggle.v1.ReportErrorH\000B\010\n\006answer\"C\n\023Repo" +
-      "rtBatchResponse\022,\n\007answers\030\001 \003(\0132\033.wiggl" +
-      "e.v1.TaskReportAnswer*\324\002\n\tErrorCode\022\032\n\026E" +
-      "RROR_CODE_UNSPECIFIED\020\000\022\020\n\014FLOW_INVALID\020" +
-      "\001\022\030\n\024DEFINITION_NOT_FOUND\020\002\022\026\n\022INSTANCE_" +
-      "NOT_FOUND\020\003\022\022\n\016INPUT_REJECTED\020\004\022\023\n\017INVAL" +
-      "ID_REQUEST\020\005\022\016\n\nWRONG_PATH\020\006\022\017\n\013STALE_LE" +
-      "ASE\020\007\022\030\n\024INSTANCE_NOT_RUNNING\020\010\022\025\n\021PAYLO" +
-      "AD_TOO_LARGE\020\t\022\023\n\017UNAUTHENTICATED\020\n\022\025\n\021P" +
-      "ERMISSION_DENIED\020\013\022\026\n\022SIGNAL_NOT_AWAITED" +
-      "\020\014\022\017\n\013UNAVAILABLE\020\r\022\027\n\023REPORT_OUT_OF_ORD" +
-      "ER\020\016*i\n\rExecutionMode\022\036\n\032EXECUTION_MODE_" +
-      "UNSPECIFIED\020\000\022\n\n\006SERVER\020\001\022\016\n\nLOCAL_SYNC\020" +
-      "\002\022\017\n\013LOCAL_ASYNC\020\003\022\013\n\007DEFAULT\020\004*h\n\016Insta" +
-      "nceStatus\022\037\n\033INSTANCE_STATUS_UNSPECIFIED" +
-      "\020\000\022\013\n\007RUNNING\020\001\022\r\n\tCOMPLETED\020\002\022\n\n\006FAILED" +
-      "\020\003\022\r\n\tCANCELLED\020\004*q\n\nTokenState\022\033\n\027TOKEN" +
-      "_STATE_UNSPECIFIED\020\000\022\t\n\005READY\020\001\022\n\n\006LEASE" +
-      "D\020\002\022\013\n\007WAITING\020\003\022\014\n\010AWAITING\020\004\022\n\n\006JOINED" +
-      "\020\005\022\010\n\004DONE\020\0062\225\013\n\006Wiggle\022a\n\022RegisterDefin" +
-      "ition\022$.wiggle.v1.RegisterDefinitionRequ" +
-      "est\032%.wiggle.v1.RegisterDefinitionRespon" +
-      "se\022G\n\rGetDefinition\022\037.wiggle.v1.GetDefin" +
-      "itionRequest\032\025.wiggle.v1.Definition\022X\n\017L" +
-      "istDefinitions\022!.wiggle.v1.ListDefinitio" +
-      "nsRequest\032\".wiggle.v1.ListDefinitionsRes" +
-      "ponse\022R\n\rStartInstance\022\037.wiggle.v1.Start" +
-      "InstanceRequest\032 .wiggle.v1.StartInstanc" +
-      "eResponse\022U\n\016SignalInstance\022 .wiggle.v1." +
-      "SignalInstanceRequest\032!.wiggle.v1.Signal" +
-      "InstanceResponse\022U\n\016CancelInstance\022 .wig" +
-      "gle.v1.CancelInstanceRequest\032!.wiggle.v1" +
-      ".CancelInstanceResponse\022K\n\020DescribeInsta" +
-      "nce\022\".wiggle.v1.DescribeInstanceRequest\032" +
-      "\023.wiggle.v1.Instance\022R\n\rListInstances\022\037." +
-      "wiggle.v1.ListInstancesRequest\032 .wiggle." +
-      "v1.ListInstancesResponse\022C\n\014WaitInstance" +
-      "\022\036.wiggle.v1.WaitInstanceRequest\032\023.wiggl" +
-      "e.v1.Instance\022F\n\tPollTasks\022\033.wiggle.v1.P" +
-      "ollTasksRequest\032\034.wiggle.v1.PollTasksRes" +
-      "ponse\022C\n\010EndPolls\022\032.wiggle.v1.EndPollsRe" +
-      "quest\032\033.wiggle.v1.EndPollsResponse\022L\n\013Li" +
-      "stWorkers\022\035.wiggle.v1.ListWorkersRequest" +
-      "\032\036.wiggle.v1.ListWorkersResponse\022M\n\014Comp" +
-      "leteTask\022\036.wiggle.v1.CompleteTaskRequest" +
-      "\032\035.wiggle.v1.TaskReportResponse\022E\n\010FailT" +
-      "ask\022\032.wiggle.v1.FailTaskRequest\032\035.wiggle" +
-      ".v1.TaskReportResponse\022K\n\013ReleaseTask\022\035." +
-      "wiggle.v1.ReleaseTaskRequest\032\035.wiggle.v1" +
-      ".TaskReportResponse\022F\n\tHeartbeat\022\033.wiggl" +
-      "e.v1.HeartbeatRequest\032\034.wiggle.v1.Heartb" +
-      "eatResponse\022I\n\nAdvanceRun\022\034.wiggle.v1.Ad" +
-      "vanceRunRequest\032\035.wiggle.v1.AdvanceRunRe" +
-      "sponse\022L\n\013ReportBatch\022\035.wiggle.v1.Report" +
-      "BatchRequest\032\036.wiggle.v1.ReportBatchResp" +
-      "onseB^\n\023dev.wiggle.proto.v1B\013WiggleProto" +
-      "P\001Z8github.com/wiggle-engine/wiggle/sdk/" +
-      "go/wigglepb;wigglepbb\006proto3"
+      "er_now_ms\030\002 \001(\003\022$\n\006queues\030\003 \003(\0132\024.wiggle" +
+      ".v1.QueueInfo\"U\n\tQueueInfo\022\r\n\005queue\030\001 \001(" +
+      "\t\022\r\n\005ready\030\002 \001(\003\022\032\n\022oldest_ready_at_ms\030\003" +
+      " \001(\003\022\016\n\006leased\030\004 \001(\003\"]\n\024ListIncidentsReq" +
+      "uest\022\014\n\004flow\030\001 \001(\t\022\017\n\007version\030\002 \001(\t\022\027\n\017f" +
+      "ailed_after_ms\030\003 \001(\003\022\r\n\005limit\030\004 \001(\005\"\231\001\n\010" +
+      "Incident\022\014\n\004flow\030\001 \001(\t\022\017\n\007node_id\030\002 \001(\t\022" +
+      "\016\n\006reason\030\003 \001(\t\022\021\n\tinstances\030\004 \001(\003\022\032\n\022fi" +
+      "rst_failed_at_ms\030\005 \001(\003\022\031\n\021last_failed_at" +
+      "_ms\030\006 \001(\003\022\024\n\014instance_ids\030\007 \003(\t\"O\n\025ListI" +
+      "ncidentsResponse\022&\n\tincidents\030\001 \003(\0132\023.wi" +
+      "ggle.v1.Incident\022\016\n\006failed\030\002 \001(\003\"3\n\021Poll" +
+      "TasksResponse\022\036\n\005tasks\030\001 \003(\0132\017.wiggle.v1" +
+      ".Task\"\361\002\n\004Task\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease" +
+      "\030\002 \001(\t\022\033\n\023lease_expires_at_ms\030\003 \001(\003\022\023\n\013i" +
+      "nstance_id\030\004 \001(\t\022\014\n\004flow\030\005 \001(\t\022\017\n\007versio" +
+      "n\030\006 \001(\t\022\017\n\007node_id\030\007 \001(\t\022\020\n\010activity\030\010 \001" +
+      "(\t\022\r\n\005queue\030\t \001(\t\022\017\n\007attempt\030\n \001(\005\022\r\n\005in" +
+      "put\030\013 \001(\014\0220\n\016execution_mode\030\014 \001(\0162\030.wigg" +
+      "le.v1.ExecutionMode\022\023\n\013loop_counts\030\r \001(\014" +
+      "\022\022\n\ntimeout_ms\030\016 \001(\003\022\025\n\rserver_now_ms\030\017 " +
+      "\001(\003\022\031\n\021max_payload_bytes\030\020 \001(\003\022\031\n\021max_re" +
+      "quest_bytes\030\021 \001(\003\"z\n\023CompleteTaskRequest" +
+      "\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\016\n\006resu" +
+      "lt\030\003 \001(\014\022&\n\004next\030\004 \001(\0132\030.wiggle.v1.Eager" +
+      "Dispatch\022\013\n\003seq\030\005 \001(\003\"g\n\017FailTaskRequest" +
+      "\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\'\n\007fail" +
+      "ure\030\003 \001(\0132\026.wiggle.v1.StepFailure\022\013\n\003seq" +
+      "\030\004 \001(\003\"Q\n\022ReleaseTaskRequest\022\017\n\007task_id\030" +
+      "\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\013\n\003seq\030\003 \001(\003\022\016\n\006rea" +
+      "son\030\004 \001(\t\"I\n\013StepFailure\022\017\n\007message\030\001 \001(" +
+      "\t\022\025\n\rnon_retryable\030\002 \001(\010\022\022\n\nerror_type\030\003" +
+      " \001(\t\"l\n\022TaskReportResponse\0222\n\017instance_s" +
+      "tatus\030\001 \001(\0162\031.wiggle.v1.InstanceStatus\022\"" +
+      "\n\tnext_task\030\002 \001(\0132\017.wiggle.v1.Task\"C\n\020He" +
+      "artbeatRequest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease" +
+      "\030\002 \001(\t\022\017\n\007node_id\030\003 \001(\t\"{\n\021HeartbeatResp" +
+      "onse\022\033\n\023lease_expires_at_ms\030\001 \001(\003\0222\n\017ins" +
+      "tance_status\030\002 \001(\0162\031.wiggle.v1.InstanceS" +
+      "tatus\022\025\n\rserver_now_ms\030\003 \001(\003\"{\n\nStepResu" +
+      "lt\022\017\n\007node_id\030\001 \001(\t\022\021\n\007context\030\002 \001(\014H\000\022\023" +
+      "\n\tpredicate\030\003 \001(\010H\000\022)\n\007failure\030\004 \001(\0132\026.w" +
+      "iggle.v1.StepFailureH\000B\t\n\007outcome\"\216\001\n\021Ad" +
+      "vanceRunRequest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005leas" +
+      "e\030\002 \001(\t\022$\n\005steps\030\003 \003(\0132\025.wiggle.v1.StepR" +
+      "esult\022\r\n\005final\030\004 \001(\010\022\027\n\017handback_reason\030" +
+      "\005 \001(\t\022\013\n\003seq\030\006 \001(\003\"\220\001\n\022AdvanceRunRespons" +
+      "e\0222\n\017instance_status\030\001 \001(\0162\031.wiggle.v1.I" +
+      "nstanceStatus\022\033\n\023lease_expires_at_ms\030\002 \001" +
+      "(\003\022\022\n\nkeep_going\030\003 \001(\010\022\025\n\rserver_now_ms\030" +
+      "\004 \001(\003\"\331\001\n\nTaskReport\0222\n\010complete\030\001 \001(\0132\036" +
+      ".wiggle.v1.CompleteTaskRequestH\000\022*\n\004fail" +
+      "\030\002 \001(\0132\032.wiggle.v1.FailTaskRequestH\000\022/\n\007" +
+      "advance\030\003 \001(\0132\034.wiggle.v1.AdvanceRunRequ" +
+      "estH\000\0220\n\007release\030\004 \001(\0132\035.wiggle.v1.Relea" +
+      "seTaskRequestH\000B\010\n\006report\"<\n\022ReportBatch" +
+      "Request\022&\n\007reports\030\001 \003(\0132\025.wiggle.v1.Tas" +
+      "kReport\"G\n\013ReportError\022\023\n\013status_code\030\001 " +
+      "\001(\005\022\022\n\nerror_code\030\002 \001(\t\022\017\n\007message\030\003 \001(\t" +
+      "\"\246\001\n\020TaskReportAnswer\022-\n\004task\030\001 \001(\0132\035.wi" +
+      "ggle.v1.TaskReportResponseH\000\0220\n\007advance\030" +
+      "\002 \001(\0132\035.wiggle.v1.AdvanceRunResponseH\000\022\'" +
+      "\n\005error\030\003 \001(\0132\026.wiggle.v1.ReportErrorH\000B" +
+      "\010\n\006answer\"C\n\023ReportBatchResponse\022,\n\007answ" +
+      "ers\030\001 \003(\0132\033.wiggle.v1.TaskReportAnswer*\324" +
+      "\002\n\tErrorCode\022\032\n\026ERROR_CODE_UNSPECIFIED\020\000" +
+      "\022\020\n\014FLOW_INVALID\020\001\022\030\n\024DEFINITION_NOT_FOU" +
+      "ND\020\002\022\026\n\022INSTANCE_NOT_FOUND\020\003\022\022\n\016INPUT_RE" +
+      "JECTED\020\004\022\023\n\017INVALID_REQUEST\020\005\022\016\n\nWRONG_P" +
+      "ATH\020\006\022\017\n\013STALE_LEASE\020\007\022\030\n\024INSTANCE_NOT_R" +
+      "UNNING\020\010\022\025\n\021PAYLOAD_TOO_LARGE\020\t\022\023\n\017UNAUT" +
+      "HENTICATED\020\n\022\025\n\021PERMISSION_DENIED\020\013\022\026\n\022S" +
+      "IGNAL_NOT_AWAITED\020\014\022\017\n\013UNAVAILABLE\020\r\022\027\n\023" +
+      "REPORT_OUT_OF_ORDER\020\016*i\n\rExecutionMode\022\036" +
+      "\n\032EXECUTION_MODE_UNSPECIFIED\020\000\022\n\n\006SERVER" +
+      "\020\001\022\016\n\nLOCAL_SYNC\020\002\022\017\n\013LOCAL_ASYNC\020\003\022\013\n\007D" +
+      "EFAULT\020\004*h\n\016InstanceStatus\022\037\n\033INSTANCE_S" +
+      "TATUS_UNSPECIFIED\020\000\022\013\n\007RUNNING\020\001\022\r\n\tCOMP" +
+      "LETED\020\002\022\n\n\006FAILED\020\003\022\r\n\tCANCELLED\020\004*q\n\nTo" +
+      "kenState\022\033\n\027TOKEN_STATE_UNSPECIFIED\020\000\022\t\n" +
+      "\005READY\020\001\022\n\n\006LEASED\020\002\022\013\n\007WAITING\020\003\022\014\n\010AWA" +
+      "ITING\020\004\022\n\n\006JOINED\020\005\022\010\n\004DONE\020\0062\351\013\n\006Wiggle" +
+      "\022a\n\022RegisterDefinition\022$.wiggle.v1.Regis" +
+      "terDefinitionRequest\032%.wiggle.v1.Registe" +
+      "rDefinitionResponse\022G\n\rGetDefinition\022\037.w" +
+      "iggle.v1.GetDefinitionRequest\032\025.wiggle.v" +
+      "1.Definition\022X\n\017ListDefinitions\022!.wiggle" +
+      ".v1.ListDefinitionsRequest\032\".wiggle.v1.L" +
+      "istDefinitionsResponse\022R\n\rStartInstance\022" +
+      "\037.wiggle.v1.StartInstanceRequest\032 .wiggl" +
+      "e.v1.StartInstanceResponse\022U\n\016SignalInst" +
+      "ance\022 .wiggle.v1.SignalInstanceRequest\032!" +
+      ".wiggle.v1.SignalInstanceResponse\022U\n\016Can" +
+      "celInstance\022 .wiggle.v1.CancelInstanceRe" +
+      "quest\032!.wiggle.v1.CancelInstanceResponse" +
+      "\022K\n\020DescribeInstance\022\".wiggle.v1.Describ" +
+      "eInstanceRequest\032\023.wiggle.v1.Instance\022R\n" +
+      "\rListInstances\022\037.wiggle.v1.ListInstances" +
+      "Request\032 .wiggle.v1.ListInstancesRespons" +
+      "e\022R\n\rListIncidents\022\037.wiggle.v1.ListIncid" +
+      "entsRequest\032 .wiggle.v1.ListIncidentsRes" +
+      "ponse\022C\n\014WaitInstance\022\036.wiggle.v1.WaitIn" +
+      "stanceRequest\032\023.wiggle.v1.Instance\022F\n\tPo" +
+      "llTasks\022\033.wiggle.v1.PollTasksRequest\032\034.w" +
+      "iggle.v1.PollTasksResponse\022C\n\010EndPolls\022\032" +
+      ".wiggle.v1.EndPollsRequest\032\033.wiggle.v1.E" +
+      "ndPollsResponse\022L\n\013ListWorkers\022\035.wiggle." +
+      "v1.ListWorkersRequest\032\036.wiggle.v1.ListWo" +
+      "rkersResponse\022M\n\014CompleteTask\022\036.wiggle.v" +
+      "1.CompleteTaskRequest\032\035.wiggle.v1.TaskRe" +
+      "portResponse\022E\n\010FailTask\022\032.wiggle.v1.Fai" +
+      "lTaskRequest\032\035.wiggle.v1.TaskReportRespo" +
+      "nse\022K\n\013ReleaseTask\022\035.wiggle.v1.ReleaseTa" +
+      "skRequest\032\035.wiggle.v1.TaskReportResponse" +
+      "\022F\n\tHeartbeat\022\033.wiggle.v1.HeartbeatReque" +
+      "st\032\034.wiggle.v1.HeartbeatResponse\022I\n\nAdva" +
+      "nceRun\022\034.wiggle.v1.AdvanceRunRequest\032\035.w" +
+      "iggle.v1.AdvanceRunResponse\022L\n\013ReportBat" +
+      "ch\022\035.wiggle.v1.ReportBatchRequest\032\036.wigg" +
+      "le.v1.ReportBatchResponseB^\n\023dev.wiggle." +
+      "proto.v1B\013WiggleProtoP\001Z8github.com/wigg" +
+      "le-engine/wiggle/sdk/go/wigglepb;wigglep" +
+      "bb\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -501,93 +544,99 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
     internal_static_wiggle_v1_GetDefinitionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_GetDefinitionRequest_descriptor,
-        new java.lang.String[] { "Name", "Version", });
+        new java.lang.String[] { "Name", "Version", "IncludeNodeCounts", });
     internal_static_wiggle_v1_Definition_descriptor =
       getDescriptor().getMessageType(6);
     internal_static_wiggle_v1_Definition_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_Definition_descriptor,
-        new java.lang.String[] { "Name", "Version", "Graph", "RegisteredAtMs", });
-    internal_static_wiggle_v1_StartInstanceRequest_descriptor =
+        new java.lang.String[] { "Name", "Version", "Graph", "RegisteredAtMs", "NodeCounts", });
+    internal_static_wiggle_v1_NodeCount_descriptor =
       getDescriptor().getMessageType(7);
+    internal_static_wiggle_v1_NodeCount_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_wiggle_v1_NodeCount_descriptor,
+        new java.lang.String[] { "NodeId", "State", "Instances", });
+    internal_static_wiggle_v1_StartInstanceRequest_descriptor =
+      getDescriptor().getMessageType(8);
     internal_static_wiggle_v1_StartInstanceRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_StartInstanceRequest_descriptor,
         new java.lang.String[] { "Flow", "Version", "Input", "InstanceId", "Eager", });
     internal_static_wiggle_v1_EagerDispatch_descriptor =
-      getDescriptor().getMessageType(8);
+      getDescriptor().getMessageType(9);
     internal_static_wiggle_v1_EagerDispatch_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_EagerDispatch_descriptor,
         new java.lang.String[] { "WorkerId", "Queues", "Activities", });
     internal_static_wiggle_v1_StartInstanceResponse_descriptor =
-      getDescriptor().getMessageType(9);
+      getDescriptor().getMessageType(10);
     internal_static_wiggle_v1_StartInstanceResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_StartInstanceResponse_descriptor,
         new java.lang.String[] { "InstanceId", "Version", "EagerTask", "Created", });
     internal_static_wiggle_v1_SignalInstanceRequest_descriptor =
-      getDescriptor().getMessageType(10);
+      getDescriptor().getMessageType(11);
     internal_static_wiggle_v1_SignalInstanceRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_SignalInstanceRequest_descriptor,
         new java.lang.String[] { "InstanceId", "Name", "Payload", });
     internal_static_wiggle_v1_SignalInstanceResponse_descriptor =
-      getDescriptor().getMessageType(11);
+      getDescriptor().getMessageType(12);
     internal_static_wiggle_v1_SignalInstanceResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_SignalInstanceResponse_descriptor,
         new java.lang.String[] { "Delivered", });
     internal_static_wiggle_v1_WaitInstanceRequest_descriptor =
-      getDescriptor().getMessageType(12);
+      getDescriptor().getMessageType(13);
     internal_static_wiggle_v1_WaitInstanceRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_WaitInstanceRequest_descriptor,
         new java.lang.String[] { "InstanceId", "WaitMs", "IncludeEvents", });
     internal_static_wiggle_v1_CancelInstanceRequest_descriptor =
-      getDescriptor().getMessageType(13);
+      getDescriptor().getMessageType(14);
     internal_static_wiggle_v1_CancelInstanceRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_CancelInstanceRequest_descriptor,
         new java.lang.String[] { "InstanceId", "Reason", });
     internal_static_wiggle_v1_CancelInstanceResponse_descriptor =
-      getDescriptor().getMessageType(14);
+      getDescriptor().getMessageType(15);
     internal_static_wiggle_v1_CancelInstanceResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_CancelInstanceResponse_descriptor,
         new java.lang.String[] { "Status", });
     internal_static_wiggle_v1_DescribeInstanceRequest_descriptor =
-      getDescriptor().getMessageType(15);
+      getDescriptor().getMessageType(16);
     internal_static_wiggle_v1_DescribeInstanceRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_DescribeInstanceRequest_descriptor,
         new java.lang.String[] { "InstanceId", "IncludeEvents", });
     internal_static_wiggle_v1_Instance_descriptor =
-      getDescriptor().getMessageType(16);
+      getDescriptor().getMessageType(17);
     internal_static_wiggle_v1_Instance_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_Instance_descriptor,
         new java.lang.String[] { "InstanceId", "Flow", "Version", "Status", "Context", "Reason", "ExecutionMode", "ParentInstanceId", "CreatedAtMs", "UpdatedAtMs", "Tokens", "Events", "Input", "ChildInstanceIds", "CurrentNode", });
     internal_static_wiggle_v1_Token_descriptor =
-      getDescriptor().getMessageType(17);
+      getDescriptor().getMessageType(18);
     internal_static_wiggle_v1_Token_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_Token_descriptor,
         new java.lang.String[] { "TokenId", "NodeId", "State", "Attempt", "LeaseOwner", "LeaseExpiresAtMs", "WakeAtMs", "Branch", "Context", "Queue", "Activity", "WaitKind", "ChildInstanceId", "ReadyAtMs", "ParentTokenId", "Explanation", });
     internal_static_wiggle_v1_Event_descriptor =
-      getDescriptor().getMessageType(18);
+      getDescriptor().getMessageType(19);
     internal_static_wiggle_v1_Event_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_Event_descriptor,
         new java.lang.String[] { "Seq", "AtMs", "Kind", "NodeId", "Attempt", "Detail", });
     internal_static_wiggle_v1_ListInstancesRequest_descriptor =
-      getDescriptor().getMessageType(19);
+      getDescriptor().getMessageType(20);
     internal_static_wiggle_v1_ListInstancesRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_ListInstancesRequest_descriptor,
         new java.lang.String[] { "Flow", "Status", "PageSize", "PageToken", "Version", "StartedAfterMs", "StartedBeforeMs", "IdContains", "IncludeCounts", });
     internal_static_wiggle_v1_ListInstancesResponse_descriptor =
-      getDescriptor().getMessageType(20);
+      getDescriptor().getMessageType(21);
     internal_static_wiggle_v1_ListInstancesResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_ListInstancesResponse_descriptor,
@@ -599,139 +648,163 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
         internal_static_wiggle_v1_ListInstancesResponse_CountsEntry_descriptor,
         new java.lang.String[] { "Key", "Value", });
     internal_static_wiggle_v1_PollTasksRequest_descriptor =
-      getDescriptor().getMessageType(21);
+      getDescriptor().getMessageType(22);
     internal_static_wiggle_v1_PollTasksRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_PollTasksRequest_descriptor,
         new java.lang.String[] { "WorkerId", "Queues", "MaxTasks", "WaitMs", "Activities", "Slots", "Sdk", });
     internal_static_wiggle_v1_EndPollsRequest_descriptor =
-      getDescriptor().getMessageType(22);
+      getDescriptor().getMessageType(23);
     internal_static_wiggle_v1_EndPollsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_EndPollsRequest_descriptor,
         new java.lang.String[] { "WorkerId", });
     internal_static_wiggle_v1_EndPollsResponse_descriptor =
-      getDescriptor().getMessageType(23);
+      getDescriptor().getMessageType(24);
     internal_static_wiggle_v1_EndPollsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_EndPollsResponse_descriptor,
         new java.lang.String[] { "Ended", });
     internal_static_wiggle_v1_ListWorkersRequest_descriptor =
-      getDescriptor().getMessageType(24);
+      getDescriptor().getMessageType(25);
     internal_static_wiggle_v1_ListWorkersRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_ListWorkersRequest_descriptor,
-        new java.lang.String[] { "SeenWithinMs", });
+        new java.lang.String[] { "SeenWithinMs", "IncludeQueues", });
     internal_static_wiggle_v1_WorkerInfo_descriptor =
-      getDescriptor().getMessageType(25);
+      getDescriptor().getMessageType(26);
     internal_static_wiggle_v1_WorkerInfo_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_WorkerInfo_descriptor,
         new java.lang.String[] { "WorkerId", "Queues", "Activities", "Slots", "Sdk", "FirstSeenMs", "LastPollMs", });
     internal_static_wiggle_v1_ListWorkersResponse_descriptor =
-      getDescriptor().getMessageType(26);
+      getDescriptor().getMessageType(27);
     internal_static_wiggle_v1_ListWorkersResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_ListWorkersResponse_descriptor,
-        new java.lang.String[] { "Workers", "ServerNowMs", });
+        new java.lang.String[] { "Workers", "ServerNowMs", "Queues", });
+    internal_static_wiggle_v1_QueueInfo_descriptor =
+      getDescriptor().getMessageType(28);
+    internal_static_wiggle_v1_QueueInfo_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_wiggle_v1_QueueInfo_descriptor,
+        new java.lang.String[] { "Queue", "Ready", "OldestReadyAtMs", "Leased", });
+    internal_static_wiggle_v1_ListIncidentsRequest_descriptor =
+      getDescriptor().getMessageType(29);
+    internal_static_wiggle_v1_ListIncidentsRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_wiggle_v1_ListIncidentsRequest_descriptor,
+        new java.lang.String[] { "Flow", "Version", "FailedAfterMs", "Limit", });
+    internal_static_wiggle_v1_Incident_descriptor =
+      getDescriptor().getMessageType(30);
+    internal_static_wiggle_v1_Incident_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_wiggle_v1_Incident_descriptor,
+        new java.lang.String[] { "Flow", "NodeId", "Reason", "Instances", "FirstFailedAtMs", "LastFailedAtMs", "InstanceIds", });
+    internal_static_wiggle_v1_ListIncidentsResponse_descriptor =
+      getDescriptor().getMessageType(31);
+    internal_static_wiggle_v1_ListIncidentsResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_wiggle_v1_ListIncidentsResponse_descriptor,
+        new java.lang.String[] { "Incidents", "Failed", });
     internal_static_wiggle_v1_PollTasksResponse_descriptor =
-      getDescriptor().getMessageType(27);
+      getDescriptor().getMessageType(32);
     internal_static_wiggle_v1_PollTasksResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_PollTasksResponse_descriptor,
         new java.lang.String[] { "Tasks", });
     internal_static_wiggle_v1_Task_descriptor =
-      getDescriptor().getMessageType(28);
+      getDescriptor().getMessageType(33);
     internal_static_wiggle_v1_Task_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_Task_descriptor,
         new java.lang.String[] { "TaskId", "Lease", "LeaseExpiresAtMs", "InstanceId", "Flow", "Version", "NodeId", "Activity", "Queue", "Attempt", "Input", "ExecutionMode", "LoopCounts", "TimeoutMs", "ServerNowMs", "MaxPayloadBytes", "MaxRequestBytes", });
     internal_static_wiggle_v1_CompleteTaskRequest_descriptor =
-      getDescriptor().getMessageType(29);
+      getDescriptor().getMessageType(34);
     internal_static_wiggle_v1_CompleteTaskRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_CompleteTaskRequest_descriptor,
         new java.lang.String[] { "TaskId", "Lease", "Result", "Next", "Seq", });
     internal_static_wiggle_v1_FailTaskRequest_descriptor =
-      getDescriptor().getMessageType(30);
+      getDescriptor().getMessageType(35);
     internal_static_wiggle_v1_FailTaskRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_FailTaskRequest_descriptor,
         new java.lang.String[] { "TaskId", "Lease", "Failure", "Seq", });
     internal_static_wiggle_v1_ReleaseTaskRequest_descriptor =
-      getDescriptor().getMessageType(31);
+      getDescriptor().getMessageType(36);
     internal_static_wiggle_v1_ReleaseTaskRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_ReleaseTaskRequest_descriptor,
         new java.lang.String[] { "TaskId", "Lease", "Seq", "Reason", });
     internal_static_wiggle_v1_StepFailure_descriptor =
-      getDescriptor().getMessageType(32);
+      getDescriptor().getMessageType(37);
     internal_static_wiggle_v1_StepFailure_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_StepFailure_descriptor,
         new java.lang.String[] { "Message", "NonRetryable", "ErrorType", });
     internal_static_wiggle_v1_TaskReportResponse_descriptor =
-      getDescriptor().getMessageType(33);
+      getDescriptor().getMessageType(38);
     internal_static_wiggle_v1_TaskReportResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_TaskReportResponse_descriptor,
         new java.lang.String[] { "InstanceStatus", "NextTask", });
     internal_static_wiggle_v1_HeartbeatRequest_descriptor =
-      getDescriptor().getMessageType(34);
+      getDescriptor().getMessageType(39);
     internal_static_wiggle_v1_HeartbeatRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_HeartbeatRequest_descriptor,
         new java.lang.String[] { "TaskId", "Lease", "NodeId", });
     internal_static_wiggle_v1_HeartbeatResponse_descriptor =
-      getDescriptor().getMessageType(35);
+      getDescriptor().getMessageType(40);
     internal_static_wiggle_v1_HeartbeatResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_HeartbeatResponse_descriptor,
         new java.lang.String[] { "LeaseExpiresAtMs", "InstanceStatus", "ServerNowMs", });
     internal_static_wiggle_v1_StepResult_descriptor =
-      getDescriptor().getMessageType(36);
+      getDescriptor().getMessageType(41);
     internal_static_wiggle_v1_StepResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_StepResult_descriptor,
         new java.lang.String[] { "NodeId", "Context", "Predicate", "Failure", "Outcome", });
     internal_static_wiggle_v1_AdvanceRunRequest_descriptor =
-      getDescriptor().getMessageType(37);
+      getDescriptor().getMessageType(42);
     internal_static_wiggle_v1_AdvanceRunRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_AdvanceRunRequest_descriptor,
         new java.lang.String[] { "TaskId", "Lease", "Steps", "Final", "HandbackReason", "Seq", });
     internal_static_wiggle_v1_AdvanceRunResponse_descriptor =
-      getDescriptor().getMessageType(38);
+      getDescriptor().getMessageType(43);
     internal_static_wiggle_v1_AdvanceRunResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_AdvanceRunResponse_descriptor,
         new java.lang.String[] { "InstanceStatus", "LeaseExpiresAtMs", "KeepGoing", "ServerNowMs", });
     internal_static_wiggle_v1_TaskReport_descriptor =
-      getDescriptor().getMessageType(39);
+      getDescriptor().getMessageType(44);
     internal_static_wiggle_v1_TaskReport_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_TaskReport_descriptor,
         new java.lang.String[] { "Complete", "Fail", "Advance", "Release", "Report", });
     internal_static_wiggle_v1_ReportBatchRequest_descriptor =
-      getDescriptor().getMessageType(40);
+      getDescriptor().getMessageType(45);
     internal_static_wiggle_v1_ReportBatchRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_ReportBatchRequest_descriptor,
         new java.lang.String[] { "Reports", });
     internal_static_wiggle_v1_ReportError_descriptor =
-      getDescriptor().getMessageType(41);
+      getDescriptor().getMessageType(46);
     internal_static_wiggle_v1_ReportError_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_ReportError_descriptor,
         new java.lang.String[] { "StatusCode", "ErrorCode", "Message", });
     internal_static_wiggle_v1_TaskReportAnswer_descriptor =
-      getDescriptor().getMessageType(42);
+      getDescriptor().getMessageType(47);
     internal_static_wiggle_v1_TaskReportAnswer_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_TaskReportAnswer_descriptor,
         new java.lang.String[] { "Task", "Advance", "Error", "Answer", });
     internal_static_wiggle_v1_ReportBatchResponse_descriptor =
-      getDescriptor().getMessageType(43);
+      getDescriptor().getMessageType(48);
     internal_static_wiggle_v1_ReportBatchResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_ReportBatchResponse_descriptor,
