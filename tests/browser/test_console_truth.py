@@ -96,11 +96,15 @@ def test_actions_keep_what_is_typed_and_go_when_the_instance_ends(stack, browser
     browser.get(f"{stack.console_url}/instances/{instance_id}")
     created = int(_css(browser, "#started time").get_attribute("data-ms"))
     box = _css(browser, "#signal-payload")
-    box.send_keys('{"typed": "by hand"}')
+    box.send_keys('{"typed": "by')
     live = _css(browser, "#instance-live")
     before = live.get_attribute("data-refreshed")
     _wait(browser).until(lambda d: live.get_attribute("data-refreshed") != before)
+    # The refresh left the field as it was, focus included: typing goes on where it was.
+    assert browser.execute_script("return document.activeElement.id") == "signal-payload"
+    browser.switch_to.active_element.send_keys(' hand"}')
     assert _css(browser, "#signal-payload").get_attribute("value") == '{"typed": "by hand"}'
+    assert _css(browser, "#updated time")  # the part around the actions was refreshed
 
     stack.client.signal(instance_id, "approve", {"approved_by": "ops"})  # not from the page
     _wait(browser).until(ec.text_to_be_present_in_element((By.ID, "status"), "COMPLETED"))

@@ -8,9 +8,10 @@
 // an instance that is gone (404) stops it, saying so.
 //
 // A part may hold a section marked data-keep="KEY" (the instance's actions): while the new
-// part holds one with the same key, the one on the page stays as it is, so text being typed in
-// its forms survives the refresh; when the key changes or the section goes (the instance
-// ended), it is replaced or removed. No inline script: the CSP forbids it.
+// part holds one with the same key, the one on the page stays where it is and everything
+// around it is replaced, so text being typed in its forms keeps its text and its focus; when
+// the key changes or the section goes (the instance ended), it is replaced or removed. No
+// inline script: the CSP forbids it.
 (function () {
   "use strict";
   var body = document.body;
@@ -53,16 +54,70 @@
     }
   }
 
+  function chain(node, top) {
+    var path = [];
+    while (node !== top) {
+      path.unshift(node);
+      node = node.parentNode;
+    }
+    return path;
+  }
+
+  function siblingsAround(node) {
+    var before = [];
+    var after = [];
+    for (var n = node.previousSibling; n !== null; n = n.previousSibling) {
+      before.unshift(n);
+    }
+    for (n = node.nextSibling; n !== null; n = n.nextSibling) {
+      after.push(n);
+    }
+    return [before, after];
+  }
+
+  // Makes `el` show `incoming`, leaving `kept` (inside el) where it is, in place of its twin
+  // (inside incoming): everything around it, at every level up to el, is replaced. The kept
+  // node is never moved, so the field being typed in keeps its text and its focus.
+  function graft(el, incoming, kept, twin) {
+    var old = chain(kept, el);
+    var fresh = chain(twin, incoming);
+    if (old.length !== fresh.length) {
+      return false;
+    }
+    var parent = el;
+    for (var i = 0; i < old.length; i += 1) {
+      var stay = old[i];
+      var around = siblingsAround(fresh[i]);
+      while (stay.previousSibling !== null) {
+        stay.previousSibling.remove();
+      }
+      while (stay.nextSibling !== null) {
+        stay.nextSibling.remove();
+      }
+      around[0].forEach(function (n) { parent.insertBefore(n, stay); });
+      around[1].forEach(function (n) { parent.appendChild(n); });
+      if (i < old.length - 1) { // a container on the way: take its new attributes
+        Array.prototype.slice.call(stay.attributes).forEach(function (a) {
+          stay.removeAttribute(a.name);
+        });
+        Array.prototype.slice.call(fresh[i].attributes).forEach(function (a) {
+          stay.setAttribute(a.name, a.value);
+        });
+      }
+      parent = stay;
+    }
+    return true;
+  }
+
   function swap(el, html) {
     var incoming = document.createElement("div");
     incoming.innerHTML = html;
-    el.querySelectorAll("[data-keep]").forEach(function (kept) {
-      var twin = incoming.querySelector('[data-keep="' + CSS.escape(kept.getAttribute("data-keep")) + '"]');
-      if (twin !== null && kept.id === twin.id) {
-        twin.replaceWith(kept);
-      }
-    });
-    el.replaceChildren.apply(el, Array.prototype.slice.call(incoming.childNodes));
+    var kept = el.querySelector("[data-keep]");
+    var twin = kept === null ? null : incoming.querySelector(
+      '[data-keep="' + CSS.escape(kept.getAttribute("data-keep")) + '"]');
+    if (twin === null || twin.id !== kept.id || !graft(el, incoming, kept, twin)) {
+      el.replaceChildren.apply(el, Array.prototype.slice.call(incoming.childNodes));
+    }
     el.setAttribute("data-refreshed", String(Date.now()));
   }
 
