@@ -78,3 +78,23 @@ def test_console_off_loopback_without_a_token_refuses_to_start(tmp_path):
     _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 1
     assert "--token" in err and "Traceback" not in err
+
+
+def test_console_require_login_or_trusted_proxy_without_a_token_says_what_is_missing(tmp_path):
+    """`--require-login` on loopback used to say the console would be reachable from other
+    machines."""
+    proc = _wiggle("console", "--listen", "127.0.0.1:0", "--require-login", cwd=tmp_path)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1 and "--require-login" in err and "--token" in err
+    assert "reachable from other machines" not in err and "Traceback" not in err
+    env_proxy = {**os.environ, "WIGGLE_CONSOLE_TRUSTED_PROXY": "127.0.0.1"}
+    proxied = subprocess.run(
+        [sys.executable, "-m", "wiggle.cli", "console", "--listen", "127.0.0.1:0"],
+        cwd=tmp_path,
+        env=env_proxy,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proxied.returncode == 1 and "trusted-proxy" in proxied.stderr
+    assert "--token" in proxied.stderr

@@ -2,7 +2,9 @@
 the console on a loopback port, and Debian's Chromium driven by Selenium (chromedriver).
 
 One stack and one browser serve the whole module (starting Chromium costs about a second);
-each test starts its own instances, so the tests do not depend on one another.
+each test starts its own instances, so the tests do not depend on one another. The stack runs
+the shipped flows of definitions/ too (sleeps cut to milliseconds), with their handlers but
+`reserve_stock`, so a declined order always cuts its shipping branch off before it ran.
 """
 
 from __future__ import annotations
@@ -16,15 +18,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from wiggle.client import Client, Instance
+from wiggle.compiler import CompiledFlow, canonical_json, graph_from_canonical, load_flow_file
 from wiggle.console import Backend, ConsoleServer, ConsoleSettings
 from wiggle.engine import Engine
 from wiggle.server import Server, ServerConfig
-from wiggle.worker import NonRetryable, Registry, Worker
+from wiggle.worker import NonRetryable, Registry, Worker, load_handlers
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = ROOT / "docs" / "console"
+DEFINITIONS = ROOT / "definitions"
+#: The pictures docs/console.md and README show; WIGGLE_UPDATE_SCREENSHOTS=1 refreshes them.
+DOCUMENTED = (
+    "instances",
+    "instance",
+    "instance-failed",
+    "history",
+    "flow",
+    "incidents",
+    "queues",
+)
+SHIPPED = ("order-fulfilment", "document-pipeline", "nightly-batch-item", "nightly-batch")
+QUEUES = ("default", "orders", "documents", "batch")
 
 # Waits for a signal between two steps; the page's graph shows the await as the current node.
 APPROVAL = """
@@ -65,7 +83,23 @@ def _registry() -> Registry:
     reg.register(prepare, "prepare")
     reg.register(settle, "settle")
     reg.register(explode, "explode")
+    for handlers in ("order_fulfilment", "document_pipeline", "nightly_batch"):
+        for act in load_handlers(DEFINITIONS / "handlers" / f"{handlers}.py"):
+            if act.name != "reserve_stock":
+                reg.register(act.fn, act.name)
     return reg
+
+
+def shipped(stem: str) -> CompiledFlow:
+    """A shipped definition; its `sleep: 1m` and the like cut to 10 ms."""
+    flow = load_flow_file(DEFINITIONS / f"{stem}.yaml")
+    doc = orjson.loads(flow.canonical)
+    if not any(n["kind"] == "sleep" and n["duration_ms"] for n in doc["nodes"].values()):
+        return flow  # the very version of the file: its page shows the file's description
+    for node in doc["nodes"].values():
+        if node["kind"] == "sleep" and node["duration_ms"] is not None:
+            node["duration_ms"] = 10
+    return graph_from_canonical(canonical_json(doc))
 
 
 @dataclass
@@ -94,13 +128,16 @@ def stack() -> Iterator[Stack]:
     server = Server(engine, ServerConfig(address="127.0.0.1:0", grace_s=0.5))
     port = server.start()
     address = f"127.0.0.1:{port}"
-    worker = Worker(address, registry=_registry(), poll_wait_ms=1_000)
+    worker = Worker(address, registry=_registry(), queues=QUEUES, poll_wait_ms=1_000)
     worker.start()
     client = Client(address)
     client.deploy(APPROVAL.encode(), filename="approval.yaml")
     client.deploy(BREAKS.encode(), filename="breaks.yaml")
+    for stem in SHIPPED:
+        engine.register(shipped(stem))
     backend = Backend(address)
-    console = ConsoleServer(backend, "127.0.0.1", 0, ConsoleSettings(refresh_ms=500))
+    settings = ConsoleSettings(refresh_ms=500, flows_dir=str(DEFINITIONS))
+    console = ConsoleServer(backend, "127.0.0.1", 0, settings)
     console.start()
     try:
         yield Stack(engine, server, client, console.url)
@@ -136,6 +173,8 @@ def browser() -> Iterator[Any]:
         f"--user-data-dir={profile}",
     ):
         options.add_argument(flag)
+    # The page's console messages (a failed fetch of a missing favicon shows there).
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
     # Selenium Manager would try to download a driver: the Debian one is given explicitly.
     os.environ.setdefault("SE_AVOID_STATS", "true")
@@ -150,12 +189,12 @@ def browser() -> Iterator[Any]:
 
 def screenshot(driver: Any, name: str) -> None:
     """Every run writes docs/console/latest/NAME.png (ignored by git); the committed pictures
-    README shows (docs/console/NAME.png) are replaced only with WIGGLE_UPDATE_SCREENSHOTS=1, so
-    a test run leaves the checkout clean."""
+    README and docs/console.md show (docs/console/NAME.png, DOCUMENTED) are replaced only with
+    WIGGLE_UPDATE_SCREENSHOTS=1, so a test run leaves the checkout clean."""
     latest = SCREENSHOTS / "latest"
     latest.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(latest / f"{name}.png"))
-    if name in ("instances", "instance") and os.environ.get("WIGGLE_UPDATE_SCREENSHOTS") == "1":
+    if name in DOCUMENTED and os.environ.get("WIGGLE_UPDATE_SCREENSHOTS") == "1":
         shutil.copyfile(latest / f"{name}.png", SCREENSHOTS / f"{name}.png")
 
 

@@ -174,6 +174,9 @@ def test_hostile_flow_name_context_and_error_message_are_inert(stack, browser, s
         f"/instances?flow={quote(HOSTILE[0], safe='')}&q={hostile}",
         f"/flows/{quote(HOSTILE[1], safe='')}",
         f"/instances/{hostile}",
+        "/incidents",  # the hostile error message is an incident's reason
+        f"/incidents?flow={quote(HOSTILE[0], safe='')}",
+        "/queues",
     ]
     for path in pages:
         browser.get(stack.console_url + path)

@@ -6,8 +6,9 @@
     render(graph, "svg")               bytes of an svg / png / pdf (through Graphviz's `dot`) or dot
     render(graph, "svg", instance={"capture": "RUNNING", "print_label": {"DONE": 1}})
                                        the same with the instance's node states highlighted
-    render(graph, "svg", instance=states_from_tokens(view.tokens))
-                                       ... straight from the engine's DescribeInstance tokens
+    render(graph, "svg", instance=states_from_instance(graph, view))
+                                       ... from a DescribeInstance answer with its events (the
+                                       overlay of wiggle.overlay, as the console draws it)
 
 `wiggle render FLOW -o OUT` is the command-line way in.
 """
@@ -23,7 +24,7 @@ from ._render import (
     format_for_path,
     render,
 )
-from ._states import STATES, InstanceStates, states_from_tokens
+from ._states import STATES, InstanceStates, states_from_instance, states_from_tokens
 
 __all__ = [
     "FORMATS",
@@ -34,6 +35,7 @@ __all__ = [
     "ensure_dot",
     "format_for_path",
     "render",
+    "states_from_instance",
     "states_from_tokens",
     "to_dot",
 ]

@@ -1,20 +1,33 @@
 """Live-instance highlighting: what the engine reports per node, reduced to a colour and a line.
 
-`wiggle status` feeds a mapping from node id to either one state string ("RUNNING") or counts of
-tokens per state ({"RUNNING": 2, "DONE": 5}, as a for_each body has). States are the engine's
-token states (READY, RUNNING, WAITING, AWAITING, JOINED, DONE) plus FAILED and CANCELLED; any other
-string is shown as written, in a neutral colour, so a newer engine never breaks an older renderer.
+The renderer takes a mapping from node id to either one state string ("RUNNING") or counts per
+state ({"RUNNING": 2, "DONE": 5}, as a for_each body has). States are the engine's token states
+(READY, RUNNING, WAITING, AWAITING, JOINED, DONE) plus FAILED and CANCELLED; any other string is
+shown as written, in a neutral colour, so a newer engine never breaks an older renderer.
+
+`states_from_instance` computes that mapping for a described instance with `wiggle.overlay`, the
+one computation `wiggle render --instance` and the console share.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
+
+from wiggle.graph import Graph
+from wiggle.overlay import node_states
 
 from ._styles import STATE_COLOURS, STATE_PRIORITY, UNKNOWN_STATE_COLOUR
 
-__all__ = ["STATES", "InstanceStates", "NodeHighlight", "highlights", "states_from_tokens"]
+__all__ = [
+    "STATES",
+    "InstanceStates",
+    "NodeHighlight",
+    "highlights",
+    "states_from_instance",
+    "states_from_tokens",
+]
 
 #: The states a node can be drawn in (anything else is refused by `wiggle render --states`).
 STATES: tuple[str, ...] = tuple(STATE_PRIORITY)
@@ -40,6 +53,12 @@ def states_from_tokens(tokens: Iterable[Token]) -> dict[str, dict[str, int]]:
         state = str(token.state)
         per_node[state] = per_node.get(state, 0) + 1
     return counts
+
+
+def states_from_instance(graph: Graph, view: Any) -> dict[str, dict[str, int]]:
+    """What `view` (a client `Instance` described with its events) looks like on `graph`:
+    `wiggle.overlay.node_states` of its status, reason, tokens and events."""
+    return node_states(graph, str(view.status), view.reason, view.tokens, view.events)
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import Any
 
-from wiggle.cli._options import add_connection_flags, env, env_flag, token_of
+from wiggle.cli._options import add_connection_flags, env, env_flag, flag, token_of
 
 __all__ = ["DEFAULT_LISTEN", "register"]
 
@@ -27,7 +28,10 @@ def _console(args: argparse.Namespace) -> int:
         token,
         require_login=True if args.require_login else None,
         tls=bool(args.https_cert),
+        trusted_proxies=args.trusted_proxy or (),
     )
+    if args.flows:
+        settings = dataclasses.replace(settings, flows_dir=args.flows)
     tls = None
     if args.tls or args.tls_ca or args.tls_cert or args.tls_key or args.tls_server_name:
         tls = TlsConfig(
@@ -50,9 +54,10 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "console",
         help="serve the web console of a Wiggle server",
-        description="Serve the web console (instances, their live graphs, flows, workers) for "
-        "the Wiggle server at --address. Bound to loopback it needs no login; bound to any other "
-        "address it requires --token and asks each browser to log in with it.",
+        description="Serve the web console (instances, their live graphs, incidents, flows, "
+        "queues, workers) for the Wiggle server at --address. Bound to loopback it needs no "
+        "login; bound to any other address, or behind --trusted-proxy, it requires --token and "
+        "asks each browser to log in with it.",
     )
     p.add_argument(
         "--listen",
@@ -75,6 +80,23 @@ def register(subparsers: Any) -> None:
         "--https-key",
         default=env("WIGGLE_CONSOLE_HTTPS_KEY"),
         help="... and this PEM private key (env WIGGLE_CONSOLE_HTTPS_KEY)",
+    )
+    flag(
+        p,
+        "--trusted-proxy",
+        env="WIGGLE_CONSOLE_TRUSTED_PROXY",
+        action="append",
+        metavar="ADDRESS",
+        help="the IP address a TLS-terminating proxy connects from; only its X-Forwarded-Host, "
+        "-Proto and -For are honoured (repeatable; the env twin takes a comma-separated list)",
+    )
+    flag(
+        p,
+        "--flows",
+        env="WIGGLE_CONSOLE_FLOWS",
+        metavar="DIR",
+        help="a directory of flow files (with samples/NAME.json beside them): the flow pages "
+        "show their descriptions and pre-fill the start form with the sample input",
     )
     add_connection_flags(p)
     p.set_defaults(handler=_console)

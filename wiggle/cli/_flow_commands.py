@@ -129,8 +129,10 @@ def _read_states(path: str, graph: Any) -> dict[str, Any]:
 
 
 def _instance_picture(args: argparse.Namespace) -> tuple[Any, dict[str, dict[str, int]]]:
-    """The graph of instance --instance and its node states, from the server: live tokens as
-    they are (LEASED drawn RUNNING), completed steps DONE, the failed step FAILED."""
+    """The graph of instance --instance and its node states, from the server: the overlay of
+    wiggle.overlay, the same the console draws (docs/console.md)."""
+    from wiggle_render import states_from_instance  # type: ignore[import-not-found, unused-ignore]
+
     from wiggle.cli._options import make_client
     from wiggle.graph import Graph
 
@@ -138,23 +140,7 @@ def _instance_picture(args: argparse.Namespace) -> tuple[Any, dict[str, dict[str
         view = client.describe(args.instance, events=True)
         definition = client.get_definition(view.flow, view.version)
     graph = Graph.from_json(definition.graph, definition.version)
-    states: dict[str, dict[str, int]] = {}
-
-    def add(node: str, state: str) -> None:
-        per = states.setdefault(node, {})
-        per[state] = per.get(state, 0) + 1
-
-    failed = ""
-    for event in view.events:
-        if event.kind == "step_completed":
-            add(event.node_id, "DONE")
-        elif event.kind == "step_failed":
-            failed = event.node_id
-    for token in view.tokens:
-        if token.state != "DONE":
-            add(token.node_id, "RUNNING" if token.state == "LEASED" else str(token.state))
-    if view.status == "FAILED" and failed:
-        add(failed, "FAILED")
+    states: dict[str, dict[str, int]] = states_from_instance(graph, view)
     return graph, states
 
 

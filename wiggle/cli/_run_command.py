@@ -147,7 +147,9 @@ def _run(args: argparse.Namespace) -> int:
         stack.callback(worker.stop)
         for flow in flows:
             client.deploy(flow)
-        console_url = _start_console(stack, address, args.console) if args.console else ""
+        console_url = ""
+        if args.console:
+            console_url = _start_console(stack, address, args.console, args.flow)
         started = client.start(
             main.name, value, version=main.version, instance_id=args.id, worker=worker
         )
@@ -196,14 +198,19 @@ def _report(view: Any, as_json: bool) -> None:
         print(orjson.dumps(view.context, option=orjson.OPT_INDENT_2).decode(), flush=True)
 
 
-def _start_console(stack: ExitStack, address: str, listen: str) -> str:
-    """The console of this run on `listen`, serving on a thread until the run ends."""
+def _start_console(stack: ExitStack, address: str, listen: str, flow: str) -> str:
+    """The console of this run on `listen`, serving on a thread until the run ends; the flow
+    file's directory gives the flow pages their descriptions and sample inputs."""
+    import dataclasses
+    import os
+
     from wiggle.console import Backend, ConsoleServer, parse_listen, settings_for
 
     host, port = parse_listen(listen)
     backend = Backend(address)
     stack.callback(backend.close)
-    console = ConsoleServer(backend, host, port, settings_for(host, None))
+    settings = dataclasses.replace(settings_for(host, None), flows_dir=os.path.dirname(flow) or ".")
+    console = ConsoleServer(backend, host, port, settings)
     console.start()
     stack.callback(console.stop)
     return console.url

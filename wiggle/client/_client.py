@@ -23,9 +23,13 @@ from wiggle.client._types import (
     DefinitionSummary,
     Deployment,
     Event,
+    Incident,
+    IncidentPage,
     Instance,
     InstancePage,
     InstanceStatus,
+    NodeCount,
+    QueueInfo,
     Started,
     Token,
     TokenState,
@@ -362,6 +366,56 @@ class Client(AdminCalls):
             for w in response.workers
         ]
         return workers, response.server_now_ms
+
+    # -- operators' aggregates (read only) -----------------------------------------------------
+
+    def list_queues(self) -> tuple[list[QueueInfo], int]:
+        """Every queue holding READY or leased tasks, and the server's clock in ms."""
+        request = pb.ListWorkersRequest(include_queues=True)
+        response = self._call(self._stub.ListWorkers, request, idempotent=True)
+        queues = [
+            QueueInfo(q.queue, q.ready, q.oldest_ready_at_ms, q.leased) for q in response.queues
+        ]
+        return queues, response.server_now_ms
+
+    def node_counts(self, name: str, version: str | None = None) -> list[NodeCount]:
+        """Where the instances of a version (the newest unless given) stand: RUNNING ones per
+        node and live token state, FAILED ones at the node they failed at."""
+        request = pb.GetDefinitionRequest(
+            name=name, version=version or "", include_node_counts=True
+        )
+        msg = self._call(self._stub.GetDefinition, request, idempotent=True)
+        return [NodeCount(c.node_id, c.state, c.instances) for c in msg.node_counts]
+
+    def list_incidents(
+        self,
+        *,
+        flow: str | None = None,
+        version: str | None = None,
+        failed_after_ms: int | None = None,
+        limit: int = 100,
+    ) -> IncidentPage:
+        """FAILED instances grouped by flow, node and reason, the largest group first."""
+        request = pb.ListIncidentsRequest(
+            flow=flow or "",
+            version=version or "",
+            failed_after_ms=failed_after_ms or 0,
+            limit=limit,
+        )
+        response = self._call(self._stub.ListIncidents, request, idempotent=True)
+        incidents = [
+            Incident(
+                i.flow,
+                i.node_id,
+                i.reason,
+                i.instances,
+                i.first_failed_at_ms,
+                i.last_failed_at_ms,
+                list(i.instance_ids),
+            )
+            for i in response.incidents
+        ]
+        return IncidentPage(incidents, response.failed)
 
     def wait_once(self, instance_id: str, wait_s: float, *, events: bool = False) -> Instance:
         """One WaitInstance: the instance once it ends, or as it is after `wait_s` seconds."""

@@ -11,9 +11,13 @@ __all__ = [
     "DefinitionSummary",
     "Deployment",
     "Event",
+    "Incident",
+    "IncidentPage",
     "Instance",
     "InstancePage",
     "InstanceStatus",
+    "NodeCount",
+    "QueueInfo",
     "Started",
     "Token",
     "TokenState",
@@ -146,6 +150,45 @@ class DefinitionSummary:
     registered_at_ms: int
     execution_mode: str  # as declared: SERVER, LOCAL_SYNC, LOCAL_ASYNC or DEFAULT
     instance_counts: dict[str, int]  # status -> instances on this version (when asked for)
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """A queue with work on it (`list_queues`)."""
+
+    queue: str
+    ready: int  # tasks waiting for a worker
+    oldest_ready_at_ms: int  # since when the oldest of them waits (0: none)
+    leased: int  # tasks leased to a worker now
+
+
+@dataclass(frozen=True)
+class NodeCount:
+    """How many instances of a version stand at a node in a token state, or failed there
+    (state FAILED) (`node_counts`)."""
+
+    node_id: str
+    state: str
+    instances: int
+
+
+@dataclass(frozen=True)
+class Incident:
+    """FAILED instances of one flow that failed at the same node for the same reason."""
+
+    flow: str
+    node_id: str  # "" when the reason names no node
+    reason: str
+    instances: int
+    first_failed_at_ms: int
+    last_failed_at_ms: int
+    instance_ids: list[str]  # the newest few
+
+
+@dataclass(frozen=True)
+class IncidentPage:
+    incidents: list[Incident]  # the largest group first
+    failed: int  # FAILED instances matching in all
 
 
 @dataclass(frozen=True)

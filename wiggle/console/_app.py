@@ -1,4 +1,5 @@
-"""The console's pages: a Starlette app over a `Backend`, rendered with Jinja2 templates.
+"""The console as a Starlette app over a `Backend`: the guard around every request, the login,
+and the pages (`_instances`, `_flows`, `_operate`), rendered with Jinja2 templates.
 
 Pages are server-rendered HTML; the one script (static/console.js) refreshes the live part of
 a page by fetching the same URL with `X-Wiggle-Fragment: 1`, which answers that part alone.
@@ -8,59 +9,29 @@ confirmation page, and only its second POST (`confirm=yes`) acts.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
-import orjson
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import FormData
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.templating import Jinja2Templates
 
-from wiggle import errors
+from wiggle.console import _flows, _instances, _operate
 from wiggle.console import _security as sec
-from wiggle.console._backend import (
-    STATUSES,
-    Backend,
-    FlowVersion,
-    InstanceDetail,
-    Unsupported,
-)
-from wiggle.console._svg import diagram, node_states
-from wiggle.console._views import (
-    JsonInputError,
-    awaited_signals,
-    filter_from_query,
-    filter_query,
-    form_values,
-    format_ms,
-    parse_json_input,
-    pretty_json,
-    schema_problems,
-    short_version,
-)
+from wiggle.console._backend import Backend
+from wiggle.console._pages import FRAGMENT_HEADER, Pages
 
 __all__ = ["ConsoleSettings", "create_app"]
 
 _HERE = Path(__file__).parent
-_FRAGMENT_HEADER = "x-wiggle-fragment"
-_OPEN_PATHS = ("/login", "/static/")
-
-NOTICES = {
-    "signal_delivered": "Signal delivered: an await took it.",
-    "signal_buffered": "Signal sent: it is buffered until the instance reaches its await.",
-    "cancelled": "Instance cancelled.",
-    "started": "Instance started.",
-}
+_OPEN_PATHS = ("/login", "/static/", "/favicon.ico")
 
 
 @dataclass(frozen=True)
@@ -68,7 +39,11 @@ class ConsoleSettings:
     """How the app guards itself (the bind address decides the defaults, see `wiggle console`).
 
     `require_login`: every page needs a session opened with `token`. `loopback_only`: answer
-    only to loopback Host names. `secure_cookies`: mark cookies Secure (served over TLS).
+    only to loopback Host names (but through a trusted proxy). `secure_cookies`: mark cookies
+    Secure (served over TLS; also set per request when a trusted proxy says HTTPS).
+    `trusted_proxies`: addresses whose X-Forwarded-Host/-Proto/-For are honoured.
+    `flows_dir`: flow files (and their samples/) that give a flow's description and a sample
+    input for its start form.
     """
 
     token: str | None = None
@@ -76,6 +51,8 @@ class ConsoleSettings:
     loopback_only: bool = True
     secure_cookies: bool = False
     refresh_ms: int = 2000
+    trusted_proxies: frozenset[str] = frozenset()
+    flows_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.require_login and not self.token:
@@ -89,13 +66,22 @@ class _Guard(BaseHTTPMiddleware):
         self.sessions = sessions
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        response = await self._guarded(request, call_next)
-        response.headers.update(sec.security_headers())
+        origin = sec.request_origin(request, self.settings.trusted_proxies)
+        request.scope["wiggle.origin"] = origin
+        https = origin.scheme == "https"
+        response = await self._guarded(request, call_next, origin, https)
+        response.headers.update(sec.security_headers(https=https))
         return response
 
-    async def _guarded(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        host = request.headers.get("host", "")
-        if not sec.host_allowed(host, loopback_only=self.settings.loopback_only):
+    async def _guarded(
+        self,
+        request: Request,
+        call_next: RequestResponseEndpoint,
+        origin: sec.RequestOrigin,
+        https: bool,
+    ) -> Response:
+        loopback_only = self.settings.loopback_only and not origin.proxied
+        if not sec.host_allowed(origin.host, loopback_only=loopback_only):
             return PlainTextResponse("unexpected Host header", status_code=400)
         csrf = request.cookies.get(sec.CSRF_COOKIE) or ""
         fresh = len(csrf) < 32
@@ -108,7 +94,7 @@ class _Guard(BaseHTTPMiddleware):
             and not path.startswith(_OPEN_PATHS)
             and not self.sessions.valid(request.cookies.get(sec.SESSION_COOKIE))
         ):
-            if request.method == "GET" and _FRAGMENT_HEADER not in request.headers:
+            if request.method == "GET" and FRAGMENT_HEADER not in request.headers:
                 target = "/login?" + urlencode({"next": request.url.path})
                 response: Response = RedirectResponse(target, status_code=303)
             else:
@@ -121,303 +107,67 @@ class _Guard(BaseHTTPMiddleware):
                 csrf,
                 httponly=True,
                 samesite="strict",
-                secure=self.settings.secure_cookies,
+                secure=self.settings.secure_cookies or https,
             )
         return response
-
-
-def _status_of(exc: errors.WiggleError) -> int:
-    if isinstance(exc, errors.NotFound):
-        return 404
-    if isinstance(exc, errors.InvalidRequest | errors.Conflict):
-        return 400
-    if isinstance(exc, errors.Unavailable):
-        return 503
-    return 502
 
 
 def create_app(backend: Backend, settings: ConsoleSettings | None = None) -> Starlette:
     """The console as an ASGI app talking to the server behind `backend`."""
     settings = settings or ConsoleSettings()
     sessions = sec.Sessions.for_token(settings.token)
-    templates = Jinja2Templates(directory=str(_HERE / "templates"))
-    env = templates.env
-    env.filters["ms"] = format_ms
-    env.filters["short"] = short_version
-    env.filters["pretty"] = pretty_json
-    env.filters["compact"] = lambda v: orjson.dumps(v).decode()
-    env.filters["path"] = lambda v: quote(str(v), safe="")
-    env.globals["STATUSES"] = STATUSES
-    env.globals["refresh_ms"] = settings.refresh_ms
-    env.globals["login_required"] = settings.require_login
-
-    def page(
-        request: Request, name: str, context: dict[str, Any], status_code: int = 200
-    ) -> Response:
-        context = {
-            "csrf": request.scope.get("wiggle.csrf", ""),
-            "path": request.url.path,
-            **context,
-        }
-        return templates.TemplateResponse(request, name, context, status_code=status_code)
-
-    def fragment(request: Request) -> bool:
-        return _FRAGMENT_HEADER in request.headers
-
-    def failure(request: Request, exc: errors.WiggleError) -> Response:
-        return page(request, "error.html", {"message": str(exc)}, _status_of(exc))
-
-    async def call(fn: Callable[..., Any], *args: Any) -> Any:
-        return await run_in_threadpool(fn, *args)
-
-    async def checked_form(request: Request) -> FormData:
-        form = await request.form()
-        sec.check_csrf(request, form)
-        return form
-
-    def guarded(
-        handler: Callable[[Request], Awaitable[Response]],
-    ) -> Callable[[Request], Awaitable[Response]]:
-        async def run(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except sec.CsrfError as exc:
-                return page(request, "error.html", {"message": str(exc)}, 403)
-            except errors.WiggleError as exc:
-                return failure(request, exc)
-
-        return run
-
-    # -- instances ---------------------------------------------------------------------------
+    limiter = sec.LoginLimiter()
+    pages = Pages.create(
+        backend,
+        refresh_ms=settings.refresh_ms,
+        login_required=settings.require_login,
+        flows_dir=settings.flows_dir,
+    )
 
     async def home(request: Request) -> Response:
         return RedirectResponse("/instances", status_code=303)
 
-    async def instances(request: Request) -> Response:
-        query = filter_from_query(request.query_params)
-        result = await call(backend.list_instances, query)
-        context = {
-            "query": query,
-            "form": form_values(query),
-            "page_rows": result.rows,
-            "counts": result.counts,
-            "next_query": filter_query(query, page=result.next_page_token)
-            if result.next_page_token
-            else "",
-            "first_query": filter_query(query),
-            "status_query": {s: filter_query(query, status=s) for s in STATUSES},
-            "all_query": filter_query(query, status=""),
-            "live_url": request.url.path + (f"?{request.url.query}" if request.url.query else ""),
-        }
-        if fragment(request):
-            return page(request, "_instances_live.html", context)
-        return page(request, "instances.html", context)
-
-    async def _instance_context(request: Request, instance_id: str) -> dict[str, Any]:
-        view: InstanceDetail = await call(backend.describe, instance_id)
-        definition = await call(backend.get_definition, view.flow, view.version)
-        graph = orjson.loads(definition.canonical)
-        current = view.current_node or _guess_current(view)
-        states = node_states((t.node_id, t.state) for t in view.tokens)
-        for event in view.events:  # finished steps leave no token: light them from the log
-            if event.kind == "step_completed" and event.node_id in graph["nodes"]:
-                done = states.setdefault(event.node_id, {})
-                if set(done) <= {"DONE"}:
-                    done["DONE"] = done.get("DONE", 0) + 1
-        svg = await call(diagram, definition.canonical, view.version, states, current)
-        signals = awaited_signals(graph)
-        waiting = [
-            graph["nodes"][t.node_id].get("signal")
-            for t in view.tokens
-            if t.state == "AWAITING" and t.node_id in graph["nodes"]
-        ]
-        ordered = [s for s in waiting if s] + [s for s in signals if s not in waiting]
-        return {
-            "view": view,
-            "svg": svg,
-            "current": current,
-            "live_tokens": [t for t in view.tokens if t.live],
-            "signals": list(dict.fromkeys(ordered)),
-            "signal_of": {
-                node_id: node["signal"]
-                for node_id, node in graph["nodes"].items()
-                if node.get("kind") == "await"
-            },
-            "notice": NOTICES.get(request.query_params.get("notice", ""), ""),
-            "live_url": request.url.path,
-        }
-
-    async def instance(request: Request) -> Response:
-        instance_id = request.path_params["instance_id"]
-        context = await _instance_context(request, instance_id)
-        if fragment(request):
-            return page(request, "_instance_live.html", context)
-        return page(request, "instance.html", context)
-
-    async def signal(request: Request) -> Response:
-        instance_id = request.path_params["instance_id"]
-        form = await checked_form(request)
-        name = str(form.get("name", "")).strip()
-        payload_text = str(form.get("payload", ""))
-        problem = ""
-        payload: Any = None
-        if not name:
-            problem = "choose the signal to send"
-        else:
-            try:
-                payload = parse_json_input(payload_text, "the payload")
-            except JsonInputError as exc:
-                problem = str(exc)
-        if problem:
-            context = await _instance_context(request, instance_id)
-            context.update(signal_error=problem, signal_name=name, payload_text=payload_text)
-            return page(request, "instance.html", context, 400)
-        if form.get("confirm") != "yes":
-            return page(
-                request,
-                "confirm.html",
-                {
-                    "instance_id": instance_id,
-                    "action": "signal",
-                    "fields": {"name": name, "payload": payload_text},
-                    "payload": payload,
-                    "name": name,
-                },
-            )
-        delivered = await call(backend.signal, instance_id, name, payload)
-        notice = "signal_delivered" if delivered else "signal_buffered"
-        return RedirectResponse(
-            f"/instances/{quote(instance_id, safe='')}?notice={notice}", status_code=303
-        )
-
-    async def cancel(request: Request) -> Response:
-        instance_id = request.path_params["instance_id"]
-        form = await checked_form(request)
-        reason = str(form.get("reason", "")).strip()[:2000]
-        if form.get("confirm") != "yes":
-            return page(
-                request,
-                "confirm.html",
-                {"instance_id": instance_id, "action": "cancel", "fields": {"reason": reason}},
-            )
-        await call(backend.cancel, instance_id, reason)
-        return RedirectResponse(
-            f"/instances/{quote(instance_id, safe='')}?notice=cancelled", status_code=303
-        )
-
-    # -- flows -------------------------------------------------------------------------------
-
-    async def _versions(name: str = "") -> tuple[list[FlowVersion], bool]:
-        try:
-            return await call(backend.list_definitions, name), True
-        except Unsupported:
-            return [], False
-
-    async def flows(request: Request) -> Response:
-        versions, supported = await _versions()
-        by_name: dict[str, list[FlowVersion]] = {}
-        for v in versions:
-            by_name.setdefault(v.name, []).append(v)
-        if not supported:  # older server: the flows its newest instances ran
-            query = filter_from_query({"page_size": "200"})
-            result = await call(backend.list_instances, query)
-            for row in result.rows:
-                seen = by_name.setdefault(row.flow, [])
-                version = next((v for v in seen if v.version == row.version), None)
-                if version is None:
-                    version = FlowVersion(row.flow, row.version, 0, "", {})
-                    seen.append(version)
-                version.counts[row.status] = version.counts.get(row.status, 0) + 1
-        return page(
-            request,
-            "flows.html",
-            {"flows": dict(sorted(by_name.items())), "supported": supported},
-        )
-
-    async def _flow_context(request: Request, name: str, version: str) -> dict[str, Any]:
-        definition = await call(backend.get_definition, name, version)
-        graph = orjson.loads(definition.canonical)
-        versions, supported = await _versions(name)
-        svg = await call(diagram, definition.canonical, definition.version, None, "")
-        return {
-            "definition": definition,
-            "graph": graph,
-            "svg": svg,
-            "versions": versions,
-            "versions_supported": supported,
-            "source_json": pretty_json(graph),
-            "source_yaml": _yaml(graph),
-            "input_schema": pretty_json(graph.get("input")) if graph.get("input") else "",
-            "signals": awaited_signals(graph),
-            "input_text": "{}" if graph.get("input") else "null",
-            "problems": [],
-        }
-
-    async def flow(request: Request) -> Response:
-        name = request.path_params["name"]
-        context = await _flow_context(request, name, request.query_params.get("version", ""))
-        return page(request, "flow.html", context)
-
-    async def start(request: Request) -> Response:
-        name = request.path_params["name"]
-        form = await checked_form(request)
-        version = str(form.get("version", ""))
-        text = str(form.get("input", ""))
-        context = await _flow_context(request, name, version)
-        try:
-            value = parse_json_input(text, "the input")
-            problems = schema_problems(context["graph"].get("input"), value)
-        except JsonInputError as exc:
-            problems = [str(exc)]
-        if problems:
-            context.update(problems=problems, input_text=text)
-            return page(request, "flow.html", context, 400)
-        try:
-            started = await call(backend.start, name, context["definition"].version, value)
-        except errors.InputRejected as exc:
-            context.update(problems=[str(exc)], input_text=text)
-            return page(request, "flow.html", context, 400)
-        return RedirectResponse(
-            f"/instances/{quote(started.instance_id, safe='')}?notice=started", status_code=303
-        )
-
-    # -- workers -----------------------------------------------------------------------------
-
-    async def workers(request: Request) -> Response:
-        try:
-            rows = await call(backend.list_workers)
-            supported = True
-        except Unsupported:
-            rows, supported = [], False
-        return page(request, "workers.html", {"workers": rows, "supported": supported})
-
-    # -- login -------------------------------------------------------------------------------
+    async def favicon(request: Request) -> Response:
+        return FileResponse(_HERE / "static" / "favicon.svg", media_type="image/svg+xml")
 
     async def login(request: Request) -> Response:
         target = request.query_params.get("next", "/")
         if not target.startswith("/") or target.startswith("//"):
             target = "/"  # never redirect off the console
         if request.method == "GET":
-            return page(request, "login.html", {"next": target, "problem": ""})
-        form = await checked_form(request)
+            return pages.page(request, "login.html", {"next": target, "problem": ""})
+        form = await pages.checked_form(request)
+        origin: sec.RequestOrigin = request.scope["wiggle.origin"]
+        wait = limiter.wait_s(origin.client)
+        if wait > 0:
+            problem = (
+                f"too many failed logins from {origin.client}; try again in {math.ceil(wait)} s"
+            )
+            response = pages.page(
+                request, "login.html", {"next": target, "problem": problem}, status_code=429
+            )
+            response.headers["Retry-After"] = str(math.ceil(wait))
+            return response
         session = sessions.login(str(form.get("token", "")))
         if session is None:
-            return page(
+            limiter.failed(origin.client)
+            return pages.page(
                 request, "login.html", {"next": target, "problem": "wrong token"}, status_code=401
             )
-        response = RedirectResponse(target, status_code=303)
-        response.set_cookie(
+        limiter.succeeded(origin.client)
+        redirect = RedirectResponse(target, status_code=303)
+        redirect.set_cookie(
             sec.SESSION_COOKIE,
             session,
             max_age=sec.SESSION_SECONDS,
             httponly=True,
             samesite="strict",
-            secure=settings.secure_cookies,
+            secure=settings.secure_cookies or origin.scheme == "https",
         )
-        return response
+        return redirect
 
     async def logout(request: Request) -> Response:
-        await checked_form(request)
+        await pages.checked_form(request)
         sessions.logout(request.cookies.get(sec.SESSION_COOKIE))
         response = RedirectResponse("/login", status_code=303)
         response.delete_cookie(sec.SESSION_COOKIE)
@@ -425,41 +175,13 @@ def create_app(backend: Backend, settings: ConsoleSettings | None = None) -> Sta
 
     routes = [
         Route("/", home),
-        Route("/instances", guarded(instances)),
-        Route("/instances/{instance_id}", guarded(instance)),
-        Route("/instances/{instance_id}/signal", guarded(signal), methods=["POST"]),
-        Route("/instances/{instance_id}/cancel", guarded(cancel), methods=["POST"]),
-        Route("/flows", guarded(flows)),
-        Route("/flows/{name}", guarded(flow)),
-        Route("/flows/{name}/start", guarded(start), methods=["POST"]),
-        Route("/workers", guarded(workers)),
-        Route("/login", guarded(login), methods=["GET", "POST"]),
-        Route("/logout", guarded(logout), methods=["POST"]),
+        Route("/favicon.ico", favicon),
+        *_instances.routes(pages),
+        *_flows.routes(pages),
+        *_operate.routes(pages),
+        Route("/login", pages.guarded(login), methods=["GET", "POST"]),
+        Route("/logout", pages.guarded(logout), methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static"),
     ]
     middleware = [Middleware(_Guard, settings=settings, sessions=sessions)]
     return Starlette(routes=routes, middleware=middleware)
-
-
-def _guess_current(view: InstanceDetail) -> str:
-    """For servers that do not send `current_node`: the one live token's node, else the node
-    of the last event."""
-    live = {t.node_id for t in view.tokens if t.live}
-    if len(live) == 1:
-        return next(iter(live))
-    for event in reversed(view.events):
-        if event.node_id:
-            return event.node_id
-    return ""
-
-
-def _yaml(document: Any) -> str:
-    import io
-
-    from ruamel.yaml import YAML
-
-    yaml = YAML(typ="safe", pure=True)
-    yaml.default_flow_style = False
-    out = io.StringIO()
-    yaml.dump(document, out)
-    return out.getvalue()

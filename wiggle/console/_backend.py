@@ -16,11 +16,15 @@ from wiggle import errors
 from wiggle.client import (
     Client,
     Definition,
+    IncidentPage,
     Instance,
     InstanceStatus,
+    NodeCount,
+    QueueInfo,
     Started,
     TlsConfig,
 )
+from wiggle.overlay import failed_node
 
 __all__ = [
     "STATUSES",
@@ -80,6 +84,13 @@ class InstanceRow:
     current_node: str
     reason: str
 
+    @property
+    def step(self) -> str:
+        """Where it is (RUNNING: the nodes of its live tokens) or where it failed."""
+        if self.status == "RUNNING":
+            return self.current_node
+        return failed_node(self.reason) if self.status == "FAILED" else ""
+
 
 @dataclass(frozen=True)
 class InstancePage:
@@ -105,6 +116,7 @@ class TokenView:
     child_instance_id: str
     ready_at_ms: int
     explanation: str
+    parent_token_id: str = ""
 
     @property
     def live(self) -> bool:
@@ -209,6 +221,7 @@ def _detail(view: Instance) -> InstanceDetail:
                 t.child_instance_id,
                 t.ready_at_ms,
                 t.explanation,
+                t.parent_token_id,
             )
             for t in view.tokens
         ],
@@ -298,10 +311,24 @@ class Backend:
     def get_definition(self, name: str, version: str = "") -> Definition:
         return self._call(self.client.get_definition, name, version or None)
 
+    def list_queues(self) -> tuple[list[QueueInfo], int]:
+        """Queues holding READY or leased tasks, and the server's clock."""
+        return self._call(self.client.list_queues)
+
+    def node_counts(self, name: str, version: str) -> list[NodeCount]:
+        return self._call(self.client.node_counts, name, version or None)
+
+    def list_incidents(self, flow: str = "", failed_after_ms: int = 0) -> IncidentPage:
+        return self._call(
+            self.client.list_incidents, flow=flow or None, failed_after_ms=failed_after_ms or None
+        )
+
     # -- actions -----------------------------------------------------------------------------
 
-    def start(self, flow: str, version: str, value: Any) -> Started:
-        return self._call(self.client.start, flow, value, version=version or None)
+    def start(self, flow: str, version: str, value: Any, instance_id: str = "") -> Started:
+        return self._call(
+            self.client.start, flow, value, version=version or None, instance_id=instance_id or None
+        )
 
     def signal(self, instance_id: str, name: str, payload: Any) -> bool:
         return self._call(self.client.signal, instance_id, name, payload)

@@ -7,8 +7,10 @@ printed (and a browser pointed at it) before the first request.
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import uvicorn
@@ -30,20 +32,53 @@ def parse_listen(listen: str) -> tuple[str, int]:
 
 
 def settings_for(
-    host: str, token: str | None, *, require_login: bool | None = None, tls: bool = False
+    host: str,
+    token: str | None,
+    *,
+    require_login: bool | None = None,
+    tls: bool = False,
+    trusted_proxies: Iterable[str] = (),
 ) -> ConsoleSettings:
-    """Safe defaults from the bind host: off loopback a login with `token` is required (and a
-    token must be given), on loopback only loopback Host names are answered."""
+    """Safe defaults from the bind host: off loopback, or behind a trusted proxy, a login with
+    `token` is required (and a token must be given); on loopback only loopback Host names are
+    answered, except through the trusted proxy."""
+    proxies = frozenset(_proxy_address(p) for p in trusted_proxies if p.strip())
     loopback = is_loopback(host)
-    login = (not loopback) if require_login is None else require_login
-    if login and not token:
+    login = (not loopback or bool(proxies)) if require_login is None else require_login
+    if proxies and not login:
         raise InvalidRequest(
-            f"the console on {host} would be reachable from other machines: give --token (the "
-            "server's bearer token), which people then type to log in"
+            "behind a trusted proxy the console is reachable from other machines: it cannot "
+            "do without its login"
+        )
+    if login and not token:
+        if not loopback:
+            why = f"the console on {host} would be reachable from other machines"
+        elif proxies:
+            why = "behind --trusted-proxy the console is reachable from other machines"
+        else:
+            why = "--require-login asks for the server's token at the login"
+        raise InvalidRequest(
+            f"{why}: give --token (the server's bearer token), which people then type to log in"
         )
     return ConsoleSettings(
-        token=token, require_login=login, loopback_only=loopback, secure_cookies=tls
+        token=token,
+        require_login=login,
+        loopback_only=loopback,
+        secure_cookies=tls,
+        trusted_proxies=proxies,
     )
+
+
+def _proxy_address(text: str) -> str:
+    """An IP address as written in --trusted-proxy (the address the proxy connects from)."""
+    value = text.strip().strip("[]")
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise InvalidRequest(
+            f"--trusted-proxy {text[:80]!r}: expected the IP address the proxy connects from, "
+            "e.g. 127.0.0.1"
+        ) from None
 
 
 @dataclass

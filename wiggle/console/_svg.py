@@ -11,13 +11,13 @@ from __future__ import annotations
 import functools
 import threading
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import orjson
 
 from wiggle.graph import Graph
 
-__all__ = ["diagram", "node_states"]
+__all__ = ["diagram"]
 
 _SVG = "http://www.w3.org/2000/svg"
 
@@ -33,17 +33,6 @@ _ATTRIBUTES = frozenset(
 )
 
 _lock = threading.Lock()
-
-
-def node_states(tokens: Iterable[tuple[str, str]]) -> dict[str, dict[str, int]]:
-    """Token counts per node and state from (node_id, state) pairs. A leased token is shown as
-    RUNNING, the word an operator expects."""
-    counts: dict[str, dict[str, int]] = {}
-    for node_id, state in tokens:
-        shown = "RUNNING" if state == "LEASED" else state
-        per_node = counts.setdefault(node_id, {})
-        per_node[shown] = per_node.get(shown, 0) + 1
-    return counts
 
 
 def _local(tag: str) -> str:

@@ -1,31 +1,45 @@
-"""Pure helpers of the pages: query strings to filters, times and JSON to text, the signal
-names a flow can receive, input checks against a flow's schema."""
+"""Pure helpers of the pages: the instance list's query string (checked, with a message per bad
+value), times and durations as people read them, JSON to text, the signal names a flow can
+receive, input checks against a flow's schema."""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 
 import orjson
 from jsonschema.validators import validator_for  # type: ignore[import-untyped,unused-ignore]
 
-from wiggle.console._backend import STATUSES, InstanceFilter
+from wiggle.console._backend import STATUSES, InstanceFilter, InstanceRow
 
 __all__ = [
+    "SORTS",
     "JsonInputError",
+    "ListQuery",
+    "ago",
     "awaited_signals",
-    "filter_from_query",
-    "filter_query",
+    "duration",
     "format_ms",
+    "list_query",
     "parse_json_input",
     "pretty_json",
+    "resolve_version",
     "schema_problems",
     "short_version",
+    "sort_rows",
 ]
 
 _LOCAL_FORMAT = "%Y-%m-%dT%H:%M"
+_FULL_VERSION = re.compile(r"^sha256:[0-9a-f]{64}$")
+_SHORT_VERSION = re.compile(r"^(?:sha256:)?([0-9a-f]{4,64})$")
+#: At most this many earlier pages are remembered for "previous page".
+MAX_BACK = 100
+#: Columns the list can be sorted by (within the page: the server pages newest first).
+SORTS = ("started", "updated", "instance", "flow", "status", "step")
 
 
 class JsonInputError(ValueError):
@@ -40,14 +54,42 @@ def format_ms(ms: int) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S") + "Z"
 
 
-def _parse_local(text: str) -> int:
-    """A datetime-local form value (taken as UTC) as epoch ms; 0 for '' or nonsense."""
-    if not text:
-        return 0
+def duration(ms: int) -> str:
+    """A length of time as people say it: `850 ms`, `4.2 s`, `3 min 20 s`, `2 h 5 min`,
+    `3 d 4 h`."""
+    ms = max(0, int(ms))
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 10_000:
+        return f"{ms / 1000:.1f} s"
+    s = ms // 1000
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min" + (f" {s % 60} s" if s % 60 else "")
+    if s < 86400:
+        return f"{s // 3600} h" + (f" {s % 3600 // 60} min" if s % 3600 // 60 else "")
+    return f"{s // 86400} d" + (f" {s % 86400 // 3600} h" if s % 86400 // 3600 else "")
+
+
+def ago(ms: int, now_ms: int) -> str:
+    """`3 min ago`, `in 5 s`, `just now`; '' for 0."""
+    if not ms:
+        return ""
+    delta = now_ms - ms
+    if abs(delta) < 1000:
+        return "just now"
+    text = duration(abs(delta)).split(" ", 2)
+    rounded = " ".join(text[:2])  # the largest unit only: "3 min", not "3 min 20 s"
+    return f"{rounded} ago" if delta > 0 else f"in {rounded}"
+
+
+def _parse_local(text: str) -> int | None:
+    """A datetime-local form value (taken as UTC) as epoch ms; None for nonsense."""
     try:
         moment = dt.datetime.strptime(text[:16], _LOCAL_FORMAT).replace(tzinfo=dt.UTC)
     except ValueError:
-        return 0
+        return None
     return int(moment.timestamp() * 1000)
 
 
@@ -57,49 +99,186 @@ def _local(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime(_LOCAL_FORMAT)
 
 
-def filter_from_query(query: Mapping[str, str]) -> InstanceFilter:
-    """The instance filter a query string asks for; unknown values are dropped, not errors."""
-    status = query.get("status", "").upper()
-    try:
-        size = max(1, min(200, int(query.get("page_size", "50"))))
-    except ValueError:
+@dataclass(frozen=True)
+class ListQuery:
+    """The instance list as its query string asks for it. `version` is what was typed (a full
+    version or a prefix of its hex); `back` the page tokens of the earlier pages but the first."""
+
+    flow: str = ""
+    status: str = ""
+    version: str = ""
+    id_contains: str = ""
+    since_ms: int = 0
+    before_ms: int = 0
+    page: str = ""
+    back: tuple[str, ...] = ()
+    page_size: int = 50
+    sort: str = ""  # one of SORTS, "" for the server's order (newest first)
+    descending: bool = True
+
+    @property
+    def page_number(self) -> int:
+        return len(self.back) + 2 if self.page else 1
+
+    def filter(self, version: str) -> InstanceFilter:
+        """The backend's filter, with `version` resolved to a full one."""
+        return InstanceFilter(
+            flow=self.flow,
+            status=self.status,
+            version=version,
+            id_contains=self.id_contains,
+            started_after_ms=self.since_ms,
+            started_before_ms=self.before_ms,
+            page_token=self.page,
+            page_size=self.page_size,
+        )
+
+    def params(self, **changes: Any) -> dict[str, str]:
+        """Query parameters of this list (from its first page) with `changes` applied."""
+        q = replace(self, page="", back=(), **changes)
+        values = {
+            "flow": q.flow,
+            "status": q.status,
+            "version": q.version,
+            "q": q.id_contains,
+            "since": _local(q.since_ms),
+            "before": _local(q.before_ms),
+            "page_size": str(q.page_size) if q.page_size != 50 else "",
+            "sort": q.sort,
+            "dir": "" if not q.sort else ("desc" if q.descending else "asc"),
+        }
+        return {k: v for k, v in values.items() if v}
+
+    def query(self, **changes: Any) -> str:
+        """The query string of the first page of this list, with `changes` applied."""
+        return urlencode(self.params(**changes))
+
+    def next_query(self, next_token: str) -> str:
+        back = (*self.back, self.page) if self.page else ()
+        return urlencode({**self.params(), "page": next_token, "back": "~".join(back)})
+
+    def previous_query(self) -> str:
+        """The query string of the page before this one ('' on the first page)."""
+        if not self.page:
+            return ""
+        if not self.back:
+            return self.query()
+        params = {**self.params(), "page": self.back[-1]}
+        if self.back[:-1]:
+            params["back"] = "~".join(self.back[:-1])
+        return urlencode(params)
+
+    def sort_query(self, column: str) -> str:
+        """Sorted by `column`; the column it is sorted by already flips its direction."""
+        descending = (
+            not self.descending if self.sort == column else column in ("started", "updated")
+        )
+        params = {**self.params(sort=column, descending=descending)}
+        if self.page:
+            params["page"] = self.page
+            if self.back:
+                params["back"] = "~".join(self.back)
+        return urlencode(params)
+
+    def form(self) -> dict[str, str]:
+        """The filter form's field values."""
+        return {
+            "flow": self.flow,
+            "status": self.status,
+            "version": self.version,
+            "q": self.id_contains,
+            "since": _local(self.since_ms),
+            "before": _local(self.before_ms),
+            "page_size": str(self.page_size),
+        }
+
+
+def list_query(params: Mapping[str, str]) -> tuple[ListQuery, list[str]]:
+    """The list a query string asks for, and one message per value it cannot use (the page
+    answers 400 with them rather than quietly showing something else)."""
+    problems: list[str] = []
+    status = params.get("status", "").strip().upper()
+    if status and status not in STATUSES:
+        problems.append(f"status {status[:40]!r} is not one of {', '.join(STATUSES)}")
+        status = ""
+    times: dict[str, int] = {}
+    for key, label in (("since", "started since"), ("before", "started before")):
+        text = params.get(key, "").strip()
+        value = _parse_local(text) if text else 0
+        if value is None:
+            problems.append(f"{label} {text[:40]!r} is not a date and time like 2025-01-31T12:00")
+            value = 0
+        times[key] = value
+    size_text = params.get("page_size", "").strip() or "50"
+    size = int(size_text) if size_text.isdigit() else 0
+    if not 1 <= size <= 200:
+        problems.append(f"page size {size_text[:20]!r} is not a number from 1 to 200")
         size = 50
-    return InstanceFilter(
-        flow=query.get("flow", "").strip()[:200],
-        status=status if status in STATUSES else "",
-        version=query.get("version", "").strip()[:80],
-        id_contains=query.get("q", "").strip()[:64],
-        started_after_ms=_parse_local(query.get("since", "")),
-        started_before_ms=_parse_local(query.get("before", "")),
-        page_token=query.get("page", "")[:200],
+    version = params.get("version", "").strip()[:80]
+    if version and not _FULL_VERSION.match(version) and not _SHORT_VERSION.match(version):
+        problems.append(
+            f"version {version!r} is neither sha256:<64 hex> nor the first hex digits of one"
+        )
+        version = ""
+    sort = params.get("sort", "").strip()
+    if sort and sort not in SORTS:
+        problems.append(f"cannot sort by {sort[:40]!r}; sort by one of {', '.join(SORTS)}")
+        sort = ""
+    direction = params.get("dir", "").strip()
+    if direction and direction not in ("asc", "desc"):
+        problems.append(f"sort direction {direction[:20]!r} is not asc or desc")
+        direction = ""
+    back = tuple(t for t in params.get("back", "")[: 200 * MAX_BACK].split("~") if t)
+    query = ListQuery(
+        flow=params.get("flow", "").strip()[:200],
+        status=status,
+        version=version,
+        id_contains=params.get("q", "").strip()[:64],
+        since_ms=times["since"],
+        before_ms=times["before"],
+        page=params.get("page", "")[:200],
+        back=back[-MAX_BACK:] if params.get("page") else (),
         page_size=size,
+        sort=sort,
+        descending=direction != "asc" if direction else sort in ("", "started", "updated"),
     )
+    return query, problems
 
 
-def filter_query(query: InstanceFilter, **changes: str) -> str:
-    """The query string of `query` (without its page unless given), with `changes` applied."""
-    params = {
-        "flow": query.flow,
-        "status": query.status,
-        "version": query.version,
-        "q": query.id_contains,
-        "since": _local(query.started_after_ms),
-        "before": _local(query.started_before_ms),
+def resolve_version(typed: str, versions: Sequence[str]) -> tuple[str, str]:
+    """The full version `typed` names among `versions` (registered ones), and '' or a problem.
+    A full version is taken as it is; a prefix of the hex (as the pages show it) must name
+    exactly one."""
+    if not typed or _FULL_VERSION.match(typed):
+        return typed, ""
+    match = _SHORT_VERSION.match(typed)
+    prefix = "sha256:" + (match.group(1) if match else "")
+    found = sorted({v for v in versions if v.startswith(prefix)})
+    if len(found) == 1:
+        return found[0], ""
+    if not found:
+        return "", f"no registered version starts with {typed!r}"
+    shown = ", ".join(short_version(v) for v in found[:5])
+    return "", f"version {typed!r} is ambiguous: it starts {shown}; type more of it"
+
+
+def _row_key(column: str) -> Any:
+    keys: dict[str, Any] = {
+        "started": lambda r: (r.created_at_ms, r.instance_id),
+        "updated": lambda r: (r.updated_at_ms, r.instance_id),
+        "instance": lambda r: r.instance_id,
+        "flow": lambda r: (r.flow, r.instance_id),
+        "status": lambda r: (r.status, r.instance_id),
+        "step": lambda r: (r.step, r.instance_id),
     }
-    params.update(changes)
-    return urlencode({k: v for k, v in params.items() if v})
+    return keys[column]
 
 
-def form_values(query: InstanceFilter) -> dict[str, str]:
-    """The filter form's field values."""
-    return {
-        "flow": query.flow,
-        "status": query.status,
-        "version": query.version,
-        "q": query.id_contains,
-        "since": _local(query.started_after_ms),
-        "before": _local(query.started_before_ms),
-    }
+def sort_rows(rows: Sequence[InstanceRow], column: str, descending: bool) -> list[InstanceRow]:
+    """The rows of one page in the order asked for ('' keeps the server's)."""
+    if not column:
+        return list(rows)
+    return sorted(rows, key=_row_key(column), reverse=descending)
 
 
 def short_version(version: str) -> str:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from ._engine import Engine
+from ._overview import Incident, IncidentPage, NodeCount, QueueStats
 from ._prune import PruneResult
 from ._repair import RepairResult
 from ._schema import SCHEMA_VERSION, IncompatibleSchema
@@ -41,13 +42,17 @@ __all__ = [
     "Engine",
     "EventView",
     "HeartbeatResult",
+    "Incident",
+    "IncidentPage",
     "IncompatibleSchema",
     "InstanceFilter",
     "InstancePage",
     "InstanceStatus",
     "InstanceView",
     "Json",
+    "NodeCount",
     "PruneResult",
+    "QueueStats",
     "RepairResult",
     "Report",
     "ReportKind",

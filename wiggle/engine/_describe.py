@@ -10,6 +10,7 @@ the one that moved last. The same events date each token's arrival and name a re
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Connection, select
@@ -24,7 +25,7 @@ from ._tx import TOKEN_COLUMNS, loads
 from ._types import EventView, InstanceStatus, InstanceView, TokenState, TokenView, WorkerSeen
 from ._workers import POLLING_WINDOW_MS, recent_workers
 
-__all__ = ["RECENT_EVENTS", "describe", "predecessors"]
+__all__ = ["RECENT_EVENTS", "describe", "predecessors", "updated_at"]
 
 _i = s.instances
 _t = s.tokens
@@ -60,6 +61,37 @@ def _read_events(conn: Connection, instance_id: str, everything: bool) -> list[E
         return [_event(r) for r in conn.execute(q.order_by(_e.c.seq))]
     rows = conn.execute(q.order_by(_e.c.seq.desc()).limit(RECENT_EVENTS)).all()
     return [_event(r) for r in reversed(rows)]
+
+
+def _with_signal_payloads(
+    conn: Connection, instance_id: str, events: list[EventView]
+) -> list[EventView]:
+    """Each `signal_received` event with the payload it brought (from the signals table), so a
+    timeline can show it. Read only; events without a signal are returned as they are."""
+    wanted = {
+        ev.detail["seq"]: i
+        for i, ev in enumerate(events)
+        if ev.kind == "signal_received" and isinstance(ev.detail, dict) and "seq" in ev.detail
+    }
+    if not wanted:
+        return events
+    sig = s.signals
+    rows = conn.execute(
+        select(sig.c.seq, sig.c.payload).where(
+            sig.c.instance_id == instance_id, sig.c.seq.in_(list(wanted))
+        )
+    )
+    out = list(events)
+    for seq, payload in rows:
+        i = wanted[int(seq)]
+        out[i] = replace(out[i], detail={**out[i].detail, "payload": loads(payload)})
+    return out
+
+
+def updated_at(row_updated_ms: int, events: Sequence[EventView]) -> int:
+    """When the instance last changed: its newest event (every move logs one), or the row's own
+    time (written at the start and at the end) when that is newer."""
+    return max(row_updated_ms, max((ev.at_ms for ev in events), default=0))
 
 
 class _Clues:
@@ -99,6 +131,8 @@ def describe(
         select(*TOKEN_COLUMNS).where(_t.c.instance_id == instance_id).order_by(_t.c.seq, _t.c.id)
     ).all()
     events = _read_events(conn, instance_id, include_events)
+    if include_events:
+        events = _with_signal_payloads(conn, instance_id, events)
     clues = _Clues(events)
     children = conn.execute(
         select(_i.c.id, _i.c.flow)
@@ -190,7 +224,7 @@ def describe(
         execution_mode=ExecutionMode(m["mode"]),
         parent_instance_id=m["parent_instance_id"] or "",
         created_at_ms=int(m["created_at_ms"]),
-        updated_at_ms=int(m["updated_at_ms"]),
+        updated_at_ms=updated_at(int(m["updated_at_ms"]), events),
         tokens=tokens,
         events=events if include_events else [],
         input=loads(m["input"]) if m["input"] is not None else (stored if running else None),

@@ -36,6 +36,7 @@ from . import (
     _instances,
     _listing,
     _migrate,
+    _overview,
     _prune,
     _repair,
     _ticker,
@@ -45,6 +46,7 @@ from . import _schema as s
 from ._batch import apply_reports
 from ._claims import claim, heartbeat_stmt
 from ._db import Database
+from ._overview import IncidentPage, NodeCount, QueueStats
 from ._repair import RepairResult
 from ._starts import StartRequest, apply_starts
 from ._tx import FenceLost, Tx, dumps, new_id
@@ -441,6 +443,24 @@ class Engine:
         return self.db.read(
             lambda c: _listing.list_definitions(c, name, include_counts, self.graph_of)
         )
+
+    # -- read-only aggregates for operators (engine/_overview.py) ------------------------------
+
+    def queue_stats(self) -> list[QueueStats]:
+        """Every queue holding READY or leased tasks: how many, and since when the oldest
+        READY one waits."""
+        return self.db.read(_overview.queue_stats)
+
+    def node_counts(self, version: str) -> list[NodeCount]:
+        """Where the instances of `version` stand: RUNNING ones per node and live token state,
+        FAILED ones at the node they failed at."""
+        return self.db.read(lambda c: _overview.node_counts(c, version))
+
+    def incidents(
+        self, *, flow: str = "", version: str = "", failed_after_ms: int = 0, limit: int = 100
+    ) -> IncidentPage:
+        """FAILED instances grouped by flow, node and reason, the largest group first."""
+        return self.db.read(lambda c: _overview.incidents(c, flow, version, failed_after_ms, limit))
 
     def ready_by_queue(self) -> dict[str, int]:
         """Tokens READY for a worker now, per queue (metrics)."""

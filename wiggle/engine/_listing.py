@@ -112,7 +112,7 @@ def find_instances(
         q.order_by(_i.c.created_at_ms.desc(), _i.c.id.desc()).limit(limit + 1)
     ).all()
     views = _with_current_steps(conn, [_view(r._mapping) for r in rows[:limit]])
-    views = _with_search(conn, views, graph_of)
+    views = _with_search(conn, _with_updates(conn, views), graph_of)
     next_token = ""
     if len(rows) > limit:
         last = views[-1]
@@ -177,6 +177,25 @@ def _with_search(
     wanted = [iid for iid, g in graphs.items() if g.search]
     found = search_of(conn, wanted, graphs)
     return [replace(v, search=found[v.instance_id]) if v.instance_id in found else v for v in views]
+
+
+def _with_updates(conn: Connection, views: list[InstanceView]) -> list[InstanceView]:
+    """Each instance's `updated_at_ms` as its newest event's time (every move logs one; the row
+    itself is written only at the start and the end). One query for the page, one index step
+    per instance: the newest row of the events' (instance_id, seq) index."""
+    if not views:
+        return views
+    e = s.events
+    newest = (
+        select(e.c.at_ms)
+        .where(e.c.instance_id == _i.c.id)
+        .order_by(e.c.seq.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    rows = conn.execute(select(_i.c.id, newest).where(_i.c.id.in_([v.instance_id for v in views])))
+    at = {instance_id: int(ms) for instance_id, ms in rows if ms is not None}
+    return [replace(v, updated_at_ms=max(v.updated_at_ms, at.get(v.instance_id, 0))) for v in views]
 
 
 def list_definitions(

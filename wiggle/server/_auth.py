@@ -49,6 +49,7 @@ CLIENT_METHODS = frozenset(
         "SignalInstance",
         "DescribeInstance",
         "ListInstances",
+        "ListIncidents",
         "WaitInstance",
         "GetDefinition",
         "ListDefinitions",

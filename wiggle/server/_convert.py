@@ -18,8 +18,11 @@ from wiggle.engine import (
     DefinitionSummary,
     EagerRequest,
     EventView,
+    Incident,
     InstanceStatus,
     InstanceView,
+    NodeCount,
+    QueueStats,
     Report,
     ReportKind,
     StepFailure,
@@ -37,9 +40,12 @@ __all__ = [
     "decode_result",
     "definition_to_pb",
     "failure_from_pb",
+    "incident_to_pb",
     "instance_to_pb",
+    "node_count_to_pb",
     "outcome_from_pb",
     "outcomes_from_pb",
+    "queue_to_pb",
     "task_to_pb",
     "worker_to_pb",
 ]
@@ -214,6 +220,28 @@ def definition_to_pb(d: DefinitionSummary) -> pb.DefinitionSummary:
         registered_at_ms=d.registered_at_ms,
         execution_mode=str(d.execution_mode),
         instance_counts=d.instance_counts,
+    )
+
+
+def queue_to_pb(q: QueueStats) -> pb.QueueInfo:
+    return pb.QueueInfo(
+        queue=q.queue, ready=q.ready, oldest_ready_at_ms=q.oldest_ready_at_ms, leased=q.leased
+    )
+
+
+def node_count_to_pb(c: NodeCount) -> pb.NodeCount:
+    return pb.NodeCount(node_id=c.node_id, state=c.state, instances=c.instances)
+
+
+def incident_to_pb(i: Incident) -> pb.Incident:
+    return pb.Incident(
+        flow=i.flow,
+        node_id=i.node_id,
+        reason=i.reason,
+        instances=i.instances,
+        first_failed_at_ms=i.first_failed_at_ms,
+        last_failed_at_ms=i.last_failed_at_ms,
+        instance_ids=list(i.instance_ids),
     )
 
 

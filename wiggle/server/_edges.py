@@ -72,6 +72,7 @@ _FIELDS: dict[str, _Fields] = {
     "DescribeInstance": lambda r: [("instance id", r.instance_id)],
     "WaitInstance": lambda r: [("instance id", r.instance_id)],
     "ListInstances": _list_instances,
+    "ListIncidents": lambda r: [("flow filter", r.flow), ("version", r.version)],
     "PollTasks": _poll,
     "EndPolls": lambda r: [("worker id", r.worker_id)],
     "CompleteTask": _complete,

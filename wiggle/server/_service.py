@@ -27,7 +27,10 @@ from wiggle.server._convert import (
     decode_json,
     definition_to_pb,
     eager_from_pb,
+    incident_to_pb,
     instance_to_pb,
+    node_count_to_pb,
+    queue_to_pb,
     report_from_pb,
     task_to_pb,
     worker_to_pb,
@@ -178,11 +181,13 @@ class WiggleService(pb_grpc.WiggleServicer):
         if not request.name:
             raise InvalidRequest("GetDefinition needs a flow name")
         stored = self._engine.get_definition(request.name, request.version or None)
+        counts = self._engine.node_counts(stored.version) if request.include_node_counts else []
         return pb.Definition(
             name=stored.name,
             version=stored.version,
             graph=stored.canonical,
             registered_at_ms=stored.registered_at_ms,
+            node_counts=[node_count_to_pb(c) for c in counts],
         )
 
     # -- instances -------------------------------------------------------------------------
@@ -264,6 +269,20 @@ class WiggleService(pb_grpc.WiggleServicer):
         )
 
     @_rpc
+    def ListIncidents(
+        self, request: pb.ListIncidentsRequest, context: grpc.ServicerContext
+    ) -> pb.ListIncidentsResponse:
+        page = self._engine.incidents(
+            flow=request.flow,
+            version=request.version,
+            failed_after_ms=request.failed_after_ms,
+            limit=min(request.limit, MAX_PAGE_SIZE) if request.limit > 0 else 100,
+        )
+        return pb.ListIncidentsResponse(
+            incidents=[incident_to_pb(i) for i in page.incidents], failed=page.failed
+        )
+
+    @_rpc
     def WaitInstance(
         self, request: pb.WaitInstanceRequest, context: grpc.ServicerContext
     ) -> pb.Instance:
@@ -318,7 +337,12 @@ class WiggleService(pb_grpc.WiggleServicer):
     ) -> pb.ListWorkersResponse:
         within = request.seen_within_ms if request.seen_within_ms > 0 else WORKERS_SEEN_WITHIN_MS
         workers, now = self._engine.list_workers(within)
-        return pb.ListWorkersResponse(workers=[worker_to_pb(w) for w in workers], server_now_ms=now)
+        queues = self._engine.queue_stats() if request.include_queues else []
+        return pb.ListWorkersResponse(
+            workers=[worker_to_pb(w) for w in workers],
+            server_now_ms=now,
+            queues=[queue_to_pb(q) for q in queues],
+        )
 
     # -- tasks -----------------------------------------------------------------------------
 

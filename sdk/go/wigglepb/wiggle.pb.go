@@ -627,11 +627,12 @@ func (x *ListDefinitionsResponse) GetDefinitions() []*DefinitionSummary {
 }
 
 type GetDefinitionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Version       string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"` // empty: the newest registered
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Name              string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Version           string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`                                                 // empty: the newest registered
+	IncludeNodeCounts bool                   `protobuf:"varint,3,opt,name=include_node_counts,json=includeNodeCounts,proto3" json:"include_node_counts,omitempty"` // fill Definition.node_counts (costs a count query)
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetDefinitionRequest) Reset() {
@@ -678,12 +679,20 @@ func (x *GetDefinitionRequest) GetVersion() string {
 	return ""
 }
 
+func (x *GetDefinitionRequest) GetIncludeNodeCounts() bool {
+	if x != nil {
+		return x.IncludeNodeCounts
+	}
+	return false
+}
+
 type Definition struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Version        string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	Graph          []byte                 `protobuf:"bytes,3,opt,name=graph,proto3" json:"graph,omitempty"` // the canonical JSON, byte for byte the hashed form
 	RegisteredAtMs int64                  `protobuf:"varint,4,opt,name=registered_at_ms,json=registeredAtMs,proto3" json:"registered_at_ms,omitempty"`
+	NodeCounts     []*NodeCount           `protobuf:"bytes,5,rep,name=node_counts,json=nodeCounts,proto3" json:"node_counts,omitempty"` // with include_node_counts
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -746,6 +755,76 @@ func (x *Definition) GetRegisteredAtMs() int64 {
 	return 0
 }
 
+func (x *Definition) GetNodeCounts() []*NodeCount {
+	if x != nil {
+		return x.NodeCounts
+	}
+	return nil
+}
+
+// Where the instances of one version stand: per node, how many RUNNING instances hold a live
+// token there in `state` (READY, LEASED, WAITING, AWAITING, JOINED), and how many FAILED
+// instances failed there (`state` FAILED).
+type NodeCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	Instances     int64                  `protobuf:"varint,3,opt,name=instances,proto3" json:"instances,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeCount) Reset() {
+	*x = NodeCount{}
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeCount) ProtoMessage() {}
+
+func (x *NodeCount) ProtoReflect() protoreflect.Message {
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeCount.ProtoReflect.Descriptor instead.
+func (*NodeCount) Descriptor() ([]byte, []int) {
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *NodeCount) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeCount) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *NodeCount) GetInstances() int64 {
+	if x != nil {
+		return x.Instances
+	}
+	return 0
+}
+
 type StartInstanceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Flow          string                 `protobuf:"bytes,1,opt,name=flow,proto3" json:"flow,omitempty"`
@@ -759,7 +838,7 @@ type StartInstanceRequest struct {
 
 func (x *StartInstanceRequest) Reset() {
 	*x = StartInstanceRequest{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[7]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +850,7 @@ func (x *StartInstanceRequest) String() string {
 func (*StartInstanceRequest) ProtoMessage() {}
 
 func (x *StartInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[7]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +863,7 @@ func (x *StartInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartInstanceRequest.ProtoReflect.Descriptor instead.
 func (*StartInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{7}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StartInstanceRequest) GetFlow() string {
@@ -834,7 +913,7 @@ type EagerDispatch struct {
 
 func (x *EagerDispatch) Reset() {
 	*x = EagerDispatch{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[8]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +925,7 @@ func (x *EagerDispatch) String() string {
 func (*EagerDispatch) ProtoMessage() {}
 
 func (x *EagerDispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[8]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +938,7 @@ func (x *EagerDispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EagerDispatch.ProtoReflect.Descriptor instead.
 func (*EagerDispatch) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{8}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EagerDispatch) GetWorkerId() string {
@@ -895,7 +974,7 @@ type StartInstanceResponse struct {
 
 func (x *StartInstanceResponse) Reset() {
 	*x = StartInstanceResponse{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[9]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +986,7 @@ func (x *StartInstanceResponse) String() string {
 func (*StartInstanceResponse) ProtoMessage() {}
 
 func (x *StartInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[9]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +999,7 @@ func (x *StartInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartInstanceResponse.ProtoReflect.Descriptor instead.
 func (*StartInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{9}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StartInstanceResponse) GetInstanceId() string {
@@ -962,7 +1041,7 @@ type SignalInstanceRequest struct {
 
 func (x *SignalInstanceRequest) Reset() {
 	*x = SignalInstanceRequest{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[10]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1053,7 @@ func (x *SignalInstanceRequest) String() string {
 func (*SignalInstanceRequest) ProtoMessage() {}
 
 func (x *SignalInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[10]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1066,7 @@ func (x *SignalInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalInstanceRequest.ProtoReflect.Descriptor instead.
 func (*SignalInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{10}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SignalInstanceRequest) GetInstanceId() string {
@@ -1020,7 +1099,7 @@ type SignalInstanceResponse struct {
 
 func (x *SignalInstanceResponse) Reset() {
 	*x = SignalInstanceResponse{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[11]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1032,7 +1111,7 @@ func (x *SignalInstanceResponse) String() string {
 func (*SignalInstanceResponse) ProtoMessage() {}
 
 func (x *SignalInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[11]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1045,7 +1124,7 @@ func (x *SignalInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalInstanceResponse.ProtoReflect.Descriptor instead.
 func (*SignalInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{11}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SignalInstanceResponse) GetDelivered() bool {
@@ -1066,7 +1145,7 @@ type WaitInstanceRequest struct {
 
 func (x *WaitInstanceRequest) Reset() {
 	*x = WaitInstanceRequest{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[12]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1157,7 @@ func (x *WaitInstanceRequest) String() string {
 func (*WaitInstanceRequest) ProtoMessage() {}
 
 func (x *WaitInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[12]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1170,7 @@ func (x *WaitInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitInstanceRequest.ProtoReflect.Descriptor instead.
 func (*WaitInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{12}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WaitInstanceRequest) GetInstanceId() string {
@@ -1125,7 +1204,7 @@ type CancelInstanceRequest struct {
 
 func (x *CancelInstanceRequest) Reset() {
 	*x = CancelInstanceRequest{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[13]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1216,7 @@ func (x *CancelInstanceRequest) String() string {
 func (*CancelInstanceRequest) ProtoMessage() {}
 
 func (x *CancelInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[13]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1229,7 @@ func (x *CancelInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstanceRequest.ProtoReflect.Descriptor instead.
 func (*CancelInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{13}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelInstanceRequest) GetInstanceId() string {
@@ -1176,7 +1255,7 @@ type CancelInstanceResponse struct {
 
 func (x *CancelInstanceResponse) Reset() {
 	*x = CancelInstanceResponse{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[14]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1267,7 @@ func (x *CancelInstanceResponse) String() string {
 func (*CancelInstanceResponse) ProtoMessage() {}
 
 func (x *CancelInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[14]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1280,7 @@ func (x *CancelInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstanceResponse.ProtoReflect.Descriptor instead.
 func (*CancelInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{14}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelInstanceResponse) GetStatus() InstanceStatus {
@@ -1221,7 +1300,7 @@ type DescribeInstanceRequest struct {
 
 func (x *DescribeInstanceRequest) Reset() {
 	*x = DescribeInstanceRequest{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[15]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1312,7 @@ func (x *DescribeInstanceRequest) String() string {
 func (*DescribeInstanceRequest) ProtoMessage() {}
 
 func (x *DescribeInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[15]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1325,7 @@ func (x *DescribeInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeInstanceRequest.ProtoReflect.Descriptor instead.
 func (*DescribeInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{15}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DescribeInstanceRequest) GetInstanceId() string {
@@ -1276,7 +1355,7 @@ type Instance struct {
 	ExecutionMode    ExecutionMode `protobuf:"varint,7,opt,name=execution_mode,json=executionMode,proto3,enum=wiggle.v1.ExecutionMode" json:"execution_mode,omitempty"`
 	ParentInstanceId string        `protobuf:"bytes,8,opt,name=parent_instance_id,json=parentInstanceId,proto3" json:"parent_instance_id,omitempty"`
 	CreatedAtMs      int64         `protobuf:"varint,9,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
-	UpdatedAtMs      int64         `protobuf:"varint,10,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
+	UpdatedAtMs      int64         `protobuf:"varint,10,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"` // its newest event (every move writes one)
 	Tokens           []*Token      `protobuf:"bytes,11,rep,name=tokens,proto3" json:"tokens,omitempty"`
 	Events           []*Event      `protobuf:"bytes,12,rep,name=events,proto3" json:"events,omitempty"`
 	Input            []byte        `protobuf:"bytes,13,opt,name=input,proto3" json:"input,omitempty"`                                                 // the start input
@@ -1292,7 +1371,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[16]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1383,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[16]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1396,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{16}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Instance) GetInstanceId() string {
@@ -1457,7 +1536,7 @@ type Token struct {
 
 func (x *Token) Reset() {
 	*x = Token{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[17]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1548,7 @@ func (x *Token) String() string {
 func (*Token) ProtoMessage() {}
 
 func (x *Token) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[17]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1561,7 @@ func (x *Token) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Token.ProtoReflect.Descriptor instead.
 func (*Token) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{17}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Token) GetTokenId() string {
@@ -1611,7 +1690,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[18]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +1702,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[18]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +1715,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{18}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Event) GetSeq() int64 {
@@ -1701,7 +1780,7 @@ type ListInstancesRequest struct {
 
 func (x *ListInstancesRequest) Reset() {
 	*x = ListInstancesRequest{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[19]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +1792,7 @@ func (x *ListInstancesRequest) String() string {
 func (*ListInstancesRequest) ProtoMessage() {}
 
 func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[19]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +1805,7 @@ func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesRequest.ProtoReflect.Descriptor instead.
 func (*ListInstancesRequest) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{19}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListInstancesRequest) GetFlow() string {
@@ -1810,7 +1889,7 @@ type ListInstancesResponse struct {
 
 func (x *ListInstancesResponse) Reset() {
 	*x = ListInstancesResponse{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[20]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +1901,7 @@ func (x *ListInstancesResponse) String() string {
 func (*ListInstancesResponse) ProtoMessage() {}
 
 func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[20]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +1914,7 @@ func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesResponse.ProtoReflect.Descriptor instead.
 func (*ListInstancesResponse) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{20}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListInstancesResponse) GetInstances() []*Instance {
@@ -1876,7 +1955,7 @@ type PollTasksRequest struct {
 
 func (x *PollTasksRequest) Reset() {
 	*x = PollTasksRequest{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[21]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +1967,7 @@ func (x *PollTasksRequest) String() string {
 func (*PollTasksRequest) ProtoMessage() {}
 
 func (x *PollTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[21]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +1980,7 @@ func (x *PollTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollTasksRequest.ProtoReflect.Descriptor instead.
 func (*PollTasksRequest) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{21}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PollTasksRequest) GetWorkerId() string {
@@ -1962,7 +2041,7 @@ type EndPollsRequest struct {
 
 func (x *EndPollsRequest) Reset() {
 	*x = EndPollsRequest{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[22]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2053,7 @@ func (x *EndPollsRequest) String() string {
 func (*EndPollsRequest) ProtoMessage() {}
 
 func (x *EndPollsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[22]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2066,7 @@ func (x *EndPollsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndPollsRequest.ProtoReflect.Descriptor instead.
 func (*EndPollsRequest) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{22}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *EndPollsRequest) GetWorkerId() string {
@@ -2006,7 +2085,7 @@ type EndPollsResponse struct {
 
 func (x *EndPollsResponse) Reset() {
 	*x = EndPollsResponse{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[23]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2097,7 @@ func (x *EndPollsResponse) String() string {
 func (*EndPollsResponse) ProtoMessage() {}
 
 func (x *EndPollsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[23]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2110,7 @@ func (x *EndPollsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndPollsResponse.ProtoReflect.Descriptor instead.
 func (*EndPollsResponse) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{23}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *EndPollsResponse) GetEnded() int32 {
@@ -2043,14 +2122,15 @@ func (x *EndPollsResponse) GetEnded() int32 {
 
 type ListWorkersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	SeenWithinMs  int32                  `protobuf:"varint,1,opt,name=seen_within_ms,json=seenWithinMs,proto3" json:"seen_within_ms,omitempty"` // only workers that polled this recently (0: the server's default)
+	SeenWithinMs  int32                  `protobuf:"varint,1,opt,name=seen_within_ms,json=seenWithinMs,proto3" json:"seen_within_ms,omitempty"`  // only workers that polled this recently (0: the server's default)
+	IncludeQueues bool                   `protobuf:"varint,2,opt,name=include_queues,json=includeQueues,proto3" json:"include_queues,omitempty"` // fill ListWorkersResponse.queues
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[24]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2142,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[24]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2155,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{24}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListWorkersRequest) GetSeenWithinMs() int32 {
@@ -2083,6 +2163,13 @@ func (x *ListWorkersRequest) GetSeenWithinMs() int32 {
 		return x.SeenWithinMs
 	}
 	return 0
+}
+
+func (x *ListWorkersRequest) GetIncludeQueues() bool {
+	if x != nil {
+		return x.IncludeQueues
+	}
+	return false
 }
 
 type WorkerInfo struct {
@@ -2100,7 +2187,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[25]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2112,7 +2199,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[25]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2125,7 +2212,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{25}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WorkerInfo) GetWorkerId() string {
@@ -2181,13 +2268,14 @@ type ListWorkersResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Workers       []*WorkerInfo          `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
 	ServerNowMs   int64                  `protobuf:"varint,2,opt,name=server_now_ms,json=serverNowMs,proto3" json:"server_now_ms,omitempty"`
+	Queues        []*QueueInfo           `protobuf:"bytes,3,rep,name=queues,proto3" json:"queues,omitempty"` // with include_queues: every queue holding READY or leased tasks
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[26]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2287,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[26]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2300,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{26}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -2229,6 +2317,294 @@ func (x *ListWorkersResponse) GetServerNowMs() int64 {
 	return 0
 }
 
+func (x *ListWorkersResponse) GetQueues() []*QueueInfo {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+type QueueInfo struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Queue           string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Ready           int64                  `protobuf:"varint,2,opt,name=ready,proto3" json:"ready,omitempty"`                                                // tasks waiting for a worker
+	OldestReadyAtMs int64                  `protobuf:"varint,3,opt,name=oldest_ready_at_ms,json=oldestReadyAtMs,proto3" json:"oldest_ready_at_ms,omitempty"` // since when the oldest of them waits (0: none)
+	Leased          int64                  `protobuf:"varint,4,opt,name=leased,proto3" json:"leased,omitempty"`                                              // tasks leased to a worker now
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *QueueInfo) Reset() {
+	*x = QueueInfo{}
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueInfo) ProtoMessage() {}
+
+func (x *QueueInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueInfo.ProtoReflect.Descriptor instead.
+func (*QueueInfo) Descriptor() ([]byte, []int) {
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *QueueInfo) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueInfo) GetReady() int64 {
+	if x != nil {
+		return x.Ready
+	}
+	return 0
+}
+
+func (x *QueueInfo) GetOldestReadyAtMs() int64 {
+	if x != nil {
+		return x.OldestReadyAtMs
+	}
+	return 0
+}
+
+func (x *QueueInfo) GetLeased() int64 {
+	if x != nil {
+		return x.Leased
+	}
+	return 0
+}
+
+type ListIncidentsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Flow          string                 `protobuf:"bytes,1,opt,name=flow,proto3" json:"flow,omitempty"`                                           // optional: only this flow's instances
+	Version       string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`                                     // optional: only this version's
+	FailedAfterMs int64                  `protobuf:"varint,3,opt,name=failed_after_ms,json=failedAfterMs,proto3" json:"failed_after_ms,omitempty"` // failed at or after this (0: no bound)
+	Limit         int32                  `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`                                        // at most this many groups, the largest first (0: 100)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListIncidentsRequest) Reset() {
+	*x = ListIncidentsRequest{}
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListIncidentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListIncidentsRequest) ProtoMessage() {}
+
+func (x *ListIncidentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListIncidentsRequest.ProtoReflect.Descriptor instead.
+func (*ListIncidentsRequest) Descriptor() ([]byte, []int) {
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListIncidentsRequest) GetFlow() string {
+	if x != nil {
+		return x.Flow
+	}
+	return ""
+}
+
+func (x *ListIncidentsRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ListIncidentsRequest) GetFailedAfterMs() int64 {
+	if x != nil {
+		return x.FailedAfterMs
+	}
+	return 0
+}
+
+func (x *ListIncidentsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// FAILED instances that failed alike: same flow, same node, same reason.
+type Incident struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Flow            string                 `protobuf:"bytes,1,opt,name=flow,proto3" json:"flow,omitempty"`
+	NodeId          string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"` // the node the reason names; "" when it names none
+	Reason          string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Instances       int64                  `protobuf:"varint,4,opt,name=instances,proto3" json:"instances,omitempty"`
+	FirstFailedAtMs int64                  `protobuf:"varint,5,opt,name=first_failed_at_ms,json=firstFailedAtMs,proto3" json:"first_failed_at_ms,omitempty"`
+	LastFailedAtMs  int64                  `protobuf:"varint,6,opt,name=last_failed_at_ms,json=lastFailedAtMs,proto3" json:"last_failed_at_ms,omitempty"`
+	InstanceIds     []string               `protobuf:"bytes,7,rep,name=instance_ids,json=instanceIds,proto3" json:"instance_ids,omitempty"` // the newest few of them
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Incident) Reset() {
+	*x = Incident{}
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Incident) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Incident) ProtoMessage() {}
+
+func (x *Incident) ProtoReflect() protoreflect.Message {
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Incident.ProtoReflect.Descriptor instead.
+func (*Incident) Descriptor() ([]byte, []int) {
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *Incident) GetFlow() string {
+	if x != nil {
+		return x.Flow
+	}
+	return ""
+}
+
+func (x *Incident) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *Incident) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Incident) GetInstances() int64 {
+	if x != nil {
+		return x.Instances
+	}
+	return 0
+}
+
+func (x *Incident) GetFirstFailedAtMs() int64 {
+	if x != nil {
+		return x.FirstFailedAtMs
+	}
+	return 0
+}
+
+func (x *Incident) GetLastFailedAtMs() int64 {
+	if x != nil {
+		return x.LastFailedAtMs
+	}
+	return 0
+}
+
+func (x *Incident) GetInstanceIds() []string {
+	if x != nil {
+		return x.InstanceIds
+	}
+	return nil
+}
+
+type ListIncidentsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Incidents     []*Incident            `protobuf:"bytes,1,rep,name=incidents,proto3" json:"incidents,omitempty"` // the largest group first
+	Failed        int64                  `protobuf:"varint,2,opt,name=failed,proto3" json:"failed,omitempty"`      // FAILED instances matching the request in all
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListIncidentsResponse) Reset() {
+	*x = ListIncidentsResponse{}
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListIncidentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListIncidentsResponse) ProtoMessage() {}
+
+func (x *ListIncidentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListIncidentsResponse.ProtoReflect.Descriptor instead.
+func (*ListIncidentsResponse) Descriptor() ([]byte, []int) {
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ListIncidentsResponse) GetIncidents() []*Incident {
+	if x != nil {
+		return x.Incidents
+	}
+	return nil
+}
+
+func (x *ListIncidentsResponse) GetFailed() int64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
 type PollTasksResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tasks         []*Task                `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
@@ -2238,7 +2614,7 @@ type PollTasksResponse struct {
 
 func (x *PollTasksResponse) Reset() {
 	*x = PollTasksResponse{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[27]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2626,7 @@ func (x *PollTasksResponse) String() string {
 func (*PollTasksResponse) ProtoMessage() {}
 
 func (x *PollTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[27]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2639,7 @@ func (x *PollTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PollTasksResponse.ProtoReflect.Descriptor instead.
 func (*PollTasksResponse) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{27}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PollTasksResponse) GetTasks() []*Task {
@@ -2304,7 +2680,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[28]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2316,7 +2692,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[28]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2329,7 +2705,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{28}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Task) GetTaskId() string {
@@ -2470,7 +2846,7 @@ type CompleteTaskRequest struct {
 
 func (x *CompleteTaskRequest) Reset() {
 	*x = CompleteTaskRequest{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[29]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2482,7 +2858,7 @@ func (x *CompleteTaskRequest) String() string {
 func (*CompleteTaskRequest) ProtoMessage() {}
 
 func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[29]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2495,7 +2871,7 @@ func (x *CompleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*CompleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{29}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CompleteTaskRequest) GetTaskId() string {
@@ -2545,7 +2921,7 @@ type FailTaskRequest struct {
 
 func (x *FailTaskRequest) Reset() {
 	*x = FailTaskRequest{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[30]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2557,7 +2933,7 @@ func (x *FailTaskRequest) String() string {
 func (*FailTaskRequest) ProtoMessage() {}
 
 func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[30]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2570,7 +2946,7 @@ func (x *FailTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailTaskRequest.ProtoReflect.Descriptor instead.
 func (*FailTaskRequest) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{30}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FailTaskRequest) GetTaskId() string {
@@ -2613,7 +2989,7 @@ type ReleaseTaskRequest struct {
 
 func (x *ReleaseTaskRequest) Reset() {
 	*x = ReleaseTaskRequest{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[31]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +3001,7 @@ func (x *ReleaseTaskRequest) String() string {
 func (*ReleaseTaskRequest) ProtoMessage() {}
 
 func (x *ReleaseTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[31]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +3014,7 @@ func (x *ReleaseTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseTaskRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseTaskRequest) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{31}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReleaseTaskRequest) GetTaskId() string {
@@ -2680,7 +3056,7 @@ type StepFailure struct {
 
 func (x *StepFailure) Reset() {
 	*x = StepFailure{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[32]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2692,7 +3068,7 @@ func (x *StepFailure) String() string {
 func (*StepFailure) ProtoMessage() {}
 
 func (x *StepFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[32]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2705,7 +3081,7 @@ func (x *StepFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepFailure.ProtoReflect.Descriptor instead.
 func (*StepFailure) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{32}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StepFailure) GetMessage() string {
@@ -2739,7 +3115,7 @@ type TaskReportResponse struct {
 
 func (x *TaskReportResponse) Reset() {
 	*x = TaskReportResponse{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[33]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2751,7 +3127,7 @@ func (x *TaskReportResponse) String() string {
 func (*TaskReportResponse) ProtoMessage() {}
 
 func (x *TaskReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[33]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2764,7 +3140,7 @@ func (x *TaskReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskReportResponse.ProtoReflect.Descriptor instead.
 func (*TaskReportResponse) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{33}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TaskReportResponse) GetInstanceStatus() InstanceStatus {
@@ -2794,7 +3170,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[34]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +3182,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[34]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +3195,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{34}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *HeartbeatRequest) GetTaskId() string {
@@ -2854,7 +3230,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[35]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +3242,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[35]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +3255,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{35}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *HeartbeatResponse) GetLeaseExpiresAtMs() int64 {
@@ -2918,7 +3294,7 @@ type StepResult struct {
 
 func (x *StepResult) Reset() {
 	*x = StepResult{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[36]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2930,7 +3306,7 @@ func (x *StepResult) String() string {
 func (*StepResult) ProtoMessage() {}
 
 func (x *StepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[36]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2943,7 +3319,7 @@ func (x *StepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepResult.ProtoReflect.Descriptor instead.
 func (*StepResult) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{36}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StepResult) GetNodeId() string {
@@ -3023,7 +3399,7 @@ type AdvanceRunRequest struct {
 
 func (x *AdvanceRunRequest) Reset() {
 	*x = AdvanceRunRequest{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[37]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3035,7 +3411,7 @@ func (x *AdvanceRunRequest) String() string {
 func (*AdvanceRunRequest) ProtoMessage() {}
 
 func (x *AdvanceRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[37]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3048,7 +3424,7 @@ func (x *AdvanceRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceRunRequest.ProtoReflect.Descriptor instead.
 func (*AdvanceRunRequest) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{37}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AdvanceRunRequest) GetTaskId() string {
@@ -3110,7 +3486,7 @@ type AdvanceRunResponse struct {
 
 func (x *AdvanceRunResponse) Reset() {
 	*x = AdvanceRunResponse{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[38]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3122,7 +3498,7 @@ func (x *AdvanceRunResponse) String() string {
 func (*AdvanceRunResponse) ProtoMessage() {}
 
 func (x *AdvanceRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[38]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3135,7 +3511,7 @@ func (x *AdvanceRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceRunResponse.ProtoReflect.Descriptor instead.
 func (*AdvanceRunResponse) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{38}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AdvanceRunResponse) GetInstanceStatus() InstanceStatus {
@@ -3181,7 +3557,7 @@ type TaskReport struct {
 
 func (x *TaskReport) Reset() {
 	*x = TaskReport{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[39]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3193,7 +3569,7 @@ func (x *TaskReport) String() string {
 func (*TaskReport) ProtoMessage() {}
 
 func (x *TaskReport) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[39]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3206,7 +3582,7 @@ func (x *TaskReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskReport.ProtoReflect.Descriptor instead.
 func (*TaskReport) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{39}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TaskReport) GetReport() isTaskReport_Report {
@@ -3289,7 +3665,7 @@ type ReportBatchRequest struct {
 
 func (x *ReportBatchRequest) Reset() {
 	*x = ReportBatchRequest{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[40]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3301,7 +3677,7 @@ func (x *ReportBatchRequest) String() string {
 func (*ReportBatchRequest) ProtoMessage() {}
 
 func (x *ReportBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[40]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3314,7 +3690,7 @@ func (x *ReportBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportBatchRequest.ProtoReflect.Descriptor instead.
 func (*ReportBatchRequest) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{40}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ReportBatchRequest) GetReports() []*TaskReport {
@@ -3335,7 +3711,7 @@ type ReportError struct {
 
 func (x *ReportError) Reset() {
 	*x = ReportError{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[41]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3347,7 +3723,7 @@ func (x *ReportError) String() string {
 func (*ReportError) ProtoMessage() {}
 
 func (x *ReportError) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[41]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3360,7 +3736,7 @@ func (x *ReportError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportError.ProtoReflect.Descriptor instead.
 func (*ReportError) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{41}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ReportError) GetStatusCode() int32 {
@@ -3398,7 +3774,7 @@ type TaskReportAnswer struct {
 
 func (x *TaskReportAnswer) Reset() {
 	*x = TaskReportAnswer{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[42]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3410,7 +3786,7 @@ func (x *TaskReportAnswer) String() string {
 func (*TaskReportAnswer) ProtoMessage() {}
 
 func (x *TaskReportAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[42]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3423,7 +3799,7 @@ func (x *TaskReportAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskReportAnswer.ProtoReflect.Descriptor instead.
 func (*TaskReportAnswer) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{42}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TaskReportAnswer) GetAnswer() isTaskReportAnswer_Answer {
@@ -3491,7 +3867,7 @@ type ReportBatchResponse struct {
 
 func (x *ReportBatchResponse) Reset() {
 	*x = ReportBatchResponse{}
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[43]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3503,7 +3879,7 @@ func (x *ReportBatchResponse) String() string {
 func (*ReportBatchResponse) ProtoMessage() {}
 
 func (x *ReportBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wiggle_v1_wiggle_proto_msgTypes[43]
+	mi := &file_wiggle_v1_wiggle_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3516,7 +3892,7 @@ func (x *ReportBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportBatchResponse.ProtoReflect.Descriptor instead.
 func (*ReportBatchResponse) Descriptor() ([]byte, []int) {
-	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{43}
+	return file_wiggle_v1_wiggle_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ReportBatchResponse) GetAnswers() []*TaskReportAnswer {
@@ -3554,16 +3930,23 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"Y\n" +
 	"\x17ListDefinitionsResponse\x12>\n" +
-	"\vdefinitions\x18\x01 \x03(\v2\x1c.wiggle.v1.DefinitionSummaryR\vdefinitions\"D\n" +
+	"\vdefinitions\x18\x01 \x03(\v2\x1c.wiggle.v1.DefinitionSummaryR\vdefinitions\"t\n" +
 	"\x14GetDefinitionRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\tR\aversion\"z\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12.\n" +
+	"\x13include_node_counts\x18\x03 \x01(\bR\x11includeNodeCounts\"\xb1\x01\n" +
 	"\n" +
 	"Definition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
 	"\x05graph\x18\x03 \x01(\fR\x05graph\x12(\n" +
-	"\x10registered_at_ms\x18\x04 \x01(\x03R\x0eregisteredAtMs\"\xab\x01\n" +
+	"\x10registered_at_ms\x18\x04 \x01(\x03R\x0eregisteredAtMs\x125\n" +
+	"\vnode_counts\x18\x05 \x03(\v2\x14.wiggle.v1.NodeCountR\n" +
+	"nodeCounts\"X\n" +
+	"\tNodeCount\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1c\n" +
+	"\tinstances\x18\x03 \x01(\x03R\tinstances\"\xab\x01\n" +
 	"\x14StartInstanceRequest\x12\x12\n" +
 	"\x04flow\x18\x01 \x01(\tR\x04flow\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
@@ -3686,9 +4069,10 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\x0fEndPollsRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\"(\n" +
 	"\x10EndPollsResponse\x12\x14\n" +
-	"\x05ended\x18\x01 \x01(\x05R\x05ended\":\n" +
+	"\x05ended\x18\x01 \x01(\x05R\x05ended\"a\n" +
 	"\x12ListWorkersRequest\x12$\n" +
-	"\x0eseen_within_ms\x18\x01 \x01(\x05R\fseenWithinMs\"\xcf\x01\n" +
+	"\x0eseen_within_ms\x18\x01 \x01(\x05R\fseenWithinMs\x12%\n" +
+	"\x0einclude_queues\x18\x02 \x01(\bR\rincludeQueues\"\xcf\x01\n" +
 	"\n" +
 	"WorkerInfo\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x16\n" +
@@ -3700,10 +4084,32 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\x03sdk\x18\x05 \x01(\tR\x03sdk\x12\"\n" +
 	"\rfirst_seen_ms\x18\x06 \x01(\x03R\vfirstSeenMs\x12 \n" +
 	"\flast_poll_ms\x18\a \x01(\x03R\n" +
-	"lastPollMs\"j\n" +
+	"lastPollMs\"\x98\x01\n" +
 	"\x13ListWorkersResponse\x12/\n" +
 	"\aworkers\x18\x01 \x03(\v2\x15.wiggle.v1.WorkerInfoR\aworkers\x12\"\n" +
-	"\rserver_now_ms\x18\x02 \x01(\x03R\vserverNowMs\":\n" +
+	"\rserver_now_ms\x18\x02 \x01(\x03R\vserverNowMs\x12,\n" +
+	"\x06queues\x18\x03 \x03(\v2\x14.wiggle.v1.QueueInfoR\x06queues\"|\n" +
+	"\tQueueInfo\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
+	"\x05ready\x18\x02 \x01(\x03R\x05ready\x12+\n" +
+	"\x12oldest_ready_at_ms\x18\x03 \x01(\x03R\x0foldestReadyAtMs\x12\x16\n" +
+	"\x06leased\x18\x04 \x01(\x03R\x06leased\"\x82\x01\n" +
+	"\x14ListIncidentsRequest\x12\x12\n" +
+	"\x04flow\x18\x01 \x01(\tR\x04flow\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12&\n" +
+	"\x0ffailed_after_ms\x18\x03 \x01(\x03R\rfailedAfterMs\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\"\xe8\x01\n" +
+	"\bIncident\x12\x12\n" +
+	"\x04flow\x18\x01 \x01(\tR\x04flow\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1c\n" +
+	"\tinstances\x18\x04 \x01(\x03R\tinstances\x12+\n" +
+	"\x12first_failed_at_ms\x18\x05 \x01(\x03R\x0ffirstFailedAtMs\x12)\n" +
+	"\x11last_failed_at_ms\x18\x06 \x01(\x03R\x0elastFailedAtMs\x12!\n" +
+	"\finstance_ids\x18\a \x03(\tR\vinstanceIds\"b\n" +
+	"\x15ListIncidentsResponse\x121\n" +
+	"\tincidents\x18\x01 \x03(\v2\x13.wiggle.v1.IncidentR\tincidents\x12\x16\n" +
+	"\x06failed\x18\x02 \x01(\x03R\x06failed\":\n" +
 	"\x11PollTasksResponse\x12%\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x0f.wiggle.v1.TaskR\x05tasks\"\xab\x04\n" +
 	"\x04Task\x12\x17\n" +
@@ -3848,7 +4254,7 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\bAWAITING\x10\x04\x12\n" +
 	"\n" +
 	"\x06JOINED\x10\x05\x12\b\n" +
-	"\x04DONE\x10\x062\x95\v\n" +
+	"\x04DONE\x10\x062\xe9\v\n" +
 	"\x06Wiggle\x12a\n" +
 	"\x12RegisterDefinition\x12$.wiggle.v1.RegisterDefinitionRequest\x1a%.wiggle.v1.RegisterDefinitionResponse\x12G\n" +
 	"\rGetDefinition\x12\x1f.wiggle.v1.GetDefinitionRequest\x1a\x15.wiggle.v1.Definition\x12X\n" +
@@ -3857,7 +4263,8 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\x0eSignalInstance\x12 .wiggle.v1.SignalInstanceRequest\x1a!.wiggle.v1.SignalInstanceResponse\x12U\n" +
 	"\x0eCancelInstance\x12 .wiggle.v1.CancelInstanceRequest\x1a!.wiggle.v1.CancelInstanceResponse\x12K\n" +
 	"\x10DescribeInstance\x12\".wiggle.v1.DescribeInstanceRequest\x1a\x13.wiggle.v1.Instance\x12R\n" +
-	"\rListInstances\x12\x1f.wiggle.v1.ListInstancesRequest\x1a .wiggle.v1.ListInstancesResponse\x12C\n" +
+	"\rListInstances\x12\x1f.wiggle.v1.ListInstancesRequest\x1a .wiggle.v1.ListInstancesResponse\x12R\n" +
+	"\rListIncidents\x12\x1f.wiggle.v1.ListIncidentsRequest\x1a .wiggle.v1.ListIncidentsResponse\x12C\n" +
 	"\fWaitInstance\x12\x1e.wiggle.v1.WaitInstanceRequest\x1a\x13.wiggle.v1.Instance\x12F\n" +
 	"\tPollTasks\x12\x1b.wiggle.v1.PollTasksRequest\x1a\x1c.wiggle.v1.PollTasksResponse\x12C\n" +
 	"\bEndPolls\x12\x1a.wiggle.v1.EndPollsRequest\x1a\x1b.wiggle.v1.EndPollsResponse\x12L\n" +
@@ -3884,7 +4291,7 @@ func file_wiggle_v1_wiggle_proto_rawDescGZIP() []byte {
 }
 
 var file_wiggle_v1_wiggle_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_wiggle_v1_wiggle_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_wiggle_v1_wiggle_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_wiggle_v1_wiggle_proto_goTypes = []any{
 	(ErrorCode)(0),                     // 0: wiggle.v1.ErrorCode
 	(ExecutionMode)(0),                 // 1: wiggle.v1.ExecutionMode
@@ -3897,122 +4304,132 @@ var file_wiggle_v1_wiggle_proto_goTypes = []any{
 	(*ListDefinitionsResponse)(nil),    // 8: wiggle.v1.ListDefinitionsResponse
 	(*GetDefinitionRequest)(nil),       // 9: wiggle.v1.GetDefinitionRequest
 	(*Definition)(nil),                 // 10: wiggle.v1.Definition
-	(*StartInstanceRequest)(nil),       // 11: wiggle.v1.StartInstanceRequest
-	(*EagerDispatch)(nil),              // 12: wiggle.v1.EagerDispatch
-	(*StartInstanceResponse)(nil),      // 13: wiggle.v1.StartInstanceResponse
-	(*SignalInstanceRequest)(nil),      // 14: wiggle.v1.SignalInstanceRequest
-	(*SignalInstanceResponse)(nil),     // 15: wiggle.v1.SignalInstanceResponse
-	(*WaitInstanceRequest)(nil),        // 16: wiggle.v1.WaitInstanceRequest
-	(*CancelInstanceRequest)(nil),      // 17: wiggle.v1.CancelInstanceRequest
-	(*CancelInstanceResponse)(nil),     // 18: wiggle.v1.CancelInstanceResponse
-	(*DescribeInstanceRequest)(nil),    // 19: wiggle.v1.DescribeInstanceRequest
-	(*Instance)(nil),                   // 20: wiggle.v1.Instance
-	(*Token)(nil),                      // 21: wiggle.v1.Token
-	(*Event)(nil),                      // 22: wiggle.v1.Event
-	(*ListInstancesRequest)(nil),       // 23: wiggle.v1.ListInstancesRequest
-	(*ListInstancesResponse)(nil),      // 24: wiggle.v1.ListInstancesResponse
-	(*PollTasksRequest)(nil),           // 25: wiggle.v1.PollTasksRequest
-	(*EndPollsRequest)(nil),            // 26: wiggle.v1.EndPollsRequest
-	(*EndPollsResponse)(nil),           // 27: wiggle.v1.EndPollsResponse
-	(*ListWorkersRequest)(nil),         // 28: wiggle.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),                 // 29: wiggle.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),        // 30: wiggle.v1.ListWorkersResponse
-	(*PollTasksResponse)(nil),          // 31: wiggle.v1.PollTasksResponse
-	(*Task)(nil),                       // 32: wiggle.v1.Task
-	(*CompleteTaskRequest)(nil),        // 33: wiggle.v1.CompleteTaskRequest
-	(*FailTaskRequest)(nil),            // 34: wiggle.v1.FailTaskRequest
-	(*ReleaseTaskRequest)(nil),         // 35: wiggle.v1.ReleaseTaskRequest
-	(*StepFailure)(nil),                // 36: wiggle.v1.StepFailure
-	(*TaskReportResponse)(nil),         // 37: wiggle.v1.TaskReportResponse
-	(*HeartbeatRequest)(nil),           // 38: wiggle.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),          // 39: wiggle.v1.HeartbeatResponse
-	(*StepResult)(nil),                 // 40: wiggle.v1.StepResult
-	(*AdvanceRunRequest)(nil),          // 41: wiggle.v1.AdvanceRunRequest
-	(*AdvanceRunResponse)(nil),         // 42: wiggle.v1.AdvanceRunResponse
-	(*TaskReport)(nil),                 // 43: wiggle.v1.TaskReport
-	(*ReportBatchRequest)(nil),         // 44: wiggle.v1.ReportBatchRequest
-	(*ReportError)(nil),                // 45: wiggle.v1.ReportError
-	(*TaskReportAnswer)(nil),           // 46: wiggle.v1.TaskReportAnswer
-	(*ReportBatchResponse)(nil),        // 47: wiggle.v1.ReportBatchResponse
-	nil,                                // 48: wiggle.v1.DefinitionSummary.InstanceCountsEntry
-	nil,                                // 49: wiggle.v1.ListInstancesResponse.CountsEntry
+	(*NodeCount)(nil),                  // 11: wiggle.v1.NodeCount
+	(*StartInstanceRequest)(nil),       // 12: wiggle.v1.StartInstanceRequest
+	(*EagerDispatch)(nil),              // 13: wiggle.v1.EagerDispatch
+	(*StartInstanceResponse)(nil),      // 14: wiggle.v1.StartInstanceResponse
+	(*SignalInstanceRequest)(nil),      // 15: wiggle.v1.SignalInstanceRequest
+	(*SignalInstanceResponse)(nil),     // 16: wiggle.v1.SignalInstanceResponse
+	(*WaitInstanceRequest)(nil),        // 17: wiggle.v1.WaitInstanceRequest
+	(*CancelInstanceRequest)(nil),      // 18: wiggle.v1.CancelInstanceRequest
+	(*CancelInstanceResponse)(nil),     // 19: wiggle.v1.CancelInstanceResponse
+	(*DescribeInstanceRequest)(nil),    // 20: wiggle.v1.DescribeInstanceRequest
+	(*Instance)(nil),                   // 21: wiggle.v1.Instance
+	(*Token)(nil),                      // 22: wiggle.v1.Token
+	(*Event)(nil),                      // 23: wiggle.v1.Event
+	(*ListInstancesRequest)(nil),       // 24: wiggle.v1.ListInstancesRequest
+	(*ListInstancesResponse)(nil),      // 25: wiggle.v1.ListInstancesResponse
+	(*PollTasksRequest)(nil),           // 26: wiggle.v1.PollTasksRequest
+	(*EndPollsRequest)(nil),            // 27: wiggle.v1.EndPollsRequest
+	(*EndPollsResponse)(nil),           // 28: wiggle.v1.EndPollsResponse
+	(*ListWorkersRequest)(nil),         // 29: wiggle.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),                 // 30: wiggle.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),        // 31: wiggle.v1.ListWorkersResponse
+	(*QueueInfo)(nil),                  // 32: wiggle.v1.QueueInfo
+	(*ListIncidentsRequest)(nil),       // 33: wiggle.v1.ListIncidentsRequest
+	(*Incident)(nil),                   // 34: wiggle.v1.Incident
+	(*ListIncidentsResponse)(nil),      // 35: wiggle.v1.ListIncidentsResponse
+	(*PollTasksResponse)(nil),          // 36: wiggle.v1.PollTasksResponse
+	(*Task)(nil),                       // 37: wiggle.v1.Task
+	(*CompleteTaskRequest)(nil),        // 38: wiggle.v1.CompleteTaskRequest
+	(*FailTaskRequest)(nil),            // 39: wiggle.v1.FailTaskRequest
+	(*ReleaseTaskRequest)(nil),         // 40: wiggle.v1.ReleaseTaskRequest
+	(*StepFailure)(nil),                // 41: wiggle.v1.StepFailure
+	(*TaskReportResponse)(nil),         // 42: wiggle.v1.TaskReportResponse
+	(*HeartbeatRequest)(nil),           // 43: wiggle.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),          // 44: wiggle.v1.HeartbeatResponse
+	(*StepResult)(nil),                 // 45: wiggle.v1.StepResult
+	(*AdvanceRunRequest)(nil),          // 46: wiggle.v1.AdvanceRunRequest
+	(*AdvanceRunResponse)(nil),         // 47: wiggle.v1.AdvanceRunResponse
+	(*TaskReport)(nil),                 // 48: wiggle.v1.TaskReport
+	(*ReportBatchRequest)(nil),         // 49: wiggle.v1.ReportBatchRequest
+	(*ReportError)(nil),                // 50: wiggle.v1.ReportError
+	(*TaskReportAnswer)(nil),           // 51: wiggle.v1.TaskReportAnswer
+	(*ReportBatchResponse)(nil),        // 52: wiggle.v1.ReportBatchResponse
+	nil,                                // 53: wiggle.v1.DefinitionSummary.InstanceCountsEntry
+	nil,                                // 54: wiggle.v1.ListInstancesResponse.CountsEntry
 }
 var file_wiggle_v1_wiggle_proto_depIdxs = []int32{
 	1,  // 0: wiggle.v1.DefinitionSummary.execution_mode:type_name -> wiggle.v1.ExecutionMode
-	48, // 1: wiggle.v1.DefinitionSummary.instance_counts:type_name -> wiggle.v1.DefinitionSummary.InstanceCountsEntry
+	53, // 1: wiggle.v1.DefinitionSummary.instance_counts:type_name -> wiggle.v1.DefinitionSummary.InstanceCountsEntry
 	7,  // 2: wiggle.v1.ListDefinitionsResponse.definitions:type_name -> wiggle.v1.DefinitionSummary
-	12, // 3: wiggle.v1.StartInstanceRequest.eager:type_name -> wiggle.v1.EagerDispatch
-	32, // 4: wiggle.v1.StartInstanceResponse.eager_task:type_name -> wiggle.v1.Task
-	2,  // 5: wiggle.v1.CancelInstanceResponse.status:type_name -> wiggle.v1.InstanceStatus
-	2,  // 6: wiggle.v1.Instance.status:type_name -> wiggle.v1.InstanceStatus
-	1,  // 7: wiggle.v1.Instance.execution_mode:type_name -> wiggle.v1.ExecutionMode
-	21, // 8: wiggle.v1.Instance.tokens:type_name -> wiggle.v1.Token
-	22, // 9: wiggle.v1.Instance.events:type_name -> wiggle.v1.Event
-	3,  // 10: wiggle.v1.Token.state:type_name -> wiggle.v1.TokenState
-	2,  // 11: wiggle.v1.ListInstancesRequest.status:type_name -> wiggle.v1.InstanceStatus
-	20, // 12: wiggle.v1.ListInstancesResponse.instances:type_name -> wiggle.v1.Instance
-	49, // 13: wiggle.v1.ListInstancesResponse.counts:type_name -> wiggle.v1.ListInstancesResponse.CountsEntry
-	29, // 14: wiggle.v1.ListWorkersResponse.workers:type_name -> wiggle.v1.WorkerInfo
-	32, // 15: wiggle.v1.PollTasksResponse.tasks:type_name -> wiggle.v1.Task
-	1,  // 16: wiggle.v1.Task.execution_mode:type_name -> wiggle.v1.ExecutionMode
-	12, // 17: wiggle.v1.CompleteTaskRequest.next:type_name -> wiggle.v1.EagerDispatch
-	36, // 18: wiggle.v1.FailTaskRequest.failure:type_name -> wiggle.v1.StepFailure
-	2,  // 19: wiggle.v1.TaskReportResponse.instance_status:type_name -> wiggle.v1.InstanceStatus
-	32, // 20: wiggle.v1.TaskReportResponse.next_task:type_name -> wiggle.v1.Task
-	2,  // 21: wiggle.v1.HeartbeatResponse.instance_status:type_name -> wiggle.v1.InstanceStatus
-	36, // 22: wiggle.v1.StepResult.failure:type_name -> wiggle.v1.StepFailure
-	40, // 23: wiggle.v1.AdvanceRunRequest.steps:type_name -> wiggle.v1.StepResult
-	2,  // 24: wiggle.v1.AdvanceRunResponse.instance_status:type_name -> wiggle.v1.InstanceStatus
-	33, // 25: wiggle.v1.TaskReport.complete:type_name -> wiggle.v1.CompleteTaskRequest
-	34, // 26: wiggle.v1.TaskReport.fail:type_name -> wiggle.v1.FailTaskRequest
-	41, // 27: wiggle.v1.TaskReport.advance:type_name -> wiggle.v1.AdvanceRunRequest
-	35, // 28: wiggle.v1.TaskReport.release:type_name -> wiggle.v1.ReleaseTaskRequest
-	43, // 29: wiggle.v1.ReportBatchRequest.reports:type_name -> wiggle.v1.TaskReport
-	37, // 30: wiggle.v1.TaskReportAnswer.task:type_name -> wiggle.v1.TaskReportResponse
-	42, // 31: wiggle.v1.TaskReportAnswer.advance:type_name -> wiggle.v1.AdvanceRunResponse
-	45, // 32: wiggle.v1.TaskReportAnswer.error:type_name -> wiggle.v1.ReportError
-	46, // 33: wiggle.v1.ReportBatchResponse.answers:type_name -> wiggle.v1.TaskReportAnswer
-	4,  // 34: wiggle.v1.Wiggle.RegisterDefinition:input_type -> wiggle.v1.RegisterDefinitionRequest
-	9,  // 35: wiggle.v1.Wiggle.GetDefinition:input_type -> wiggle.v1.GetDefinitionRequest
-	6,  // 36: wiggle.v1.Wiggle.ListDefinitions:input_type -> wiggle.v1.ListDefinitionsRequest
-	11, // 37: wiggle.v1.Wiggle.StartInstance:input_type -> wiggle.v1.StartInstanceRequest
-	14, // 38: wiggle.v1.Wiggle.SignalInstance:input_type -> wiggle.v1.SignalInstanceRequest
-	17, // 39: wiggle.v1.Wiggle.CancelInstance:input_type -> wiggle.v1.CancelInstanceRequest
-	19, // 40: wiggle.v1.Wiggle.DescribeInstance:input_type -> wiggle.v1.DescribeInstanceRequest
-	23, // 41: wiggle.v1.Wiggle.ListInstances:input_type -> wiggle.v1.ListInstancesRequest
-	16, // 42: wiggle.v1.Wiggle.WaitInstance:input_type -> wiggle.v1.WaitInstanceRequest
-	25, // 43: wiggle.v1.Wiggle.PollTasks:input_type -> wiggle.v1.PollTasksRequest
-	26, // 44: wiggle.v1.Wiggle.EndPolls:input_type -> wiggle.v1.EndPollsRequest
-	28, // 45: wiggle.v1.Wiggle.ListWorkers:input_type -> wiggle.v1.ListWorkersRequest
-	33, // 46: wiggle.v1.Wiggle.CompleteTask:input_type -> wiggle.v1.CompleteTaskRequest
-	34, // 47: wiggle.v1.Wiggle.FailTask:input_type -> wiggle.v1.FailTaskRequest
-	35, // 48: wiggle.v1.Wiggle.ReleaseTask:input_type -> wiggle.v1.ReleaseTaskRequest
-	38, // 49: wiggle.v1.Wiggle.Heartbeat:input_type -> wiggle.v1.HeartbeatRequest
-	41, // 50: wiggle.v1.Wiggle.AdvanceRun:input_type -> wiggle.v1.AdvanceRunRequest
-	44, // 51: wiggle.v1.Wiggle.ReportBatch:input_type -> wiggle.v1.ReportBatchRequest
-	5,  // 52: wiggle.v1.Wiggle.RegisterDefinition:output_type -> wiggle.v1.RegisterDefinitionResponse
-	10, // 53: wiggle.v1.Wiggle.GetDefinition:output_type -> wiggle.v1.Definition
-	8,  // 54: wiggle.v1.Wiggle.ListDefinitions:output_type -> wiggle.v1.ListDefinitionsResponse
-	13, // 55: wiggle.v1.Wiggle.StartInstance:output_type -> wiggle.v1.StartInstanceResponse
-	15, // 56: wiggle.v1.Wiggle.SignalInstance:output_type -> wiggle.v1.SignalInstanceResponse
-	18, // 57: wiggle.v1.Wiggle.CancelInstance:output_type -> wiggle.v1.CancelInstanceResponse
-	20, // 58: wiggle.v1.Wiggle.DescribeInstance:output_type -> wiggle.v1.Instance
-	24, // 59: wiggle.v1.Wiggle.ListInstances:output_type -> wiggle.v1.ListInstancesResponse
-	20, // 60: wiggle.v1.Wiggle.WaitInstance:output_type -> wiggle.v1.Instance
-	31, // 61: wiggle.v1.Wiggle.PollTasks:output_type -> wiggle.v1.PollTasksResponse
-	27, // 62: wiggle.v1.Wiggle.EndPolls:output_type -> wiggle.v1.EndPollsResponse
-	30, // 63: wiggle.v1.Wiggle.ListWorkers:output_type -> wiggle.v1.ListWorkersResponse
-	37, // 64: wiggle.v1.Wiggle.CompleteTask:output_type -> wiggle.v1.TaskReportResponse
-	37, // 65: wiggle.v1.Wiggle.FailTask:output_type -> wiggle.v1.TaskReportResponse
-	37, // 66: wiggle.v1.Wiggle.ReleaseTask:output_type -> wiggle.v1.TaskReportResponse
-	39, // 67: wiggle.v1.Wiggle.Heartbeat:output_type -> wiggle.v1.HeartbeatResponse
-	42, // 68: wiggle.v1.Wiggle.AdvanceRun:output_type -> wiggle.v1.AdvanceRunResponse
-	47, // 69: wiggle.v1.Wiggle.ReportBatch:output_type -> wiggle.v1.ReportBatchResponse
-	52, // [52:70] is the sub-list for method output_type
-	34, // [34:52] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	11, // 3: wiggle.v1.Definition.node_counts:type_name -> wiggle.v1.NodeCount
+	13, // 4: wiggle.v1.StartInstanceRequest.eager:type_name -> wiggle.v1.EagerDispatch
+	37, // 5: wiggle.v1.StartInstanceResponse.eager_task:type_name -> wiggle.v1.Task
+	2,  // 6: wiggle.v1.CancelInstanceResponse.status:type_name -> wiggle.v1.InstanceStatus
+	2,  // 7: wiggle.v1.Instance.status:type_name -> wiggle.v1.InstanceStatus
+	1,  // 8: wiggle.v1.Instance.execution_mode:type_name -> wiggle.v1.ExecutionMode
+	22, // 9: wiggle.v1.Instance.tokens:type_name -> wiggle.v1.Token
+	23, // 10: wiggle.v1.Instance.events:type_name -> wiggle.v1.Event
+	3,  // 11: wiggle.v1.Token.state:type_name -> wiggle.v1.TokenState
+	2,  // 12: wiggle.v1.ListInstancesRequest.status:type_name -> wiggle.v1.InstanceStatus
+	21, // 13: wiggle.v1.ListInstancesResponse.instances:type_name -> wiggle.v1.Instance
+	54, // 14: wiggle.v1.ListInstancesResponse.counts:type_name -> wiggle.v1.ListInstancesResponse.CountsEntry
+	30, // 15: wiggle.v1.ListWorkersResponse.workers:type_name -> wiggle.v1.WorkerInfo
+	32, // 16: wiggle.v1.ListWorkersResponse.queues:type_name -> wiggle.v1.QueueInfo
+	34, // 17: wiggle.v1.ListIncidentsResponse.incidents:type_name -> wiggle.v1.Incident
+	37, // 18: wiggle.v1.PollTasksResponse.tasks:type_name -> wiggle.v1.Task
+	1,  // 19: wiggle.v1.Task.execution_mode:type_name -> wiggle.v1.ExecutionMode
+	13, // 20: wiggle.v1.CompleteTaskRequest.next:type_name -> wiggle.v1.EagerDispatch
+	41, // 21: wiggle.v1.FailTaskRequest.failure:type_name -> wiggle.v1.StepFailure
+	2,  // 22: wiggle.v1.TaskReportResponse.instance_status:type_name -> wiggle.v1.InstanceStatus
+	37, // 23: wiggle.v1.TaskReportResponse.next_task:type_name -> wiggle.v1.Task
+	2,  // 24: wiggle.v1.HeartbeatResponse.instance_status:type_name -> wiggle.v1.InstanceStatus
+	41, // 25: wiggle.v1.StepResult.failure:type_name -> wiggle.v1.StepFailure
+	45, // 26: wiggle.v1.AdvanceRunRequest.steps:type_name -> wiggle.v1.StepResult
+	2,  // 27: wiggle.v1.AdvanceRunResponse.instance_status:type_name -> wiggle.v1.InstanceStatus
+	38, // 28: wiggle.v1.TaskReport.complete:type_name -> wiggle.v1.CompleteTaskRequest
+	39, // 29: wiggle.v1.TaskReport.fail:type_name -> wiggle.v1.FailTaskRequest
+	46, // 30: wiggle.v1.TaskReport.advance:type_name -> wiggle.v1.AdvanceRunRequest
+	40, // 31: wiggle.v1.TaskReport.release:type_name -> wiggle.v1.ReleaseTaskRequest
+	48, // 32: wiggle.v1.ReportBatchRequest.reports:type_name -> wiggle.v1.TaskReport
+	42, // 33: wiggle.v1.TaskReportAnswer.task:type_name -> wiggle.v1.TaskReportResponse
+	47, // 34: wiggle.v1.TaskReportAnswer.advance:type_name -> wiggle.v1.AdvanceRunResponse
+	50, // 35: wiggle.v1.TaskReportAnswer.error:type_name -> wiggle.v1.ReportError
+	51, // 36: wiggle.v1.ReportBatchResponse.answers:type_name -> wiggle.v1.TaskReportAnswer
+	4,  // 37: wiggle.v1.Wiggle.RegisterDefinition:input_type -> wiggle.v1.RegisterDefinitionRequest
+	9,  // 38: wiggle.v1.Wiggle.GetDefinition:input_type -> wiggle.v1.GetDefinitionRequest
+	6,  // 39: wiggle.v1.Wiggle.ListDefinitions:input_type -> wiggle.v1.ListDefinitionsRequest
+	12, // 40: wiggle.v1.Wiggle.StartInstance:input_type -> wiggle.v1.StartInstanceRequest
+	15, // 41: wiggle.v1.Wiggle.SignalInstance:input_type -> wiggle.v1.SignalInstanceRequest
+	18, // 42: wiggle.v1.Wiggle.CancelInstance:input_type -> wiggle.v1.CancelInstanceRequest
+	20, // 43: wiggle.v1.Wiggle.DescribeInstance:input_type -> wiggle.v1.DescribeInstanceRequest
+	24, // 44: wiggle.v1.Wiggle.ListInstances:input_type -> wiggle.v1.ListInstancesRequest
+	33, // 45: wiggle.v1.Wiggle.ListIncidents:input_type -> wiggle.v1.ListIncidentsRequest
+	17, // 46: wiggle.v1.Wiggle.WaitInstance:input_type -> wiggle.v1.WaitInstanceRequest
+	26, // 47: wiggle.v1.Wiggle.PollTasks:input_type -> wiggle.v1.PollTasksRequest
+	27, // 48: wiggle.v1.Wiggle.EndPolls:input_type -> wiggle.v1.EndPollsRequest
+	29, // 49: wiggle.v1.Wiggle.ListWorkers:input_type -> wiggle.v1.ListWorkersRequest
+	38, // 50: wiggle.v1.Wiggle.CompleteTask:input_type -> wiggle.v1.CompleteTaskRequest
+	39, // 51: wiggle.v1.Wiggle.FailTask:input_type -> wiggle.v1.FailTaskRequest
+	40, // 52: wiggle.v1.Wiggle.ReleaseTask:input_type -> wiggle.v1.ReleaseTaskRequest
+	43, // 53: wiggle.v1.Wiggle.Heartbeat:input_type -> wiggle.v1.HeartbeatRequest
+	46, // 54: wiggle.v1.Wiggle.AdvanceRun:input_type -> wiggle.v1.AdvanceRunRequest
+	49, // 55: wiggle.v1.Wiggle.ReportBatch:input_type -> wiggle.v1.ReportBatchRequest
+	5,  // 56: wiggle.v1.Wiggle.RegisterDefinition:output_type -> wiggle.v1.RegisterDefinitionResponse
+	10, // 57: wiggle.v1.Wiggle.GetDefinition:output_type -> wiggle.v1.Definition
+	8,  // 58: wiggle.v1.Wiggle.ListDefinitions:output_type -> wiggle.v1.ListDefinitionsResponse
+	14, // 59: wiggle.v1.Wiggle.StartInstance:output_type -> wiggle.v1.StartInstanceResponse
+	16, // 60: wiggle.v1.Wiggle.SignalInstance:output_type -> wiggle.v1.SignalInstanceResponse
+	19, // 61: wiggle.v1.Wiggle.CancelInstance:output_type -> wiggle.v1.CancelInstanceResponse
+	21, // 62: wiggle.v1.Wiggle.DescribeInstance:output_type -> wiggle.v1.Instance
+	25, // 63: wiggle.v1.Wiggle.ListInstances:output_type -> wiggle.v1.ListInstancesResponse
+	35, // 64: wiggle.v1.Wiggle.ListIncidents:output_type -> wiggle.v1.ListIncidentsResponse
+	21, // 65: wiggle.v1.Wiggle.WaitInstance:output_type -> wiggle.v1.Instance
+	36, // 66: wiggle.v1.Wiggle.PollTasks:output_type -> wiggle.v1.PollTasksResponse
+	28, // 67: wiggle.v1.Wiggle.EndPolls:output_type -> wiggle.v1.EndPollsResponse
+	31, // 68: wiggle.v1.Wiggle.ListWorkers:output_type -> wiggle.v1.ListWorkersResponse
+	42, // 69: wiggle.v1.Wiggle.CompleteTask:output_type -> wiggle.v1.TaskReportResponse
+	42, // 70: wiggle.v1.Wiggle.FailTask:output_type -> wiggle.v1.TaskReportResponse
+	42, // 71: wiggle.v1.Wiggle.ReleaseTask:output_type -> wiggle.v1.TaskReportResponse
+	44, // 72: wiggle.v1.Wiggle.Heartbeat:output_type -> wiggle.v1.HeartbeatResponse
+	47, // 73: wiggle.v1.Wiggle.AdvanceRun:output_type -> wiggle.v1.AdvanceRunResponse
+	52, // 74: wiggle.v1.Wiggle.ReportBatch:output_type -> wiggle.v1.ReportBatchResponse
+	56, // [56:75] is the sub-list for method output_type
+	37, // [37:56] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_wiggle_v1_wiggle_proto_init() }
@@ -4024,18 +4441,18 @@ func file_wiggle_v1_wiggle_proto_init() {
 		(*RegisterDefinitionRequest_Source)(nil),
 		(*RegisterDefinitionRequest_Graph)(nil),
 	}
-	file_wiggle_v1_wiggle_proto_msgTypes[36].OneofWrappers = []any{
+	file_wiggle_v1_wiggle_proto_msgTypes[41].OneofWrappers = []any{
 		(*StepResult_Context)(nil),
 		(*StepResult_Predicate)(nil),
 		(*StepResult_Failure)(nil),
 	}
-	file_wiggle_v1_wiggle_proto_msgTypes[39].OneofWrappers = []any{
+	file_wiggle_v1_wiggle_proto_msgTypes[44].OneofWrappers = []any{
 		(*TaskReport_Complete)(nil),
 		(*TaskReport_Fail)(nil),
 		(*TaskReport_Advance)(nil),
 		(*TaskReport_Release)(nil),
 	}
-	file_wiggle_v1_wiggle_proto_msgTypes[42].OneofWrappers = []any{
+	file_wiggle_v1_wiggle_proto_msgTypes[47].OneofWrappers = []any{
 		(*TaskReportAnswer_Task)(nil),
 		(*TaskReportAnswer_Advance)(nil),
 		(*TaskReportAnswer_Error)(nil),
@@ -4046,7 +4463,7 @@ func file_wiggle_v1_wiggle_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wiggle_v1_wiggle_proto_rawDesc), len(file_wiggle_v1_wiggle_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   46,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

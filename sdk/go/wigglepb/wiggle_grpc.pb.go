@@ -44,6 +44,7 @@ const (
 	Wiggle_CancelInstance_FullMethodName     = "/wiggle.v1.Wiggle/CancelInstance"
 	Wiggle_DescribeInstance_FullMethodName   = "/wiggle.v1.Wiggle/DescribeInstance"
 	Wiggle_ListInstances_FullMethodName      = "/wiggle.v1.Wiggle/ListInstances"
+	Wiggle_ListIncidents_FullMethodName      = "/wiggle.v1.Wiggle/ListIncidents"
 	Wiggle_WaitInstance_FullMethodName       = "/wiggle.v1.Wiggle/WaitInstance"
 	Wiggle_PollTasks_FullMethodName          = "/wiggle.v1.Wiggle/PollTasks"
 	Wiggle_EndPolls_FullMethodName           = "/wiggle.v1.Wiggle/EndPolls"
@@ -76,6 +77,8 @@ type WiggleClient interface {
 	CancelInstance(ctx context.Context, in *CancelInstanceRequest, opts ...grpc.CallOption) (*CancelInstanceResponse, error)
 	DescribeInstance(ctx context.Context, in *DescribeInstanceRequest, opts ...grpc.CallOption) (*Instance, error)
 	ListInstances(ctx context.Context, in *ListInstancesRequest, opts ...grpc.CallOption) (*ListInstancesResponse, error)
+	// FAILED instances grouped by flow, the node they failed at and their reason (read only).
+	ListIncidents(ctx context.Context, in *ListIncidentsRequest, opts ...grpc.CallOption) (*ListIncidentsResponse, error)
 	// Long poll: answers the instance as soon as it is no longer RUNNING, or as it is once
 	// wait_ms has passed (the caller looks at its status).
 	WaitInstance(ctx context.Context, in *WaitInstanceRequest, opts ...grpc.CallOption) (*Instance, error)
@@ -190,6 +193,16 @@ func (c *wiggleClient) ListInstances(ctx context.Context, in *ListInstancesReque
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListInstancesResponse)
 	err := c.cc.Invoke(ctx, Wiggle_ListInstances_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *wiggleClient) ListIncidents(ctx context.Context, in *ListIncidentsRequest, opts ...grpc.CallOption) (*ListIncidentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListIncidentsResponse)
+	err := c.cc.Invoke(ctx, Wiggle_ListIncidents_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -316,6 +329,8 @@ type WiggleServer interface {
 	CancelInstance(context.Context, *CancelInstanceRequest) (*CancelInstanceResponse, error)
 	DescribeInstance(context.Context, *DescribeInstanceRequest) (*Instance, error)
 	ListInstances(context.Context, *ListInstancesRequest) (*ListInstancesResponse, error)
+	// FAILED instances grouped by flow, the node they failed at and their reason (read only).
+	ListIncidents(context.Context, *ListIncidentsRequest) (*ListIncidentsResponse, error)
 	// Long poll: answers the instance as soon as it is no longer RUNNING, or as it is once
 	// wait_ms has passed (the caller looks at its status).
 	WaitInstance(context.Context, *WaitInstanceRequest) (*Instance, error)
@@ -379,6 +394,9 @@ func (UnimplementedWiggleServer) DescribeInstance(context.Context, *DescribeInst
 }
 func (UnimplementedWiggleServer) ListInstances(context.Context, *ListInstancesRequest) (*ListInstancesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListInstances not implemented")
+}
+func (UnimplementedWiggleServer) ListIncidents(context.Context, *ListIncidentsRequest) (*ListIncidentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListIncidents not implemented")
 }
 func (UnimplementedWiggleServer) WaitInstance(context.Context, *WaitInstanceRequest) (*Instance, error) {
 	return nil, status.Error(codes.Unimplemented, "method WaitInstance not implemented")
@@ -571,6 +589,24 @@ func _Wiggle_ListInstances_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(WiggleServer).ListInstances(ctx, req.(*ListInstancesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Wiggle_ListIncidents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListIncidentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WiggleServer).ListIncidents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Wiggle_ListIncidents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WiggleServer).ListIncidents(ctx, req.(*ListIncidentsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -793,6 +829,10 @@ var Wiggle_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListInstances",
 			Handler:    _Wiggle_ListInstances_Handler,
+		},
+		{
+			MethodName: "ListIncidents",
+			Handler:    _Wiggle_ListIncidents_Handler,
 		},
 		{
 			MethodName: "WaitInstance",

@@ -217,3 +217,111 @@ def test_a_server_without_the_newer_rpcs_gets_notes_instead_of_errors():
     flows = client.get("/flows")
     assert flows.status_code == 200 and "does not list definitions" in flows.text
     assert 'data-flow="greet"' in flows.text  # from the newest instances
+
+
+def test_require_login_on_loopback_without_a_token_says_what_is_missing():
+    """It used to say the console on 127.0.0.1 would be reachable from other machines."""
+    with pytest.raises(InvalidRequest) as caught:
+        settings_for("127.0.0.1", None, require_login=True)
+    message = str(caught.value)
+    assert "--require-login" in message and "--token" in message
+    assert "reachable from other machines" not in message
+
+
+PROXY = "10.0.0.7"
+PUBLIC = {"x-forwarded-host": "console.example.com", "x-forwarded-proto": "https"}
+
+
+def _behind_proxy(client_address: str) -> TestClient:
+    settings = settings_for("127.0.0.1", "s3cret", trusted_proxies=[PROXY])
+    app = create_app(FakeBackend(), settings)  # type: ignore[arg-type]
+    # The proxy forwards to the loopback console: the Host it sends is its own upstream.
+    return TestClient(
+        app, base_url="http://127.0.0.1:8080", follow_redirects=False, client=(client_address, 1)
+    )
+
+
+def test_behind_a_trusted_proxy_pages_answer_for_the_public_host():
+    """A loopback console behind a TLS proxy answered 400 to every page (outside Host)."""
+    proxied = _behind_proxy(PROXY)
+    page = proxied.get("/login", headers={**PUBLIC, "host": "console.example.com"})
+    assert page.status_code == 200
+    assert page.headers["strict-transport-security"] == "max-age=31536000"
+    assert "secure" in page.headers["set-cookie"].lower()
+    # The same headers from any other address are not believed: the Host check stands.
+    direct = _behind_proxy("10.0.0.99")
+    refused = direct.get("/login", headers={**PUBLIC, "host": "console.example.com"})
+    assert refused.status_code == 400
+    assert "strict-transport-security" not in refused.headers
+
+
+def test_behind_a_trusted_proxy_posts_from_the_public_origin_are_accepted():
+    """A proxy that rewrote Host made every POST a 403 (Origin != Host)."""
+    proxied = _behind_proxy(PROXY)
+    proxied.get("/login", headers=PUBLIC)
+    token = proxied.cookies["wiggle_csrf"]
+    # The cookie is Secure (the browser is on HTTPS); the test client talks plain HTTP to the
+    # console as the proxy does, so it is sent by hand, as the browser would.
+    origin = {**PUBLIC, "origin": "https://console.example.com", "cookie": f"wiggle_csrf={token}"}
+    login = proxied.post("/login", data={"csrf": token, "token": "s3cret"}, headers=origin)
+    assert login.status_code == 303
+    assert "secure" in login.headers["set-cookie"].lower()
+    direct = _behind_proxy("127.0.0.1")
+    direct.get("/login")
+    token = direct.cookies["wiggle_csrf"]
+    origin["cookie"] = f"wiggle_csrf={token}"
+    refused = direct.post("/login", data={"csrf": token, "token": "s3cret"}, headers=origin)
+    assert refused.status_code == 403 and "another origin" in refused.text
+
+
+def test_a_trusted_proxy_needs_a_token_and_an_ip_address():
+    with pytest.raises(InvalidRequest, match="--token"):
+        settings_for("127.0.0.1", None, trusted_proxies=["127.0.0.1"])
+    with pytest.raises(InvalidRequest, match=r"--trusted-proxy 'proxy\.internal'"):
+        settings_for("127.0.0.1", "t", trusted_proxies=["proxy.internal"])
+    assert settings_for("127.0.0.1", "t", trusted_proxies=["::1"]).trusted_proxies == {"::1"}
+
+
+def test_hsts_over_https_only():
+    assert "strict-transport-security" not in _client()[0].get("/instances").headers
+    https, _ = _client(base="https://127.0.0.1:8443")
+    response = https.get("/instances")
+    assert response.headers["strict-transport-security"] == "max-age=31536000"
+
+
+def test_failed_logins_are_limited_per_client_address():
+    settings = settings_for("0.0.0.0", "s3cret")
+    app = create_app(FakeBackend(), settings)  # type: ignore[arg-type]
+    one = TestClient(app, base_url="http://c.internal", follow_redirects=False, client=("a", 1))
+    one.get("/login")
+    token = one.cookies["wiggle_csrf"]
+    for _ in range(10):
+        assert one.post("/login", data={"csrf": token, "token": "guess"}).status_code == 401
+    blocked = one.post("/login", data={"csrf": token, "token": "s3cret"})
+    assert blocked.status_code == 429 and int(blocked.headers["retry-after"]) > 0
+    assert "too many failed logins" in blocked.text and "wiggle_session" not in one.cookies
+    other = TestClient(app, base_url="http://c.internal", follow_redirects=False, client=("b", 1))
+    other.get("/login")
+    right = other.post("/login", data={"csrf": other.cookies["wiggle_csrf"], "token": "s3cret"})
+    assert right.status_code == 303
+
+
+def test_the_failed_login_table_is_bounded_and_forgets_with_time():
+    from wiggle.console._security import LoginLimiter
+
+    now = [0.0]
+    limiter = LoginLimiter(failures=2, window_s=60, table=3, clock=lambda: now[0])
+    for client in ("a", "a", "b", "c", "d"):
+        limiter.failed(client)
+    assert limiter.wait_s("a") == 0.0  # forgotten: the table holds the 3 most recent
+    limiter.failed("d")
+    assert limiter.wait_s("d") == 60.0
+    now[0] = 61.0
+    assert limiter.wait_s("d") == 0.0
+
+
+def test_the_favicon_is_served_without_a_login():
+    client, _ = _client(settings_for("0.0.0.0", "s3cret"), base="http://c.internal")
+    icon = client.get("/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+    assert 'rel="icon"' in client.get("/login").text

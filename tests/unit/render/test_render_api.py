@@ -19,6 +19,7 @@ def test_public_names_are_pinned():
         "ensure_dot",
         "format_for_path",
         "render",
+        "states_from_instance",
         "states_from_tokens",
         "to_dot",
     ]

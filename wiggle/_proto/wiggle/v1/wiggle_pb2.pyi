@@ -145,24 +145,38 @@ class ListDefinitionsResponse(_message.Message):
     def __init__(self, definitions: _Optional[_Iterable[_Union[DefinitionSummary, _Mapping]]] = ...) -> None: ...
 
 class GetDefinitionRequest(_message.Message):
-    __slots__ = ("name", "version")
+    __slots__ = ("name", "version", "include_node_counts")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_NODE_COUNTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ...) -> None: ...
+    include_node_counts: bool
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., include_node_counts: _Optional[bool] = ...) -> None: ...
 
 class Definition(_message.Message):
-    __slots__ = ("name", "version", "graph", "registered_at_ms")
+    __slots__ = ("name", "version", "graph", "registered_at_ms", "node_counts")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     GRAPH_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    NODE_COUNTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     graph: bytes
     registered_at_ms: int
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., graph: _Optional[bytes] = ..., registered_at_ms: _Optional[int] = ...) -> None: ...
+    node_counts: _containers.RepeatedCompositeFieldContainer[NodeCount]
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., graph: _Optional[bytes] = ..., registered_at_ms: _Optional[int] = ..., node_counts: _Optional[_Iterable[_Union[NodeCount, _Mapping]]] = ...) -> None: ...
+
+class NodeCount(_message.Message):
+    __slots__ = ("node_id", "state", "instances")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    state: str
+    instances: int
+    def __init__(self, node_id: _Optional[str] = ..., state: _Optional[str] = ..., instances: _Optional[int] = ...) -> None: ...
 
 class StartInstanceRequest(_message.Message):
     __slots__ = ("flow", "version", "input", "instance_id", "eager")
@@ -408,10 +422,12 @@ class EndPollsResponse(_message.Message):
     def __init__(self, ended: _Optional[int] = ...) -> None: ...
 
 class ListWorkersRequest(_message.Message):
-    __slots__ = ("seen_within_ms",)
+    __slots__ = ("seen_within_ms", "include_queues")
     SEEN_WITHIN_MS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_QUEUES_FIELD_NUMBER: _ClassVar[int]
     seen_within_ms: int
-    def __init__(self, seen_within_ms: _Optional[int] = ...) -> None: ...
+    include_queues: bool
+    def __init__(self, seen_within_ms: _Optional[int] = ..., include_queues: _Optional[bool] = ...) -> None: ...
 
 class WorkerInfo(_message.Message):
     __slots__ = ("worker_id", "queues", "activities", "slots", "sdk", "first_seen_ms", "last_poll_ms")
@@ -432,12 +448,64 @@ class WorkerInfo(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., activities: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., sdk: _Optional[str] = ..., first_seen_ms: _Optional[int] = ..., last_poll_ms: _Optional[int] = ...) -> None: ...
 
 class ListWorkersResponse(_message.Message):
-    __slots__ = ("workers", "server_now_ms")
+    __slots__ = ("workers", "server_now_ms", "queues")
     WORKERS_FIELD_NUMBER: _ClassVar[int]
     SERVER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
     workers: _containers.RepeatedCompositeFieldContainer[WorkerInfo]
     server_now_ms: int
-    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ..., server_now_ms: _Optional[int] = ...) -> None: ...
+    queues: _containers.RepeatedCompositeFieldContainer[QueueInfo]
+    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ..., server_now_ms: _Optional[int] = ..., queues: _Optional[_Iterable[_Union[QueueInfo, _Mapping]]] = ...) -> None: ...
+
+class QueueInfo(_message.Message):
+    __slots__ = ("queue", "ready", "oldest_ready_at_ms", "leased")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_READY_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    LEASED_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    ready: int
+    oldest_ready_at_ms: int
+    leased: int
+    def __init__(self, queue: _Optional[str] = ..., ready: _Optional[int] = ..., oldest_ready_at_ms: _Optional[int] = ..., leased: _Optional[int] = ...) -> None: ...
+
+class ListIncidentsRequest(_message.Message):
+    __slots__ = ("flow", "version", "failed_after_ms", "limit")
+    FLOW_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    FAILED_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    flow: str
+    version: str
+    failed_after_ms: int
+    limit: int
+    def __init__(self, flow: _Optional[str] = ..., version: _Optional[str] = ..., failed_after_ms: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class Incident(_message.Message):
+    __slots__ = ("flow", "node_id", "reason", "instances", "first_failed_at_ms", "last_failed_at_ms", "instance_ids")
+    FLOW_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    FIRST_FAILED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_FAILED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_IDS_FIELD_NUMBER: _ClassVar[int]
+    flow: str
+    node_id: str
+    reason: str
+    instances: int
+    first_failed_at_ms: int
+    last_failed_at_ms: int
+    instance_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, flow: _Optional[str] = ..., node_id: _Optional[str] = ..., reason: _Optional[str] = ..., instances: _Optional[int] = ..., first_failed_at_ms: _Optional[int] = ..., last_failed_at_ms: _Optional[int] = ..., instance_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListIncidentsResponse(_message.Message):
+    __slots__ = ("incidents", "failed")
+    INCIDENTS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    incidents: _containers.RepeatedCompositeFieldContainer[Incident]
+    failed: int
+    def __init__(self, incidents: _Optional[_Iterable[_Union[Incident, _Mapping]]] = ..., failed: _Optional[int] = ...) -> None: ...
 
 class PollTasksResponse(_message.Message):
     __slots__ = ("tasks",)

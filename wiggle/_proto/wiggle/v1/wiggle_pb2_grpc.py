@@ -74,6 +74,11 @@ class WiggleStub:
                 request_serializer=wiggle_dot_v1_dot_wiggle__pb2.ListInstancesRequest.SerializeToString,
                 response_deserializer=wiggle_dot_v1_dot_wiggle__pb2.ListInstancesResponse.FromString,
                 _registered_method=True)
+        self.ListIncidents = channel.unary_unary(
+                '/wiggle.v1.Wiggle/ListIncidents',
+                request_serializer=wiggle_dot_v1_dot_wiggle__pb2.ListIncidentsRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_wiggle__pb2.ListIncidentsResponse.FromString,
+                _registered_method=True)
         self.WaitInstance = channel.unary_unary(
                 '/wiggle.v1.Wiggle/WaitInstance',
                 request_serializer=wiggle_dot_v1_dot_wiggle__pb2.WaitInstanceRequest.SerializeToString,
@@ -181,6 +186,13 @@ class WiggleServicer:
 
     def ListInstances(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListIncidents(self, request, context):
+        """FAILED instances grouped by flow, the node they failed at and their reason (read only).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -307,6 +319,11 @@ def add_WiggleServicer_to_server(servicer, server):
                     servicer.ListInstances,
                     request_deserializer=wiggle_dot_v1_dot_wiggle__pb2.ListInstancesRequest.FromString,
                     response_serializer=wiggle_dot_v1_dot_wiggle__pb2.ListInstancesResponse.SerializeToString,
+            ),
+            'ListIncidents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListIncidents,
+                    request_deserializer=wiggle_dot_v1_dot_wiggle__pb2.ListIncidentsRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_wiggle__pb2.ListIncidentsResponse.SerializeToString,
             ),
             'WaitInstance': grpc.unary_unary_rpc_method_handler(
                     servicer.WaitInstance,
@@ -575,6 +592,33 @@ class Wiggle:
             '/wiggle.v1.Wiggle/ListInstances',
             wiggle_dot_v1_dot_wiggle__pb2.ListInstancesRequest.SerializeToString,
             wiggle_dot_v1_dot_wiggle__pb2.ListInstancesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListIncidents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.Wiggle/ListIncidents',
+            wiggle_dot_v1_dot_wiggle__pb2.ListIncidentsRequest.SerializeToString,
+            wiggle_dot_v1_dot_wiggle__pb2.ListIncidentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -17,6 +17,8 @@ import dev.wiggle.proto.v1.HeartbeatResponse;
 import dev.wiggle.proto.v1.Instance;
 import dev.wiggle.proto.v1.ListDefinitionsRequest;
 import dev.wiggle.proto.v1.ListDefinitionsResponse;
+import dev.wiggle.proto.v1.ListIncidentsRequest;
+import dev.wiggle.proto.v1.ListIncidentsResponse;
 import dev.wiggle.proto.v1.ListInstancesRequest;
 import dev.wiggle.proto.v1.ListInstancesResponse;
 import dev.wiggle.proto.v1.ListWorkersRequest;
@@ -71,6 +73,9 @@ public final class WiggleRpc {
   public static final MethodDescriptor<ListInstancesRequest, ListInstancesResponse> LIST_INSTANCES =
       unary("ListInstances", ListInstancesRequest.getDefaultInstance(),
           ListInstancesResponse.getDefaultInstance());
+  public static final MethodDescriptor<ListIncidentsRequest, ListIncidentsResponse> LIST_INCIDENTS =
+      unary("ListIncidents", ListIncidentsRequest.getDefaultInstance(),
+          ListIncidentsResponse.getDefaultInstance());
   public static final MethodDescriptor<WaitInstanceRequest, Instance> WAIT_INSTANCE =
       unary("WaitInstance", WaitInstanceRequest.getDefaultInstance(), Instance.getDefaultInstance());
   public static final MethodDescriptor<PollTasksRequest, PollTasksResponse> POLL_TASKS =
@@ -95,7 +100,8 @@ public final class WiggleRpc {
   /** Every method above. */
   public static final List<MethodDescriptor<?, ?>> ALL =
       List.of(REGISTER_DEFINITION, GET_DEFINITION, LIST_DEFINITIONS, START_INSTANCE,
-          SIGNAL_INSTANCE, CANCEL_INSTANCE, DESCRIBE_INSTANCE, LIST_INSTANCES, WAIT_INSTANCE,
+          SIGNAL_INSTANCE, CANCEL_INSTANCE, DESCRIBE_INSTANCE, LIST_INSTANCES, LIST_INCIDENTS,
+          WAIT_INSTANCE,
           POLL_TASKS, END_POLLS, LIST_WORKERS, COMPLETE_TASK, FAIL_TASK, RELEASE_TASK, HEARTBEAT,
           ADVANCE_RUN, REPORT_BATCH);
 

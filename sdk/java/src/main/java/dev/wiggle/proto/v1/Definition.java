@@ -31,6 +31,7 @@ private static final long serialVersionUID = 0L;
     name_ = "";
     version_ = "";
     graph_ = com.google.protobuf.ByteString.EMPTY;
+    nodeCounts_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -155,6 +156,67 @@ private static final long serialVersionUID = 0L;
     return registeredAtMs_;
   }
 
+  public static final int NODE_COUNTS_FIELD_NUMBER = 5;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.wiggle.proto.v1.NodeCount> nodeCounts_;
+  /**
+   * <pre>
+   * with include_node_counts
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.wiggle.proto.v1.NodeCount> getNodeCountsList() {
+    return nodeCounts_;
+  }
+  /**
+   * <pre>
+   * with include_node_counts
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.wiggle.proto.v1.NodeCountOrBuilder> 
+      getNodeCountsOrBuilderList() {
+    return nodeCounts_;
+  }
+  /**
+   * <pre>
+   * with include_node_counts
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+   */
+  @java.lang.Override
+  public int getNodeCountsCount() {
+    return nodeCounts_.size();
+  }
+  /**
+   * <pre>
+   * with include_node_counts
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+   */
+  @java.lang.Override
+  public dev.wiggle.proto.v1.NodeCount getNodeCounts(int index) {
+    return nodeCounts_.get(index);
+  }
+  /**
+   * <pre>
+   * with include_node_counts
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+   */
+  @java.lang.Override
+  public dev.wiggle.proto.v1.NodeCountOrBuilder getNodeCountsOrBuilder(
+      int index) {
+    return nodeCounts_.get(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -181,6 +243,9 @@ private static final long serialVersionUID = 0L;
     if (registeredAtMs_ != 0L) {
       output.writeInt64(4, registeredAtMs_);
     }
+    for (int i = 0; i < nodeCounts_.size(); i++) {
+      output.writeMessage(5, nodeCounts_.get(i));
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -199,6 +264,15 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeInt64Size(4, registeredAtMs_);
     }
+
+        {
+          final int count = nodeCounts_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(nodeCounts_.get(i));
+          }
+          size += 1 * count;
+        }
     return size;
   }
   @java.lang.Override
@@ -231,6 +305,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getGraph())) return false;
     if (getRegisteredAtMs()
         != other.getRegisteredAtMs()) return false;
+    if (!getNodeCountsList()
+        .equals(other.getNodeCountsList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -251,6 +327,10 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + REGISTERED_AT_MS_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
         getRegisteredAtMs());
+    if (getNodeCountsCount() > 0) {
+      hash = (37 * hash) + NODE_COUNTS_FIELD_NUMBER;
+      hash = (53 * hash) + getNodeCountsList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -386,6 +466,13 @@ private static final long serialVersionUID = 0L;
       version_ = "";
       graph_ = com.google.protobuf.ByteString.EMPTY;
       registeredAtMs_ = 0L;
+      if (nodeCountsBuilder_ == null) {
+        nodeCounts_ = java.util.Collections.emptyList();
+      } else {
+        nodeCounts_ = null;
+        nodeCountsBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000010);
       return this;
     }
 
@@ -412,9 +499,22 @@ private static final long serialVersionUID = 0L;
     @java.lang.Override
     public dev.wiggle.proto.v1.Definition buildPartial() {
       dev.wiggle.proto.v1.Definition result = new dev.wiggle.proto.v1.Definition(this);
+      buildPartialRepeatedFields(result);
       if (bitField0_ != 0) { buildPartial0(result); }
       onBuilt();
       return result;
+    }
+
+    private void buildPartialRepeatedFields(dev.wiggle.proto.v1.Definition result) {
+      if (nodeCountsBuilder_ == null) {
+        if (((bitField0_ & 0x00000010) != 0)) {
+          nodeCounts_ = java.util.Collections.unmodifiableList(nodeCounts_);
+          bitField0_ = (bitField0_ & ~0x00000010);
+        }
+        result.nodeCounts_ = nodeCounts_;
+      } else {
+        result.nodeCounts_ = nodeCountsBuilder_.build();
+      }
     }
 
     private void buildPartial0(dev.wiggle.proto.v1.Definition result) {
@@ -461,6 +561,32 @@ private static final long serialVersionUID = 0L;
       if (other.getRegisteredAtMs() != 0L) {
         setRegisteredAtMs(other.getRegisteredAtMs());
       }
+      if (nodeCountsBuilder_ == null) {
+        if (!other.nodeCounts_.isEmpty()) {
+          if (nodeCounts_.isEmpty()) {
+            nodeCounts_ = other.nodeCounts_;
+            bitField0_ = (bitField0_ & ~0x00000010);
+          } else {
+            ensureNodeCountsIsMutable();
+            nodeCounts_.addAll(other.nodeCounts_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.nodeCounts_.isEmpty()) {
+          if (nodeCountsBuilder_.isEmpty()) {
+            nodeCountsBuilder_.dispose();
+            nodeCountsBuilder_ = null;
+            nodeCounts_ = other.nodeCounts_;
+            bitField0_ = (bitField0_ & ~0x00000010);
+            nodeCountsBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetNodeCountsFieldBuilder() : null;
+          } else {
+            nodeCountsBuilder_.addAllMessages(other.nodeCounts_);
+          }
+        }
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -505,6 +631,19 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000008;
               break;
             } // case 32
+            case 42: {
+              dev.wiggle.proto.v1.NodeCount m =
+                  input.readMessage(
+                      dev.wiggle.proto.v1.NodeCount.parser(),
+                      extensionRegistry);
+              if (nodeCountsBuilder_ == null) {
+                ensureNodeCountsIsMutable();
+                nodeCounts_.add(m);
+              } else {
+                nodeCountsBuilder_.addMessage(m);
+              }
+              break;
+            } // case 42
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -740,6 +879,312 @@ private static final long serialVersionUID = 0L;
       registeredAtMs_ = 0L;
       onChanged();
       return this;
+    }
+
+    private java.util.List<dev.wiggle.proto.v1.NodeCount> nodeCounts_ =
+      java.util.Collections.emptyList();
+    private void ensureNodeCountsIsMutable() {
+      if (!((bitField0_ & 0x00000010) != 0)) {
+        nodeCounts_ = new java.util.ArrayList<dev.wiggle.proto.v1.NodeCount>(nodeCounts_);
+        bitField0_ |= 0x00000010;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.wiggle.proto.v1.NodeCount, dev.wiggle.proto.v1.NodeCount.Builder, dev.wiggle.proto.v1.NodeCountOrBuilder> nodeCountsBuilder_;
+
+    /**
+     * <pre>
+     * with include_node_counts
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+     */
+    public java.util.List<dev.wiggle.proto.v1.NodeCount> getNodeCountsList() {
+      if (nodeCountsBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(nodeCounts_);
+      } else {
+        return nodeCountsBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * with include_node_counts
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+     */
+    public int getNodeCountsCount() {
+      if (nodeCountsBuilder_ == null) {
+        return nodeCounts_.size();
+      } else {
+        return nodeCountsBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * with include_node_counts
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+     */
+    public dev.wiggle.proto.v1.NodeCount getNodeCounts(int index) {
+      if (nodeCountsBuilder_ == null) {
+        return nodeCounts_.get(index);
+      } else {
+        return nodeCountsBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * with include_node_counts
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+     */
+    public Builder setNodeCounts(
+        int index, dev.wiggle.proto.v1.NodeCount value) {
+      if (nodeCountsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureNodeCountsIsMutable();
+        nodeCounts_.set(index, value);
+        onChanged();
+      } else {
+        nodeCountsBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * with include_node_counts
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+     */
+    public Builder setNodeCounts(
+        int index, dev.wiggle.proto.v1.NodeCount.Builder builderForValue) {
+      if (nodeCountsBuilder_ == null) {
+        ensureNodeCountsIsMutable();
+        nodeCounts_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        nodeCountsBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * with include_node_counts
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+     */
+    public Builder addNodeCounts(dev.wiggle.proto.v1.NodeCount value) {
+      if (nodeCountsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureNodeCountsIsMutable();
+        nodeCounts_.add(value);
+        onChanged();
+      } else {
+        nodeCountsBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * with include_node_counts
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+     */
+    public Builder addNodeCounts(
+        int index, dev.wiggle.proto.v1.NodeCount value) {
+      if (nodeCountsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureNodeCountsIsMutable();
+        nodeCounts_.add(index, value);
+        onChanged();
+      } else {
+        nodeCountsBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * with include_node_counts
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+     */
+    public Builder addNodeCounts(
+        dev.wiggle.proto.v1.NodeCount.Builder builderForValue) {
+      if (nodeCountsBuilder_ == null) {
+        ensureNodeCountsIsMutable();
+        nodeCounts_.add(builderForValue.build());
+        onChanged();
+      } else {
+        nodeCountsBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * with include_node_counts
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+     */
+    public Builder addNodeCounts(
+        int index, dev.wiggle.proto.v1.NodeCount.Builder builderForValue) {
+      if (nodeCountsBuilder_ == null) {
+        ensureNodeCountsIsMutable();
+        nodeCounts_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        nodeCountsBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * with include_node_counts
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+     */
+    public Builder addAllNodeCounts(
+        java.lang.Iterable<? extends dev.wiggle.proto.v1.NodeCount> values) {
+      if (nodeCountsBuilder_ == null) {
+        ensureNodeCountsIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, nodeCounts_);
+        onChanged();
+      } else {
+        nodeCountsBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * with include_node_counts
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+     */
+    public Builder clearNodeCounts() {
+      if (nodeCountsBuilder_ == null) {
+        nodeCounts_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000010);
+        onChanged();
+      } else {
+        nodeCountsBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * with include_node_counts
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+     */
+    public Builder removeNodeCounts(int index) {
+      if (nodeCountsBuilder_ == null) {
+        ensureNodeCountsIsMutable();
+        nodeCounts_.remove(index);
+        onChanged();
+      } else {
+        nodeCountsBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * with include_node_counts
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+     */
+    public dev.wiggle.proto.v1.NodeCount.Builder getNodeCountsBuilder(
+        int index) {
+      return internalGetNodeCountsFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * with include_node_counts
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+     */
+    public dev.wiggle.proto.v1.NodeCountOrBuilder getNodeCountsOrBuilder(
+        int index) {
+      if (nodeCountsBuilder_ == null) {
+        return nodeCounts_.get(index);  } else {
+        return nodeCountsBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * with include_node_counts
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+     */
+    public java.util.List<? extends dev.wiggle.proto.v1.NodeCountOrBuilder> 
+         getNodeCountsOrBuilderList() {
+      if (nodeCountsBuilder_ != null) {
+        return nodeCountsBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(nodeCounts_);
+      }
+    }
+    /**
+     * <pre>
+     * with include_node_counts
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+     */
+    public dev.wiggle.proto.v1.NodeCount.Builder addNodeCountsBuilder() {
+      return internalGetNodeCountsFieldBuilder().addBuilder(
+          dev.wiggle.proto.v1.NodeCount.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * with include_node_counts
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+     */
+    public dev.wiggle.proto.v1.NodeCount.Builder addNodeCountsBuilder(
+        int index) {
+      return internalGetNodeCountsFieldBuilder().addBuilder(
+          index, dev.wiggle.proto.v1.NodeCount.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * with include_node_counts
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+     */
+    public java.util.List<dev.wiggle.proto.v1.NodeCount.Builder> 
+         getNodeCountsBuilderList() {
+      return internalGetNodeCountsFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.wiggle.proto.v1.NodeCount, dev.wiggle.proto.v1.NodeCount.Builder, dev.wiggle.proto.v1.NodeCountOrBuilder> 
+        internalGetNodeCountsFieldBuilder() {
+      if (nodeCountsBuilder_ == null) {
+        nodeCountsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.wiggle.proto.v1.NodeCount, dev.wiggle.proto.v1.NodeCount.Builder, dev.wiggle.proto.v1.NodeCountOrBuilder>(
+                nodeCounts_,
+                ((bitField0_ & 0x00000010) != 0),
+                getParentForChildren(),
+                isClean());
+        nodeCounts_ = null;
+      }
+      return nodeCountsBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:wiggle.v1.Definition)

@@ -49,4 +49,48 @@ public interface DefinitionOrBuilder extends
    * @return The registeredAtMs.
    */
   long getRegisteredAtMs();
+
+  /**
+   * <pre>
+   * with include_node_counts
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+   */
+  java.util.List<dev.wiggle.proto.v1.NodeCount> 
+      getNodeCountsList();
+  /**
+   * <pre>
+   * with include_node_counts
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+   */
+  dev.wiggle.proto.v1.NodeCount getNodeCounts(int index);
+  /**
+   * <pre>
+   * with include_node_counts
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+   */
+  int getNodeCountsCount();
+  /**
+   * <pre>
+   * with include_node_counts
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+   */
+  java.util.List<? extends dev.wiggle.proto.v1.NodeCountOrBuilder> 
+      getNodeCountsOrBuilderList();
+  /**
+   * <pre>
+   * with include_node_counts
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.NodeCount node_counts = 5;</code>
+   */
+  dev.wiggle.proto.v1.NodeCountOrBuilder getNodeCountsOrBuilder(
+      int index);
 }

@@ -136,6 +136,21 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int INCLUDE_NODE_COUNTS_FIELD_NUMBER = 3;
+  private boolean includeNodeCounts_ = false;
+  /**
+   * <pre>
+   * fill Definition.node_counts (costs a count query)
+   * </pre>
+   *
+   * <code>bool include_node_counts = 3;</code>
+   * @return The includeNodeCounts.
+   */
+  @java.lang.Override
+  public boolean getIncludeNodeCounts() {
+    return includeNodeCounts_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -156,6 +171,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(version_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 2, version_);
     }
+    if (includeNodeCounts_ != false) {
+      output.writeBool(3, includeNodeCounts_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -165,6 +183,10 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(version_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(2, version_);
+    }
+    if (includeNodeCounts_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(3, includeNodeCounts_);
     }
     return size;
   }
@@ -194,6 +216,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getName())) return false;
     if (!getVersion()
         .equals(other.getVersion())) return false;
+    if (getIncludeNodeCounts()
+        != other.getIncludeNodeCounts()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -209,6 +233,9 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getName().hashCode();
     hash = (37 * hash) + VERSION_FIELD_NUMBER;
     hash = (53 * hash) + getVersion().hashCode();
+    hash = (37 * hash) + INCLUDE_NODE_COUNTS_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getIncludeNodeCounts());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -342,6 +369,7 @@ private static final long serialVersionUID = 0L;
       bitField0_ = 0;
       name_ = "";
       version_ = "";
+      includeNodeCounts_ = false;
       return this;
     }
 
@@ -381,6 +409,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000002) != 0)) {
         result.version_ = version_;
       }
+      if (((from_bitField0_ & 0x00000004) != 0)) {
+        result.includeNodeCounts_ = includeNodeCounts_;
+      }
     }
 
     @java.lang.Override
@@ -404,6 +435,9 @@ private static final long serialVersionUID = 0L;
         version_ = other.version_;
         bitField0_ |= 0x00000002;
         onChanged();
+      }
+      if (other.getIncludeNodeCounts() != false) {
+        setIncludeNodeCounts(other.getIncludeNodeCounts());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -439,6 +473,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000002;
               break;
             } // case 18
+            case 24: {
+              includeNodeCounts_ = input.readBool();
+              bitField0_ |= 0x00000004;
+              break;
+            } // case 24
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -616,6 +655,50 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       version_ = value;
       bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+
+    private boolean includeNodeCounts_ ;
+    /**
+     * <pre>
+     * fill Definition.node_counts (costs a count query)
+     * </pre>
+     *
+     * <code>bool include_node_counts = 3;</code>
+     * @return The includeNodeCounts.
+     */
+    @java.lang.Override
+    public boolean getIncludeNodeCounts() {
+      return includeNodeCounts_;
+    }
+    /**
+     * <pre>
+     * fill Definition.node_counts (costs a count query)
+     * </pre>
+     *
+     * <code>bool include_node_counts = 3;</code>
+     * @param value The includeNodeCounts to set.
+     * @return This builder for chaining.
+     */
+    public Builder setIncludeNodeCounts(boolean value) {
+
+      includeNodeCounts_ = value;
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * fill Definition.node_counts (costs a count query)
+     * </pre>
+     *
+     * <code>bool include_node_counts = 3;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearIncludeNodeCounts() {
+      bitField0_ = (bitField0_ & ~0x00000004);
+      includeNodeCounts_ = false;
       onChanged();
       return this;
     }

@@ -41,4 +41,14 @@ public interface GetDefinitionRequestOrBuilder extends
    */
   com.google.protobuf.ByteString
       getVersionBytes();
+
+  /**
+   * <pre>
+   * fill Definition.node_counts (costs a count query)
+   * </pre>
+   *
+   * <code>bool include_node_counts = 3;</code>
+   * @return The includeNodeCounts.
+   */
+  boolean getIncludeNodeCounts();
 }

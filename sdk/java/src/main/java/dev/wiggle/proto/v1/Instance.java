@@ -332,6 +332,10 @@ private static final long serialVersionUID = 0L;
   public static final int UPDATED_AT_MS_FIELD_NUMBER = 10;
   private long updatedAtMs_ = 0L;
   /**
+   * <pre>
+   * its newest event (every move writes one)
+   * </pre>
+   *
    * <code>int64 updated_at_ms = 10;</code>
    * @return The updatedAtMs.
    */
@@ -1884,6 +1888,10 @@ private static final long serialVersionUID = 0L;
 
     private long updatedAtMs_ ;
     /**
+     * <pre>
+     * its newest event (every move writes one)
+     * </pre>
+     *
      * <code>int64 updated_at_ms = 10;</code>
      * @return The updatedAtMs.
      */
@@ -1892,6 +1900,10 @@ private static final long serialVersionUID = 0L;
       return updatedAtMs_;
     }
     /**
+     * <pre>
+     * its newest event (every move writes one)
+     * </pre>
+     *
      * <code>int64 updated_at_ms = 10;</code>
      * @param value The updatedAtMs to set.
      * @return This builder for chaining.
@@ -1904,6 +1916,10 @@ private static final long serialVersionUID = 0L;
       return this;
     }
     /**
+     * <pre>
+     * its newest event (every move writes one)
+     * </pre>
+     *
      * <code>int64 updated_at_ms = 10;</code>
      * @return This builder for chaining.
      */

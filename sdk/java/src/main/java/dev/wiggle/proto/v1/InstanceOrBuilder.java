@@ -118,6 +118,10 @@ public interface InstanceOrBuilder extends
   long getCreatedAtMs();
 
   /**
+   * <pre>
+   * its newest event (every move writes one)
+   * </pre>
+   *
    * <code>int64 updated_at_ms = 10;</code>
    * @return The updatedAtMs.
    */

@@ -63,6 +63,21 @@ private static final long serialVersionUID = 0L;
     return seenWithinMs_;
   }
 
+  public static final int INCLUDE_QUEUES_FIELD_NUMBER = 2;
+  private boolean includeQueues_ = false;
+  /**
+   * <pre>
+   * fill ListWorkersResponse.queues
+   * </pre>
+   *
+   * <code>bool include_queues = 2;</code>
+   * @return The includeQueues.
+   */
+  @java.lang.Override
+  public boolean getIncludeQueues() {
+    return includeQueues_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -80,6 +95,9 @@ private static final long serialVersionUID = 0L;
     if (seenWithinMs_ != 0) {
       output.writeInt32(1, seenWithinMs_);
     }
+    if (includeQueues_ != false) {
+      output.writeBool(2, includeQueues_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -87,6 +105,10 @@ private static final long serialVersionUID = 0L;
     if (seenWithinMs_ != 0) {
       size += com.google.protobuf.CodedOutputStream
         .computeInt32Size(1, seenWithinMs_);
+    }
+    if (includeQueues_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(2, includeQueues_);
     }
     return size;
   }
@@ -114,6 +136,8 @@ private static final long serialVersionUID = 0L;
 
     if (getSeenWithinMs()
         != other.getSeenWithinMs()) return false;
+    if (getIncludeQueues()
+        != other.getIncludeQueues()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -127,6 +151,9 @@ private static final long serialVersionUID = 0L;
     hash = (19 * hash) + getDescriptor().hashCode();
     hash = (37 * hash) + SEEN_WITHIN_MS_FIELD_NUMBER;
     hash = (53 * hash) + getSeenWithinMs();
+    hash = (37 * hash) + INCLUDE_QUEUES_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getIncludeQueues());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -259,6 +286,7 @@ private static final long serialVersionUID = 0L;
       super.clear();
       bitField0_ = 0;
       seenWithinMs_ = 0;
+      includeQueues_ = false;
       return this;
     }
 
@@ -295,6 +323,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000001) != 0)) {
         result.seenWithinMs_ = seenWithinMs_;
       }
+      if (((from_bitField0_ & 0x00000002) != 0)) {
+        result.includeQueues_ = includeQueues_;
+      }
     }
 
     @java.lang.Override
@@ -311,6 +342,9 @@ private static final long serialVersionUID = 0L;
       if (other == dev.wiggle.proto.v1.ListWorkersRequest.getDefaultInstance()) return this;
       if (other.getSeenWithinMs() != 0) {
         setSeenWithinMs(other.getSeenWithinMs());
+      }
+      if (other.getIncludeQueues() != false) {
+        setIncludeQueues(other.getIncludeQueues());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -341,6 +375,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000001;
               break;
             } // case 8
+            case 16: {
+              includeQueues_ = input.readBool();
+              bitField0_ |= 0x00000002;
+              break;
+            } // case 16
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -398,6 +437,50 @@ private static final long serialVersionUID = 0L;
     public Builder clearSeenWithinMs() {
       bitField0_ = (bitField0_ & ~0x00000001);
       seenWithinMs_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private boolean includeQueues_ ;
+    /**
+     * <pre>
+     * fill ListWorkersResponse.queues
+     * </pre>
+     *
+     * <code>bool include_queues = 2;</code>
+     * @return The includeQueues.
+     */
+    @java.lang.Override
+    public boolean getIncludeQueues() {
+      return includeQueues_;
+    }
+    /**
+     * <pre>
+     * fill ListWorkersResponse.queues
+     * </pre>
+     *
+     * <code>bool include_queues = 2;</code>
+     * @param value The includeQueues to set.
+     * @return This builder for chaining.
+     */
+    public Builder setIncludeQueues(boolean value) {
+
+      includeQueues_ = value;
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * fill ListWorkersResponse.queues
+     * </pre>
+     *
+     * <code>bool include_queues = 2;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearIncludeQueues() {
+      bitField0_ = (bitField0_ & ~0x00000002);
+      includeQueues_ = false;
       onChanged();
       return this;
     }

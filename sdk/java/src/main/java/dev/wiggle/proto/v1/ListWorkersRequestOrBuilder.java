@@ -19,4 +19,14 @@ public interface ListWorkersRequestOrBuilder extends
    * @return The seenWithinMs.
    */
   int getSeenWithinMs();
+
+  /**
+   * <pre>
+   * fill ListWorkersResponse.queues
+   * </pre>
+   *
+   * <code>bool include_queues = 2;</code>
+   * @return The includeQueues.
+   */
+  boolean getIncludeQueues();
 }

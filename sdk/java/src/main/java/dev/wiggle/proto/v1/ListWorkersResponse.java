@@ -29,6 +29,7 @@ private static final long serialVersionUID = 0L;
   }
   private ListWorkersResponse() {
     workers_ = java.util.Collections.emptyList();
+    queues_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -101,6 +102,67 @@ private static final long serialVersionUID = 0L;
     return serverNowMs_;
   }
 
+  public static final int QUEUES_FIELD_NUMBER = 3;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.wiggle.proto.v1.QueueInfo> queues_;
+  /**
+   * <pre>
+   * with include_queues: every queue holding READY or leased tasks
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.wiggle.proto.v1.QueueInfo> getQueuesList() {
+    return queues_;
+  }
+  /**
+   * <pre>
+   * with include_queues: every queue holding READY or leased tasks
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.wiggle.proto.v1.QueueInfoOrBuilder> 
+      getQueuesOrBuilderList() {
+    return queues_;
+  }
+  /**
+   * <pre>
+   * with include_queues: every queue holding READY or leased tasks
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+   */
+  @java.lang.Override
+  public int getQueuesCount() {
+    return queues_.size();
+  }
+  /**
+   * <pre>
+   * with include_queues: every queue holding READY or leased tasks
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+   */
+  @java.lang.Override
+  public dev.wiggle.proto.v1.QueueInfo getQueues(int index) {
+    return queues_.get(index);
+  }
+  /**
+   * <pre>
+   * with include_queues: every queue holding READY or leased tasks
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+   */
+  @java.lang.Override
+  public dev.wiggle.proto.v1.QueueInfoOrBuilder getQueuesOrBuilder(
+      int index) {
+    return queues_.get(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -121,6 +183,9 @@ private static final long serialVersionUID = 0L;
     if (serverNowMs_ != 0L) {
       output.writeInt64(2, serverNowMs_);
     }
+    for (int i = 0; i < queues_.size(); i++) {
+      output.writeMessage(3, queues_.get(i));
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -138,6 +203,15 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeInt64Size(2, serverNowMs_);
     }
+
+        {
+          final int count = queues_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(queues_.get(i));
+          }
+          size += 1 * count;
+        }
     return size;
   }
   @java.lang.Override
@@ -166,6 +240,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getWorkersList())) return false;
     if (getServerNowMs()
         != other.getServerNowMs()) return false;
+    if (!getQueuesList()
+        .equals(other.getQueuesList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -184,6 +260,10 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + SERVER_NOW_MS_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
         getServerNowMs());
+    if (getQueuesCount() > 0) {
+      hash = (37 * hash) + QUEUES_FIELD_NUMBER;
+      hash = (53 * hash) + getQueuesList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -323,6 +403,13 @@ private static final long serialVersionUID = 0L;
       }
       bitField0_ = (bitField0_ & ~0x00000001);
       serverNowMs_ = 0L;
+      if (queuesBuilder_ == null) {
+        queues_ = java.util.Collections.emptyList();
+      } else {
+        queues_ = null;
+        queuesBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000004);
       return this;
     }
 
@@ -364,6 +451,15 @@ private static final long serialVersionUID = 0L;
         result.workers_ = workers_;
       } else {
         result.workers_ = workersBuilder_.build();
+      }
+      if (queuesBuilder_ == null) {
+        if (((bitField0_ & 0x00000004) != 0)) {
+          queues_ = java.util.Collections.unmodifiableList(queues_);
+          bitField0_ = (bitField0_ & ~0x00000004);
+        }
+        result.queues_ = queues_;
+      } else {
+        result.queues_ = queuesBuilder_.build();
       }
     }
 
@@ -415,6 +511,32 @@ private static final long serialVersionUID = 0L;
       if (other.getServerNowMs() != 0L) {
         setServerNowMs(other.getServerNowMs());
       }
+      if (queuesBuilder_ == null) {
+        if (!other.queues_.isEmpty()) {
+          if (queues_.isEmpty()) {
+            queues_ = other.queues_;
+            bitField0_ = (bitField0_ & ~0x00000004);
+          } else {
+            ensureQueuesIsMutable();
+            queues_.addAll(other.queues_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.queues_.isEmpty()) {
+          if (queuesBuilder_.isEmpty()) {
+            queuesBuilder_.dispose();
+            queuesBuilder_ = null;
+            queues_ = other.queues_;
+            bitField0_ = (bitField0_ & ~0x00000004);
+            queuesBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetQueuesFieldBuilder() : null;
+          } else {
+            queuesBuilder_.addAllMessages(other.queues_);
+          }
+        }
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -457,6 +579,19 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000002;
               break;
             } // case 16
+            case 26: {
+              dev.wiggle.proto.v1.QueueInfo m =
+                  input.readMessage(
+                      dev.wiggle.proto.v1.QueueInfo.parser(),
+                      extensionRegistry);
+              if (queuesBuilder_ == null) {
+                ensureQueuesIsMutable();
+                queues_.add(m);
+              } else {
+                queuesBuilder_.addMessage(m);
+              }
+              break;
+            } // case 26
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -738,6 +873,312 @@ private static final long serialVersionUID = 0L;
       serverNowMs_ = 0L;
       onChanged();
       return this;
+    }
+
+    private java.util.List<dev.wiggle.proto.v1.QueueInfo> queues_ =
+      java.util.Collections.emptyList();
+    private void ensureQueuesIsMutable() {
+      if (!((bitField0_ & 0x00000004) != 0)) {
+        queues_ = new java.util.ArrayList<dev.wiggle.proto.v1.QueueInfo>(queues_);
+        bitField0_ |= 0x00000004;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.wiggle.proto.v1.QueueInfo, dev.wiggle.proto.v1.QueueInfo.Builder, dev.wiggle.proto.v1.QueueInfoOrBuilder> queuesBuilder_;
+
+    /**
+     * <pre>
+     * with include_queues: every queue holding READY or leased tasks
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+     */
+    public java.util.List<dev.wiggle.proto.v1.QueueInfo> getQueuesList() {
+      if (queuesBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(queues_);
+      } else {
+        return queuesBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * with include_queues: every queue holding READY or leased tasks
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+     */
+    public int getQueuesCount() {
+      if (queuesBuilder_ == null) {
+        return queues_.size();
+      } else {
+        return queuesBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * with include_queues: every queue holding READY or leased tasks
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+     */
+    public dev.wiggle.proto.v1.QueueInfo getQueues(int index) {
+      if (queuesBuilder_ == null) {
+        return queues_.get(index);
+      } else {
+        return queuesBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * with include_queues: every queue holding READY or leased tasks
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+     */
+    public Builder setQueues(
+        int index, dev.wiggle.proto.v1.QueueInfo value) {
+      if (queuesBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureQueuesIsMutable();
+        queues_.set(index, value);
+        onChanged();
+      } else {
+        queuesBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * with include_queues: every queue holding READY or leased tasks
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+     */
+    public Builder setQueues(
+        int index, dev.wiggle.proto.v1.QueueInfo.Builder builderForValue) {
+      if (queuesBuilder_ == null) {
+        ensureQueuesIsMutable();
+        queues_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        queuesBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * with include_queues: every queue holding READY or leased tasks
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+     */
+    public Builder addQueues(dev.wiggle.proto.v1.QueueInfo value) {
+      if (queuesBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureQueuesIsMutable();
+        queues_.add(value);
+        onChanged();
+      } else {
+        queuesBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * with include_queues: every queue holding READY or leased tasks
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+     */
+    public Builder addQueues(
+        int index, dev.wiggle.proto.v1.QueueInfo value) {
+      if (queuesBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureQueuesIsMutable();
+        queues_.add(index, value);
+        onChanged();
+      } else {
+        queuesBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * with include_queues: every queue holding READY or leased tasks
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+     */
+    public Builder addQueues(
+        dev.wiggle.proto.v1.QueueInfo.Builder builderForValue) {
+      if (queuesBuilder_ == null) {
+        ensureQueuesIsMutable();
+        queues_.add(builderForValue.build());
+        onChanged();
+      } else {
+        queuesBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * with include_queues: every queue holding READY or leased tasks
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+     */
+    public Builder addQueues(
+        int index, dev.wiggle.proto.v1.QueueInfo.Builder builderForValue) {
+      if (queuesBuilder_ == null) {
+        ensureQueuesIsMutable();
+        queues_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        queuesBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * with include_queues: every queue holding READY or leased tasks
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+     */
+    public Builder addAllQueues(
+        java.lang.Iterable<? extends dev.wiggle.proto.v1.QueueInfo> values) {
+      if (queuesBuilder_ == null) {
+        ensureQueuesIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, queues_);
+        onChanged();
+      } else {
+        queuesBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * with include_queues: every queue holding READY or leased tasks
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+     */
+    public Builder clearQueues() {
+      if (queuesBuilder_ == null) {
+        queues_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000004);
+        onChanged();
+      } else {
+        queuesBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * with include_queues: every queue holding READY or leased tasks
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+     */
+    public Builder removeQueues(int index) {
+      if (queuesBuilder_ == null) {
+        ensureQueuesIsMutable();
+        queues_.remove(index);
+        onChanged();
+      } else {
+        queuesBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * with include_queues: every queue holding READY or leased tasks
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+     */
+    public dev.wiggle.proto.v1.QueueInfo.Builder getQueuesBuilder(
+        int index) {
+      return internalGetQueuesFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * with include_queues: every queue holding READY or leased tasks
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+     */
+    public dev.wiggle.proto.v1.QueueInfoOrBuilder getQueuesOrBuilder(
+        int index) {
+      if (queuesBuilder_ == null) {
+        return queues_.get(index);  } else {
+        return queuesBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * with include_queues: every queue holding READY or leased tasks
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+     */
+    public java.util.List<? extends dev.wiggle.proto.v1.QueueInfoOrBuilder> 
+         getQueuesOrBuilderList() {
+      if (queuesBuilder_ != null) {
+        return queuesBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(queues_);
+      }
+    }
+    /**
+     * <pre>
+     * with include_queues: every queue holding READY or leased tasks
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+     */
+    public dev.wiggle.proto.v1.QueueInfo.Builder addQueuesBuilder() {
+      return internalGetQueuesFieldBuilder().addBuilder(
+          dev.wiggle.proto.v1.QueueInfo.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * with include_queues: every queue holding READY or leased tasks
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+     */
+    public dev.wiggle.proto.v1.QueueInfo.Builder addQueuesBuilder(
+        int index) {
+      return internalGetQueuesFieldBuilder().addBuilder(
+          index, dev.wiggle.proto.v1.QueueInfo.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * with include_queues: every queue holding READY or leased tasks
+     * </pre>
+     *
+     * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+     */
+    public java.util.List<dev.wiggle.proto.v1.QueueInfo.Builder> 
+         getQueuesBuilderList() {
+      return internalGetQueuesFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.wiggle.proto.v1.QueueInfo, dev.wiggle.proto.v1.QueueInfo.Builder, dev.wiggle.proto.v1.QueueInfoOrBuilder> 
+        internalGetQueuesFieldBuilder() {
+      if (queuesBuilder_ == null) {
+        queuesBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.wiggle.proto.v1.QueueInfo, dev.wiggle.proto.v1.QueueInfo.Builder, dev.wiggle.proto.v1.QueueInfoOrBuilder>(
+                queues_,
+                ((bitField0_ & 0x00000004) != 0),
+                getParentForChildren(),
+                isClean());
+        queues_ = null;
+      }
+      return queuesBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:wiggle.v1.ListWorkersResponse)

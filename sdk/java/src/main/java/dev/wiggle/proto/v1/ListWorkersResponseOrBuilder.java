@@ -39,4 +39,48 @@ public interface ListWorkersResponseOrBuilder extends
    * @return The serverNowMs.
    */
   long getServerNowMs();
+
+  /**
+   * <pre>
+   * with include_queues: every queue holding READY or leased tasks
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+   */
+  java.util.List<dev.wiggle.proto.v1.QueueInfo> 
+      getQueuesList();
+  /**
+   * <pre>
+   * with include_queues: every queue holding READY or leased tasks
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+   */
+  dev.wiggle.proto.v1.QueueInfo getQueues(int index);
+  /**
+   * <pre>
+   * with include_queues: every queue holding READY or leased tasks
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+   */
+  int getQueuesCount();
+  /**
+   * <pre>
+   * with include_queues: every queue holding READY or leased tasks
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+   */
+  java.util.List<? extends dev.wiggle.proto.v1.QueueInfoOrBuilder> 
+      getQueuesOrBuilderList();
+  /**
+   * <pre>
+   * with include_queues: every queue holding READY or leased tasks
+   * </pre>
+   *
+   * <code>repeated .wiggle.v1.QueueInfo queues = 3;</code>
+   */
+  dev.wiggle.proto.v1.QueueInfoOrBuilder getQueuesOrBuilder(
+      int index);
 }

@@ -67,6 +67,11 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_wiggle_v1_Definition_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_wiggle_v1_NodeCount_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_wiggle_v1_NodeCount_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_wiggle_v1_StartInstanceRequest_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -171,6 +176,26 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_wiggle_v1_ListWorkersResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_wiggle_v1_QueueInfo_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_wiggle_v1_QueueInfo_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_wiggle_v1_ListIncidentsRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_wiggle_v1_ListIncidentsRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_wiggle_v1_Incident_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_wiggle_v1_Incident_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_wiggle_v1_ListIncidentsResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_wiggle_v1_ListIncidentsResponse_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
     internal_static_wiggle_v1_PollTasksResponse_descriptor;
   static final 
@@ -280,184 +305,201 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
       "\023InstanceCountsEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005val" +
       "ue\030\002 \001(\003:\0028\001\"L\n\027ListDefinitionsResponse\022" +
       "1\n\013definitions\030\001 \003(\0132\034.wiggle.v1.Definit" +
-      "ionSummary\"5\n\024GetDefinitionRequest\022\014\n\004na" +
-      "me\030\001 \001(\t\022\017\n\007version\030\002 \001(\t\"T\n\nDefinition\022" +
-      "\014\n\004name\030\001 \001(\t\022\017\n\007version\030\002 \001(\t\022\r\n\005graph\030" +
-      "\003 \001(\014\022\030\n\020registered_at_ms\030\004 \001(\003\"\202\001\n\024Star" +
-      "tInstanceRequest\022\014\n\004flow\030\001 \001(\t\022\017\n\007versio" +
-      "n\030\002 \001(\t\022\r\n\005input\030\003 \001(\014\022\023\n\013instance_id\030\004 " +
-      "\001(\t\022\'\n\005eager\030\005 \001(\0132\030.wiggle.v1.EagerDisp" +
-      "atch\"F\n\rEagerDispatch\022\021\n\tworker_id\030\001 \001(\t" +
-      "\022\016\n\006queues\030\002 \003(\t\022\022\n\nactivities\030\003 \003(\t\"s\n\025" +
-      "StartInstanceResponse\022\023\n\013instance_id\030\001 \001" +
-      "(\t\022\017\n\007version\030\002 \001(\t\022#\n\neager_task\030\003 \001(\0132" +
-      "\017.wiggle.v1.Task\022\017\n\007created\030\004 \001(\010\"K\n\025Sig" +
-      "nalInstanceRequest\022\023\n\013instance_id\030\001 \001(\t\022" +
-      "\014\n\004name\030\002 \001(\t\022\017\n\007payload\030\003 \001(\014\"+\n\026Signal" +
-      "InstanceResponse\022\021\n\tdelivered\030\001 \001(\010\"S\n\023W" +
-      "aitInstanceRequest\022\023\n\013instance_id\030\001 \001(\t\022" +
-      "\017\n\007wait_ms\030\002 \001(\005\022\026\n\016include_events\030\003 \001(\010" +
-      "\"<\n\025CancelInstanceRequest\022\023\n\013instance_id" +
-      "\030\001 \001(\t\022\016\n\006reason\030\002 \001(\t\"C\n\026CancelInstance" +
-      "Response\022)\n\006status\030\001 \001(\0162\031.wiggle.v1.Ins" +
-      "tanceStatus\"F\n\027DescribeInstanceRequest\022\023" +
-      "\n\013instance_id\030\001 \001(\t\022\026\n\016include_events\030\002 " +
-      "\001(\010\"\233\003\n\010Instance\022\023\n\013instance_id\030\001 \001(\t\022\014\n" +
-      "\004flow\030\002 \001(\t\022\017\n\007version\030\003 \001(\t\022)\n\006status\030\004" +
-      " \001(\0162\031.wiggle.v1.InstanceStatus\022\017\n\007conte" +
-      "xt\030\005 \001(\014\022\016\n\006reason\030\006 \001(\t\0220\n\016execution_mo" +
-      "de\030\007 \001(\0162\030.wiggle.v1.ExecutionMode\022\032\n\022pa" +
-      "rent_instance_id\030\010 \001(\t\022\025\n\rcreated_at_ms\030" +
-      "\t \001(\003\022\025\n\rupdated_at_ms\030\n \001(\003\022 \n\006tokens\030\013" +
-      " \003(\0132\020.wiggle.v1.Token\022 \n\006events\030\014 \003(\0132\020" +
-      ".wiggle.v1.Event\022\r\n\005input\030\r \001(\014\022\032\n\022child" +
-      "_instance_ids\030\016 \003(\t\022\024\n\014current_node\030\017 \001(" +
-      "\t\022\016\n\006search\030\020 \001(\014\"\332\002\n\005Token\022\020\n\010token_id\030" +
-      "\001 \001(\t\022\017\n\007node_id\030\002 \001(\t\022$\n\005state\030\003 \001(\0162\025." +
-      "wiggle.v1.TokenState\022\017\n\007attempt\030\004 \001(\005\022\023\n" +
-      "\013lease_owner\030\005 \001(\t\022\033\n\023lease_expires_at_m" +
-      "s\030\006 \001(\003\022\022\n\nwake_at_ms\030\007 \001(\003\022\016\n\006branch\030\010 " +
-      "\001(\t\022\017\n\007context\030\t \001(\014\022\r\n\005queue\030\n \001(\t\022\020\n\010a" +
-      "ctivity\030\013 \001(\t\022\021\n\twait_kind\030\014 \001(\t\022\031\n\021chil" +
-      "d_instance_id\030\r \001(\t\022\023\n\013ready_at_ms\030\016 \001(\003" +
-      "\022\027\n\017parent_token_id\030\017 \001(\t\022\023\n\013explanation" +
-      "\030\020 \001(\t\"c\n\005Event\022\013\n\003seq\030\001 \001(\003\022\r\n\005at_ms\030\002 " +
-      "\001(\003\022\014\n\004kind\030\003 \001(\t\022\017\n\007node_id\030\004 \001(\t\022\017\n\007at" +
-      "tempt\030\005 \001(\005\022\016\n\006detail\030\006 \001(\014\"\370\001\n\024ListInst" +
-      "ancesRequest\022\014\n\004flow\030\001 \001(\t\022)\n\006status\030\002 \001" +
-      "(\0162\031.wiggle.v1.InstanceStatus\022\021\n\tpage_si" +
-      "ze\030\003 \001(\005\022\022\n\npage_token\030\004 \001(\t\022\017\n\007version\030" +
-      "\005 \001(\t\022\030\n\020started_after_ms\030\006 \001(\003\022\031\n\021start" +
-      "ed_before_ms\030\007 \001(\003\022\023\n\013id_contains\030\010 \001(\t\022" +
-      "\026\n\016include_counts\030\t \001(\010\022\r\n\005where\030\n \003(\t\"\305" +
-      "\001\n\025ListInstancesResponse\022&\n\tinstances\030\001 " +
-      "\003(\0132\023.wiggle.v1.Instance\022\027\n\017next_page_to" +
-      "ken\030\002 \001(\t\022<\n\006counts\030\003 \003(\0132,.wiggle.v1.Li" +
-      "stInstancesResponse.CountsEntry\032-\n\013Count" +
-      "sEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\003:\0028\001\"\211" +
-      "\001\n\020PollTasksRequest\022\021\n\tworker_id\030\001 \001(\t\022\016" +
-      "\n\006queues\030\002 \003(\t\022\021\n\tmax_tasks\030\003 \001(\005\022\017\n\007wai" +
-      "t_ms\030\004 \001(\005\022\022\n\nactivities\030\005 \003(\t\022\r\n\005slots\030" +
-      "\006 \001(\005\022\013\n\003sdk\030\007 \001(\t\"$\n\017EndPollsRequest\022\021\n" +
-      "\tworker_id\030\001 \001(\t\"!\n\020EndPollsResponse\022\r\n\005" +
-      "ended\030\001 \001(\005\",\n\022ListWorkersRequest\022\026\n\016see" +
-      "n_within_ms\030\001 \001(\005\"\214\001\n\nWorkerInfo\022\021\n\twork" +
+      "ionSummary\"R\n\024GetDefinitionRequest\022\014\n\004na" +
+      "me\030\001 \001(\t\022\017\n\007version\030\002 \001(\t\022\033\n\023include_nod" +
+      "e_counts\030\003 \001(\010\"\177\n\nDefinition\022\014\n\004name\030\001 \001" +
+      "(\t\022\017\n\007version\030\002 \001(\t\022\r\n\005graph\030\003 \001(\014\022\030\n\020re" +
+      "gistered_at_ms\030\004 \001(\003\022)\n\013node_counts\030\005 \003(" +
+      "\0132\024.wiggle.v1.NodeCount\">\n\tNodeCount\022\017\n\007" +
+      "node_id\030\001 \001(\t\022\r\n\005state\030\002 \001(\t\022\021\n\tinstance" +
+      "s\030\003 \001(\003\"\202\001\n\024StartInstanceRequest\022\014\n\004flow" +
+      "\030\001 \001(\t\022\017\n\007version\030\002 \001(\t\022\r\n\005input\030\003 \001(\014\022\023" +
+      "\n\013instance_id\030\004 \001(\t\022\'\n\005eager\030\005 \001(\0132\030.wig" +
+      "gle.v1.EagerDispatch\"F\n\rEagerDispatch\022\021\n" +
+      "\tworker_id\030\001 \001(\t\022\016\n\006queues\030\002 \003(\t\022\022\n\nacti" +
+      "vities\030\003 \003(\t\"s\n\025StartInstanceResponse\022\023\n" +
+      "\013instance_id\030\001 \001(\t\022\017\n\007version\030\002 \001(\t\022#\n\ne" +
+      "ager_task\030\003 \001(\0132\017.wiggle.v1.Task\022\017\n\007crea" +
+      "ted\030\004 \001(\010\"K\n\025SignalInstanceRequest\022\023\n\013in" +
+      "stance_id\030\001 \001(\t\022\014\n\004name\030\002 \001(\t\022\017\n\007payload" +
+      "\030\003 \001(\014\"+\n\026SignalInstanceResponse\022\021\n\tdeli" +
+      "vered\030\001 \001(\010\"S\n\023WaitInstanceRequest\022\023\n\013in" +
+      "stance_id\030\001 \001(\t\022\017\n\007wait_ms\030\002 \001(\005\022\026\n\016incl" +
+      "ude_events\030\003 \001(\010\"<\n\025CancelInstanceReques" +
+      "t\022\023\n\013instance_id\030\001 \001(\t\022\016\n\006reason\030\002 \001(\t\"C" +
+      "\n\026CancelInstanceResponse\022)\n\006status\030\001 \001(\016" +
+      "2\031.wiggle.v1.InstanceStatus\"F\n\027DescribeI" +
+      "nstanceRequest\022\023\n\013instance_id\030\001 \001(\t\022\026\n\016i" +
+      "nclude_events\030\002 \001(\010\"\233\003\n\010Instance\022\023\n\013inst" +
+      "ance_id\030\001 \001(\t\022\014\n\004flow\030\002 \001(\t\022\017\n\007version\030\003" +
+      " \001(\t\022)\n\006status\030\004 \001(\0162\031.wiggle.v1.Instanc" +
+      "eStatus\022\017\n\007context\030\005 \001(\014\022\016\n\006reason\030\006 \001(\t" +
+      "\0220\n\016execution_mode\030\007 \001(\0162\030.wiggle.v1.Exe" +
+      "cutionMode\022\032\n\022parent_instance_id\030\010 \001(\t\022\025" +
+      "\n\rcreated_at_ms\030\t \001(\003\022\025\n\rupdated_at_ms\030\n" +
+      " \001(\003\022 \n\006tokens\030\013 \003(\0132\020.wiggle.v1.Token\022 " +
+      "\n\006events\030\014 \003(\0132\020.wiggle.v1.Event\022\r\n\005inpu" +
+      "t\030\r \001(\014\022\032\n\022child_instance_ids\030\016 \003(\t\022\024\n\014c" +
+      "urrent_node\030\017 \001(\t\022\016\n\006search\030\020 \001(\014\"\332\002\n\005To" +
+      "ken\022\020\n\010token_id\030\001 \001(\t\022\017\n\007node_id\030\002 \001(\t\022$" +
+      "\n\005state\030\003 \001(\0162\025.wiggle.v1.TokenState\022\017\n\007" +
+      "attempt\030\004 \001(\005\022\023\n\013lease_owner\030\005 \001(\t\022\033\n\023le" +
+      "ase_expires_at_ms\030\006 \001(\003\022\022\n\nwake_at_ms\030\007 " +
+      "\001(\003\022\016\n\006branch\030\010 \001(\t\022\017\n\007context\030\t \001(\014\022\r\n\005" +
+      "queue\030\n \001(\t\022\020\n\010activity\030\013 \001(\t\022\021\n\twait_ki" +
+      "nd\030\014 \001(\t\022\031\n\021child_instance_id\030\r \001(\t\022\023\n\013r" +
+      "eady_at_ms\030\016 \001(\003\022\027\n\017parent_token_id\030\017 \001(" +
+      "\t\022\023\n\013explanation\030\020 \001(\t\"c\n\005Event\022\013\n\003seq\030\001" +
+      " \001(\003\022\r\n\005at_ms\030\002 \001(\003\022\014\n\004kind\030\003 \001(\t\022\017\n\007nod" +
+      "e_id\030\004 \001(\t\022\017\n\007attempt\030\005 \001(\005\022\016\n\006detail\030\006 " +
+      "\001(\014\"\370\001\n\024ListInstancesRequest\022\014\n\004flow\030\001 \001" +
+      "(\t\022)\n\006status\030\002 \001(\0162\031.wiggle.v1.InstanceS" +
+      "tatus\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npage_token\030\004" +
+      " \001(\t\022\017\n\007version\030\005 \001(\t\022\030\n\020started_after_m" +
+      "s\030\006 \001(\003\022\031\n\021started_before_ms\030\007 \001(\003\022\023\n\013id" +
+      "_contains\030\010 \001(\t\022\026\n\016include_counts\030\t \001(\010\022" +
+      "\r\n\005where\030\n \003(\t\"\305\001\n\025ListInstancesResponse" +
+      "\022&\n\tinstances\030\001 \003(\0132\023.wiggle.v1.Instance" +
+      "\022\027\n\017next_page_token\030\002 \001(\t\022<\n\006counts\030\003 \003(" +
+      "\0132,.wiggle.v1.ListInstancesResponse.Coun" +
+      "tsEntry\032-\n\013CountsEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005v" +
+      "alue\030\002 \001(\003:\0028\001\"\211\001\n\020PollTasksRequest\022\021\n\tw" +
+      "orker_id\030\001 \001(\t\022\016\n\006queues\030\002 \003(\t\022\021\n\tmax_ta" +
+      "sks\030\003 \001(\005\022\017\n\007wait_ms\030\004 \001(\005\022\022\n\nactivities" +
+      "\030\005 \003(\t\022\r\n\005slots\030\006 \001(\005\022\013\n\003sdk\030\007 \001(\t\"$\n\017En" +
+      "dPollsRequest\022\021\n\tworker_id\030\001 \001(\t\"!\n\020EndP" +
+      "ollsResponse\022\r\n\005ended\030\001 \001(\005\"D\n\022ListWorke" +
+      "rsRequest\022\026\n\016seen_within_ms\030\001 \001(\005\022\026\n\016inc" +
+      "lude_queues\030\002 \001(\010\"\214\001\n\nWorkerInfo\022\021\n\twork" +
       "er_id\030\001 \001(\t\022\016\n\006queues\030\002 \003(\t\022\022\n\nactivitie" +
       "s\030\003 \003(\t\022\r\n\005slots\030\004 \001(\005\022\013\n\003sdk\030\005 \001(\t\022\025\n\rf" +
       "irst_seen_ms\030\006 \001(\003\022\024\n\014last_poll_ms\030\007 \001(\003" +
-      "\"T\n\023ListWorkersResponse\022&\n\007workers\030\001 \003(\013" +
+      "\"z\n\023ListWorkersResponse\022&\n\007workers\030\001 \003(\013" +
       "2\025.wiggle.v1.WorkerInfo\022\025\n\rserver_now_ms" +
-      "\030\002 \001(\003\"3\n\021PollTasksResponse\022\036\n\005tasks\030\001 \003" +
-      "(\0132\017.wiggle.v1.Task\"\361\002\n\004Task\022\017\n\007task_id\030" +
-      "\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\033\n\023lease_expires_at" +
-      "_ms\030\003 \001(\003\022\023\n\013instance_id\030\004 \001(\t\022\014\n\004flow\030\005" +
-      " \001(\t\022\017\n\007version\030\006 \001(\t\022\017\n\007node_id\030\007 \001(\t\022\020" +
-      "\n\010activity\030\010 \001(\t\022\r\n\005queue\030\t \001(\t\022\017\n\007attem" +
-      "pt\030\n \001(\005\022\r\n\005input\030\013 \001(\014\0220\n\016execution_mod" +
-      "e\030\014 \001(\0162\030.wiggle.v1.ExecutionMode\022\023\n\013loo" +
-      "p_counts\030\r \001(\014\022\022\n\ntimeout_ms\030\016 \001(\003\022\025\n\rse" +
-      "rver_now_ms\030\017 \001(\003\022\031\n\021max_payload_bytes\030\020" +
-      " \001(\003\022\031\n\021max_request_bytes\030\021 \001(\003\"z\n\023Compl" +
-      "eteTaskRequest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease" +
-      "\030\002 \001(\t\022\016\n\006result\030\003 \001(\014\022&\n\004next\030\004 \001(\0132\030.w" +
-      "iggle.v1.EagerDispatch\022\013\n\003seq\030\005 \001(\003\"g\n\017F" +
-      "ailTaskRequest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease" +
-      "\030\002 \001(\t\022\'\n\007failure\030\003 \001(\0132\026.wiggle.v1.Step" +
-      "Failure\022\013\n\003seq\030\004 \001(\003\"Q\n\022ReleaseTaskReque" +
-      "st\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\013\n\003se" +
-      "q\030\003 \001(\003\022\016\n\006reason\030\004 \001(\t\"I\n\013StepFailure\022\017" +
-      "\n\007message\030\001 \001(\t\022\025\n\rnon_retryable\030\002 \001(\010\022\022" +
-      "\n\nerror_type\030\003 \001(\t\"l\n\022TaskReportResponse" +
-      "\0222\n\017instance_status\030\001 \001(\0162\031.wiggle.v1.In" +
-      "stanceStatus\022\"\n\tnext_task\030\002 \001(\0132\017.wiggle" +
-      ".v1.Task\"C\n\020HeartbeatRequest\022\017\n\007task_id\030" +
-      "\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\017\n\007node_id\030\003 \001(\t\"{\n" +
-      "\021HeartbeatResponse\022\033\n\023lease_expires_at_m" +
-      "s\030\001 \001(\003\0222\n\017instance_status\030\002 \001(\0162\031.wiggl" +
-      "e.v1.InstanceStatus\022\025\n\rserver_now_ms\030\003 \001" +
-      "(\003\"{\n\nStepResult\022\017\n\007node_id\030\001 \001(\t\022\021\n\007con" +
-      "text\030\002 \001(\014H\000\022\023\n\tpredicate\030\003 \001(\010H\000\022)\n\007fai" +
-      "lure\030\004 \001(\0132\026.wiggle.v1.StepFailureH\000B\t\n\007" +
-      "outcome\"\216\001\n\021AdvanceRunRequest\022\017\n\007task_id" +
-      "\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022$\n\005steps\030\003 \003(\0132\025.w" +
-      "iggle.v1.StepResult\022\r\n\005final\030\004 \001(\010\022\027\n\017ha" +
-      "ndback_reason\030\005 \001(\t\022\013\n\003seq\030\006 \001(\003\"\220\001\n\022Adv" +
-      "anceRunResponse\0222\n\017instance_status\030\001 \001(\016" +
-      "2\031.wiggle.v1.InstanceStatus\022\033\n\023lease_exp" +
-      "ires_at_ms\030\002 \001(\003\022\022\n\nkeep_going\030\003 \001(\010\022\025\n\r" +
-      "server_now_ms\030\004 \001(\003\"\331\001\n\nTaskReport\0222\n\010co" +
-      "mplete\030\001 \001(\0132\036.wiggle.v1.CompleteTaskReq" +
-      "uestH\000\022*\n\004fail\030\002 \001(\0132\032.wiggle.v1.FailTas" +
-      "kRequestH\000\022/\n\007advance\030\003 \001(\0132\034.wiggle.v1." +
-      "AdvanceRunRequestH\000\0220\n\007release\030\004 \001(\0132\035.w" +
-      "iggle.v1.ReleaseTaskRequestH\000B\010\n\006report\"" +
-      "<\n\022ReportBatchRequest\022&\n\007reports\030\001 \003(\0132\025" +
-      ".wiggle.v1.TaskReport\"G\n\013ReportError\022\023\n\013" +
-      "status_code\030\001 \001(\005\022\022\n\nerror_code\030\002 \001(\t\022\017\n" +
-      "\007message\030\003 \001(\t\"\246\001\n\020TaskReportAnswer\022-\n\004t" +
-      "ask\030\001 \001(\0132\035.wiggle.v1.TaskReportResponse" +
-      "H\000\0220\n\007advance\030\002 \001(\0132\035.wiggle.v1.AdvanceR" +
-      "unResponseH\000\022\'\n\005error\030\003 \001(\0132\026.wiggle.v1." +
-      "ReportErrorH\000B\010\n\006answer\"C\n\023ReportBatchRe" +
-      "sponse\022,\n\007answers\030\001 \003(\0132\033.wiggle.v1.Task" +
-      "ReportAnswer*\222\003\n\tErrorCode\022\032\n\026ERROR_CODE" +
-      "_UNSPECIFIED\020\000\022\020\n\014FLOW_INVALID\020\001\022\030\n\024DEFI" +
-      "NITION_NOT_FOUND\020\002\022\026\n\022INSTANCE_NOT_FOUND" +
-      "\020\003\022\022\n\016INPUT_REJECTED\020\004\022\023\n\017INVALID_REQUES" +
-      "T\020\005\022\016\n\nWRONG_PATH\020\006\022\017\n\013STALE_LEASE\020\007\022\030\n\024" +
-      "INSTANCE_NOT_RUNNING\020\010\022\025\n\021PAYLOAD_TOO_LA" +
-      "RGE\020\t\022\023\n\017UNAUTHENTICATED\020\n\022\025\n\021PERMISSION" +
-      "_DENIED\020\013\022\026\n\022SIGNAL_NOT_AWAITED\020\014\022\017\n\013UNA" +
-      "VAILABLE\020\r\022\027\n\023REPORT_OUT_OF_ORDER\020\016\022\022\n\016R" +
-      "EPAIR_REFUSED\020\017\022\023\n\017BATCH_NOT_FOUND\020\020\022\023\n\017" +
-      "INSTANCE_EXISTS\020\021*i\n\rExecutionMode\022\036\n\032EX" +
-      "ECUTION_MODE_UNSPECIFIED\020\000\022\n\n\006SERVER\020\001\022\016" +
-      "\n\nLOCAL_SYNC\020\002\022\017\n\013LOCAL_ASYNC\020\003\022\013\n\007DEFAU" +
-      "LT\020\004*h\n\016InstanceStatus\022\037\n\033INSTANCE_STATU" +
-      "S_UNSPECIFIED\020\000\022\013\n\007RUNNING\020\001\022\r\n\tCOMPLETE" +
-      "D\020\002\022\n\n\006FAILED\020\003\022\r\n\tCANCELLED\020\004*q\n\nTokenS" +
-      "tate\022\033\n\027TOKEN_STATE_UNSPECIFIED\020\000\022\t\n\005REA" +
-      "DY\020\001\022\n\n\006LEASED\020\002\022\013\n\007WAITING\020\003\022\014\n\010AWAITIN" +
-      "G\020\004\022\n\n\006JOINED\020\005\022\010\n\004DONE\020\0062\225\013\n\006Wiggle\022a\n\022" +
-      "RegisterDefinition\022$.wiggle.v1.RegisterD" +
-      "efinitionRequest\032%.wiggle.v1.RegisterDef" +
-      "initionResponse\022G\n\rGetDefinition\022\037.wiggl" +
-      "e.v1.GetDefinitionRequest\032\025.wiggle.v1.De" +
-      "finition\022X\n\017ListDefinitions\022!.wiggle.v1." +
-      "ListDefinitionsRequest\032\".wiggle.v1.ListD" +
-      "efinitionsResponse\022R\n\rStartInstance\022\037.wi" +
-      "ggle.v1.StartInstanceRequest\032 .wiggle.v1" +
-      ".StartInstanceResponse\022U\n\016SignalInstance" +
-      "\022 .wiggle.v1.SignalInstanceRequest\032!.wig" +
-      "gle.v1.SignalInstanceResponse\022U\n\016CancelI" +
-      "nstance\022 .wiggle.v1.CancelInstanceReques" +
-      "t\032!.wiggle.v1.CancelInstanceResponse\022K\n\020" +
-      "DescribeInstance\022\".wiggle.v1.DescribeIns" +
-      "tanceRequest\032\023.wiggle.v1.Instance\022R\n\rLis" +
-      "tInstances\022\037.wiggle.v1.ListInstancesRequ" +
-      "est\032 .wiggle.v1.ListInstancesResponse\022C\n" +
-      "\014WaitInstance\022\036.wiggle.v1.WaitInstanceRe" +
-      "quest\032\023.wiggle.v1.Instance\022F\n\tPollTasks\022" +
-      "\033.wiggle.v1.PollTasksRequest\032\034.wiggle.v1" +
-      ".PollTasksResponse\022C\n\010EndPolls\022\032.wiggle." +
-      "v1.EndPollsRequest\032\033.wiggle.v1.EndPollsR" +
-      "esponse\022L\n\013ListWorkers\022\035.wiggle.v1.ListW" +
-      "orkersRequest\032\036.wiggle.v1.ListWorkersRes" +
-      "ponse\022M\n\014CompleteTask\022\036.wiggle.v1.Comple" +
-      "teTaskRequest\032\035.wiggle.v1.TaskReportResp" +
-      "onse\022E\n\010FailTask\022\032.wiggle.v1.FailTaskReq" +
-      "uest\032\035.wiggle.v1.TaskReportResponse\022K\n\013R" +
-      "eleaseTask\022\035.wiggle.v1.ReleaseTaskReques" +
-      "t\032\035.wiggle.v1.TaskReportResponse\022F\n\tHear" +
-      "tbeat\022\033.wiggle.v1.HeartbeatRequest\032\034.wig" +
-      "gle.v1.HeartbeatResponse\022I\n\nAdvanceRun\022\034" +
-      ".wiggle.v1.AdvanceRunRequest\032\035.wiggle.v1" +
-      ".AdvanceRunResponse\022L\n\013ReportBatch\022\035.wig" +
-      "gle.v1.ReportBatchRequest\032\036.wiggle.v1.Re" +
-      "portBatchResponseB^\n\023dev.wiggle.proto.v1" +
-      "B\013WiggleProtoP\001Z8github.com/wiggle-engin" +
-      "e/wiggle/sdk/go/wigglepb;wigglepbb\006proto" +
-      "3"
+      "\030\002 \001(\003\022$\n\006queues\030\003 \003(\0132\024.wiggle.v1.Queue" +
+      "Info\"U\n\tQueueInfo\022\r\n\005queue\030\001 \001(\t\022\r\n\005read" +
+      "y\030\002 \001(\003\022\032\n\022oldest_ready_at_ms\030\003 \001(\003\022\016\n\006l" +
+      "eased\030\004 \001(\003\"]\n\024ListIncidentsRequest\022\014\n\004f" +
+      "low\030\001 \001(\t\022\017\n\007version\030\002 \001(\t\022\027\n\017failed_aft" +
+      "er_ms\030\003 \001(\003\022\r\n\005limit\030\004 \001(\005\"\231\001\n\010Incident\022" +
+      "\014\n\004flow\030\001 \001(\t\022\017\n\007node_id\030\002 \001(\t\022\016\n\006reason" +
+      "\030\003 \001(\t\022\021\n\tinstances\030\004 \001(\003\022\032\n\022first_faile" +
+      "d_at_ms\030\005 \001(\003\022\031\n\021last_failed_at_ms\030\006 \001(\003" +
+      "\022\024\n\014instance_ids\030\007 \003(\t\"O\n\025ListIncidentsR" +
+      "esponse\022&\n\tincidents\030\001 \003(\0132\023.wiggle.v1.I" +
+      "ncident\022\016\n\006failed\030\002 \001(\003\"3\n\021PollTasksResp" +
+      "onse\022\036\n\005tasks\030\001 \003(\0132\017.wiggle.v1.Task\"\361\002\n" +
+      "\004Task\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\033\n" +
+      "\023lease_expires_at_ms\030\003 \001(\003\022\023\n\013instance_i" +
+      "d\030\004 \001(\t\022\014\n\004flow\030\005 \001(\t\022\017\n\007version\030\006 \001(\t\022\017" +
+      "\n\007node_id\030\007 \001(\t\022\020\n\010activity\030\010 \001(\t\022\r\n\005que" +
+      "ue\030\t \001(\t\022\017\n\007attempt\030\n \001(\005\022\r\n\005input\030\013 \001(\014" +
+      "\0220\n\016execution_mode\030\014 \001(\0162\030.wiggle.v1.Exe" +
+      "cutionMode\022\023\n\013loop_counts\030\r \001(\014\022\022\n\ntimeo" +
+      "ut_ms\030\016 \001(\003\022\025\n\rserver_now_ms\030\017 \001(\003\022\031\n\021ma" +
+      "x_payload_bytes\030\020 \001(\003\022\031\n\021max_request_byt" +
+      "es\030\021 \001(\003\"z\n\023CompleteTaskRequest\022\017\n\007task_" +
+      "id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\016\n\006result\030\003 \001(\014\022" +
+      "&\n\004next\030\004 \001(\0132\030.wiggle.v1.EagerDispatch\022" +
+      "\013\n\003seq\030\005 \001(\003\"g\n\017FailTaskRequest\022\017\n\007task_" +
+      "id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\'\n\007failure\030\003 \001(\013" +
+      "2\026.wiggle.v1.StepFailure\022\013\n\003seq\030\004 \001(\003\"Q\n" +
+      "\022ReleaseTaskRequest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005" +
+      "lease\030\002 \001(\t\022\013\n\003seq\030\003 \001(\003\022\016\n\006reason\030\004 \001(\t" +
+      "\"I\n\013StepFailure\022\017\n\007message\030\001 \001(\t\022\025\n\rnon_" +
+      "retryable\030\002 \001(\010\022\022\n\nerror_type\030\003 \001(\t\"l\n\022T" +
+      "askReportResponse\0222\n\017instance_status\030\001 \001" +
+      "(\0162\031.wiggle.v1.InstanceStatus\022\"\n\tnext_ta" +
+      "sk\030\002 \001(\0132\017.wiggle.v1.Task\"C\n\020HeartbeatRe" +
+      "quest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\017\n" +
+      "\007node_id\030\003 \001(\t\"{\n\021HeartbeatResponse\022\033\n\023l" +
+      "ease_expires_at_ms\030\001 \001(\003\0222\n\017instance_sta" +
+      "tus\030\002 \001(\0162\031.wiggle.v1.InstanceStatus\022\025\n\r" +
+      "server_now_ms\030\003 \001(\003\"{\n\nStepResult\022\017\n\007nod" +
+      "e_id\030\001 \001(\t\022\021\n\007context\030\002 \001(\014H\000\022\023\n\tpredica" +
+      "te\030\003 \001(\010H\000\022)\n\007failure\030\004 \001(\0132\026.wiggle.v1." +
+      "StepFailureH\000B\t\n\007outcome\"\216\001\n\021AdvanceRunR" +
+      "equest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022$" +
+      "\n\005steps\030\003 \003(\0132\025.wiggle.v1.StepResult\022\r\n\005" +
+      "final\030\004 \001(\010\022\027\n\017handback_reason\030\005 \001(\t\022\013\n\003" +
+      "seq\030\006 \001(\003\"\220\001\n\022AdvanceRunResponse\0222\n\017inst" +
+      "ance_status\030\001 \001(\0162\031.wiggle.v1.InstanceSt" +
+      "atus\022\033\n\023lease_expires_at_ms\030\002 \001(\003\022\022\n\nkee" +
+      "p_going\030\003 \001(\010\022\025\n\rserver_now_ms\030\004 \001(\003\"\331\001\n" +
+      "\nTaskReport\0222\n\010complete\030\001 \001(\0132\036.wiggle.v" +
+      "1.CompleteTaskRequestH\000\022*\n\004fail\030\002 \001(\0132\032." +
+      "wiggle.v1.FailTaskRequestH\000\022/\n\007advance\030\003" +
+      " \001(\0132\034.wiggle.v1.AdvanceRunRequestH\000\0220\n\007" +
+      "release\030\004 \001(\0132\035.wiggle.v1.ReleaseTaskReq" +
+      "uestH\000B\010\n\006report\"<\n\022ReportBatchRequest\022&" +
+      "\n\007reports\030\001 \003(\0132\025.wiggle.v1.TaskReport\"G" +
+      "\n\013ReportError\022\023\n\013status_code\030\001 \001(\005\022\022\n\ner" +
+      "ror_code\030\002 \001(\t\022\017\n\007message\030\003 \001(\t\"\246\001\n\020Task" +
+      "ReportAnswer\022-\n\004task\030\001 \001(\0132\035.wiggle.v1.T" +
+      "askReportResponseH\000\0220\n\007advance\030\002 \001(\0132\035.w" +
+      "iggle.v1.AdvanceRunResponseH\000\022\'\n\005error\030\003" +
+      " \001(\0132\026.wiggle.v1.ReportErrorH\000B\010\n\006answer" +
+      "\"C\n\023ReportBatchResponse\022,\n\007answers\030\001 \003(\013" +
+      "2\033.wiggle.v1.TaskReportAnswer*\222\003\n\tErrorC" +
+      "ode\022\032\n\026ERROR_CODE_UNSPECIFIED\020\000\022\020\n\014FLOW_" +
+      "INVALID\020\001\022\030\n\024DEFINITION_NOT_FOUND\020\002\022\026\n\022I" +
+      "NSTANCE_NOT_FOUND\020\003\022\022\n\016INPUT_REJECTED\020\004\022" +
+      "\023\n\017INVALID_REQUEST\020\005\022\016\n\nWRONG_PATH\020\006\022\017\n\013" +
+      "STALE_LEASE\020\007\022\030\n\024INSTANCE_NOT_RUNNING\020\010\022" +
+      "\025\n\021PAYLOAD_TOO_LARGE\020\t\022\023\n\017UNAUTHENTICATE" +
+      "D\020\n\022\025\n\021PERMISSION_DENIED\020\013\022\026\n\022SIGNAL_NOT" +
+      "_AWAITED\020\014\022\017\n\013UNAVAILABLE\020\r\022\027\n\023REPORT_OU" +
+      "T_OF_ORDER\020\016\022\022\n\016REPAIR_REFUSED\020\017\022\023\n\017BATC" +
+      "H_NOT_FOUND\020\020\022\023\n\017INSTANCE_EXISTS\020\021*i\n\rEx" +
+      "ecutionMode\022\036\n\032EXECUTION_MODE_UNSPECIFIE" +
+      "D\020\000\022\n\n\006SERVER\020\001\022\016\n\nLOCAL_SYNC\020\002\022\017\n\013LOCAL" +
+      "_ASYNC\020\003\022\013\n\007DEFAULT\020\004*h\n\016InstanceStatus\022" +
+      "\037\n\033INSTANCE_STATUS_UNSPECIFIED\020\000\022\013\n\007RUNN" +
+      "ING\020\001\022\r\n\tCOMPLETED\020\002\022\n\n\006FAILED\020\003\022\r\n\tCANC" +
+      "ELLED\020\004*q\n\nTokenState\022\033\n\027TOKEN_STATE_UNS" +
+      "PECIFIED\020\000\022\t\n\005READY\020\001\022\n\n\006LEASED\020\002\022\013\n\007WAI" +
+      "TING\020\003\022\014\n\010AWAITING\020\004\022\n\n\006JOINED\020\005\022\010\n\004DONE" +
+      "\020\0062\351\013\n\006Wiggle\022a\n\022RegisterDefinition\022$.wi" +
+      "ggle.v1.RegisterDefinitionRequest\032%.wigg" +
+      "le.v1.RegisterDefinitionResponse\022G\n\rGetD" +
+      "efinition\022\037.wiggle.v1.GetDefinitionReque" +
+      "st\032\025.wiggle.v1.Definition\022X\n\017ListDefinit" +
+      "ions\022!.wiggle.v1.ListDefinitionsRequest\032" +
+      "\".wiggle.v1.ListDefinitionsResponse\022R\n\rS" +
+      "tartInstance\022\037.wiggle.v1.StartInstanceRe" +
+      "quest\032 .wiggle.v1.StartInstanceResponse\022" +
+      "U\n\016SignalInstance\022 .wiggle.v1.SignalInst" +
+      "anceRequest\032!.wiggle.v1.SignalInstanceRe" +
+      "sponse\022U\n\016CancelInstance\022 .wiggle.v1.Can" +
+      "celInstanceRequest\032!.wiggle.v1.CancelIns" +
+      "tanceResponse\022K\n\020DescribeInstance\022\".wigg" +
+      "le.v1.DescribeInstanceRequest\032\023.wiggle.v" +
+      "1.Instance\022R\n\rListInstances\022\037.wiggle.v1." +
+      "ListInstancesRequest\032 .wiggle.v1.ListIns" +
+      "tancesResponse\022R\n\rListIncidents\022\037.wiggle" +
+      ".v1.ListIncidentsRequest\032 .wiggle.v1.Lis" +
+      "tIncidentsResponse\022C\n\014WaitInstance\022\036.wig" +
+      "gle.v1.WaitInstanceRequest\032\023.wiggle.v1.I" +
+      "nstance\022F\n\tPollTasks\022\033.wiggle.v1.PollTas" +
+      "ksRequest\032\034.wiggle.v1.PollTasksResponse\022" +
+      "C\n\010EndPolls\022\032.wiggle.v1.EndPollsRequest\032" +
+      "\033.wiggle.v1.EndPollsResponse\022L\n\013ListWork" +
+      "ers\022\035.wiggle.v1.ListWorkersRequest\032\036.wig" +
+      "gle.v1.ListWorkersResponse\022M\n\014CompleteTa" +
+      "sk\022\036.wiggle.v1.CompleteTaskRequest\032\035.wig" +
+      "gle.v1.TaskReportResponse\022E\n\010FailTask\022\032." +
+      "wiggle.v1.FailTaskRequest\032\035.wiggle.v1.Ta" +
+      "skReportResponse\022K\n\013ReleaseTask\022\035.wiggle" +
+      ".v1.ReleaseTaskRequest\032\035.wiggle.v1.TaskR" +
+      "eportResponse\022F\n\tHeartbeat\022\033.wiggle.v1.H" +
+      "eartbeatRequest\032\034.wiggle.v1.HeartbeatRes" +
+      "ponse\022I\n\nAdvanceRun\022\034.wiggle.v1.AdvanceR" +
+      "unRequest\032\035.wiggle.v1.AdvanceRunResponse" +
+      "\022L\n\013ReportBatch\022\035.wiggle.v1.ReportBatchR" +
+      "equest\032\036.wiggle.v1.ReportBatchResponseB^" +
+      "\n\023dev.wiggle.proto.v1B\013WiggleProtoP\001Z8gi" +
+      "thub.com/wiggle-engine/wiggle/sdk/go/wig" +
+      "glepb;wigglepbb\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -504,93 +546,99 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
     internal_static_wiggle_v1_GetDefinitionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_GetDefinitionRequest_descriptor,
-        new java.lang.String[] { "Name", "Version", });
+        new java.lang.String[] { "Name", "Version", "IncludeNodeCounts", });
     internal_static_wiggle_v1_Definition_descriptor =
       getDescriptor().getMessageType(6);
     internal_static_wiggle_v1_Definition_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_Definition_descriptor,
-        new java.lang.String[] { "Name", "Version", "Graph", "RegisteredAtMs", });
-    internal_static_wiggle_v1_StartInstanceRequest_descriptor =
+        new java.lang.String[] { "Name", "Version", "Graph", "RegisteredAtMs", "NodeCounts", });
+    internal_static_wiggle_v1_NodeCount_descriptor =
       getDescriptor().getMessageType(7);
+    internal_static_wiggle_v1_NodeCount_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_wiggle_v1_NodeCount_descriptor,
+        new java.lang.String[] { "NodeId", "State", "Instances", });
+    internal_static_wiggle_v1_StartInstanceRequest_descriptor =
+      getDescriptor().getMessageType(8);
     internal_static_wiggle_v1_StartInstanceRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_StartInstanceRequest_descriptor,
         new java.lang.String[] { "Flow", "Version", "Input", "InstanceId", "Eager", });
     internal_static_wiggle_v1_EagerDispatch_descriptor =
-      getDescriptor().getMessageType(8);
+      getDescriptor().getMessageType(9);
     internal_static_wiggle_v1_EagerDispatch_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_EagerDispatch_descriptor,
         new java.lang.String[] { "WorkerId", "Queues", "Activities", });
     internal_static_wiggle_v1_StartInstanceResponse_descriptor =
-      getDescriptor().getMessageType(9);
+      getDescriptor().getMessageType(10);
     internal_static_wiggle_v1_StartInstanceResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_StartInstanceResponse_descriptor,
         new java.lang.String[] { "InstanceId", "Version", "EagerTask", "Created", });
     internal_static_wiggle_v1_SignalInstanceRequest_descriptor =
-      getDescriptor().getMessageType(10);
+      getDescriptor().getMessageType(11);
     internal_static_wiggle_v1_SignalInstanceRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_SignalInstanceRequest_descriptor,
         new java.lang.String[] { "InstanceId", "Name", "Payload", });
     internal_static_wiggle_v1_SignalInstanceResponse_descriptor =
-      getDescriptor().getMessageType(11);
+      getDescriptor().getMessageType(12);
     internal_static_wiggle_v1_SignalInstanceResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_SignalInstanceResponse_descriptor,
         new java.lang.String[] { "Delivered", });
     internal_static_wiggle_v1_WaitInstanceRequest_descriptor =
-      getDescriptor().getMessageType(12);
+      getDescriptor().getMessageType(13);
     internal_static_wiggle_v1_WaitInstanceRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_WaitInstanceRequest_descriptor,
         new java.lang.String[] { "InstanceId", "WaitMs", "IncludeEvents", });
     internal_static_wiggle_v1_CancelInstanceRequest_descriptor =
-      getDescriptor().getMessageType(13);
+      getDescriptor().getMessageType(14);
     internal_static_wiggle_v1_CancelInstanceRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_CancelInstanceRequest_descriptor,
         new java.lang.String[] { "InstanceId", "Reason", });
     internal_static_wiggle_v1_CancelInstanceResponse_descriptor =
-      getDescriptor().getMessageType(14);
+      getDescriptor().getMessageType(15);
     internal_static_wiggle_v1_CancelInstanceResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_CancelInstanceResponse_descriptor,
         new java.lang.String[] { "Status", });
     internal_static_wiggle_v1_DescribeInstanceRequest_descriptor =
-      getDescriptor().getMessageType(15);
+      getDescriptor().getMessageType(16);
     internal_static_wiggle_v1_DescribeInstanceRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_DescribeInstanceRequest_descriptor,
         new java.lang.String[] { "InstanceId", "IncludeEvents", });
     internal_static_wiggle_v1_Instance_descriptor =
-      getDescriptor().getMessageType(16);
+      getDescriptor().getMessageType(17);
     internal_static_wiggle_v1_Instance_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_Instance_descriptor,
         new java.lang.String[] { "InstanceId", "Flow", "Version", "Status", "Context", "Reason", "ExecutionMode", "ParentInstanceId", "CreatedAtMs", "UpdatedAtMs", "Tokens", "Events", "Input", "ChildInstanceIds", "CurrentNode", "Search", });
     internal_static_wiggle_v1_Token_descriptor =
-      getDescriptor().getMessageType(17);
+      getDescriptor().getMessageType(18);
     internal_static_wiggle_v1_Token_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_Token_descriptor,
         new java.lang.String[] { "TokenId", "NodeId", "State", "Attempt", "LeaseOwner", "LeaseExpiresAtMs", "WakeAtMs", "Branch", "Context", "Queue", "Activity", "WaitKind", "ChildInstanceId", "ReadyAtMs", "ParentTokenId", "Explanation", });
     internal_static_wiggle_v1_Event_descriptor =
-      getDescriptor().getMessageType(18);
+      getDescriptor().getMessageType(19);
     internal_static_wiggle_v1_Event_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_Event_descriptor,
         new java.lang.String[] { "Seq", "AtMs", "Kind", "NodeId", "Attempt", "Detail", });
     internal_static_wiggle_v1_ListInstancesRequest_descriptor =
-      getDescriptor().getMessageType(19);
+      getDescriptor().getMessageType(20);
     internal_static_wiggle_v1_ListInstancesRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_ListInstancesRequest_descriptor,
         new java.lang.String[] { "Flow", "Status", "PageSize", "PageToken", "Version", "StartedAfterMs", "StartedBeforeMs", "IdContains", "IncludeCounts", "Where", });
     internal_static_wiggle_v1_ListInstancesResponse_descriptor =
-      getDescriptor().getMessageType(20);
+      getDescriptor().getMessageType(21);
     internal_static_wiggle_v1_ListInstancesResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_ListInstancesResponse_descriptor,
@@ -602,139 +650,163 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
         internal_static_wiggle_v1_ListInstancesResponse_CountsEntry_descriptor,
         new java.lang.String[] { "Key", "Value", });
     internal_static_wiggle_v1_PollTasksRequest_descriptor =
-      getDescriptor().getMessageType(21);
+      getDescriptor().getMessageType(22);
     internal_static_wiggle_v1_PollTasksRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_PollTasksRequest_descriptor,
         new java.lang.String[] { "WorkerId", "Queues", "MaxTasks", "WaitMs", "Activities", "Slots", "Sdk", });
     internal_static_wiggle_v1_EndPollsRequest_descriptor =
-      getDescriptor().getMessageType(22);
+      getDescriptor().getMessageType(23);
     internal_static_wiggle_v1_EndPollsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_EndPollsRequest_descriptor,
         new java.lang.String[] { "WorkerId", });
     internal_static_wiggle_v1_EndPollsResponse_descriptor =
-      getDescriptor().getMessageType(23);
+      getDescriptor().getMessageType(24);
     internal_static_wiggle_v1_EndPollsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_EndPollsResponse_descriptor,
         new java.lang.String[] { "Ended", });
     internal_static_wiggle_v1_ListWorkersRequest_descriptor =
-      getDescriptor().getMessageType(24);
+      getDescriptor().getMessageType(25);
     internal_static_wiggle_v1_ListWorkersRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_ListWorkersRequest_descriptor,
-        new java.lang.String[] { "SeenWithinMs", });
+        new java.lang.String[] { "SeenWithinMs", "IncludeQueues", });
     internal_static_wiggle_v1_WorkerInfo_descriptor =
-      getDescriptor().getMessageType(25);
+      getDescriptor().getMessageType(26);
     internal_static_wiggle_v1_WorkerInfo_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_WorkerInfo_descriptor,
         new java.lang.String[] { "WorkerId", "Queues", "Activities", "Slots", "Sdk", "FirstSeenMs", "LastPollMs", });
     internal_static_wiggle_v1_ListWorkersResponse_descriptor =
-      getDescriptor().getMessageType(26);
+      getDescriptor().getMessageType(27);
     internal_static_wiggle_v1_ListWorkersResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_ListWorkersResponse_descriptor,
-        new java.lang.String[] { "Workers", "ServerNowMs", });
+        new java.lang.String[] { "Workers", "ServerNowMs", "Queues", });
+    internal_static_wiggle_v1_QueueInfo_descriptor =
+      getDescriptor().getMessageType(28);
+    internal_static_wiggle_v1_QueueInfo_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_wiggle_v1_QueueInfo_descriptor,
+        new java.lang.String[] { "Queue", "Ready", "OldestReadyAtMs", "Leased", });
+    internal_static_wiggle_v1_ListIncidentsRequest_descriptor =
+      getDescriptor().getMessageType(29);
+    internal_static_wiggle_v1_ListIncidentsRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_wiggle_v1_ListIncidentsRequest_descriptor,
+        new java.lang.String[] { "Flow", "Version", "FailedAfterMs", "Limit", });
+    internal_static_wiggle_v1_Incident_descriptor =
+      getDescriptor().getMessageType(30);
+    internal_static_wiggle_v1_Incident_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_wiggle_v1_Incident_descriptor,
+        new java.lang.String[] { "Flow", "NodeId", "Reason", "Instances", "FirstFailedAtMs", "LastFailedAtMs", "InstanceIds", });
+    internal_static_wiggle_v1_ListIncidentsResponse_descriptor =
+      getDescriptor().getMessageType(31);
+    internal_static_wiggle_v1_ListIncidentsResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_wiggle_v1_ListIncidentsResponse_descriptor,
+        new java.lang.String[] { "Incidents", "Failed", });
     internal_static_wiggle_v1_PollTasksResponse_descriptor =
-      getDescriptor().getMessageType(27);
+      getDescriptor().getMessageType(32);
     internal_static_wiggle_v1_PollTasksResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_PollTasksResponse_descriptor,
         new java.lang.String[] { "Tasks", });
     internal_static_wiggle_v1_Task_descriptor =
-      getDescriptor().getMessageType(28);
+      getDescriptor().getMessageType(33);
     internal_static_wiggle_v1_Task_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_Task_descriptor,
         new java.lang.String[] { "TaskId", "Lease", "LeaseExpiresAtMs", "InstanceId", "Flow", "Version", "NodeId", "Activity", "Queue", "Attempt", "Input", "ExecutionMode", "LoopCounts", "TimeoutMs", "ServerNowMs", "MaxPayloadBytes", "MaxRequestBytes", });
     internal_static_wiggle_v1_CompleteTaskRequest_descriptor =
-      getDescriptor().getMessageType(29);
+      getDescriptor().getMessageType(34);
     internal_static_wiggle_v1_CompleteTaskRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_CompleteTaskRequest_descriptor,
         new java.lang.String[] { "TaskId", "Lease", "Result", "Next", "Seq", });
     internal_static_wiggle_v1_FailTaskRequest_descriptor =
-      getDescriptor().getMessageType(30);
+      getDescriptor().getMessageType(35);
     internal_static_wiggle_v1_FailTaskRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_FailTaskRequest_descriptor,
         new java.lang.String[] { "TaskId", "Lease", "Failure", "Seq", });
     internal_static_wiggle_v1_ReleaseTaskRequest_descriptor =
-      getDescriptor().getMessageType(31);
+      getDescriptor().getMessageType(36);
     internal_static_wiggle_v1_ReleaseTaskRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_ReleaseTaskRequest_descriptor,
         new java.lang.String[] { "TaskId", "Lease", "Seq", "Reason", });
     internal_static_wiggle_v1_StepFailure_descriptor =
-      getDescriptor().getMessageType(32);
+      getDescriptor().getMessageType(37);
     internal_static_wiggle_v1_StepFailure_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_StepFailure_descriptor,
         new java.lang.String[] { "Message", "NonRetryable", "ErrorType", });
     internal_static_wiggle_v1_TaskReportResponse_descriptor =
-      getDescriptor().getMessageType(33);
+      getDescriptor().getMessageType(38);
     internal_static_wiggle_v1_TaskReportResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_TaskReportResponse_descriptor,
         new java.lang.String[] { "InstanceStatus", "NextTask", });
     internal_static_wiggle_v1_HeartbeatRequest_descriptor =
-      getDescriptor().getMessageType(34);
+      getDescriptor().getMessageType(39);
     internal_static_wiggle_v1_HeartbeatRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_HeartbeatRequest_descriptor,
         new java.lang.String[] { "TaskId", "Lease", "NodeId", });
     internal_static_wiggle_v1_HeartbeatResponse_descriptor =
-      getDescriptor().getMessageType(35);
+      getDescriptor().getMessageType(40);
     internal_static_wiggle_v1_HeartbeatResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_HeartbeatResponse_descriptor,
         new java.lang.String[] { "LeaseExpiresAtMs", "InstanceStatus", "ServerNowMs", });
     internal_static_wiggle_v1_StepResult_descriptor =
-      getDescriptor().getMessageType(36);
+      getDescriptor().getMessageType(41);
     internal_static_wiggle_v1_StepResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_StepResult_descriptor,
         new java.lang.String[] { "NodeId", "Context", "Predicate", "Failure", "Outcome", });
     internal_static_wiggle_v1_AdvanceRunRequest_descriptor =
-      getDescriptor().getMessageType(37);
+      getDescriptor().getMessageType(42);
     internal_static_wiggle_v1_AdvanceRunRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_AdvanceRunRequest_descriptor,
         new java.lang.String[] { "TaskId", "Lease", "Steps", "Final", "HandbackReason", "Seq", });
     internal_static_wiggle_v1_AdvanceRunResponse_descriptor =
-      getDescriptor().getMessageType(38);
+      getDescriptor().getMessageType(43);
     internal_static_wiggle_v1_AdvanceRunResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_AdvanceRunResponse_descriptor,
         new java.lang.String[] { "InstanceStatus", "LeaseExpiresAtMs", "KeepGoing", "ServerNowMs", });
     internal_static_wiggle_v1_TaskReport_descriptor =
-      getDescriptor().getMessageType(39);
+      getDescriptor().getMessageType(44);
     internal_static_wiggle_v1_TaskReport_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_TaskReport_descriptor,
         new java.lang.String[] { "Complete", "Fail", "Advance", "Release", "Report", });
     internal_static_wiggle_v1_ReportBatchRequest_descriptor =
-      getDescriptor().getMessageType(40);
+      getDescriptor().getMessageType(45);
     internal_static_wiggle_v1_ReportBatchRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_ReportBatchRequest_descriptor,
         new java.lang.String[] { "Reports", });
     internal_static_wiggle_v1_ReportError_descriptor =
-      getDescriptor().getMessageType(41);
+      getDescriptor().getMessageType(46);
     internal_static_wiggle_v1_ReportError_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_ReportError_descriptor,
         new java.lang.String[] { "StatusCode", "ErrorCode", "Message", });
     internal_static_wiggle_v1_TaskReportAnswer_descriptor =
-      getDescriptor().getMessageType(42);
+      getDescriptor().getMessageType(47);
     internal_static_wiggle_v1_TaskReportAnswer_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_TaskReportAnswer_descriptor,
         new java.lang.String[] { "Task", "Advance", "Error", "Answer", });
     internal_static_wiggle_v1_ReportBatchResponse_descriptor =
-      getDescriptor().getMessageType(43);
+      getDescriptor().getMessageType(48);
     internal_static_wiggle_v1_ReportBatchResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_ReportBatchResponse_descriptor,

@@ -1,0 +1,71 @@
+"""The step history: attempts of each step from the events the engine writes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from wiggle.console._history import step_history
+
+
+@dataclass(frozen=True)
+class Ev:
+    at_ms: int
+    kind: str
+    node_id: str = ""
+    attempt: int = 0
+    detail: Any = None
+
+
+def test_attempts_with_worker_times_errors_retries_and_lease_expiry():
+    events = [
+        Ev(0, "instance_started"),
+        Ev(10, "step_started", "charge", 1, {"worker": "w1"}),
+        Ev(60, "step_failed", "charge", 1, {"message": "bank offline", "error_type": "IOError"}),
+        Ev(60, "step_retried", "charge", 2, {"delay_ms": 1000}),
+        Ev(1100, "step_started", "charge", 2, {"worker": "w2"}),
+        Ev(31100, "lease_expired", "charge", 2, {"worker": "w2"}),
+        Ev(31100, "step_failed", "charge", 2, {"message": "lease expired", "error_type": "x"}),
+        Ev(31100, "step_retried", "charge", 3, {"delay_ms": 2000}),
+        Ev(33200, "step_started", "charge", 3, {"worker": "w1"}),
+        Ev(33300, "step_completed", "charge", 3, {}),
+        Ev(33400, "step_started", "ship", 1, {"worker": "w1"}),
+    ]
+    (charge, ship) = step_history(events)
+    first, second, third = charge.attempts
+    assert (first.outcome, first.worker, first.duration_ms) == ("failed", "w1", 50)
+    assert (first.error_type, first.error, first.retry_in_ms) == ("IOError", "bank offline", 1000)
+    assert (second.outcome, second.worker, second.retry_in_ms) == ("lease expired", "w2", 2000)
+    assert (third.outcome, third.duration_ms, third.retry_in_ms) == ("completed", 100, None)
+    (running,) = ship.attempts
+    assert (running.outcome, running.started_ms, running.ended_ms) == ("running", 33400, 0)
+    assert running.input is None and running.output is None  # not recorded by the engine yet
+
+
+def test_steps_a_worker_chained_start_when_the_one_before_them_ended():
+    events = [
+        Ev(100, "step_started", "validate", 1, {"worker": "w1"}),
+        Ev(150, "step_completed", "validate", 1, {}),
+        Ev(180, "step_completed", "in_stock", 1, {"predicate": True}),
+        Ev(200, "handed_back", "parallel-1", 0, {"reason": "fork"}),
+        Ev(210, "step_started", "ocr", 1, {"worker": "w1"}),
+        Ev(220, "step_started", "ocr", 1, {"worker": "w1"}),
+        Ev(300, "step_completed", "ocr", 1, {"branch": "0"}),
+        Ev(320, "step_completed", "classify", 1, {"branch": "0"}),
+        Ev(400, "step_completed", "ocr", 1, {"branch": "1"}),
+        Ev(410, "handed_back", "classify", 1, {"reason": "shutdown"}),
+    ]
+    validate, in_stock, ocr, classify = step_history(events)
+    assert validate.last.chained is False and validate.last.duration_ms == 50
+    assert (in_stock.last.started_ms, in_stock.last.chained, in_stock.last.predicate) == (
+        150,
+        True,
+        True,
+    )
+    assert [(a.branch, a.started_ms, a.ended_ms) for a in ocr.attempts] == [
+        ("0", 210, 300),
+        ("1", 220, 400),
+    ]
+    done, given_back = classify.attempts
+    assert (done.branch, done.started_ms, done.duration_ms) == ("0", 300, 20)
+    assert (given_back.outcome, given_back.handed_back) == ("handed back", "shutdown")

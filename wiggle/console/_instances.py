@@ -1,0 +1,205 @@
+"""The instance pages: the list (filters, counts, totals, paging both ways, sorting) and one
+instance (its graph, why it waits, its step history and timeline, its actions)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from wiggle.console._backend import STATUSES, InstanceDetail, Unsupported
+from wiggle.console._history import step_history
+from wiggle.console._pages import Pages
+from wiggle.console._svg import diagram
+from wiggle.console._views import (
+    SORTS,
+    JsonInputError,
+    ListQuery,
+    awaited_signals,
+    list_query,
+    parse_json_input,
+    resolve_version,
+    sort_rows,
+)
+from wiggle.graph import Graph
+from wiggle.overlay import failed_node, node_states
+
+__all__ = ["routes"]
+
+NOTICES = {
+    "signal_delivered": "Signal delivered: an await took it.",
+    "signal_buffered": "Signal sent: it is buffered until the instance reaches its await.",
+    "cancelled": "Instance cancelled.",
+    "started": "Instance started.",
+    "exists": "An instance with that id already exists: here it is (nothing was started).",
+}
+
+
+def _guess_current(view: InstanceDetail) -> str:
+    """For servers that do not send `current_node`: the one live token's node, else the node
+    of the last event."""
+    live = {t.node_id for t in view.tokens if t.live}
+    if len(live) == 1:
+        return next(iter(live))
+    for event in reversed(view.events):
+        if event.node_id:
+            return event.node_id
+    return ""
+
+
+def routes(pages: Pages) -> list[Route]:
+    backend = pages.backend
+
+    async def _resolved(query: ListQuery) -> tuple[str, str]:
+        """The full version the list's version filter names, and a problem or ''."""
+        if not query.version or resolve_version(query.version, [])[1] == "":
+            return query.version, ""  # nothing to resolve: empty, or a whole version
+        try:
+            versions = await pages.call(backend.list_definitions, query.flow)
+        except Unsupported:
+            return "", "this server cannot list its versions: give the whole sha256:... version"
+        return resolve_version(query.version, [v.version for v in versions])
+
+    async def instances(request: Request) -> Response:
+        query, problems = list_query(request.query_params)
+        version, problem = await _resolved(query)
+        if problem:
+            problems.append(problem)
+        context: dict[str, Any] = {
+            "query": query,
+            "form": query.form(),
+            "problems": problems,
+            "sorts": SORTS,
+            "live_url": request.url.path + (f"?{request.url.query}" if request.url.query else ""),
+        }
+        if problems:
+            context.update(page_rows=[], counts=None, total=None, first=0, status_query={})
+            if pages.fragment(request):
+                return pages.page(request, "_instances_live.html", context, 400)
+            return pages.page(request, "instances.html", context, 400)
+        result = await pages.call(backend.list_instances, query.filter(version))
+        counts = result.counts
+        total = None
+        if counts is not None:
+            total = counts.get(query.status, 0) if query.status else sum(counts.values())
+        first = (query.page_number - 1) * query.page_size + 1
+        context.update(
+            page_rows=sort_rows(result.rows, query.sort, query.descending),
+            counts=counts,
+            total=total,
+            first=first,
+            next_query=query.next_query(result.next_page_token) if result.next_page_token else "",
+            previous_query=query.previous_query(),
+            first_query=query.query(),
+            status_query={s: query.query(status=s) for s in STATUSES},
+            all_query=query.query(status=""),
+        )
+        if pages.fragment(request):
+            return pages.page(request, "_instances_live.html", context)
+        return pages.page(request, "instances.html", context)
+
+    async def _instance_context(request: Request, instance_id: str) -> dict[str, Any]:
+        view: InstanceDetail = await pages.call(backend.describe, instance_id)
+        definition = await pages.call(backend.get_definition, view.flow, view.version)
+        graph = orjson.loads(definition.canonical)
+        typed = Graph.from_json(graph, definition.version)
+        states = node_states(typed, view.status, view.reason, view.tokens, view.events)
+        if view.finished:
+            current = failed_node(view.reason) if view.status == "FAILED" else ""
+        else:
+            current = view.current_node or _guess_current(view)
+        svg = await pages.call(diagram, definition.canonical, view.version, states, current)
+        signals = awaited_signals(graph)
+        waiting = [
+            graph["nodes"][t.node_id].get("signal")
+            for t in view.tokens
+            if t.state == "AWAITING" and t.node_id in graph["nodes"]
+        ]
+        ordered = list(dict.fromkeys([s for s in waiting if s] + signals))
+        ended = max((e.at_ms for e in view.events), default=view.updated_at_ms)
+        return {
+            "view": view,
+            "svg": svg,
+            "current": current,
+            "states": states,
+            "live_tokens": [t for t in view.tokens if t.live],
+            "signals": ordered,
+            "signal_of": {
+                node_id: node["signal"]
+                for node_id, node in graph["nodes"].items()
+                if node.get("kind") == "await"
+            },
+            "steps": step_history(view.events),
+            "ended_ms": ended if view.finished else 0,
+            "notice": NOTICES.get(request.query_params.get("notice", ""), ""),
+            "live_url": request.url.path,
+        }
+
+    async def instance(request: Request) -> Response:
+        instance_id = request.path_params["instance_id"]
+        context = await _instance_context(request, instance_id)
+        if pages.fragment(request):
+            return pages.page(request, "_instance_live.html", context)
+        return pages.page(request, "instance.html", context)
+
+    async def signal(request: Request) -> Response:
+        instance_id = request.path_params["instance_id"]
+        form = await pages.checked_form(request)
+        name = str(form.get("name", "")).strip()
+        payload_text = str(form.get("payload", ""))
+        problem = ""
+        payload: Any = None
+        if not name:
+            problem = "choose the signal to send"
+        else:
+            try:
+                payload = parse_json_input(payload_text, "the payload")
+            except JsonInputError as exc:
+                problem = str(exc)
+        if problem:
+            context = await _instance_context(request, instance_id)
+            context.update(signal_error=problem, signal_name=name, payload_text=payload_text)
+            return pages.page(request, "instance.html", context, 400)
+        if form.get("confirm") != "yes":
+            return pages.page(
+                request,
+                "confirm.html",
+                {
+                    "instance_id": instance_id,
+                    "action": "signal",
+                    "fields": {"name": name, "payload": payload_text},
+                    "payload": payload,
+                    "name": name,
+                },
+            )
+        delivered = await pages.call(backend.signal, instance_id, name, payload)
+        notice = "signal_delivered" if delivered else "signal_buffered"
+        return RedirectResponse(
+            f"/instances/{quote(instance_id, safe='')}?notice={notice}", status_code=303
+        )
+
+    async def cancel(request: Request) -> Response:
+        instance_id = request.path_params["instance_id"]
+        form = await pages.checked_form(request)
+        reason = str(form.get("reason", "")).strip()[:2000]
+        if form.get("confirm") != "yes":
+            return pages.page(
+                request,
+                "confirm.html",
+                {"instance_id": instance_id, "action": "cancel", "fields": {"reason": reason}},
+            )
+        await pages.call(backend.cancel, instance_id, reason)
+        return RedirectResponse(
+            f"/instances/{quote(instance_id, safe='')}?notice=cancelled", status_code=303
+        )
+
+    return [
+        Route("/instances", pages.guarded(instances)),
+        Route("/instances/{instance_id}", pages.guarded(instance)),
+        Route("/instances/{instance_id}/signal", pages.guarded(signal), methods=["POST"]),
+        Route("/instances/{instance_id}/cancel", pages.guarded(cancel), methods=["POST"]),
+    ]
