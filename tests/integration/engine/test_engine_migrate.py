@@ -257,3 +257,21 @@ def test_children_are_planned_with_children_or_left_alone(make_driver):
     done = d.run(iid)
     assert done.status is InstanceStatus.COMPLETED
     assert done.context.get("checked") is True
+
+
+def test_rollback_after_a_partial_apply_restores_the_canary_only(make_driver):
+    d = make_driver(_handlers())
+    v1 = d.deploy(V1)
+    ids = _waiting(d, 4)
+    v2 = d.deploy(V2)
+    plan = d.engine.plan_migration("approval", v2.version)
+    canary = _drain(d.engine, d.engine.apply_migration(plan, limit=2, rate_per_s=1000).batch_id)
+    assert canary.done == 2
+    back = _drain(d.engine, d.engine.rollback_migration(plan_hash=plan["hash"]).batch_id)
+    assert (back.done, back.skipped) == (2, 0)
+    assert {d.engine.describe(i).version for i in ids} == {v1.version}
+    with pytest.raises(InvalidRequest, match="no migration batch applied plan"):
+        d.engine.rollback_migration(plan_hash="sha256:" + "0" * 64)
+    # The plan still applies: every instance is where it was planned.
+    again = _drain(d.engine, d.engine.apply_migration(plan, rate_per_s=1000).batch_id)
+    assert again.done == 4
