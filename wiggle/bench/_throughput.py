@@ -11,6 +11,8 @@ a run that fails verification, or loses an instance, gets no figure and a non-ze
 
 from __future__ import annotations
 
+import os
+
 import argparse
 import contextlib
 import sys
@@ -38,7 +40,13 @@ MODES = ("SERVER", "LOCAL_SYNC", "LOCAL_ASYNC")
 
 
 def flow_source(mode: str, steps: int) -> str:
+    """The benchmark's flow: `steps` tasks in a row. WIGGLE_BENCH_SEARCH=NAME:POINTER:TYPE,...
+    declares search attributes too (their cost is measured that way, docs/performance.md)."""
     lines = [f"wiggle: 1\nname: bench-linear-{mode.lower().replace('_', '-')}\nexecution: {mode}"]
+    search = [s.split(":") for s in os.environ.get("WIGGLE_BENCH_SEARCH", "").split(",") if s]
+    if search:
+        lines.append("search:")
+        lines += [f"  {n}: {{pointer: {p}, type: {t}}}" for n, p, t in search]
     lines.append("steps:")
     lines += [f"  - {{task: bench_step, id: s{i}}}" for i in range(1, steps + 1)]
     return "\n".join(lines) + "\n"
