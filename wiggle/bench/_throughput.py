@@ -11,10 +11,9 @@ a run that fails verification, or loses an instance, gets no figure and a non-ze
 
 from __future__ import annotations
 
-import os
-
 import argparse
 import contextlib
+import os
 import sys
 import tempfile
 import time
