@@ -26,6 +26,7 @@ FLAWS: dict[str, str] = {
     "skips-result-limits": "sends results over the payload or depth limit to the server",
     "retries-results-too-deep-to-encode": "fails a result too deep for its JSON encoder as "
     "retryable 'not JSON' (the defect found by a fault probe)",
+    "keeps-refused-tasks": "gives up a task whose report was refused without releasing it",
 }
 
 
@@ -115,6 +116,10 @@ def _break(flaw: str) -> None:
         from wiggle.worker import _activities
 
         _activities.json_depth_over = lambda value, limit=0: False
+    elif flaw == "keeps-refused-tasks":
+        from wiggle.worker import _reporting
+
+        _reporting.release = lambda rpc, lease, reason: False  # refused() gives up silently
     else:
         raise SystemExit(f"unknown flaw {flaw!r}; one of {', '.join(FLAWS)}")
 

@@ -114,6 +114,13 @@ CONTROLS = [
         ["step n ran 3 times; expected 1", "retries of n waited [50, 50] ms; expected []"],
         id="retries-results-too-deep-to-encode",
     ),
+    pytest.param(
+        "keeps-refused-tasks",
+        "refused/release-at-once",
+        ["SERVER", "LOCAL_SYNC"],
+        ["retries of a waited"],  # the lease ran out: a retry, an attempt spent
+        id="keeps-refused-tasks",
+    ),
 ]
 
 
