@@ -13,7 +13,7 @@ from wiggle._limits import MAX_JSON_DEPTH
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle.worker import Registry
 from wiggle.worker._heartbeat import Lease
-from wiggle.worker._local_run import run_task
+from wiggle.worker._local_run import hold_lease, run_task
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -269,3 +269,25 @@ def test_a_longer_next_step_renews_the_lease_by_its_timeout_first(harness):
     # Renewed for s1 before s1 starts (before s0's report, which the budget check precedes).
     order = [m for m, _ in h.stub.calls if m in ("AdvanceRun", "Heartbeat")]
     assert order == ["Heartbeat", "AdvanceRun", "AdvanceRun"]
+
+
+def test_a_lease_lost_during_a_step_ends_the_run_without_a_size_flush(harness):
+    # s1's result does not fit in the request beside s0's: a size flush of s0 would be due.
+    # But the lease was lost while s1 ran (a heartbeat said so): no report at all may follow,
+    # not even the non-final flush (docs/worker-protocol.md, "Lost lease and the loop").
+    limit = 4096
+    leases: list[Lease] = []
+    reg = Registry()
+    reg.register(lambda ctx: {"pad": "x" * 2500}, "s0")
+
+    def lost_meanwhile(ctx):
+        leases[0].lose("heartbeat refused: STALE_LEASE")
+        return {"pad": "y" * 2500}
+
+    reg.register(lost_meanwhile, "s1")
+    reg.register(lambda ctx: ctx, "s2")
+    h = harness(linear("LOCAL_ASYNC", 3), reg)
+    task = h.task(ctx={}, max_payload_bytes=limit, max_request_bytes=limit)
+    leases.append(hold_lease(h.env, task))
+    run_task(h.env, task, leases[0])
+    assert h.stub.requests("AdvanceRun") == [] and h.stub.requests("ReleaseTask") == []
