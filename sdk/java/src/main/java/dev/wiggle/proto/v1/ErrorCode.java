@@ -121,7 +121,7 @@ public enum ErrorCode
   UNAVAILABLE(13),
   /**
    * <pre>
-   * FAILED_PRECONDITION: a report's seq skips one not yet applied
+   * FAILED_PRECONDITION: a report's seq skips one not yet applied;
    * </pre>
    *
    * <code>REPORT_OUT_OF_ORDER = 14;</code>
@@ -249,7 +249,7 @@ public enum ErrorCode
   public static final int UNAVAILABLE_VALUE = 13;
   /**
    * <pre>
-   * FAILED_PRECONDITION: a report's seq skips one not yet applied
+   * FAILED_PRECONDITION: a report's seq skips one not yet applied;
    * </pre>
    *
    * <code>REPORT_OUT_OF_ORDER = 14;</code>
