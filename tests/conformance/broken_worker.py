@@ -9,7 +9,9 @@ that cannot fail is no judge.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 FLAWS: dict[str, str] = {
@@ -27,6 +29,9 @@ FLAWS: dict[str, str] = {
     "retries-results-too-deep-to-encode": "fails a result too deep for its JSON encoder as "
     "retryable 'not JSON' (the defect found by a fault probe)",
     "keeps-refused-tasks": "gives up a task whose report was refused without releasing it",
+    "cancels-its-poll": "on a drain cancels its open poll instead of ending it with EndPolls",
+    "runs-tasks-received-while-draining": "runs a task that arrives during a drain instead of "
+    "releasing it",
 }
 
 
@@ -120,6 +125,22 @@ def _break(flaw: str) -> None:
         from wiggle.worker import _reporting
 
         _reporting.release = lambda rpc, lease, reason: False  # refused() gives up silently
+    elif flaw == "cancels-its-poll":
+        from wiggle.worker._poller import Poller
+
+        Poller._end_polls = lambda self, call: False  # type: ignore[method-assign]
+    elif flaw == "runs-tasks-received-while-draining":
+        original_run = _local_run.run_task
+
+        def ignoring_the_drain(env: Any, task: Any, lease: Any = None) -> None:
+            if env.draining.is_set():
+                env = replace(env, draining=threading.Event())  # as if it were not draining
+            original_run(env, task, lease)
+
+        _local_run.run_task = ignoring_the_drain
+        from wiggle.worker import _worker
+
+        _worker.run_task = ignoring_the_drain  # type: ignore[attr-defined]
     else:
         raise SystemExit(f"unknown flaw {flaw!r}; one of {', '.join(FLAWS)}")
 

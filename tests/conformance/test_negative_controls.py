@@ -121,6 +121,20 @@ CONTROLS = [
         ["retries of a waited"],  # the lease ran out: a retry, an attempt spent
         id="keeps-refused-tasks",
     ),
+    pytest.param(
+        "cancels-its-poll",
+        "drain/release-unstarted",
+        ["SERVER"],
+        ["missing report: release a / shutdown", "retries of a waited"],
+        id="cancels-its-poll",
+    ),
+    pytest.param(
+        "runs-tasks-received-while-draining",
+        "drain/release-unstarted",
+        ["SERVER", "LOCAL_ASYNC"],
+        ["missing report: release a / shutdown"],
+        id="runs-tasks-received-while-draining",
+    ),
 ]
 
 

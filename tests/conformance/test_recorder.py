@@ -137,3 +137,38 @@ def test_a_complete_task_result_is_measured_for_the_limits():
     [call] = recorder.calls({"L"})
     [seen] = call.steps
     assert (seen.context_bytes, seen.too_deep) == (601, True)
+
+
+def test_a_held_poll_answer_comes_once_the_worker_ends_its_polls():
+    recorder = Recorder()
+    recorder.arm([ServerFault("PollTasks", hold=True, times=1)])
+    claimed = pb.PollTasksResponse(tasks=[pb.Task(task_id="t", lease="L")])
+    poll = recorder.intercept_service(
+        lambda details: grpc.unary_unary_rpc_method_handler(lambda request, context: claimed),
+        _Details("/wiggle.v1.Wiggle/PollTasks"),
+    )
+    end = recorder.intercept_service(
+        lambda details: grpc.unary_unary_rpc_method_handler(
+            lambda request, context: pb.EndPollsResponse()
+        ),
+        _Details("/wiggle.v1.Wiggle/EndPolls"),
+    )
+    assert poll is not None and poll.unary_unary is not None
+    assert end is not None and end.unary_unary is not None
+    answered = threading.Event()
+
+    def polling() -> None:
+        poll.unary_unary(pb.PollTasksRequest(worker_id="w"), _Context())
+        answered.set()
+
+    thread = threading.Thread(target=polling)
+    thread.start()
+    assert not answered.wait(0.3)  # held: the worker has not ended its polls
+    end.unary_unary(pb.EndPollsRequest(worker_id="other"), _Context())
+    assert not answered.wait(0.3)  # another worker's EndPolls releases nothing
+    end.unary_unary(pb.EndPollsRequest(worker_id="w"), _Context())
+    assert answered.wait(10)
+    thread.join(10)
+    assert recorder.polls_held() == 1
+    assert poll.unary_unary(pb.PollTasksRequest(worker_id="w"), _Context()) == claimed
+    assert recorder.polls_held() == 1  # times: 1, the next answer went out as it was

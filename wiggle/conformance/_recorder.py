@@ -9,7 +9,9 @@ only says which steps ran, this says how they were driven.
 It also injects server-side faults a case asks for: a call answered with a status instead of
 being served (an AdvanceRun UNIMPLEMENTED, a Heartbeat UNAVAILABLE), or served and then answered
 UNAVAILABLE, as if the response had been lost on the way. A fault on ReportBatch hits the whole
-batch: every report in it is refused, or applied with its answer lost.
+batch: every report in it is refused, or applied with its answer lost. A PollTasks answer that
+claimed tasks can be held back until the worker ends its polls (EndPolls) or gives up the call:
+the moment a draining worker must not lose.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from wiggle.wire import ERROR_CODE_KEY, REPORT_FIELDS, unbatched
 __all__ = ["Call", "Delivery", "Recorder", "ServerFault", "StepSeen"]
 
 _SERVICE = "/wiggle.v1.Wiggle/"
+#: The longest a held PollTasks answer waits for the worker to end its polls.
+_HOLD_S = 30.0
 REPORTS = tuple(REPORT_FIELDS)
 _WATCHED = frozenset(
     {*REPORTS, "ReportBatch", "Heartbeat", "PollTasks", "StartInstance", "EndPolls"}
@@ -101,12 +105,15 @@ class Call:
 @dataclass(frozen=True)
 class ServerFault:
     """Answer `rpc` with `status` instead of serving it (`lose_response` False), or serve it
-    and then answer UNAVAILABLE (True); `times` 0: every call, else that many."""
+    and then answer UNAVAILABLE (True); `hold` (PollTasks): serve it, and hold back an answer
+    that claimed tasks until the worker calls EndPolls or gives up the call; `times` 0: every
+    call, else that many."""
 
     rpc: str
     status: str = "UNAVAILABLE"
     lose_response: bool = False
     times: int = 0
+    hold: bool = False
 
 
 @dataclass
@@ -182,6 +189,8 @@ class Recorder(_Interceptor):
         self._deliveries: dict[str, Delivery] = {}  # by lease
         self._faults: list[_Armed] = []
         self._serving: dict[str, int] = {}  # lease -> calls about it being served right now
+        self._ending: set[str] = set()  # workers that called EndPolls since the faults were armed
+        self._held = 0  # poll answers held back since the faults were armed
 
     # -- what the runner asks --------------------------------------------------------------
 
@@ -189,6 +198,8 @@ class Recorder(_Interceptor):
         """Inject these faults from now on (replacing any armed before)."""
         with self._lock:
             self._faults = [_Armed(f, f.times or -1) for f in faults]
+            self._ending.clear()
+            self._held = 0
 
     def disarm(self) -> None:
         self.arm(())
@@ -248,6 +259,11 @@ class Recorder(_Interceptor):
         with self._lock:
             return self._lock.wait_for(lambda: self._polls_seen.get(queues, 0) > since, timeout_s)
 
+    def polls_held(self) -> int:
+        """How many poll answers a `hold` fault held back since the faults were armed."""
+        with self._lock:
+            return self._held
+
     def refused_unimplemented(self) -> bool:
         """Whether any AdvanceRun was answered UNIMPLEMENTED (the worker then falls back)."""
         with self._lock:
@@ -271,6 +287,10 @@ class Recorder(_Interceptor):
         def serve(request: Any, context: grpc.ServicerContext) -> Any:
             if method == "PollTasks":
                 return self._poll(inner, request, context)
+            if method == "EndPolls":
+                with self._lock:
+                    self._ending.add(request.worker_id)
+                    self._lock.notify_all()
             leases = _leases_of(method, request)
             self._enter(leases)
             try:
@@ -325,6 +345,8 @@ class Recorder(_Interceptor):
         try:
             response = inner(request, context)
             self._record("PollTasks", request, response, context)
+            if response.tasks and self._take("PollTasks") is not None:
+                self._hold(request.worker_id, context)
             return response
         finally:
             with self._lock:
@@ -383,6 +405,19 @@ class Recorder(_Interceptor):
         if fault is not None:
             context.abort(grpc.StatusCode.UNAVAILABLE, "conformance fault: response lost")
         return response
+
+    def _hold(self, worker_id: str, context: grpc.ServicerContext) -> None:
+        """Keep a poll's answer (tasks claimed, leases running) until the worker ends its polls
+        or abandons the call. A worker that cancels its poll instead never reads it: those tasks
+        stay leased to nobody until their leases expire."""
+        give_up = time.monotonic() + _HOLD_S
+        with self._lock:
+            self._held += 1
+            # A cancelled call notifies nobody: look at it every tenth of a second.
+            while worker_id not in self._ending and context.is_active():
+                if time.monotonic() > give_up:
+                    break
+                self._lock.wait(0.1)
 
     def _take(self, method: str) -> ServerFault | None:
         with self._lock:
