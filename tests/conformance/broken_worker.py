@@ -9,7 +9,9 @@ that cannot fail is no judge.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 FLAWS: dict[str, str] = {
@@ -19,7 +21,52 @@ FLAWS: dict[str, str] = {
     "ignores-checkpoint": "LOCAL_ASYNC does not flush after a checkpoint step",
     "keeps-running-after-lease-lost": "never notices that its lease is lost",
     "predicate-as-context": "reports a predicate's boolean as a JSON true/false context",
+    "resends-without-seq": "numbers no report (seq 0), and resends a report of unknown fate so",
+    "never-resends": "gives a report up when its answer is lost, instead of resending it",
+    "resends-with-a-new-seq": "resends a report whose answer was lost under the next seq",
+    "exits-without-handing-back": "on SIGTERM stops at once: no hand-back, no ReleaseTask",
+    "skips-result-limits": "sends results over the payload or depth limit to the server",
+    "retries-results-too-deep-to-encode": "fails a result too deep for its JSON encoder as "
+    "retryable 'not JSON' (the defect found by a fault probe)",
+    "keeps-refused-tasks": "gives up a task whose report was refused without releasing it",
+    "cancels-its-poll": "on a drain cancels its open poll instead of ending it with EndPolls",
+    "runs-tasks-received-while-draining": "runs a task that arrives during a drain instead of "
+    "releasing it",
 }
+
+
+def _reports(flaw: str) -> Callable[..., Any]:
+    """send_report (wiggle.worker._reporting) with its numbering or its resends broken."""
+    import time
+
+    from wiggle.worker import _reporting as rep
+    from wiggle.worker._rpc import RpcFailed
+
+    def call(rpc: Any, lease: Any, method: str, request: Any, **retry: Any) -> Any:
+        timeout = rep._attempt_timeout(rpc, lease)
+        return rpc.call(method, request, timeout=timeout, **retry)
+
+    def send(rpc: Any, lease: Any, method: str, request: Any) -> Any:
+        if flaw == "resends-without-seq":
+            request.seq = 0
+            window = rep.retry_window(lease)
+            return call(rpc, lease, method, request, retry_for=window, retry_on=rep.UNKNOWN_FATE)
+        for _ in range(20):
+            seq = lease.next_seq()
+            request.seq = seq
+            try:
+                response = call(rpc, lease, method, request, retry_on=frozenset())
+            except RpcFailed as exc:
+                if flaw == "never-resends" or exc.code not in rep.UNKNOWN_FATE:
+                    raise
+                lease.ack(seq)  # taken for applied: the resend gets the next number
+                time.sleep(0.1)
+                continue
+            lease.ack(seq)
+            return response
+        raise RpcFailed(method, None, "gave up")
+
+    return send
 
 
 def _break(flaw: str) -> None:
@@ -59,6 +106,41 @@ def _break(flaw: str) -> None:
             return original_result(node_id, outcome)
 
         _local_run._step_result = as_context
+    elif flaw in ("resends-without-seq", "never-resends", "resends-with-a-new-seq"):
+        from wiggle.worker import _reporting
+
+        _reporting.send_report = _local_run.send_report = _reports(flaw)
+    elif flaw == "exits-without-handing-back":
+        from wiggle.worker import Worker
+
+        original_stop = Worker.stop
+        Worker.stop = lambda self, drain=True: original_stop(self, drain=False)  # type: ignore[method-assign]
+    elif flaw == "skips-result-limits":
+        _local_run.check_result = lambda outcome, max_payload_bytes: outcome
+    elif flaw == "retries-results-too-deep-to-encode":
+        from wiggle.worker import _activities
+
+        _activities.json_depth_over = lambda value, limit=0: False
+    elif flaw == "keeps-refused-tasks":
+        from wiggle.worker import _reporting
+
+        _reporting.release = lambda rpc, lease, reason: False  # refused() gives up silently
+    elif flaw == "cancels-its-poll":
+        from wiggle.worker._poller import Poller
+
+        Poller._end_polls = lambda self, call: False  # type: ignore[method-assign]
+    elif flaw == "runs-tasks-received-while-draining":
+        original_run = _local_run.run_task
+
+        def ignoring_the_drain(env: Any, task: Any, lease: Any = None) -> None:
+            if env.draining.is_set():
+                env = replace(env, draining=threading.Event())  # as if it were not draining
+            original_run(env, task, lease)
+
+        _local_run.run_task = ignoring_the_drain
+        from wiggle.worker import _worker
+
+        _worker.run_task = ignoring_the_drain  # type: ignore[attr-defined]
     else:
         raise SystemExit(f"unknown flaw {flaw!r}; one of {', '.join(FLAWS)}")
 

@@ -59,6 +59,82 @@ CONTROLS = [
         ["predicate ok: its boolean was sent as a context", "missing report: advance ok=true"],
         id="predicate-as-context",
     ),
+    pytest.param(
+        "resends-without-seq",
+        "lost/complete-task,lost/advance-run",
+        ["SERVER", "LOCAL_ASYNC"],
+        [
+            "reports without seq (CompleteTask seq 0)",
+            # Resent without its number, a turn of the loop is applied twice.
+            "status FAILED (loop 'lt' exceeded max_iterations 2); expected COMPLETED",
+        ],
+        id="resends-without-seq",
+    ),
+    pytest.param(
+        "never-resends",
+        "lost/final-report,lost/report-batch",
+        ["SERVER", "LOCAL_ASYNC"],
+        [
+            "the answer to CompleteTask seq 1 was lost and it was never resent",
+            "the answer to AdvanceRun seq 1 was lost and it was never resent",
+        ],
+        id="never-resends",
+    ),
+    pytest.param(
+        "resends-with-a-new-seq",
+        "lost/complete-task,lost/advance-run",
+        ["SERVER", "LOCAL_SYNC"],
+        [
+            "the answer to CompleteTask seq 1 was lost; the worker then sent CompleteTask seq 2",
+            "the answer to AdvanceRun seq 1 was lost; the worker then sent AdvanceRun seq 2",
+        ],
+        id="resends-with-a-new-seq",
+    ),
+    pytest.param(
+        "exits-without-handing-back",
+        "drain/sigterm-local-run",
+        ["LOCAL_SYNC", "LOCAL_ASYNC"],
+        ["missing report: advance c / shutdown", "missing report: advance a b c / shutdown"],
+        id="exits-without-handing-back",
+    ),
+    pytest.param(
+        "skips-result-limits",
+        "limits/over-size,limits/over-deep",
+        ["SERVER", "LOCAL_SYNC"],
+        [
+            "CompleteTask of g carried a 70044-byte result, over max_payload_bytes (65536)",
+            "AdvanceRun of n carried a result nested deeper than 128 levels",
+        ],
+        id="skips-result-limits",
+    ),
+    pytest.param(
+        "retries-results-too-deep-to-encode",
+        "limits/over-deep",
+        ["SERVER"],
+        ["step n ran 3 times; expected 1", "retries of n waited [50, 50] ms; expected []"],
+        id="retries-results-too-deep-to-encode",
+    ),
+    pytest.param(
+        "keeps-refused-tasks",
+        "refused/release-at-once",
+        ["SERVER", "LOCAL_SYNC"],
+        ["retries of a waited"],  # the lease ran out: a retry, an attempt spent
+        id="keeps-refused-tasks",
+    ),
+    pytest.param(
+        "cancels-its-poll",
+        "drain/release-unstarted",
+        ["SERVER"],
+        ["missing report: release a / shutdown", "retries of a waited"],
+        id="cancels-its-poll",
+    ),
+    pytest.param(
+        "runs-tasks-received-while-draining",
+        "drain/release-unstarted",
+        ["SERVER", "LOCAL_ASYNC"],
+        ["missing report: release a / shutdown"],
+        id="runs-tasks-received-while-draining",
+    ),
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import count
 from typing import Any
 
@@ -53,6 +54,7 @@ def task(node: str, mode: str, lease: str = "L1") -> Delivery:
         via="poll",
         queues=("default", "other"),
         max_request_bytes=256 * 1024,
+        max_payload_bytes=64 * 1024,
         timeout_ms=60_000,
         at=0.0,
     )
@@ -68,7 +70,11 @@ def step(node: str, value: Any = "ctx") -> StepSeen:
     return StepSeen(node, "context", context_bytes=10, entry_bytes=20)
 
 
-def advance(*steps: StepSeen, final: str | None = None, seq: int = 0, lease: str = "L1") -> Call:
+#: A call's seq left to `judge`, which numbers it as a conforming worker would.
+AUTO = -1
+
+
+def advance(*steps: StepSeen, final: str | None = None, seq: int = AUTO, lease: str = "L1") -> Call:
     return Call(
         order=next(_order),
         at=1.0,
@@ -85,12 +91,25 @@ def advance(*steps: StepSeen, final: str | None = None, seq: int = 0, lease: str
     )
 
 
-def single(rpc: str, lease: str = "L1", seq: int = 0, code: str = "OK") -> Call:
+def single(rpc: str, lease: str = "L1", seq: int = AUTO, code: str = "OK") -> Call:
     return Call(order=next(_order), at=1.0, rpc=rpc, task_id="t", lease=lease, seq=seq, code=code)
 
 
+def numbered(calls: list[Call]) -> list[Call]:
+    """Each AUTO seq replaced by one past the reports applied under its lease so far."""
+    applied: dict[str, int] = {}
+    out = []
+    for c in calls:
+        if c.seq == AUTO:
+            c = replace(c, seq=applied.get(c.lease, 0) + 1)
+        if c.code == "OK" and not c.injected:
+            applied[c.lease] = max(applied.get(c.lease, 0), c.seq)
+        out.append(c)
+    return out
+
+
 def judge(delivery: Delivery, *calls: Call, **kw: Any) -> list[str]:
-    return check_orchestration([delivery], list(calls), ctx(**kw))
+    return check_orchestration([delivery], numbered(list(calls)), ctx(**kw))
 
 
 def test_a_conforming_async_run_passes() -> None:
@@ -236,3 +255,70 @@ def test_a_resend_with_other_content_is_caught() -> None:
     changed = Call(**{**first.__dict__, "order": next(_order), "steps": (step("a"), step("b"))})
     problems = judge(task("a", "LOCAL_ASYNC"), lost, changed, disturbed=True)
     assert problems == ["task at a (LOCAL_ASYNC): AdvanceRun seq 1 was resent with other content"]
+
+
+def lost(call: Call) -> Call:
+    """`call` as the recorder writes down a report it applied and whose answer it then lost."""
+    return replace(call, code="OK", injected="lost")
+
+
+def test_a_lost_answer_resent_with_its_seq_passes() -> None:
+    d = task("a", "SERVER")
+    assert judge(d, lost(single("CompleteTask", seq=1)), single("CompleteTask", seq=1)) == []
+
+
+def test_a_report_without_seq_is_caught_once_per_lease() -> None:
+    calls = [advance(step("a"), seq=0), advance(step("b"), seq=0)]
+    calls.append(advance(step("p", True), step("c"), final="other_queue", seq=0))
+    [problem] = judge(task("a", "LOCAL_SYNC"), *calls, batch_size=1)[:1]
+    assert "reports without seq (AdvanceRun seq 0)" in problem
+    assert sum("without seq" in p for p in judge(task("a", "LOCAL_SYNC"), *calls)) == 1
+
+
+def test_a_lost_answer_never_resent_is_caught_unless_the_worker_was_stopped() -> None:
+    d = task("a", "LOCAL_SYNC")
+    calls = [lost(advance(step("a"), seq=1))]
+    [problem] = judge(d, *calls, disturbed=True)
+    assert "the answer to AdvanceRun seq 1 was lost and it was never resent" in problem
+    assert judge(d, *calls, disturbed=True, resends_due=False) == []
+
+
+def test_a_lost_answer_resent_with_a_new_seq_is_caught() -> None:
+    d = task("a", "SERVER")
+    problems = judge(d, lost(single("CompleteTask", seq=1)), single("CompleteTask", seq=2))
+    assert any("was lost; the worker then sent CompleteTask seq 2" in p for p in problems)
+    assert any("sent with seq 2; the server had acknowledged 0" in p for p in problems)
+
+
+def test_a_lost_answer_followed_by_another_report_is_caught() -> None:
+    d = task("a", "SERVER")
+    problems = judge(d, lost(single("CompleteTask", seq=1)), single("ReleaseTask", seq=1))
+    assert any("instead of resending it unchanged" in p for p in problems)
+
+
+def test_a_refused_report_is_followed_by_one_with_the_same_seq() -> None:
+    d = task("a", "SERVER")
+    refused = single("CompleteTask", seq=1, code="INTERNAL")
+    assert judge(d, refused, single("ReleaseTask", seq=1)) == []
+    [problem] = judge(d, refused, single("ReleaseTask", seq=2))
+    assert "ReleaseTask sent with seq 2; the server had acknowledged 0 report(s)" in problem
+
+
+def test_a_seq_reused_after_it_was_applied_is_caught() -> None:
+    d = task("a", "LOCAL_SYNC")
+    calls = [advance(step("a"), seq=1), single("ReleaseTask", seq=1)]
+    problems = judge(d, *calls, disturbed=True)
+    assert any("ReleaseTask sent with seq 1; the server had acknowledged 1" in p for p in problems)
+    # The same RPC with the same seq is a resend: it must repeat the report unchanged.
+    calls = [advance(step("a"), seq=1), advance(step("b"), seq=1, final="end")]
+    problems = judge(d, *calls)
+    assert any("AdvanceRun seq 1 was resent with other content" in p for p in problems)
+
+
+def test_results_over_the_limits_are_caught() -> None:
+    big = StepSeen("a", "context", context_bytes=64 * 1024 + 1, entry_bytes=20)
+    deep = StepSeen("a", "context", context_bytes=600, entry_bytes=20, too_deep=True)
+    for seen, phrase in [(big, "65537-byte result, over max_payload_bytes (65536)"),
+                         (deep, "nested deeper than 128 levels")]:  # fmt: skip
+        problems = judge(task("a", "LOCAL_SYNC"), advance(seen, final="end"))
+        assert any(phrase in p for p in problems), problems

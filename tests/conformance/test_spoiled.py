@@ -34,6 +34,7 @@ def delivered(node: str, lease: str, at: float, instance: str = ROOT) -> Deliver
         via="poll",
         queues=("default", "other"),
         max_request_bytes=256 * 1024,
+        max_payload_bytes=64 * 1024,
         timeout_ms=1000,
         at=at,
     )

@@ -231,6 +231,7 @@ def load_case(path: Path, spec_dir: Path | None = None) -> Case:
                         status=f.get("status", "UNAVAILABLE"),
                         lose_response=bool(f.get("lose_response", False)),
                         times=int(f.get("times", 0)),
+                        hold=bool(f.get("hold", False)),
                     )
                     for f in r.get("server_faults", [])
                 ],

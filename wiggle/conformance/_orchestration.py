@@ -1,10 +1,13 @@
 """Judging how a worker drove a run, from the calls the runner's server recorded.
 
 Two checks. `check_orchestration` holds every run to the protocol (docs/worker-protocol.md):
-SERVER tasks are one step each, reported with CompleteTask / FailTask; a LOCAL task is a local
-run reported with AdvanceRun, one step per call in LOCAL_SYNC, in LOCAL_ASYNC flushed exactly at
-checkpoints, full batches and the request size limit; every final call names the reason the
-handback rule (or the worker's state) gives; predicates report booleans as `predicate`. And
+every report carries its `seq` (1, then one past the last the server applied under the lease),
+and a report whose answer was lost is resent unchanged with the same `seq`; no result over the
+payload or depth limit is sent (the worker fails that step itself); SERVER tasks are one step
+each, reported with CompleteTask / FailTask; a LOCAL task is a local run reported with
+AdvanceRun, one step per call in LOCAL_SYNC, in LOCAL_ASYNC flushed exactly at checkpoints, full
+batches and the request size limit; every final call names the reason the handback rule (or the
+worker's state) gives; predicates report booleans as `predicate`. And
 `render_reports` writes a run's reports in the notation the cases' `reports` expectations use
 (the same as spec/conformance/localrun/), so a case can state them exactly, per mode.
 """
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from wiggle._limits import MAX_JSON_DEPTH
 from wiggle.conformance._recorder import REPORTS, Call, Delivery, StepSeen
 from wiggle.graph import Graph, Predicate, Task
 from wiggle.localrun import REQUEST_HEADROOM, RUNTIME_HANDBACKS, default_max_request_bytes
@@ -38,6 +42,9 @@ class RunContext:
     disturbed: bool = False  # a kill, pause, cancel or server fault: runs may end unreported
     fallback: bool = False  # the server answered AdvanceRun UNIMPLEMENTED in this session
     heartbeats_refused: bool = False  # the case refused heartbeats: `lease_budget` is expected
+    #: Nothing but the server's faults disturbed the run (no kill, pause, drain or cancel), so a
+    #: report whose answer was lost must have been resent.
+    resends_due: bool = True
 
 
 def logical_reports(calls: Sequence[Call]) -> list[Call]:
@@ -115,13 +122,78 @@ def _resends_differ(calls: Sequence[Call]) -> list[str]:
     return problems
 
 
+def _numbering(calls: Sequence[Call], resends_due: bool) -> list[str]:
+    """Report identity (docs/worker-protocol.md, "Reports"): each report carries `seq` = one
+    past the reports the server acknowledged under the lease (answered without an error: a
+    refused one was not applied, so the next reuses its seq); a report whose answer was lost is
+    resent next, unchanged, same seq."""
+    reports = [c for c in calls if c.rpc in REPORTS]
+    problems: list[str] = []
+    acked = 0
+    sent: set[tuple[str, int]] = set()
+    for i, c in enumerate(reports):
+        if c.seq <= 0:
+            if not any(p.startswith("reports without seq") for p in problems):
+                problems.append(
+                    f"reports without seq ({c.rpc} seq {c.seq}): every report carries its "
+                    "number under the lease, from 1"
+                )
+        elif c.seq > acked + 1 or (c.seq <= acked and (c.rpc, c.seq) not in sent):
+            problems.append(
+                f"{c.rpc} sent with seq {c.seq}; the server had acknowledged {acked} report(s) "
+                f"under the lease (a lost answer acknowledges none), so a new report is seq "
+                f"{acked + 1} and a resend repeats its own"
+            )
+        sent.add((c.rpc, c.seq))
+        if c.code == "OK" and not c.injected:
+            acked = max(acked, c.seq)
+        if c.injected != "lost":
+            continue
+        following = reports[i + 1] if i + 1 < len(reports) else None
+        if following is None:
+            if resends_due:
+                problems.append(
+                    f"the answer to {c.rpc} seq {c.seq} was lost and it was never resent (a "
+                    "report of unknown fate is resent unchanged, same seq, while the lease lasts)"
+                )
+        elif (following.rpc, following.seq) != (c.rpc, c.seq):
+            problems.append(
+                f"the answer to {c.rpc} seq {c.seq} was lost; the worker then sent "
+                f"{following.rpc} seq {following.seq} instead of resending it unchanged"
+            )
+    return problems
+
+
+def _over_limits(d: Delivery, reports: Sequence[Call]) -> list[str]:
+    """Results a worker must have failed itself instead of sending (docs/worker-protocol.md,
+    "Limits")."""
+    problems = []
+    for c in reports:
+        for step in c.steps:
+            where = f"{c.rpc} of {step.node_id or d.node_id}"
+            if 0 < d.max_payload_bytes < step.context_bytes:
+                problems.append(
+                    f"{where} carried a {step.context_bytes}-byte result, over max_payload_bytes "
+                    f"({d.max_payload_bytes}): the worker fails such a step itself, non-retryably"
+                )
+            if step.too_deep:
+                problems.append(
+                    f"{where} carried a result nested deeper than {MAX_JSON_DEPTH} levels: the "
+                    "worker fails such a step itself, non-retryably"
+                )
+    return problems
+
+
 def _check_task(d: Delivery, calls: Sequence[Call], graph: Graph, ctx: RunContext) -> list[str]:
     reports = logical_reports(calls)
     problems = _resends_differ(calls)
+    problems += _numbering(calls, ctx.resends_due)
+    problems += _over_limits(d, reports)
     problems += [
         f"{c.rpc} refused with {c.error_code or c.code}"
         for c in reports
-        if c.code == "INVALID_ARGUMENT" or c.error_code == "REPORT_OUT_OF_ORDER"
+        if (c.code == "INVALID_ARGUMENT" or c.error_code == "REPORT_OUT_OF_ORDER")
+        and not c.injected  # a refusal the case asked for says nothing about the worker
     ]
     if not reports:
         if not ctx.disturbed:

@@ -8,7 +8,10 @@ only says which steps ran, this says how they were driven.
 
 It also injects server-side faults a case asks for: a call answered with a status instead of
 being served (an AdvanceRun UNIMPLEMENTED, a Heartbeat UNAVAILABLE), or served and then answered
-UNAVAILABLE, as if the response had been lost on the way.
+UNAVAILABLE, as if the response had been lost on the way. A fault on ReportBatch hits the whole
+batch: every report in it is refused, or applied with its answer lost. A PollTasks answer that
+claimed tasks can be held back until the worker ends its polls (EndPolls) or gives up the call:
+the moment a draining worker must not lose.
 """
 
 from __future__ import annotations
@@ -20,12 +23,16 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import grpc
+import orjson
 
+from wiggle._limits import bytes_may_nest_over, json_depth_over
 from wiggle.wire import ERROR_CODE_KEY, REPORT_FIELDS, unbatched
 
 __all__ = ["Call", "Delivery", "Recorder", "ServerFault", "StepSeen"]
 
 _SERVICE = "/wiggle.v1.Wiggle/"
+#: The longest a held PollTasks answer waits for the worker to end its polls.
+_HOLD_S = 30.0
 REPORTS = tuple(REPORT_FIELDS)
 _WATCHED = frozenset(
     {*REPORTS, "ReportBatch", "Heartbeat", "PollTasks", "StartInstance", "EndPolls"}
@@ -43,6 +50,7 @@ class StepSeen:
     context_bytes: int = 0
     context_bool: bool | None = None  # a `context` holding JSON true or false: that value
     entry_bytes: int = 0  # what the step adds to the encoded request
+    too_deep: bool = False  # a `context` nested deeper than the JSON depth limit
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,7 @@ class Delivery:
     via: str  # "poll", "eager" or "next"
     queues: tuple[str, ...]  # the queues of the worker it went to
     max_request_bytes: int
+    max_payload_bytes: int
     timeout_ms: int
     at: float  # time.monotonic() when it was handed out
 
@@ -85,6 +94,7 @@ class Call:
     instance_status: str = ""
     injected: str = ""  # a fault the recorder applied: "refused" or "lost"
     request_bytes: int = 0
+    batched: bool = False  # it travelled in a ReportBatch
 
     @property
     def ok(self) -> bool:
@@ -95,12 +105,15 @@ class Call:
 @dataclass(frozen=True)
 class ServerFault:
     """Answer `rpc` with `status` instead of serving it (`lose_response` False), or serve it
-    and then answer UNAVAILABLE (True); `times` 0: every call, else that many."""
+    and then answer UNAVAILABLE (True); `hold` (PollTasks): serve it, and hold back an answer
+    that claimed tasks until the worker calls EndPolls or gives up the call; `times` 0: every
+    call, else that many."""
 
     rpc: str
     status: str = "UNAVAILABLE"
     lose_response: bool = False
     times: int = 0
+    hold: bool = False
 
 
 @dataclass
@@ -116,6 +129,10 @@ else:  # generic only in the type stubs
 
 
 def _steps_of(method: str, request: Any) -> tuple[StepSeen, ...]:
+    """An AdvanceRun's steps; a CompleteTask's result as one step (its node left blank)."""
+    if method == "CompleteTask":
+        raw = bytes(request.result).strip()
+        return (StepSeen("", "context", context_bytes=len(raw), too_deep=_too_deep(raw)),)
     if method == "AdvanceRun":
         out = []
         for s in request.steps:
@@ -129,10 +146,22 @@ def _steps_of(method: str, request: Any) -> tuple[StepSeen, ...]:
                     context_bytes=len(raw),
                     context_bool={b"true": True, b"false": False}.get(raw),
                     entry_bytes=_entry_bytes(s.ByteSize()),
+                    too_deep=_too_deep(raw),
                 )
             )
         return tuple(out)
     return ()
+
+
+def _too_deep(raw: bytes) -> bool:
+    """Whether encoded JSON nests deeper than the depth limit (not JSON at all: False; the
+    server says what is wrong with that)."""
+    if not bytes_may_nest_over(raw):
+        return False
+    try:
+        return json_depth_over(orjson.loads(raw))
+    except orjson.JSONDecodeError:  # orjson's own nesting limit (1024) included
+        return raw.count(b"[") + raw.count(b"{") > 1024
 
 
 def _leases_of(method: str, request: Any) -> list[str]:
@@ -160,6 +189,8 @@ class Recorder(_Interceptor):
         self._deliveries: dict[str, Delivery] = {}  # by lease
         self._faults: list[_Armed] = []
         self._serving: dict[str, int] = {}  # lease -> calls about it being served right now
+        self._ending: set[str] = set()  # workers that called EndPolls since the faults were armed
+        self._held = 0  # poll answers held back since the faults were armed
 
     # -- what the runner asks --------------------------------------------------------------
 
@@ -167,6 +198,8 @@ class Recorder(_Interceptor):
         """Inject these faults from now on (replacing any armed before)."""
         with self._lock:
             self._faults = [_Armed(f, f.times or -1) for f in faults]
+            self._ending.clear()
+            self._held = 0
 
     def disarm(self) -> None:
         self.arm(())
@@ -185,6 +218,22 @@ class Recorder(_Interceptor):
         finished it is not written down yet."""
         with self._lock:
             return self._lock.wait_for(lambda: not leases & self._serving.keys(), timeout_s)
+
+    def wait_resent(self, leases: set[str], timeout_s: float) -> bool:
+        """Wait until every report about these leases whose answer was lost has a later report
+        (its resend). A lost final report finished the instance already: its resend, after a
+        back-off, may come after the run looks over."""
+
+        def resent() -> bool:
+            calls = [c for c in self._calls if c.lease in leases and c.rpc in REPORTS]
+            return all(
+                any(later.lease == c.lease for later in calls[i + 1 :])
+                for i, c in enumerate(calls)
+                if c.injected == "lost"
+            )
+
+        with self._lock:
+            return self._lock.wait_for(resent, timeout_s)
 
     def wait_polls_ended(self, queues: tuple[str, ...] | None, timeout_s: float) -> bool:
         """Wait until the server has no PollTasks call open for a worker serving `queues` (None:
@@ -210,6 +259,11 @@ class Recorder(_Interceptor):
         with self._lock:
             return self._lock.wait_for(lambda: self._polls_seen.get(queues, 0) > since, timeout_s)
 
+    def polls_held(self) -> int:
+        """How many poll answers a `hold` fault held back since the faults were armed."""
+        with self._lock:
+            return self._held
+
     def refused_unimplemented(self) -> bool:
         """Whether any AdvanceRun was answered UNIMPLEMENTED (the worker then falls back)."""
         with self._lock:
@@ -233,6 +287,10 @@ class Recorder(_Interceptor):
         def serve(request: Any, context: grpc.ServicerContext) -> Any:
             if method == "PollTasks":
                 return self._poll(inner, request, context)
+            if method == "EndPolls":
+                with self._lock:
+                    self._ending.add(request.worker_id)
+                    self._lock.notify_all()
             leases = _leases_of(method, request)
             self._enter(leases)
             try:
@@ -287,6 +345,8 @@ class Recorder(_Interceptor):
         try:
             response = inner(request, context)
             self._record("PollTasks", request, response, context)
+            if response.tasks and self._take("PollTasks") is not None:
+                self._hold(request.worker_id, context)
             return response
         finally:
             with self._lock:
@@ -296,28 +356,68 @@ class Recorder(_Interceptor):
     def _batch(self, inner: Any, request: Any, context: grpc.ServicerContext) -> Any:
         """A ReportBatch is recorded as the reports it carries, each with its own answer.
 
-        Faults are injected per report RPC; while any is armed for a report, this server does
+        Faults on a report RPC are injected per report RPC: while any is armed, this server does
         not offer ReportBatch (UNIMPLEMENTED, as an older server would answer), so the worker
-        sends each report alone and the fault reaches it."""
+        sends each report alone and the fault reaches it. A fault on ReportBatch itself hits the
+        whole call, as a transport fault would: every report in it refused, or applied with its
+        answer lost."""
         with self._lock:
             armed = any(a.fault.rpc in REPORTS and a.left != 0 for a in self._faults)
         if armed:
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "conformance: ReportBatch is off")
+        carried = [c for c in map(unbatched, request.reports) if c is not None]
+        fault = self._take("ReportBatch")
+        if fault is not None and not fault.lose_response:
+            for rpc, report in carried:
+                self._record(
+                    rpc,
+                    report,
+                    None,
+                    context,
+                    injected="refused",
+                    status=fault.status,
+                    batched=True,
+                )
+            context.abort(grpc.StatusCode[fault.status], "conformance fault: ReportBatch refused")
         response = inner(request, context)
+        lost = "lost" if fault is not None else ""
         for item, answer in zip(request.reports, response.answers, strict=False):
-            carried = unbatched(item)
-            if carried is None:
+            one = unbatched(item)
+            if one is None:
                 continue
-            rpc, report = carried
+            rpc, report = one
             got = answer.WhichOneof("answer")
             if got == "error":
                 name = _CODES.get(answer.error.status_code, "UNKNOWN")
                 self._record(
-                    rpc, report, None, context, status=name, error_code=answer.error.error_code
+                    rpc,
+                    report,
+                    None,
+                    context,
+                    status=name,
+                    error_code=answer.error.error_code,
+                    batched=True,
                 )
             else:
-                self._record(rpc, report, getattr(answer, got), context)
+                self._record(
+                    rpc, report, getattr(answer, got), context, injected=lost, batched=True
+                )
+        if fault is not None:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "conformance fault: response lost")
         return response
+
+    def _hold(self, worker_id: str, context: grpc.ServicerContext) -> None:
+        """Keep a poll's answer (tasks claimed, leases running) until the worker ends its polls
+        or abandons the call. A worker that cancels its poll instead never reads it: those tasks
+        stay leased to nobody until their leases expire."""
+        give_up = time.monotonic() + _HOLD_S
+        with self._lock:
+            self._held += 1
+            # A cancelled call notifies nobody: look at it every tenth of a second.
+            while worker_id not in self._ending and context.is_active():
+                if time.monotonic() > give_up:
+                    break
+                self._lock.wait(0.1)
 
     def _take(self, method: str) -> ServerFault | None:
         with self._lock:
@@ -338,6 +438,7 @@ class Recorder(_Interceptor):
         injected: str = "",
         status: str = "",
         error_code: str = "",
+        batched: bool = False,
     ) -> None:
         if method in ("PollTasks", "StartInstance", "CompleteTask") and response is not None:
             self._deliver(method, request, response)
@@ -364,6 +465,7 @@ class Recorder(_Interceptor):
             instance_status=_status_name(response),
             injected=injected,
             request_bytes=request.ByteSize(),
+            batched=batched,
         )
         with self._lock:
             self._calls.append(_numbered(call, len(self._calls)))
@@ -395,6 +497,7 @@ class Recorder(_Interceptor):
                     via=via,
                     queues=queues or ("default",),
                     max_request_bytes=t.max_request_bytes,
+                    max_payload_bytes=t.max_payload_bytes,
                     timeout_ms=t.timeout_ms,
                     at=time.monotonic(),
                 )

@@ -53,6 +53,10 @@ _TRIES = 3
 #: How long the judge waits for the server to finish recording a call it is still serving.
 _RECORDED_S = 10.0
 
+#: How long the judge waits for the resend of a report whose answer was lost (a worker backs off
+#: about 100 ms first; a final report's resend comes after the instance looks finished).
+_RESENT_S = 5.0
+
 #: How long to keep watching after an instance ended, to catch a step that runs too late (a
 #: stale worker, a step after a cancel). Longer where faults or cancels make that likely.
 _SETTLE_S = 0.05
@@ -253,8 +257,11 @@ def _judge(session: Session, run: Run, watch: Watch, result: RunResult) -> list[
     instances = {watch.root, *(i.instance_id for i in watch.descendants())}
     recorder = session.recorder
     deliveries = recorder.deliveries(instances)
-    recorder.wait_recorded({d.lease for d in deliveries}, _RECORDED_S)
-    calls = recorder.calls({d.lease for d in deliveries})
+    leases = {d.lease for d in deliveries}
+    if any(f.lose_response for f in run.server_faults):
+        recorder.wait_resent(leases, _RESENT_S)
+    recorder.wait_recorded(leases, _RECORDED_S)
+    calls = recorder.calls(leases)
     faults = {f.action for f in run.faults}
     refused = {(f.rpc, f.status) for f in run.server_faults if not f.lose_response}
     ctx = RunContext(
@@ -265,9 +272,17 @@ def _judge(session: Session, run: Run, watch: Watch, result: RunResult) -> list[
         disturbed=bool(faults or run.cancel or run.server_faults) or result.status != "COMPLETED",
         fallback=("AdvanceRun", "UNIMPLEMENTED") in refused,
         heartbeats_refused=any(rpc == "Heartbeat" for rpc, _ in refused),
+        resends_due=not (run.faults or run.cancel),
     )
     result.problems += check_orchestration(deliveries, calls, ctx)
-    result.problems += _faults_fired(session.mode, run, calls)
+    unfired = _faults_unfired(session.mode, run, calls)
+    if recorder.polls_held():
+        unfired.discard("PollTasks")
+    # Batching is a worker's option: a fault on ReportBatch tests nothing in a worker without it.
+    result.problems += [f"the server fault on {rpc} never fired" for rpc in unfired - _OPTIONAL]
+    result.notes += [
+        f"the worker sent no {rpc}: its fault did not apply" for rpc in unfired & _OPTIONAL
+    ]
     mine = [d for d in deliveries if d.instance_id == watch.root]
     reports = render_reports(mine, recorder.calls({d.lease for d in mine}))
     expected = run.expect.reports.get(session.mode)
@@ -279,18 +294,16 @@ def _judge(session: Session, run: Run, watch: Watch, result: RunResult) -> list[
 #: RPCs a worker does not use in a mode (without a fallback): a server fault on one cannot fire.
 _UNUSED = {"SERVER": {"AdvanceRun"}, "LOCAL_SYNC": {"CompleteTask", "FailTask"}}
 _UNUSED["LOCAL_ASYNC"] = _UNUSED["LOCAL_SYNC"]
+#: RPCs a conforming worker may do without (docs/worker-protocol.md, "Batched reports").
+_OPTIONAL = frozenset({"ReportBatch"})
 
 
-def _faults_fired(mode: str, run: Run, calls: Sequence[Any]) -> list[str]:
-    """A case's server fault that never fired tested nothing: say so."""
+def _faults_unfired(mode: str, run: Run, calls: Sequence[Any]) -> set[str]:
+    """The RPCs of the case's server faults that never fired: such a fault tested nothing."""
     if any(f.status == "UNIMPLEMENTED" for f in run.server_faults):
-        return []  # the fallback changes which RPCs the worker uses
-    fired = {c.rpc for c in calls if c.injected}
-    return [
-        f"the server fault on {f.rpc} never fired"
-        for f in run.server_faults
-        if f.rpc not in _UNUSED[mode] and f.rpc not in fired
-    ]
+        return set()  # the fallback changes which RPCs the worker uses
+    fired = {"ReportBatch" if c.batched else c.rpc for c in calls if c.injected}
+    return {f.rpc for f in run.server_faults if f.rpc not in _UNUSED[mode] and f.rpc not in fired}
 
 
 def _evidence(watch: Watch, t0: float, reports: Sequence[str] = ()) -> list[str]:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar, overload
 
 import orjson
 
+from wiggle._limits import json_depth_over, too_deep
 from wiggle.worker._context import StepInfo, _current
 from wiggle.worker._errors import NonRetryable
 
@@ -224,6 +225,14 @@ def run_handler(
     try:
         encoded = orjson.dumps(result)
     except TypeError as exc:
+        if json_depth_over(result):
+            # orjson stops at 254 levels with a TypeError: past the depth limit anyway, and
+            # failed as every over-deep result is (non-retryably), not as "not JSON" (retried).
+            return Outcome(
+                failure=Failure(
+                    too_deep("the step's result"), non_retryable=True, error_type="DepthLimit"
+                )
+            )
         return Outcome(
             failure=Failure(
                 f"activity {name!r} returned a value that is not JSON: {exc}",

@@ -256,6 +256,12 @@ class LocalRun:
             info = _info(task, node_id, activity, attempt, self.mode)
             is_predicate = isinstance(node, Predicate)
             outcome = run_handler(env.registry.get(activity), activity, ctx, info, predicate=False)
+            if self.lease.lost:
+                # Lost while the step ran: no report may follow, not even a size flush of what
+                # was buffered before it (docs/worker-protocol.md, "Lost lease and the loop").
+                _log.info("local run of task %s ends: %s", task.task_id, self.lease.lost_reason)
+                self.handback = Handback.NOT_RUNNING
+                return
             if is_predicate and outcome.failure is None and isinstance(outcome.value, bool):
                 outcome = Outcome(predicate=outcome.value)
             else:

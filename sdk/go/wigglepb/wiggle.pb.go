@@ -8,7 +8,8 @@
 // Errors use the standard gRPC status codes (NOT_FOUND, INVALID_ARGUMENT, FAILED_PRECONDITION,
 // RESOURCE_EXHAUSTED, UNAUTHENTICATED, PERMISSION_DENIED, UNAVAILABLE). The stable,
 // machine-readable reason is the ErrorCode below, sent as its enum name in the trailing metadata
-// key "wiggle-error-code".
+// key "wiggle-error-code". The server never answers CANCELLED or ABORTED itself (a proxy or the
+// transport may): a worker backs off and resends, as for UNAVAILABLE.
 //
 // The worker's side of this protocol (which RPC when, what every field means, the local-run
 // loop, report sequence numbers, leases and clocks) is specified in docs/worker-protocol.md.
@@ -55,8 +56,9 @@ const (
 	ErrorCode_PERMISSION_DENIED      ErrorCode = 11 // PERMISSION_DENIED: the credential's scopes do not allow this call
 	ErrorCode_SIGNAL_NOT_AWAITED     ErrorCode = 12 // INVALID_ARGUMENT: no await in the instance's graph takes it
 	ErrorCode_UNAVAILABLE            ErrorCode = 13 // UNAVAILABLE: the database or server is overloaded or down; retry
-	ErrorCode_REPORT_OUT_OF_ORDER    ErrorCode = 14 // FAILED_PRECONDITION: a report's seq skips one not yet applied
-	ErrorCode_REPAIR_REFUSED         ErrorCode = 15 // FAILED_PRECONDITION: a retry, reset or migration the instance's
+	ErrorCode_REPORT_OUT_OF_ORDER    ErrorCode = 14 // FAILED_PRECONDITION: a report's seq skips one not yet applied;
+	// a worker bug, and the worker treats the lease as lost
+	ErrorCode_REPAIR_REFUSED ErrorCode = 15 // FAILED_PRECONDITION: a retry, reset or migration the instance's
 	// state does not allow (the message says what would be)
 	ErrorCode_BATCH_NOT_FOUND ErrorCode = 16 // NOT_FOUND: no bulk action with that id
 	ErrorCode_INSTANCE_EXISTS ErrorCode = 17 // ALREADY_EXISTS: a start with the id of an instance of another
@@ -1943,7 +1945,9 @@ type PollTasksRequest struct {
 	WorkerId string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	Queues   []string               `protobuf:"bytes,2,rep,name=queues,proto3" json:"queues,omitempty"`
 	MaxTasks int32                  `protobuf:"varint,3,opt,name=max_tasks,json=maxTasks,proto3" json:"max_tasks,omitempty"`
-	WaitMs   int32                  `protobuf:"varint,4,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"` // the longest the server holds the call open
+	// The longest the server holds the call open (capped by the server, 60 s by default); 10 s is
+	// a good value. The call's own deadline must exceed it by a second or more.
+	WaitMs int32 `protobuf:"varint,4,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
 	// Activities this worker has; empty: any (older workers). The server leases only tasks whose
 	// activity is listed, so a worker never fails a step for want of a handler.
 	Activities    []string `protobuf:"bytes,5,rep,name=activities,proto3" json:"activities,omitempty"`
@@ -2663,15 +2667,21 @@ type Task struct {
 	Attempt          int32                  `protobuf:"varint,10,opt,name=attempt,proto3" json:"attempt,omitempty"`                                                               // from 1
 	Input            []byte                 `protobuf:"bytes,11,opt,name=input,proto3" json:"input,omitempty"`                                                                    // JSON: the context (a combine / apply gets its documented shape)
 	ExecutionMode    ExecutionMode          `protobuf:"varint,12,opt,name=execution_mode,json=executionMode,proto3,enum=wiggle.v1.ExecutionMode" json:"execution_mode,omitempty"` // resolved: SERVER, LOCAL_SYNC or LOCAL_ASYNC
-	LoopCounts       []byte                 `protobuf:"bytes,13,opt,name=loop_counts,json=loopCounts,proto3" json:"loop_counts,omitempty"`                                        // JSON object: loop predicate id -> iterations so far
-	TimeoutMs        int64                  `protobuf:"varint,14,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`                                          // the step's start-to-close timeout (the lease length)
+	// JSON object: loop predicate id -> times it returned true so far; {} outside any loop. A
+	// worker reads an empty field or null as {} (older servers).
+	LoopCounts []byte `protobuf:"bytes,13,opt,name=loop_counts,json=loopCounts,proto3" json:"loop_counts,omitempty"`
+	// The step's start-to-close timeout, the lease length: the node's timeout_ms; for an await's
+	// apply step, apply.timeout_ms (the await's own timeout_ms is its signal deadline).
+	TimeoutMs int64 `protobuf:"varint,14,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// The server's clock when it answered: a worker measures what is left of the lease as
 	// lease_expires_at_ms - server_now_ms, from the moment it received the task (no synced
 	// clocks needed).
 	ServerNowMs int64 `protobuf:"varint,15,opt,name=server_now_ms,json=serverNowMs,proto3" json:"server_now_ms,omitempty"`
 	// The server's limits: the largest JSON value it accepts (a context, a result), and the
 	// largest request message (an AdvanceRun batch). A worker fails a step whose result is over
-	// the first, and flushes a batch before it would exceed the second.
+	// the first, or nested deeper than 128 arrays and objects, at once and non-retryably, without
+	// sending it (the server would fail it too); and flushes a batch before it would exceed the
+	// second. 0 (an older server): 4 MiB, and 4 x max_payload_bytes + 1 MiB.
 	MaxPayloadBytes int64 `protobuf:"varint,16,opt,name=max_payload_bytes,json=maxPayloadBytes,proto3" json:"max_payload_bytes,omitempty"`
 	MaxRequestBytes int64 `protobuf:"varint,17,opt,name=max_request_bytes,json=maxRequestBytes,proto3" json:"max_request_bytes,omitempty"`
 	unknownFields   protoimpl.UnknownFields
@@ -2836,9 +2846,15 @@ type CompleteTaskRequest struct {
 	// queues to this worker and return it as `next_task` (saves a PollTasks round trip and a
 	// commit per step). Servers that predate it ignore it; the worker then just polls.
 	Next *EagerDispatch `protobuf:"bytes,4,opt,name=next,proto3" json:"next,omitempty"`
-	// The report's number under this lease: 1 for the first report on a lease, then +1. A report
-	// resent after a lost response carries the same seq and gets the first answer again, never a
-	// second application. 0: no identity (older workers; a resend may be refused as stale).
+	// The report's number under this lease: 1 + the reports the server acknowledged (answered
+	// without an error) under it. A refused report was not applied and does not count: the next
+	// report reuses its seq. A report whose answer was lost (unknown fate) is resent unchanged,
+	// with the same seq, before any other report under the lease; the server answers it again
+	// instead of applying it twice, for as long as the lease is current, and after a final report
+	// until another final report on the task replaces it. A seq that skips one is refused
+	// (REPORT_OUT_OF_ORDER). 0: no identity (workers that predate seq): still accepted and applied,
+	// but a resend of it may be refused, or applied a second time; a conforming worker always
+	// numbers its reports (docs/worker-protocol.md, "Reports").
 	Seq           int64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2978,11 +2994,14 @@ func (x *FailTaskRequest) GetSeq() int64 {
 }
 
 type ReleaseTaskRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Lease         string                 `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
-	Seq           int64                  `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`      // as in CompleteTaskRequest
-	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"` // recorded in the event log, e.g. "shutdown"
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Lease  string                 `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
+	Seq    int64                  `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"` // as in CompleteTaskRequest
+	// Recorded as the reason of the instance's handed_back event: "shutdown" for a drain and for
+	// nothing else; otherwise a few words saying why the worker gave the task back. Empty:
+	// "released". At most 2000 characters.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3161,8 +3180,10 @@ type HeartbeatRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	Lease  string                 `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
-	// Local runs: the step the worker is running now. The lease is renewed by that step's
-	// timeout rather than by the timeout of the node the server last saw. Empty: the latter.
+	// Local runs: the worker step (a task, predicate, join, or await with apply) the worker is
+	// running now, or is about to start when its timeout is longer than the lease. The lease is
+	// renewed by that step's timeout (an await's: its apply's) rather than by the timeout of the
+	// node the server last saw. Empty, or not a worker step of the graph: the latter.
 	NodeId        string `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3368,15 +3389,18 @@ type isStepResult_Outcome interface {
 }
 
 type StepResult_Context struct {
-	Context []byte `protobuf:"bytes,2,opt,name=context,proto3,oneof"` // a task's (or combine's) result: the next context
+	// A task's, combine's or await apply's result: the next context. Also a predicate's result
+	// when it is not a JSON boolean, as returned: the server then fails the step non-retryably,
+	// as it fails a SERVER-mode CompleteTask with that result.
+	Context []byte `protobuf:"bytes,2,opt,name=context,proto3,oneof"`
 }
 
 type StepResult_Predicate struct {
-	Predicate bool `protobuf:"varint,3,opt,name=predicate,proto3,oneof"` // a predicate's value
+	Predicate bool `protobuf:"varint,3,opt,name=predicate,proto3,oneof"` // a predicate's boolean (never sent as a JSON true / false context)
 }
 
 type StepResult_Failure struct {
-	Failure *StepFailure `protobuf:"bytes,4,opt,name=failure,proto3,oneof"`
+	Failure *StepFailure `protobuf:"bytes,4,opt,name=failure,proto3,oneof"` // only as the last step of a final batch (reason "step_failed")
 }
 
 func (*StepResult_Context) isStepResult_Outcome() {}
@@ -3386,13 +3410,16 @@ func (*StepResult_Predicate) isStepResult_Outcome() {}
 func (*StepResult_Failure) isStepResult_Outcome() {}
 
 type AdvanceRunRequest struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	TaskId         string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Lease          string                 `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
-	Steps          []*StepResult          `protobuf:"bytes,3,rep,name=steps,proto3" json:"steps,omitempty"`                                         // in execution order, starting at the leased node
-	Final          bool                   `protobuf:"varint,4,opt,name=final,proto3" json:"final,omitempty"`                                        // hand back: release the lease and drive the boundary
-	HandbackReason string                 `protobuf:"bytes,5,opt,name=handback_reason,json=handbackReason,proto3" json:"handback_reason,omitempty"` // why the worker stopped (recorded in the event log)
-	Seq            int64                  `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`                                            // as in CompleteTaskRequest
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Lease  string                 `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
+	// In execution order, each the graph successor of the one before. The first is the node the
+	// token is at: the task's node for the run's first call, the node after the last reported
+	// step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
+	Steps          []*StepResult `protobuf:"bytes,3,rep,name=steps,proto3" json:"steps,omitempty"`
+	Final          bool          `protobuf:"varint,4,opt,name=final,proto3" json:"final,omitempty"`                                        // hand back: release the lease and drive the boundary
+	HandbackReason string        `protobuf:"bytes,5,opt,name=handback_reason,json=handbackReason,proto3" json:"handback_reason,omitempty"` // why the worker stopped (recorded in the event log)
+	Seq            int64         `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`                                            // as in CompleteTaskRequest
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -3477,7 +3504,9 @@ type AdvanceRunResponse struct {
 	// the instance is RUNNING and the token is still leased to this lease at that node. False
 	// after a final batch, a failure, a non-RUNNING instance, or a batch that ended at a
 	// boundary. The server does not know the worker's queues: whether the next node's queue is
-	// one it serves is the worker's own classification (docs/worker-protocol.md).
+	// one it serves is the worker's own classification (docs/worker-protocol.md). False after a
+	// non-final call: the lease is no longer the worker's (the server drives the token on); the
+	// worker sends no other report under it, not even a ReleaseTask.
 	KeepGoing     bool  `protobuf:"varint,3,opt,name=keep_going,json=keepGoing,proto3" json:"keep_going,omitempty"`
 	ServerNowMs   int64 `protobuf:"varint,4,opt,name=server_now_ms,json=serverNowMs,proto3" json:"server_now_ms,omitempty"` // as in Task
 	unknownFields protoimpl.UnknownFields

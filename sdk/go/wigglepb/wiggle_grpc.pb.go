@@ -8,7 +8,8 @@
 // Errors use the standard gRPC status codes (NOT_FOUND, INVALID_ARGUMENT, FAILED_PRECONDITION,
 // RESOURCE_EXHAUSTED, UNAUTHENTICATED, PERMISSION_DENIED, UNAVAILABLE). The stable,
 // machine-readable reason is the ErrorCode below, sent as its enum name in the trailing metadata
-// key "wiggle-error-code".
+// key "wiggle-error-code". The server never answers CANCELLED or ABORTED itself (a proxy or the
+// transport may): a worker backs off and resends, as for UNAVAILABLE.
 //
 // The worker's side of this protocol (which RPC when, what every field means, the local-run
 // loop, report sequence numbers, leases and clocks) is specified in docs/worker-protocol.md.
@@ -96,7 +97,7 @@ type WiggleClient interface {
 	// Gives a leased task back without running it (any mode): READY again at the same node with
 	// the same attempt, so a drain never costs an attempt.
 	ReleaseTask(ctx context.Context, in *ReleaseTaskRequest, opts ...grpc.CallOption) (*TaskReportResponse, error)
-	// Renews the lease of a task (and of the local run continuing from it).
+	// Renews the lease of a task (and of the local run continuing from it). Not a report: no seq.
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 	// LOCAL modes: applies an ordered batch of step results atomically, keeps the lease unless
 	// `final`, and says whether the server lets the worker keep going
@@ -106,7 +107,8 @@ type WiggleClient interface {
 	// exactly as its own CompleteTask, FailTask, AdvanceRun or ReleaseTask would be, and answered
 	// in the same order; one report's refusal is its own answer and spoils no other. The call
 	// itself fails only as a whole (unreachable, unauthenticated). Every report carries its seq,
-	// so a batch resent after a lost answer is answered again, not applied twice
+	// so a batch resent after a lost answer is answered again, not applied twice. A worker never
+	// puts two reports of one lease in one batch: the second's seq depends on the first's answer
 	// (docs/worker-protocol.md, "Batched reports").
 	ReportBatch(ctx context.Context, in *ReportBatchRequest, opts ...grpc.CallOption) (*ReportBatchResponse, error)
 }
@@ -348,7 +350,7 @@ type WiggleServer interface {
 	// Gives a leased task back without running it (any mode): READY again at the same node with
 	// the same attempt, so a drain never costs an attempt.
 	ReleaseTask(context.Context, *ReleaseTaskRequest) (*TaskReportResponse, error)
-	// Renews the lease of a task (and of the local run continuing from it).
+	// Renews the lease of a task (and of the local run continuing from it). Not a report: no seq.
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	// LOCAL modes: applies an ordered batch of step results atomically, keeps the lease unless
 	// `final`, and says whether the server lets the worker keep going
@@ -358,7 +360,8 @@ type WiggleServer interface {
 	// exactly as its own CompleteTask, FailTask, AdvanceRun or ReleaseTask would be, and answered
 	// in the same order; one report's refusal is its own answer and spoils no other. The call
 	// itself fails only as a whole (unreachable, unauthenticated). Every report carries its seq,
-	// so a batch resent after a lost answer is answered again, not applied twice
+	// so a batch resent after a lost answer is answered again, not applied twice. A worker never
+	// puts two reports of one lease in one batch: the second's seq depends on the first's answer
 	// (docs/worker-protocol.md, "Batched reports").
 	ReportBatch(context.Context, *ReportBatchRequest) (*ReportBatchResponse, error)
 	mustEmbedUnimplementedWiggleServer()

@@ -60,6 +60,13 @@ func (r *localRun) run(ctx context.Context) {
 		h, found := w.reg.get(activity)
 		info := stepInfo(t, nodeID, activity, attempt, r.mode)
 		out := runHandler(WithStep(ctx, info), h, found, activity, in, isPredicate)
+		if why := r.l.lost(); why != "" {
+			// Lost while the step ran: no report may follow, not even a size flush of what was
+			// buffered before it (docs/worker-protocol.md, "Lost lease and the loop").
+			w.log.Info("local run ends", "task", t.GetTaskId(), "why", why)
+			r.handback = string(traversal.NotRunning)
+			return
+		}
 		if !isPredicate || out.predicate == nil {
 			out = checkLimits(out, t.GetMaxPayloadBytes())
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -263,5 +264,38 @@ func TestALostAnswerIsResentWithTheSameSeq(t *testing.T) {
 	}
 	if f.advances[0].GetSeq() != 1 || f.advances[1].GetSeq() != 1 || f.advances[2].GetSeq() != 2 {
 		t.Errorf("seqs %d %d %d", f.advances[0].GetSeq(), f.advances[1].GetSeq(), f.advances[2].GetSeq())
+	}
+}
+
+// A lease lost while a step runs ends the run with no report at all: not even the size flush
+// that the step's result would otherwise make due (docs/worker-protocol.md, "Lost lease and the
+// loop").
+func TestALeaseLostDuringAStepEndsTheRunWithoutASizeFlush(t *testing.T) {
+	f := newFake()
+	// 300 ms steps: heartbeats every 100 ms.
+	doc, version := flow(t, "a:task:default:300", "b:task:default:300", "c:task:default:300")
+	f.graphs[version] = doc
+	w := testWorker(f, Options{}, "c")
+	pad := strings.Repeat("x", 1200)
+	w.Register("a", func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		return json.Marshal(map[string]string{"pad": pad})
+	})
+	w.Register("b", func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+		f.mu.Lock()
+		f.statusAfter = wigglepb.InstanceStatus_CANCELLED // the next heartbeat loses the lease
+		f.mu.Unlock()
+		select {
+		case <-ctx.Done(): // the lease is lost: its handlers' context ends
+		case <-time.After(10 * time.Second):
+			t.Error("the lease was never lost")
+		}
+		return json.Marshal(map[string]string{"pad": pad})
+	})
+	w.advanceRun.Store(1)
+	tk := task(version, "a", lasync)
+	tk.TimeoutMs, tk.MaxRequestBytes = 300, 2000 // a's result and b's do not fit in one request
+	w.runTask(tk)
+	if got := f.batches(); got != "" {
+		t.Fatalf("batches %q after the lease was lost, want none", got)
 	}
 }

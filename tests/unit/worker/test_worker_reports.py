@@ -13,7 +13,7 @@ from wiggle._limits import MAX_JSON_DEPTH
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle.worker import Registry
 from wiggle.worker._heartbeat import Lease
-from wiggle.worker._local_run import run_task
+from wiggle.worker._local_run import hold_lease, run_task
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -164,17 +164,21 @@ def test_async_flushes_before_a_batch_would_exceed_the_request_limit(harness):
     assert [r.seq for r in requests] == list(range(1, len(requests) + 1))
 
 
+def first_step_failure(h, mode: str) -> pb.StepFailure:
+    """The failure the worker reported for the first step, s0: alone, and ending the run."""
+    if mode == "SERVER":
+        (req,) = h.stub.requests("FailTask")
+        return req.failure
+    (req,) = h.stub.requests("AdvanceRun")
+    assert req.final and [s.node_id for s in req.steps] == ["s0"]
+    return req.steps[0].failure
+
+
 @pytest.mark.parametrize("mode", ["SERVER", "LOCAL_SYNC", "LOCAL_ASYNC"])
 def test_a_result_over_the_payload_limit_fails_the_step_at_once(harness, mode):
     h = harness(linear(mode, 2), sized_registry(2, 5000))
     run_task(h.env, h.task(ctx={}, max_payload_bytes=4096))
-    if mode == "SERVER":
-        (req,) = h.stub.requests("FailTask")
-        failure = req.failure
-    else:
-        (req,) = h.stub.requests("AdvanceRun")
-        assert req.final and [s.node_id for s in req.steps] == ["s0"]
-        failure = req.steps[0].failure
+    failure = first_step_failure(h, mode)
     assert failure.non_retryable
     assert "max_payload_bytes" in failure.message and "4096" in failure.message
 
@@ -191,6 +195,25 @@ def test_a_result_nested_too_deep_fails_the_step_at_once(harness):
     (req,) = h.stub.requests("AdvanceRun")
     failure = req.steps[0].failure
     assert failure.non_retryable and str(MAX_JSON_DEPTH) in failure.message
+
+
+@pytest.mark.parametrize("mode", ["SERVER", "LOCAL_SYNC", "LOCAL_ASYNC"])
+@pytest.mark.parametrize("levels", [MAX_JSON_DEPTH + 1, 300, 2000])
+def test_a_result_deeper_than_the_encoder_goes_fails_like_any_too_deep_one(harness, mode, levels):
+    # orjson gives up past 254 levels ("Recursion limit reached", a TypeError). That result
+    # used to be failed as retryable ("not JSON"), using up every attempt, where one 129-254
+    # levels deep failed at once: every over-deep result must fail alike, non-retryably.
+    reg = Registry()
+    deep: object = 1
+    for _ in range(levels):
+        deep = [deep]
+    reg.register(lambda ctx: deep, "s0")
+    reg.register(lambda ctx: ctx, "s1")
+    h = harness(linear(mode, 2), reg)
+    run_task(h.env, h.task(ctx={}))
+    failure = first_step_failure(h, mode)
+    assert failure.non_retryable, failure.message
+    assert f"the JSON depth limit is {MAX_JSON_DEPTH}" in failure.message
 
 
 def test_a_result_exactly_at_the_depth_limit_passes(harness):
@@ -246,3 +269,25 @@ def test_a_longer_next_step_renews_the_lease_by_its_timeout_first(harness):
     # Renewed for s1 before s1 starts (before s0's report, which the budget check precedes).
     order = [m for m, _ in h.stub.calls if m in ("AdvanceRun", "Heartbeat")]
     assert order == ["Heartbeat", "AdvanceRun", "AdvanceRun"]
+
+
+def test_a_lease_lost_during_a_step_ends_the_run_without_a_size_flush(harness):
+    # s1's result does not fit in the request beside s0's: a size flush of s0 would be due.
+    # But the lease was lost while s1 ran (a heartbeat said so): no report at all may follow,
+    # not even the non-final flush (docs/worker-protocol.md, "Lost lease and the loop").
+    limit = 4096
+    leases: list[Lease] = []
+    reg = Registry()
+    reg.register(lambda ctx: {"pad": "x" * 2500}, "s0")
+
+    def lost_meanwhile(ctx):
+        leases[0].lose("heartbeat refused: STALE_LEASE")
+        return {"pad": "y" * 2500}
+
+    reg.register(lost_meanwhile, "s1")
+    reg.register(lambda ctx: ctx, "s2")
+    h = harness(linear("LOCAL_ASYNC", 3), reg)
+    task = h.task(ctx={}, max_payload_bytes=limit, max_request_bytes=limit)
+    leases.append(hold_lease(h.env, task))
+    run_task(h.env, task, leases[0])
+    assert h.stub.requests("AdvanceRun") == [] and h.stub.requests("ReleaseTask") == []

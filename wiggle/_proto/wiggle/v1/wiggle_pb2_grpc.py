@@ -250,7 +250,7 @@ class WiggleServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Heartbeat(self, request, context):
-        """Renews the lease of a task (and of the local run continuing from it).
+        """Renews the lease of a task (and of the local run continuing from it). Not a report: no seq.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -270,7 +270,8 @@ class WiggleServicer:
         exactly as its own CompleteTask, FailTask, AdvanceRun or ReleaseTask would be, and answered
         in the same order; one report's refusal is its own answer and spoils no other. The call
         itself fails only as a whole (unreachable, unauthenticated). Every report carries its seq,
-        so a batch resent after a lost answer is answered again, not applied twice
+        so a batch resent after a lost answer is answered again, not applied twice. A worker never
+        puts two reports of one lease in one batch: the second's seq depends on the first's answer
         (docs/worker-protocol.md, "Batched reports").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

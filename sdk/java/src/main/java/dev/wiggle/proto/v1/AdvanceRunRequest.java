@@ -135,7 +135,9 @@ private static final long serialVersionUID = 0L;
   private java.util.List<dev.wiggle.proto.v1.StepResult> steps_;
   /**
    * <pre>
-   * in execution order, starting at the leased node
+   * In execution order, each the graph successor of the one before. The first is the node the
+   * token is at: the task's node for the run's first call, the node after the last reported
+   * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
    * </pre>
    *
    * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -146,7 +148,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * in execution order, starting at the leased node
+   * In execution order, each the graph successor of the one before. The first is the node the
+   * token is at: the task's node for the run's first call, the node after the last reported
+   * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
    * </pre>
    *
    * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -158,7 +162,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * in execution order, starting at the leased node
+   * In execution order, each the graph successor of the one before. The first is the node the
+   * token is at: the task's node for the run's first call, the node after the last reported
+   * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
    * </pre>
    *
    * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -169,7 +175,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * in execution order, starting at the leased node
+   * In execution order, each the graph successor of the one before. The first is the node the
+   * token is at: the task's node for the run's first call, the node after the last reported
+   * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
    * </pre>
    *
    * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -180,7 +188,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * in execution order, starting at the leased node
+   * In execution order, each the graph successor of the one before. The first is the node the
+   * token is at: the task's node for the run's first call, the node after the last reported
+   * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
    * </pre>
    *
    * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -895,7 +905,9 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * in execution order, starting at the leased node
+     * In execution order, each the graph successor of the one before. The first is the node the
+     * token is at: the task's node for the run's first call, the node after the last reported
+     * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
      * </pre>
      *
      * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -909,7 +921,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * in execution order, starting at the leased node
+     * In execution order, each the graph successor of the one before. The first is the node the
+     * token is at: the task's node for the run's first call, the node after the last reported
+     * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
      * </pre>
      *
      * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -923,7 +937,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * in execution order, starting at the leased node
+     * In execution order, each the graph successor of the one before. The first is the node the
+     * token is at: the task's node for the run's first call, the node after the last reported
+     * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
      * </pre>
      *
      * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -937,7 +953,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * in execution order, starting at the leased node
+     * In execution order, each the graph successor of the one before. The first is the node the
+     * token is at: the task's node for the run's first call, the node after the last reported
+     * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
      * </pre>
      *
      * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -956,7 +974,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * in execution order, starting at the leased node
+     * In execution order, each the graph successor of the one before. The first is the node the
+     * token is at: the task's node for the run's first call, the node after the last reported
+     * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
      * </pre>
      *
      * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -974,7 +994,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * in execution order, starting at the leased node
+     * In execution order, each the graph successor of the one before. The first is the node the
+     * token is at: the task's node for the run's first call, the node after the last reported
+     * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
      * </pre>
      *
      * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -992,7 +1014,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * in execution order, starting at the leased node
+     * In execution order, each the graph successor of the one before. The first is the node the
+     * token is at: the task's node for the run's first call, the node after the last reported
+     * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
      * </pre>
      *
      * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -1011,7 +1035,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * in execution order, starting at the leased node
+     * In execution order, each the graph successor of the one before. The first is the node the
+     * token is at: the task's node for the run's first call, the node after the last reported
+     * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
      * </pre>
      *
      * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -1029,7 +1055,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * in execution order, starting at the leased node
+     * In execution order, each the graph successor of the one before. The first is the node the
+     * token is at: the task's node for the run's first call, the node after the last reported
+     * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
      * </pre>
      *
      * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -1047,7 +1075,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * in execution order, starting at the leased node
+     * In execution order, each the graph successor of the one before. The first is the node the
+     * token is at: the task's node for the run's first call, the node after the last reported
+     * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
      * </pre>
      *
      * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -1066,7 +1096,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * in execution order, starting at the leased node
+     * In execution order, each the graph successor of the one before. The first is the node the
+     * token is at: the task's node for the run's first call, the node after the last reported
+     * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
      * </pre>
      *
      * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -1083,7 +1115,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * in execution order, starting at the leased node
+     * In execution order, each the graph successor of the one before. The first is the node the
+     * token is at: the task's node for the run's first call, the node after the last reported
+     * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
      * </pre>
      *
      * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -1100,7 +1134,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * in execution order, starting at the leased node
+     * In execution order, each the graph successor of the one before. The first is the node the
+     * token is at: the task's node for the run's first call, the node after the last reported
+     * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
      * </pre>
      *
      * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -1111,7 +1147,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * in execution order, starting at the leased node
+     * In execution order, each the graph successor of the one before. The first is the node the
+     * token is at: the task's node for the run's first call, the node after the last reported
+     * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
      * </pre>
      *
      * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -1125,7 +1163,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * in execution order, starting at the leased node
+     * In execution order, each the graph successor of the one before. The first is the node the
+     * token is at: the task's node for the run's first call, the node after the last reported
+     * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
      * </pre>
      *
      * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -1140,7 +1180,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * in execution order, starting at the leased node
+     * In execution order, each the graph successor of the one before. The first is the node the
+     * token is at: the task's node for the run's first call, the node after the last reported
+     * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
      * </pre>
      *
      * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -1151,7 +1193,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * in execution order, starting at the leased node
+     * In execution order, each the graph successor of the one before. The first is the node the
+     * token is at: the task's node for the run's first call, the node after the last reported
+     * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
      * </pre>
      *
      * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -1163,7 +1207,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * in execution order, starting at the leased node
+     * In execution order, each the graph successor of the one before. The first is the node the
+     * token is at: the task's node for the run's first call, the node after the last reported
+     * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
      * </pre>
      *
      * <code>repeated .wiggle.v1.StepResult steps = 3;</code>

@@ -36,7 +36,9 @@ public interface AdvanceRunRequestOrBuilder extends
 
   /**
    * <pre>
-   * in execution order, starting at the leased node
+   * In execution order, each the graph successor of the one before. The first is the node the
+   * token is at: the task's node for the run's first call, the node after the last reported
+   * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
    * </pre>
    *
    * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -45,7 +47,9 @@ public interface AdvanceRunRequestOrBuilder extends
       getStepsList();
   /**
    * <pre>
-   * in execution order, starting at the leased node
+   * In execution order, each the graph successor of the one before. The first is the node the
+   * token is at: the task's node for the run's first call, the node after the last reported
+   * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
    * </pre>
    *
    * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -53,7 +57,9 @@ public interface AdvanceRunRequestOrBuilder extends
   dev.wiggle.proto.v1.StepResult getSteps(int index);
   /**
    * <pre>
-   * in execution order, starting at the leased node
+   * In execution order, each the graph successor of the one before. The first is the node the
+   * token is at: the task's node for the run's first call, the node after the last reported
+   * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
    * </pre>
    *
    * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -61,7 +67,9 @@ public interface AdvanceRunRequestOrBuilder extends
   int getStepsCount();
   /**
    * <pre>
-   * in execution order, starting at the leased node
+   * In execution order, each the graph successor of the one before. The first is the node the
+   * token is at: the task's node for the run's first call, the node after the last reported
+   * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
    * </pre>
    *
    * <code>repeated .wiggle.v1.StepResult steps = 3;</code>
@@ -70,7 +78,9 @@ public interface AdvanceRunRequestOrBuilder extends
       getStepsOrBuilderList();
   /**
    * <pre>
-   * in execution order, starting at the leased node
+   * In execution order, each the graph successor of the one before. The first is the node the
+   * token is at: the task's node for the run's first call, the node after the last reported
+   * step for the next ones (a non-final AdvanceRun moves the token, under the same lease).
    * </pre>
    *
    * <code>repeated .wiggle.v1.StepResult steps = 3;</code>

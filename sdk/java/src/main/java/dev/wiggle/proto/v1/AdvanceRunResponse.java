@@ -86,7 +86,9 @@ private static final long serialVersionUID = 0L;
    * the instance is RUNNING and the token is still leased to this lease at that node. False
    * after a final batch, a failure, a non-RUNNING instance, or a batch that ended at a
    * boundary. The server does not know the worker's queues: whether the next node's queue is
-   * one it serves is the worker's own classification (docs/worker-protocol.md).
+   * one it serves is the worker's own classification (docs/worker-protocol.md). False after a
+   * non-final call: the lease is no longer the worker's (the server drives the token on); the
+   * worker sends no other report under it, not even a ReleaseTask.
    * </pre>
    *
    * <code>bool keep_going = 3;</code>
@@ -569,7 +571,9 @@ private static final long serialVersionUID = 0L;
      * the instance is RUNNING and the token is still leased to this lease at that node. False
      * after a final batch, a failure, a non-RUNNING instance, or a batch that ended at a
      * boundary. The server does not know the worker's queues: whether the next node's queue is
-     * one it serves is the worker's own classification (docs/worker-protocol.md).
+     * one it serves is the worker's own classification (docs/worker-protocol.md). False after a
+     * non-final call: the lease is no longer the worker's (the server drives the token on); the
+     * worker sends no other report under it, not even a ReleaseTask.
      * </pre>
      *
      * <code>bool keep_going = 3;</code>
@@ -585,7 +589,9 @@ private static final long serialVersionUID = 0L;
      * the instance is RUNNING and the token is still leased to this lease at that node. False
      * after a final batch, a failure, a non-RUNNING instance, or a batch that ended at a
      * boundary. The server does not know the worker's queues: whether the next node's queue is
-     * one it serves is the worker's own classification (docs/worker-protocol.md).
+     * one it serves is the worker's own classification (docs/worker-protocol.md). False after a
+     * non-final call: the lease is no longer the worker's (the server drives the token on); the
+     * worker sends no other report under it, not even a ReleaseTask.
      * </pre>
      *
      * <code>bool keep_going = 3;</code>
@@ -605,7 +611,9 @@ private static final long serialVersionUID = 0L;
      * the instance is RUNNING and the token is still leased to this lease at that node. False
      * after a final batch, a failure, a non-RUNNING instance, or a batch that ended at a
      * boundary. The server does not know the worker's queues: whether the next node's queue is
-     * one it serves is the worker's own classification (docs/worker-protocol.md).
+     * one it serves is the worker's own classification (docs/worker-protocol.md). False after a
+     * non-final call: the lease is no longer the worker's (the server drives the token on); the
+     * worker sends no other report under it, not even a ReleaseTask.
      * </pre>
      *
      * <code>bool keep_going = 3;</code>

@@ -79,9 +79,15 @@ public interface CompleteTaskRequestOrBuilder extends
 
   /**
    * <pre>
-   * The report's number under this lease: 1 for the first report on a lease, then +1. A report
-   * resent after a lost response carries the same seq and gets the first answer again, never a
-   * second application. 0: no identity (older workers; a resend may be refused as stale).
+   * The report's number under this lease: 1 + the reports the server acknowledged (answered
+   * without an error) under it. A refused report was not applied and does not count: the next
+   * report reuses its seq. A report whose answer was lost (unknown fate) is resent unchanged,
+   * with the same seq, before any other report under the lease; the server answers it again
+   * instead of applying it twice, for as long as the lease is current, and after a final report
+   * until another final report on the task replaces it. A seq that skips one is refused
+   * (REPORT_OUT_OF_ORDER). 0: no identity (workers that predate seq): still accepted and applied,
+   * but a resend of it may be refused, or applied a second time; a conforming worker always
+   * numbers its reports (docs/worker-protocol.md, "Reports").
    * </pre>
    *
    * <code>int64 seq = 5;</code>

@@ -121,7 +121,7 @@ public enum ErrorCode
   UNAVAILABLE(13),
   /**
    * <pre>
-   * FAILED_PRECONDITION: a report's seq skips one not yet applied
+   * FAILED_PRECONDITION: a report's seq skips one not yet applied;
    * </pre>
    *
    * <code>REPORT_OUT_OF_ORDER = 14;</code>
@@ -129,7 +129,7 @@ public enum ErrorCode
   REPORT_OUT_OF_ORDER(14),
   /**
    * <pre>
-   * FAILED_PRECONDITION: a retry, reset or migration the instance's
+   * a worker bug, and the worker treats the lease as lost
    * </pre>
    *
    * <code>REPAIR_REFUSED = 15;</code>
@@ -273,7 +273,7 @@ public enum ErrorCode
   public static final int UNAVAILABLE_VALUE = 13;
   /**
    * <pre>
-   * FAILED_PRECONDITION: a report's seq skips one not yet applied
+   * FAILED_PRECONDITION: a report's seq skips one not yet applied;
    * </pre>
    *
    * <code>REPORT_OUT_OF_ORDER = 14;</code>
@@ -281,7 +281,7 @@ public enum ErrorCode
   public static final int REPORT_OUT_OF_ORDER_VALUE = 14;
   /**
    * <pre>
-   * FAILED_PRECONDITION: a retry, reset or migration the instance's
+   * a worker bug, and the worker treats the lease as lost
    * </pre>
    *
    * <code>REPAIR_REFUSED = 15;</code>

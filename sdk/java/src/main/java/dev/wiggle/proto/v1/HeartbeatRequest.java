@@ -134,8 +134,10 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object nodeId_ = "";
   /**
    * <pre>
-   * Local runs: the step the worker is running now. The lease is renewed by that step's
-   * timeout rather than by the timeout of the node the server last saw. Empty: the latter.
+   * Local runs: the worker step (a task, predicate, join, or await with apply) the worker is
+   * running now, or is about to start when its timeout is longer than the lease. The lease is
+   * renewed by that step's timeout (an await's: its apply's) rather than by the timeout of the
+   * node the server last saw. Empty, or not a worker step of the graph: the latter.
    * </pre>
    *
    * <code>string node_id = 3;</code>
@@ -156,8 +158,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Local runs: the step the worker is running now. The lease is renewed by that step's
-   * timeout rather than by the timeout of the node the server last saw. Empty: the latter.
+   * Local runs: the worker step (a task, predicate, join, or await with apply) the worker is
+   * running now, or is about to start when its timeout is longer than the lease. The lease is
+   * renewed by that step's timeout (an await's: its apply's) rather than by the timeout of the
+   * node the server last saw. Empty, or not a worker step of the graph: the latter.
    * </pre>
    *
    * <code>string node_id = 3;</code>
@@ -669,8 +673,10 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object nodeId_ = "";
     /**
      * <pre>
-     * Local runs: the step the worker is running now. The lease is renewed by that step's
-     * timeout rather than by the timeout of the node the server last saw. Empty: the latter.
+     * Local runs: the worker step (a task, predicate, join, or await with apply) the worker is
+     * running now, or is about to start when its timeout is longer than the lease. The lease is
+     * renewed by that step's timeout (an await's: its apply's) rather than by the timeout of the
+     * node the server last saw. Empty, or not a worker step of the graph: the latter.
      * </pre>
      *
      * <code>string node_id = 3;</code>
@@ -690,8 +696,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Local runs: the step the worker is running now. The lease is renewed by that step's
-     * timeout rather than by the timeout of the node the server last saw. Empty: the latter.
+     * Local runs: the worker step (a task, predicate, join, or await with apply) the worker is
+     * running now, or is about to start when its timeout is longer than the lease. The lease is
+     * renewed by that step's timeout (an await's: its apply's) rather than by the timeout of the
+     * node the server last saw. Empty, or not a worker step of the graph: the latter.
      * </pre>
      *
      * <code>string node_id = 3;</code>
@@ -712,8 +720,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Local runs: the step the worker is running now. The lease is renewed by that step's
-     * timeout rather than by the timeout of the node the server last saw. Empty: the latter.
+     * Local runs: the worker step (a task, predicate, join, or await with apply) the worker is
+     * running now, or is about to start when its timeout is longer than the lease. The lease is
+     * renewed by that step's timeout (an await's: its apply's) rather than by the timeout of the
+     * node the server last saw. Empty, or not a worker step of the graph: the latter.
      * </pre>
      *
      * <code>string node_id = 3;</code>
@@ -730,8 +740,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Local runs: the step the worker is running now. The lease is renewed by that step's
-     * timeout rather than by the timeout of the node the server last saw. Empty: the latter.
+     * Local runs: the worker step (a task, predicate, join, or await with apply) the worker is
+     * running now, or is about to start when its timeout is longer than the lease. The lease is
+     * renewed by that step's timeout (an await's: its apply's) rather than by the timeout of the
+     * node the server last saw. Empty, or not a worker step of the graph: the latter.
      * </pre>
      *
      * <code>string node_id = 3;</code>
@@ -745,8 +757,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Local runs: the step the worker is running now. The lease is renewed by that step's
-     * timeout rather than by the timeout of the node the server last saw. Empty: the latter.
+     * Local runs: the worker step (a task, predicate, join, or await with apply) the worker is
+     * running now, or is about to start when its timeout is longer than the lease. The lease is
+     * renewed by that step's timeout (an await's: its apply's) rather than by the timeout of the
+     * node the server last saw. Empty, or not a worker step of the graph: the latter.
      * </pre>
      *
      * <code>string node_id = 3;</code>

@@ -36,8 +36,10 @@ public interface HeartbeatRequestOrBuilder extends
 
   /**
    * <pre>
-   * Local runs: the step the worker is running now. The lease is renewed by that step's
-   * timeout rather than by the timeout of the node the server last saw. Empty: the latter.
+   * Local runs: the worker step (a task, predicate, join, or await with apply) the worker is
+   * running now, or is about to start when its timeout is longer than the lease. The lease is
+   * renewed by that step's timeout (an await's: its apply's) rather than by the timeout of the
+   * node the server last saw. Empty, or not a worker step of the graph: the latter.
    * </pre>
    *
    * <code>string node_id = 3;</code>
@@ -46,8 +48,10 @@ public interface HeartbeatRequestOrBuilder extends
   java.lang.String getNodeId();
   /**
    * <pre>
-   * Local runs: the step the worker is running now. The lease is renewed by that step's
-   * timeout rather than by the timeout of the node the server last saw. Empty: the latter.
+   * Local runs: the worker step (a task, predicate, join, or await with apply) the worker is
+   * running now, or is about to start when its timeout is longer than the lease. The lease is
+   * renewed by that step's timeout (an await's: its apply's) rather than by the timeout of the
+   * node the server last saw. Empty, or not a worker step of the graph: the latter.
    * </pre>
    *
    * <code>string node_id = 3;</code>

@@ -145,7 +145,8 @@ private static final long serialVersionUID = 0L;
   private int waitMs_ = 0;
   /**
    * <pre>
-   * the longest the server holds the call open
+   * The longest the server holds the call open (capped by the server, 60 s by default); 10 s is
+   * a good value. The call's own deadline must exceed it by a second or more.
    * </pre>
    *
    * <code>int32 wait_ms = 4;</code>
@@ -958,7 +959,8 @@ private static final long serialVersionUID = 0L;
     private int waitMs_ ;
     /**
      * <pre>
-     * the longest the server holds the call open
+     * The longest the server holds the call open (capped by the server, 60 s by default); 10 s is
+     * a good value. The call's own deadline must exceed it by a second or more.
      * </pre>
      *
      * <code>int32 wait_ms = 4;</code>
@@ -970,7 +972,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * the longest the server holds the call open
+     * The longest the server holds the call open (capped by the server, 60 s by default); 10 s is
+     * a good value. The call's own deadline must exceed it by a second or more.
      * </pre>
      *
      * <code>int32 wait_ms = 4;</code>
@@ -986,7 +989,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * the longest the server holds the call open
+     * The longest the server holds the call open (capped by the server, 60 s by default); 10 s is
+     * a good value. The call's own deadline must exceed it by a second or more.
      * </pre>
      *
      * <code>int32 wait_ms = 4;</code>

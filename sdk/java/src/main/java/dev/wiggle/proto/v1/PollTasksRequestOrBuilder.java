@@ -55,7 +55,8 @@ public interface PollTasksRequestOrBuilder extends
 
   /**
    * <pre>
-   * the longest the server holds the call open
+   * The longest the server holds the call open (capped by the server, 60 s by default); 10 s is
+   * a good value. The call's own deadline must exceed it by a second or more.
    * </pre>
    *
    * <code>int32 wait_ms = 4;</code>

@@ -149,7 +149,9 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object reason_ = "";
   /**
    * <pre>
-   * recorded in the event log, e.g. "shutdown"
+   * Recorded as the reason of the instance's handed_back event: "shutdown" for a drain and for
+   * nothing else; otherwise a few words saying why the worker gave the task back. Empty:
+   * "released". At most 2000 characters.
    * </pre>
    *
    * <code>string reason = 4;</code>
@@ -170,7 +172,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * recorded in the event log, e.g. "shutdown"
+   * Recorded as the reason of the instance's handed_back event: "shutdown" for a drain and for
+   * nothing else; otherwise a few words saying why the worker gave the task back. Empty:
+   * "released". At most 2000 characters.
    * </pre>
    *
    * <code>string reason = 4;</code>
@@ -750,7 +754,9 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object reason_ = "";
     /**
      * <pre>
-     * recorded in the event log, e.g. "shutdown"
+     * Recorded as the reason of the instance's handed_back event: "shutdown" for a drain and for
+     * nothing else; otherwise a few words saying why the worker gave the task back. Empty:
+     * "released". At most 2000 characters.
      * </pre>
      *
      * <code>string reason = 4;</code>
@@ -770,7 +776,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * recorded in the event log, e.g. "shutdown"
+     * Recorded as the reason of the instance's handed_back event: "shutdown" for a drain and for
+     * nothing else; otherwise a few words saying why the worker gave the task back. Empty:
+     * "released". At most 2000 characters.
      * </pre>
      *
      * <code>string reason = 4;</code>
@@ -791,7 +799,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * recorded in the event log, e.g. "shutdown"
+     * Recorded as the reason of the instance's handed_back event: "shutdown" for a drain and for
+     * nothing else; otherwise a few words saying why the worker gave the task back. Empty:
+     * "released". At most 2000 characters.
      * </pre>
      *
      * <code>string reason = 4;</code>
@@ -808,7 +818,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * recorded in the event log, e.g. "shutdown"
+     * Recorded as the reason of the instance's handed_back event: "shutdown" for a drain and for
+     * nothing else; otherwise a few words saying why the worker gave the task back. Empty:
+     * "released". At most 2000 characters.
      * </pre>
      *
      * <code>string reason = 4;</code>
@@ -822,7 +834,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * recorded in the event log, e.g. "shutdown"
+     * Recorded as the reason of the instance's handed_back event: "shutdown" for a drain and for
+     * nothing else; otherwise a few words saying why the worker gave the task back. Empty:
+     * "released". At most 2000 characters.
      * </pre>
      *
      * <code>string reason = 4;</code>

@@ -46,7 +46,9 @@ public interface ReleaseTaskRequestOrBuilder extends
 
   /**
    * <pre>
-   * recorded in the event log, e.g. "shutdown"
+   * Recorded as the reason of the instance's handed_back event: "shutdown" for a drain and for
+   * nothing else; otherwise a few words saying why the worker gave the task back. Empty:
+   * "released". At most 2000 characters.
    * </pre>
    *
    * <code>string reason = 4;</code>
@@ -55,7 +57,9 @@ public interface ReleaseTaskRequestOrBuilder extends
   java.lang.String getReason();
   /**
    * <pre>
-   * recorded in the event log, e.g. "shutdown"
+   * Recorded as the reason of the instance's handed_back event: "shutdown" for a drain and for
+   * nothing else; otherwise a few words saying why the worker gave the task back. Empty:
+   * "released". At most 2000 characters.
    * </pre>
    *
    * <code>string reason = 4;</code>

@@ -135,7 +135,9 @@ private static final long serialVersionUID = 0L;
   public static final int CONTEXT_FIELD_NUMBER = 2;
   /**
    * <pre>
-   * a task's (or combine's) result: the next context
+   * A task's, combine's or await apply's result: the next context. Also a predicate's result
+   * when it is not a JSON boolean, as returned: the server then fails the step non-retryably,
+   * as it fails a SERVER-mode CompleteTask with that result.
    * </pre>
    *
    * <code>bytes context = 2;</code>
@@ -147,7 +149,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * a task's (or combine's) result: the next context
+   * A task's, combine's or await apply's result: the next context. Also a predicate's result
+   * when it is not a JSON boolean, as returned: the server then fails the step non-retryably,
+   * as it fails a SERVER-mode CompleteTask with that result.
    * </pre>
    *
    * <code>bytes context = 2;</code>
@@ -164,7 +168,7 @@ private static final long serialVersionUID = 0L;
   public static final int PREDICATE_FIELD_NUMBER = 3;
   /**
    * <pre>
-   * a predicate's value
+   * a predicate's boolean (never sent as a JSON true / false context)
    * </pre>
    *
    * <code>bool predicate = 3;</code>
@@ -176,7 +180,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * a predicate's value
+   * a predicate's boolean (never sent as a JSON true / false context)
    * </pre>
    *
    * <code>bool predicate = 3;</code>
@@ -192,6 +196,10 @@ private static final long serialVersionUID = 0L;
 
   public static final int FAILURE_FIELD_NUMBER = 4;
   /**
+   * <pre>
+   * only as the last step of a final batch (reason "step_failed")
+   * </pre>
+   *
    * <code>.wiggle.v1.StepFailure failure = 4;</code>
    * @return Whether the failure field is set.
    */
@@ -200,6 +208,10 @@ private static final long serialVersionUID = 0L;
     return outcomeCase_ == 4;
   }
   /**
+   * <pre>
+   * only as the last step of a final batch (reason "step_failed")
+   * </pre>
+   *
    * <code>.wiggle.v1.StepFailure failure = 4;</code>
    * @return The failure.
    */
@@ -211,6 +223,10 @@ private static final long serialVersionUID = 0L;
     return dev.wiggle.proto.v1.StepFailure.getDefaultInstance();
   }
   /**
+   * <pre>
+   * only as the last step of a final batch (reason "step_failed")
+   * </pre>
+   *
    * <code>.wiggle.v1.StepFailure failure = 4;</code>
    */
   @java.lang.Override
@@ -714,7 +730,9 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * a task's (or combine's) result: the next context
+     * A task's, combine's or await apply's result: the next context. Also a predicate's result
+     * when it is not a JSON boolean, as returned: the server then fails the step non-retryably,
+     * as it fails a SERVER-mode CompleteTask with that result.
      * </pre>
      *
      * <code>bytes context = 2;</code>
@@ -725,7 +743,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * a task's (or combine's) result: the next context
+     * A task's, combine's or await apply's result: the next context. Also a predicate's result
+     * when it is not a JSON boolean, as returned: the server then fails the step non-retryably,
+     * as it fails a SERVER-mode CompleteTask with that result.
      * </pre>
      *
      * <code>bytes context = 2;</code>
@@ -739,7 +759,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * a task's (or combine's) result: the next context
+     * A task's, combine's or await apply's result: the next context. Also a predicate's result
+     * when it is not a JSON boolean, as returned: the server then fails the step non-retryably,
+     * as it fails a SERVER-mode CompleteTask with that result.
      * </pre>
      *
      * <code>bytes context = 2;</code>
@@ -755,7 +777,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * a task's (or combine's) result: the next context
+     * A task's, combine's or await apply's result: the next context. Also a predicate's result
+     * when it is not a JSON boolean, as returned: the server then fails the step non-retryably,
+     * as it fails a SERVER-mode CompleteTask with that result.
      * </pre>
      *
      * <code>bytes context = 2;</code>
@@ -772,7 +796,7 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * a predicate's value
+     * a predicate's boolean (never sent as a JSON true / false context)
      * </pre>
      *
      * <code>bool predicate = 3;</code>
@@ -783,7 +807,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * a predicate's value
+     * a predicate's boolean (never sent as a JSON true / false context)
      * </pre>
      *
      * <code>bool predicate = 3;</code>
@@ -797,7 +821,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * a predicate's value
+     * a predicate's boolean (never sent as a JSON true / false context)
      * </pre>
      *
      * <code>bool predicate = 3;</code>
@@ -813,7 +837,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * a predicate's value
+     * a predicate's boolean (never sent as a JSON true / false context)
      * </pre>
      *
      * <code>bool predicate = 3;</code>
@@ -831,6 +855,10 @@ private static final long serialVersionUID = 0L;
     private com.google.protobuf.SingleFieldBuilder<
         dev.wiggle.proto.v1.StepFailure, dev.wiggle.proto.v1.StepFailure.Builder, dev.wiggle.proto.v1.StepFailureOrBuilder> failureBuilder_;
     /**
+     * <pre>
+     * only as the last step of a final batch (reason "step_failed")
+     * </pre>
+     *
      * <code>.wiggle.v1.StepFailure failure = 4;</code>
      * @return Whether the failure field is set.
      */
@@ -839,6 +867,10 @@ private static final long serialVersionUID = 0L;
       return outcomeCase_ == 4;
     }
     /**
+     * <pre>
+     * only as the last step of a final batch (reason "step_failed")
+     * </pre>
+     *
      * <code>.wiggle.v1.StepFailure failure = 4;</code>
      * @return The failure.
      */
@@ -857,6 +889,10 @@ private static final long serialVersionUID = 0L;
       }
     }
     /**
+     * <pre>
+     * only as the last step of a final batch (reason "step_failed")
+     * </pre>
+     *
      * <code>.wiggle.v1.StepFailure failure = 4;</code>
      */
     public Builder setFailure(dev.wiggle.proto.v1.StepFailure value) {
@@ -871,6 +907,10 @@ private static final long serialVersionUID = 0L;
       return this;
     }
     /**
+     * <pre>
+     * only as the last step of a final batch (reason "step_failed")
+     * </pre>
+     *
      * <code>.wiggle.v1.StepFailure failure = 4;</code>
      */
     public Builder setFailure(
@@ -885,6 +925,10 @@ private static final long serialVersionUID = 0L;
       return this;
     }
     /**
+     * <pre>
+     * only as the last step of a final batch (reason "step_failed")
+     * </pre>
+     *
      * <code>.wiggle.v1.StepFailure failure = 4;</code>
      */
     public Builder mergeFailure(dev.wiggle.proto.v1.StepFailure value) {
@@ -908,6 +952,10 @@ private static final long serialVersionUID = 0L;
       return this;
     }
     /**
+     * <pre>
+     * only as the last step of a final batch (reason "step_failed")
+     * </pre>
+     *
      * <code>.wiggle.v1.StepFailure failure = 4;</code>
      */
     public Builder clearFailure() {
@@ -927,12 +975,20 @@ private static final long serialVersionUID = 0L;
       return this;
     }
     /**
+     * <pre>
+     * only as the last step of a final batch (reason "step_failed")
+     * </pre>
+     *
      * <code>.wiggle.v1.StepFailure failure = 4;</code>
      */
     public dev.wiggle.proto.v1.StepFailure.Builder getFailureBuilder() {
       return internalGetFailureFieldBuilder().getBuilder();
     }
     /**
+     * <pre>
+     * only as the last step of a final batch (reason "step_failed")
+     * </pre>
+     *
      * <code>.wiggle.v1.StepFailure failure = 4;</code>
      */
     @java.lang.Override
@@ -947,6 +1003,10 @@ private static final long serialVersionUID = 0L;
       }
     }
     /**
+     * <pre>
+     * only as the last step of a final batch (reason "step_failed")
+     * </pre>
+     *
      * <code>.wiggle.v1.StepFailure failure = 4;</code>
      */
     private com.google.protobuf.SingleFieldBuilder<

@@ -24,7 +24,9 @@ public interface StepResultOrBuilder extends
 
   /**
    * <pre>
-   * a task's (or combine's) result: the next context
+   * A task's, combine's or await apply's result: the next context. Also a predicate's result
+   * when it is not a JSON boolean, as returned: the server then fails the step non-retryably,
+   * as it fails a SERVER-mode CompleteTask with that result.
    * </pre>
    *
    * <code>bytes context = 2;</code>
@@ -33,7 +35,9 @@ public interface StepResultOrBuilder extends
   boolean hasContext();
   /**
    * <pre>
-   * a task's (or combine's) result: the next context
+   * A task's, combine's or await apply's result: the next context. Also a predicate's result
+   * when it is not a JSON boolean, as returned: the server then fails the step non-retryably,
+   * as it fails a SERVER-mode CompleteTask with that result.
    * </pre>
    *
    * <code>bytes context = 2;</code>
@@ -43,7 +47,7 @@ public interface StepResultOrBuilder extends
 
   /**
    * <pre>
-   * a predicate's value
+   * a predicate's boolean (never sent as a JSON true / false context)
    * </pre>
    *
    * <code>bool predicate = 3;</code>
@@ -52,7 +56,7 @@ public interface StepResultOrBuilder extends
   boolean hasPredicate();
   /**
    * <pre>
-   * a predicate's value
+   * a predicate's boolean (never sent as a JSON true / false context)
    * </pre>
    *
    * <code>bool predicate = 3;</code>
@@ -61,16 +65,28 @@ public interface StepResultOrBuilder extends
   boolean getPredicate();
 
   /**
+   * <pre>
+   * only as the last step of a final batch (reason "step_failed")
+   * </pre>
+   *
    * <code>.wiggle.v1.StepFailure failure = 4;</code>
    * @return Whether the failure field is set.
    */
   boolean hasFailure();
   /**
+   * <pre>
+   * only as the last step of a final batch (reason "step_failed")
+   * </pre>
+   *
    * <code>.wiggle.v1.StepFailure failure = 4;</code>
    * @return The failure.
    */
   dev.wiggle.proto.v1.StepFailure getFailure();
   /**
+   * <pre>
+   * only as the last step of a final batch (reason "step_failed")
+   * </pre>
+   *
    * <code>.wiggle.v1.StepFailure failure = 4;</code>
    */
   dev.wiggle.proto.v1.StepFailureOrBuilder getFailureOrBuilder();

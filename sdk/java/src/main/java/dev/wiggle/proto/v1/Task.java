@@ -450,7 +450,8 @@ private static final long serialVersionUID = 0L;
   private com.google.protobuf.ByteString loopCounts_ = com.google.protobuf.ByteString.EMPTY;
   /**
    * <pre>
-   * JSON object: loop predicate id -&gt; iterations so far
+   * JSON object: loop predicate id -&gt; times it returned true so far; {} outside any loop. A
+   * worker reads an empty field or null as {} (older servers).
    * </pre>
    *
    * <code>bytes loop_counts = 13;</code>
@@ -465,7 +466,8 @@ private static final long serialVersionUID = 0L;
   private long timeoutMs_ = 0L;
   /**
    * <pre>
-   * the step's start-to-close timeout (the lease length)
+   * The step's start-to-close timeout, the lease length: the node's timeout_ms; for an await's
+   * apply step, apply.timeout_ms (the await's own timeout_ms is its signal deadline).
    * </pre>
    *
    * <code>int64 timeout_ms = 14;</code>
@@ -499,7 +501,9 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * The server's limits: the largest JSON value it accepts (a context, a result), and the
    * largest request message (an AdvanceRun batch). A worker fails a step whose result is over
-   * the first, and flushes a batch before it would exceed the second.
+   * the first, or nested deeper than 128 arrays and objects, at once and non-retryably, without
+   * sending it (the server would fail it too); and flushes a batch before it would exceed the
+   * second. 0 (an older server): 4 MiB, and 4 x max_payload_bytes + 1 MiB.
    * </pre>
    *
    * <code>int64 max_payload_bytes = 16;</code>
@@ -1987,7 +1991,8 @@ private static final long serialVersionUID = 0L;
     private com.google.protobuf.ByteString loopCounts_ = com.google.protobuf.ByteString.EMPTY;
     /**
      * <pre>
-     * JSON object: loop predicate id -&gt; iterations so far
+     * JSON object: loop predicate id -&gt; times it returned true so far; {} outside any loop. A
+     * worker reads an empty field or null as {} (older servers).
      * </pre>
      *
      * <code>bytes loop_counts = 13;</code>
@@ -1999,7 +2004,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * JSON object: loop predicate id -&gt; iterations so far
+     * JSON object: loop predicate id -&gt; times it returned true so far; {} outside any loop. A
+     * worker reads an empty field or null as {} (older servers).
      * </pre>
      *
      * <code>bytes loop_counts = 13;</code>
@@ -2015,7 +2021,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * JSON object: loop predicate id -&gt; iterations so far
+     * JSON object: loop predicate id -&gt; times it returned true so far; {} outside any loop. A
+     * worker reads an empty field or null as {} (older servers).
      * </pre>
      *
      * <code>bytes loop_counts = 13;</code>
@@ -2031,7 +2038,8 @@ private static final long serialVersionUID = 0L;
     private long timeoutMs_ ;
     /**
      * <pre>
-     * the step's start-to-close timeout (the lease length)
+     * The step's start-to-close timeout, the lease length: the node's timeout_ms; for an await's
+     * apply step, apply.timeout_ms (the await's own timeout_ms is its signal deadline).
      * </pre>
      *
      * <code>int64 timeout_ms = 14;</code>
@@ -2043,7 +2051,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * the step's start-to-close timeout (the lease length)
+     * The step's start-to-close timeout, the lease length: the node's timeout_ms; for an await's
+     * apply step, apply.timeout_ms (the await's own timeout_ms is its signal deadline).
      * </pre>
      *
      * <code>int64 timeout_ms = 14;</code>
@@ -2059,7 +2068,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * the step's start-to-close timeout (the lease length)
+     * The step's start-to-close timeout, the lease length: the node's timeout_ms; for an await's
+     * apply step, apply.timeout_ms (the await's own timeout_ms is its signal deadline).
      * </pre>
      *
      * <code>int64 timeout_ms = 14;</code>
@@ -2127,7 +2137,9 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * The server's limits: the largest JSON value it accepts (a context, a result), and the
      * largest request message (an AdvanceRun batch). A worker fails a step whose result is over
-     * the first, and flushes a batch before it would exceed the second.
+     * the first, or nested deeper than 128 arrays and objects, at once and non-retryably, without
+     * sending it (the server would fail it too); and flushes a batch before it would exceed the
+     * second. 0 (an older server): 4 MiB, and 4 x max_payload_bytes + 1 MiB.
      * </pre>
      *
      * <code>int64 max_payload_bytes = 16;</code>
@@ -2141,7 +2153,9 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * The server's limits: the largest JSON value it accepts (a context, a result), and the
      * largest request message (an AdvanceRun batch). A worker fails a step whose result is over
-     * the first, and flushes a batch before it would exceed the second.
+     * the first, or nested deeper than 128 arrays and objects, at once and non-retryably, without
+     * sending it (the server would fail it too); and flushes a batch before it would exceed the
+     * second. 0 (an older server): 4 MiB, and 4 x max_payload_bytes + 1 MiB.
      * </pre>
      *
      * <code>int64 max_payload_bytes = 16;</code>
@@ -2159,7 +2173,9 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * The server's limits: the largest JSON value it accepts (a context, a result), and the
      * largest request message (an AdvanceRun batch). A worker fails a step whose result is over
-     * the first, and flushes a batch before it would exceed the second.
+     * the first, or nested deeper than 128 arrays and objects, at once and non-retryably, without
+     * sending it (the server would fail it too); and flushes a batch before it would exceed the
+     * second. 0 (an older server): 4 MiB, and 4 x max_payload_bytes + 1 MiB.
      * </pre>
      *
      * <code>int64 max_payload_bytes = 16;</code>

@@ -161,7 +161,8 @@ public interface TaskOrBuilder extends
 
   /**
    * <pre>
-   * JSON object: loop predicate id -&gt; iterations so far
+   * JSON object: loop predicate id -&gt; times it returned true so far; {} outside any loop. A
+   * worker reads an empty field or null as {} (older servers).
    * </pre>
    *
    * <code>bytes loop_counts = 13;</code>
@@ -171,7 +172,8 @@ public interface TaskOrBuilder extends
 
   /**
    * <pre>
-   * the step's start-to-close timeout (the lease length)
+   * The step's start-to-close timeout, the lease length: the node's timeout_ms; for an await's
+   * apply step, apply.timeout_ms (the await's own timeout_ms is its signal deadline).
    * </pre>
    *
    * <code>int64 timeout_ms = 14;</code>
@@ -195,7 +197,9 @@ public interface TaskOrBuilder extends
    * <pre>
    * The server's limits: the largest JSON value it accepts (a context, a result), and the
    * largest request message (an AdvanceRun batch). A worker fails a step whose result is over
-   * the first, and flushes a batch before it would exceed the second.
+   * the first, or nested deeper than 128 arrays and objects, at once and non-retryably, without
+   * sending it (the server would fail it too); and flushes a batch before it would exceed the
+   * second. 0 (an older server): 4 MiB, and 4 x max_payload_bytes + 1 MiB.
    * </pre>
    *
    * <code>int64 max_payload_bytes = 16;</code>
