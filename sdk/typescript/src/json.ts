@@ -55,7 +55,11 @@ export function decode(bytes: Uint8Array | string): Json {
     return null;
   }
   if (plainNumbersOnly(text)) {
-    return JSON.parse(text) as Json; // every number is a small integer: nothing to lose
+    try {
+      return JSON.parse(text) as Json; // every number is a small integer: nothing to lose
+    } catch {
+      // the parser below says where the text goes wrong
+    }
   }
   return new Parser(text).document();
 }

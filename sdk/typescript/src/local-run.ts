@@ -175,7 +175,7 @@ export class LocalRun {
   /** A step's result as AdvanceRun carries it, with its encoded size. */
   private entry(nodeId: string, out: Outcome): Buffered {
     const result = this.stepResult(nodeId, out);
-    return { result, outcome: out, bytes: fieldBytes(3, stepResultBytes(result)) };
+    return { result, outcome: out, bytes: stepEntryBytes(result) };
   }
 
   /** A step's outcome as the wire's StepResult. */
@@ -201,7 +201,7 @@ export class LocalRun {
       const payload = this.task.maxPayloadBytes > 0 ? this.task.maxPayloadBytes : DEFAULT_MAX_PAYLOAD_BYTES;
       limit = defaultMaxRequestBytes(payload);
     }
-    let size = stringFieldBytes(1, this.task.taskId) + stringFieldBytes(2, this.task.lease) + entry.bytes;
+    let size = headerBytes(this.task.taskId, this.task.lease) + entry.bytes;
     for (const b of this.buffer) {
       size += b.bytes;
     }
@@ -323,6 +323,16 @@ function stringFieldBytes(tag: number, s: string | undefined): number {
     return 0;
   }
   return fieldBytes(tag, Buffer.byteLength(s, "utf8"));
+}
+
+/** The encoded size of an AdvanceRunRequest's task_id and lease. */
+export function headerBytes(taskId: string, lease: string): number {
+  return stringFieldBytes(1, taskId) + stringFieldBytes(2, lease);
+}
+
+/** The encoded size of one AdvanceRunRequest.steps entry. */
+export function stepEntryBytes(r: StepResult): number {
+  return fieldBytes(3, stepResultBytes(r));
 }
 
 /** The encoded size of a StepResult (oneof members are present even at their default). */

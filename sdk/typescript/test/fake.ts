@@ -56,7 +56,7 @@ export class FakeApi implements WiggleApi {
   }
 
   private async next<T>(method: string, req: unknown, fallback: () => T): Promise<T> {
-    this.calls.push({ method, req: structuredClone(req) });
+    this.calls.push({ method, req });
     const a = this.queued.get(method)?.shift();
     let v: unknown = a === undefined ? fallback() : a;
     if (typeof v === "function") {
