@@ -1,51 +1,17 @@
-"""The TypeScript worker rides out a server restart: it backs off while the server is gone, says
-so once, and serves the restarted server (same address, same database) without being restarted."""
+"""The TypeScript worker rides out a server restart, as the Java worker does
+(test_java_reconnect.py): it backs off while the server is gone, says so once, and serves the
+restarted server (same address, same database) without being restarted."""
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import signal
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-from wiggle.client import Client
-from wiggle.compiler import load_flow
-from wiggle.engine import Engine
-from wiggle.server import Server, ServerConfig
+from tests.integration.fleet.test_java_reconnect import serves_a_restarted_server
 
 SDK = Path(__file__).resolve().parents[3] / "sdk/typescript"
 WORKER = SDK / "dist/esm/bin/wiggle-conformance-worker.js"
-FLOW = {
-    "wiggle": 1,
-    "name": "ts-reconnect",
-    "execution": "LOCAL_ASYNC",
-    "steps": [{"task": "append", "id": "a"}, {"task": "inc", "id": "b"}],
-}
-
-
-def wait_for(what: str, predicate: Callable[[], object], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what} not within {timeout}s"
-        time.sleep(0.05)
-
-
-def run_one(address: str) -> None:
-    client = Client(address)
-    try:
-        started = client.start("ts-reconnect", {})
-        wait_for(
-            "the instance to finish", lambda: client.describe(started.instance_id).status.finished
-        )
-        view = client.describe(started.instance_id)
-        assert view.status == "COMPLETED", view.reason
-        assert view.context == {"trail": ["a"], "n": 1}
-    finally:
-        client.close()
 
 
 def test_the_typescript_worker_serves_a_restarted_server(tmp_path: Path) -> None:
@@ -53,41 +19,4 @@ def test_the_typescript_worker_serves_a_restarted_server(tmp_path: Path) -> None
         npm = shutil.which("npm")
         assert npm, "npm is needed to build sdk/typescript (bash scripts/setup.sh installs it)"
         subprocess.run([npm, "run", "-s", "build"], cwd=SDK, check=True)
-    url = f"sqlite:///{tmp_path / 'reconnect.db'}"
-    engine = Engine(url)
-    server = Server(engine, ServerConfig(address="127.0.0.1:0", grace_s=0.5))
-    address = f"127.0.0.1:{server.start()}"
-    client = Client(address)
-    client.deploy(load_flow(json.dumps(FLOW).encode()))
-    client.close()
-
-    log_path = tmp_path / "worker.log"
-    log = log_path.open("wb")
-    env = {**os.environ, "WIGGLE_ADDRESS": address, "WIGGLE_CONFORMANCE_TRACE": ""}
-    worker = subprocess.Popen(
-        ["node", str(WORKER)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    second: Server | None = None
-    try:
-        run_one(address)
-        server.stop(grace=0.5)
-        engine.close()
-        wait_for("the worker to notice", lambda: "unreachable" in log_path.read_text())
-
-        engine = Engine(url)
-        second = Server(engine, ServerConfig(address=address, grace_s=0.5))
-        second.start()
-        run_one(address)
-        wait_for("the worker to say so", lambda: "reachable again" in log_path.read_text())
-        assert log_path.read_text().count("unreachable") == 1, log_path.read_text()
-    finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        assert worker.wait(timeout=30) == 0, log_path.read_text()
-        log.close()
-        if second is not None:
-            second.stop(grace=0.5)
-        engine.close()
+    serves_a_restarted_server(tmp_path, ["node", str(WORKER)])
