@@ -177,7 +177,9 @@ export class Core {
     }
     this.started = true;
     this.activityNames = [...this.handlers.keys()].sort();
-    this.pollerDone = this.pollLoop();
+    this.pollerDone = this.pollLoop().catch((e: unknown) => {
+      this.log.error("the poll loop stopped on an error", { err: String(e) }); // a bug of ours
+    });
     this.log.info("worker serving", { worker: this.opts.workerId, queues: this.opts.queues.join(",") });
   }
 

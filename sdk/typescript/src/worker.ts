@@ -7,7 +7,7 @@ import { connectionFromEnv, GrpcApi, type ConnectionOptions, type WiggleApi } fr
 /** Everything a {@link Worker} can be told; every field is optional. */
 export interface WorkerOptions {
   /**
-   * The server: a `host:port` (plaintext, token from the environment) or connection options.
+   * The server: a `host:port` (token and TLS from the environment), or connection options.
    * Default: {@link connectionFromEnv} (`WIGGLE_ADDRESS`, `WIGGLE_AUTH_TOKEN`, `WIGGLE_TLS*`).
    */
   readonly connection?: ConnectionOptions | string;
@@ -80,6 +80,7 @@ export class Worker {
   private readonly apiFactory: () => WiggleApi;
   private core: Core | null = null;
 
+  /** `api` replaces the gRPC client (tests; an in-memory server). */
   constructor(options: WorkerOptions = {}, api?: WiggleApi) {
     this.options = options;
     const queues = options.queues ?? ["default"];
