@@ -11,12 +11,14 @@ import { Definitions } from "./definitions.js";
 import { isWorkerStep, type ExecutionMode, type Graph } from "./graph.js";
 import { Lease } from "./lease.js";
 import { LocalRun } from "./local-run.js";
+import { Slots } from "./slots.js";
 import type { Logger } from "./log.js";
 import { DEFAULT_BATCH_SIZE } from "./policy.js";
 import {
   Backoff,
   Code,
   leaseLost,
+  Outage,
   resendable,
   retryable,
   RpcError,
@@ -54,73 +56,6 @@ export const DEFAULTS = {
 /** `<host>:<pid>:<random>`: unique among a server's workers, stable for the process's life. */
 export function defaultWorkerId(): string {
   return `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`.slice(-200);
-}
-
-/** A counting semaphore of slots: one per task or local run in flight. */
-class Slots {
-  private readonly waiters: (() => void)[] = [];
-  constructor(private free: number) {}
-
-  /** Takes one slot, waiting for it; false when `signal` aborted first. */
-  take(signal: AbortSignal): Promise<boolean> {
-    if (this.free > 0) {
-      this.free--;
-      return Promise.resolve(true);
-    }
-    return new Promise((resolve) => {
-      const onAbort = (): void => {
-        const i = this.waiters.indexOf(wake);
-        if (i >= 0) {
-          this.waiters.splice(i, 1);
-        }
-        resolve(false);
-      };
-      const wake = (): void => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(true);
-      };
-      this.waiters.push(wake);
-      signal.addEventListener("abort", onAbort, { once: true });
-    });
-  }
-
-  /** Takes every slot free now; how many. */
-  takeFree(): number {
-    const n = this.free;
-    this.free = 0;
-    return n;
-  }
-
-  give(n: number): void {
-    for (let i = 0; i < n; i++) {
-      const wake = this.waiters.shift();
-      if (wake !== undefined) {
-        wake(); // handed straight to a waiter
-      } else {
-        this.free++;
-      }
-    }
-  }
-}
-
-/** Logs once when the server becomes unreachable and once when it is back. */
-class Outage {
-  private downSince = 0;
-  constructor(private readonly log: Logger) {}
-
-  failed(e: RpcError): void {
-    if (this.downSince === 0) {
-      this.downSince = Date.now();
-      this.log.warn("wiggle server unreachable; retrying with backoff", { err: e.message });
-    }
-  }
-
-  succeeded(): void {
-    if (this.downSince !== 0) {
-      this.log.warn("wiggle server reachable again", { after_ms: Date.now() - this.downSince });
-      this.downSince = 0;
-    }
-  }
 }
 
 export class Core {

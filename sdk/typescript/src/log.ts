@@ -6,7 +6,8 @@ export interface Logger {
   error(message: string, fields?: Record<string, unknown>): void;
 }
 
-const LEVELS = ["debug", "info", "warn", "error"] as const;
+/** The log levels, lowest first. */
+export const LEVELS = ["debug", "info", "warn", "error"] as const;
 /** A log level. */
 export type LogLevel = (typeof LEVELS)[number];
 

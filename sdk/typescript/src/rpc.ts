@@ -8,6 +8,7 @@ import * as protoLoader from "@grpc/proto-loader";
 import { readFileSync } from "node:fs";
 
 import { descriptor } from "./gen/descriptor.js";
+import type { Logger } from "./log.js";
 import type { AdvanceRunRequest } from "./gen/proto/wiggle/v1/AdvanceRunRequest.js";
 import type { AdvanceRunResponse__Output } from "./gen/proto/wiggle/v1/AdvanceRunResponse.js";
 import type { CompleteTaskRequest } from "./gen/proto/wiggle/v1/CompleteTaskRequest.js";
@@ -379,4 +380,24 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<boolean> {
     const timer = setTimeout(() => done(true), Math.max(0, ms));
     signal?.addEventListener("abort", onAbort, { once: true });
   });
+}
+
+/** Logs once when the server becomes unreachable and once when it is back. */
+export class Outage {
+  private downSince = 0;
+  constructor(private readonly log: Logger) {}
+
+  failed(e: RpcError): void {
+    if (this.downSince === 0) {
+      this.downSince = Date.now();
+      this.log.warn("wiggle server unreachable; retrying with backoff", { err: e.message });
+    }
+  }
+
+  succeeded(): void {
+    if (this.downSince !== 0) {
+      this.log.warn("wiggle server reachable again", { after_ms: Date.now() - this.downSince });
+      this.downSince = 0;
+    }
+  }
 }

@@ -9,7 +9,7 @@
  * `WIGGLE_LOG_LEVEL` (default `warn`). SIGTERM or SIGINT drains and exits 0; a second signal
  * stops at once, like a crash for whatever is still held.
  */
-import { stderrLogger, type LogLevel } from "../log.js";
+import { LEVELS, stderrLogger, type LogLevel } from "../log.js";
 import { connectionFromEnv } from "../rpc.js";
 import { Worker } from "../worker.js";
 import { traced } from "./activities.js";
@@ -33,13 +33,16 @@ export async function main(): Promise<number> {
       throw new Error("set WIGGLE_ADDRESS to the server's host:port");
     }
     const queues = (process.env["WIGGLE_QUEUES"] ?? "default,other").split(",").filter((q) => q !== "");
-    const level = (process.env["WIGGLE_LOG_LEVEL"] ?? "warn") as LogLevel;
+    const level = process.env["WIGGLE_LOG_LEVEL"] ?? "warn";
+    if (!LEVELS.includes(level as LogLevel)) {
+      throw new Error(`WIGGLE_LOG_LEVEL=${JSON.stringify(level)} is not one of ${LEVELS.join(", ")}`);
+    }
     const worker = new Worker({
       connection: connectionFromEnv(),
       queues,
       concurrency: positive("WIGGLE_CONCURRENCY", 64),
       localBatchSize: positive("WIGGLE_CONFORMANCE_BATCH_SIZE", 64),
-      logger: stderrLogger(level),
+      logger: stderrLogger(level as LogLevel),
       ...traced(),
     });
     await worker.run();
