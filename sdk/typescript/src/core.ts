@@ -3,6 +3,7 @@
  * resend, heartbeats, the drain. Local runs are in local-run.ts. {@link Worker} (worker.ts) is
  * the public face of one Core.
  */
+import { setMaxListeners } from "node:events";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 
@@ -95,6 +96,9 @@ export class Core {
     this.outage = new Outage(this.log);
     this.drainSignal = this.drainController.signal;
     this.abortSignal = this.abortController.signal;
+    // Every task in flight, every call and every back-off listens to these: as many listeners
+    // as the concurrency allows, which is no leak.
+    setMaxListeners(0, this.drainSignal, this.abortSignal, this.pollController.signal);
     this.defs = new Definitions(api, this.log, opts.callTimeoutMs, this.abortSignal);
   }
 

@@ -227,6 +227,29 @@ describe("leases", () => {
   });
 });
 
+describe("many tasks at once", () => {
+  it("share the worker's signals without a listener-leak warning", async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error): void => {
+      warnings.push(w.name);
+    };
+    process.on("warning", onWarning);
+    const api = new FakeApi();
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    const w = core(api, { a: () => gate }, { concurrency: 32 });
+    w.start();
+    api.deliver(Array.from({ length: 32 }, (_, i) => task({ taskId: `a#${i}` })));
+    await until("32 steps in flight", () => w["tasks"].size === 32);
+    release();
+    await until("32 reports", () => api.of("CompleteTask").length === 32);
+    await w.stop(1_000);
+    await new Promise((r) => setImmediate(r));
+    process.off("warning", onWarning);
+    assert.deepEqual(warnings, []);
+  });
+});
+
 describe("the drain", () => {
   it("ends the poll with EndPolls and releases unrun what it still brings", async () => {
     const api = new FakeApi();
