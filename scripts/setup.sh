@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Sets up a machine for Wiggle: Graphviz's `dot`, openssl, Chromium and chromedriver, Maven
-# (Debian packages, only when missing), a virtual environment in the checkout (.venv) holding the
-# Python package and its test tools, the Go modules of sdk/go and the Maven artifacts of sdk/java.
+# Sets up a machine for Wiggle: Graphviz's `dot`, openssl, Chromium and chromedriver, Maven,
+# Node.js and npm (Debian packages, only when missing), a virtual environment in the checkout
+# (.venv) holding the Python package and its test tools, the Go modules of sdk/go, the Maven
+# artifacts of sdk/java and the npm packages of sdk/typescript.
 # Nothing is installed into the machine's own Python. Safe to run again: every step is skipped or
 # a no-op when already done.
 #
@@ -18,6 +19,9 @@ command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 # Maven builds and tests the Java worker SDK (Debian's maven brings a JDK when there is none).
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
+# Node.js 20+ and npm build and test the TypeScript worker SDK.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${missing[*]}" >&2
     if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
@@ -56,6 +60,17 @@ if [ -f sdk/java/pom.xml ] && command -v mvn >/dev/null 2>&1; then
         echo "setup: downloading the Java SDK's Maven artifacts" >&2
         mvn -q -B -f sdk/java/pom.xml dependency:go-offline >/dev/null
         mkdir -p "$m2"
+        touch "$stamp"
+    fi
+fi
+
+# The TypeScript SDK's npm packages, exactly as its committed lockfile says (npm ci), once per
+# package-lock.json. The stamp lives in node_modules, which npm ci recreates.
+if [ -f sdk/typescript/package-lock.json ] && command -v npm >/dev/null 2>&1; then
+    stamp="sdk/typescript/node_modules/.wiggle-$(sha1sum sdk/typescript/package-lock.json | cut -c1-12)"
+    if [ ! -f "$stamp" ]; then
+        echo "setup: installing the TypeScript SDK's npm packages (npm ci)" >&2
+        (cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error)
         touch "$stamp"
     fi
 fi

@@ -2,6 +2,7 @@
 # Sets up a machine and runs every check: lint, types, generated-code freshness, the Go worker
 # SDK's tests and the conformance corpus with the Go worker on SQLite and PostgreSQL, the Java
 # worker SDK's build, JUnit tests and the corpus with the Java worker on SQLite and PostgreSQL,
+# the TypeScript worker SDK's build, node tests and the corpus with it on SQLite and PostgreSQL,
 # and the whole Python test suite (unit, integration on SQLite and PostgreSQL, acceptance,
 # conformance with the Python worker). Exits non-zero on any failure, including a test run that
 # collected no tests (pytest exit 5).
@@ -34,5 +35,12 @@ echo "== conformance corpus with the Java worker (SQLite, PostgreSQL)" >&2
 # in about half the time, and leaves the two cores to the server and the cases.
 "$PYTHON" -m wiggle conformance --database sqlite --database postgres \
     --worker "java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -jar sdk/java/target/wiggle-conformance-worker.jar"
+# -- TypeScript worker SDK (sdk/typescript) --
+echo "== TypeScript worker SDK: build (ESM + CommonJS), node --test, exports (attw)" >&2
+(cd sdk/typescript && npm test && npm run -s check:exports)
+echo "== conformance corpus with the TypeScript worker (SQLite, PostgreSQL)" >&2
+"$PYTHON" -m wiggle conformance --database sqlite --database postgres \
+    --worker "node sdk/typescript/dist/esm/bin/wiggle-conformance-worker.js"
+# -- end TypeScript worker SDK --
 echo "== pytest" >&2
 "$PYTHON" -m pytest "$@"

@@ -48,6 +48,12 @@ def run_one(address: str) -> None:
 
 def test_the_java_worker_serves_a_restarted_server(tmp_path: Path) -> None:
     assert JAR.exists(), "build sdk/java first (mvn -f sdk/java/pom.xml package)"
+    serves_a_restarted_server(tmp_path, ["java", "-jar", str(JAR)])
+
+
+def serves_a_restarted_server(tmp_path: Path, worker_command: list[str]) -> None:
+    """A conformance worker started with `worker_command` completes an instance, sees the server
+    go (once), and completes another on the restarted server without a restart of its own."""
     url = f"sqlite:///{tmp_path / 'reconnect.db'}"
     engine = Engine(url)
     server = Server(engine, ServerConfig(address="127.0.0.1:0", grace_s=0.5))
@@ -60,7 +66,7 @@ def test_the_java_worker_serves_a_restarted_server(tmp_path: Path) -> None:
     log = log_path.open("wb")
     env = {**os.environ, "WIGGLE_ADDRESS": address, "WIGGLE_CONFORMANCE_TRACE": ""}
     worker = subprocess.Popen(
-        ["java", "-jar", str(JAR)],
+        worker_command,
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -1,15 +1,18 @@
-"""One flow, three queues, three worker languages at once.
+"""One flow, four queues, four worker languages at once.
 
-A Python, a Go and a Java worker (real processes, each serving the conformance activities on one
-queue of its own) run the example flow of sdk/java/examples/mixed-fleet/, whose steps hop between
-their queues: chains on one queue, a
-checkpoint, a filter, a parallel whose branches and combine sit on different queues. In each
-execution mode the instance must end with the context a single Python worker serving all three
+A Python, a Go, a Java and a TypeScript worker (real processes, each serving the conformance
+activities on one queue of its own) run the example flow of sdk/java/examples/mixed-fleet/, whose
+steps hop between their queues: chains on one queue, a
+checkpoint, a filter, a parallel whose branches and combine sit on different queues. The test
+moves three of its steps to the queue `ts` (TS_STEPS: the end of a chain, a branch, the last
+step), so the TypeScript worker joins the fleet. In each
+execution mode the instance must end with the context a single Python worker serving all four
 queues produces, every step must have run on the worker of its queue, and a SIGKILL of the Java
 worker in the middle of a run is recovered by a restarted Java worker.
 
 The Java worker is sdk/java's conformance worker jar (built here with Maven when missing); the Go
-worker is built from sdk/go.
+worker is built from sdk/go; the TypeScript worker is sdk/typescript's conformance bin (built
+here with npm when missing).
 """
 
 from __future__ import annotations
@@ -38,8 +41,12 @@ ROOT = Path(__file__).resolve().parents[3]
 JAR = ROOT / "sdk/java/target/wiggle-conformance-worker.jar"
 EXAMPLE = ROOT / "sdk/java/examples/mixed-fleet/fleet.yaml"
 MODES = ("SERVER", "LOCAL_SYNC", "LOCAL_ASYNC")
-LANGUAGES = ("py", "go", "java")
-SOLO = "solo-py,solo-go,solo-java"
+LANGUAGES = ("py", "go", "java", "ts")
+SOLO = "solo-py,solo-go,solo-java,solo-ts"
+TS_SDK = ROOT / "sdk/typescript"
+TS_WORKER = TS_SDK / "dist/esm/bin/wiggle-conformance-worker.js"
+#: The example's steps the TypeScript worker takes over.
+TS_STEPS = {"g2", "r1", "p3"}
 GO_WORKER_PACKAGE = "./cmd/wiggle-conformance-worker"
 
 
@@ -51,6 +58,8 @@ def flow(name: str, mode: str, prefix: str = "") -> str:
 
     def requeue(steps: list[dict[str, Any]]) -> None:
         for step in steps:
+            if step.get("id") in TS_STEPS:
+                step["queue"] = "ts"
             if "queue" in step:
                 step["queue"] = prefix + step["queue"]
             for branch in step.get("parallel", {}).values():
@@ -82,7 +91,7 @@ def trace(path: Path) -> list[dict[str, Any]]:
 class Fleet:
     """A server over SQLite and one worker process per language, each with its own trace."""
 
-    def __init__(self, tmp: Path, go_binary: Path) -> None:
+    def __init__(self, tmp: Path, go_binary: Path, ts_worker: Path) -> None:
         self.tmp = tmp
         self.engine = Engine(f"sqlite:///{tmp / 'fleet.db'}")
         self.server = Server(self.engine, ServerConfig(address="127.0.0.1:0", grace_s=1.0))
@@ -91,6 +100,7 @@ class Fleet:
         self.commands = {
             "py": [sys.executable, str(Path(__file__).with_name("fleet_python_worker.py"))],
             "go": [str(go_binary)],
+            "ts": ["node", str(ts_worker)],
             "java": ["java", "-jar", str(JAR)],
         }
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -168,6 +178,15 @@ def go_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def ts_worker() -> Path:
+    if not TS_WORKER.exists():
+        npm = shutil.which("npm")
+        assert npm, "npm is needed to build sdk/typescript (bash scripts/setup.sh installs it)"
+        subprocess.run([npm, "run", "-s", "build"], cwd=TS_SDK, check=True)
+    return TS_WORKER
+
+
+@pytest.fixture(scope="module")
 def java_jar() -> Path:
     if not JAR.exists():
         mvn = shutil.which("mvn")
@@ -181,9 +200,9 @@ def java_jar() -> Path:
 
 @pytest.fixture(scope="module")
 def fleet(
-    tmp_path_factory: pytest.TempPathFactory, go_binary: Path, java_jar: Path
+    tmp_path_factory: pytest.TempPathFactory, go_binary: Path, java_jar: Path, ts_worker: Path
 ) -> Iterator[Fleet]:
-    fleet = Fleet(tmp_path_factory.mktemp("fleet"), go_binary)
+    fleet = Fleet(tmp_path_factory.mktemp("fleet"), go_binary, ts_worker)
     try:
         yield fleet
     finally:
@@ -226,9 +245,10 @@ def test_three_languages_end_like_one(fleet: Fleet, mode: str) -> None:
         )
         for language in LANGUAGES
     }
-    assert where["py"] == Counter(["p1", "p2", "l1", "p3"])
-    assert where["go"] == Counter(["g1", "g2", "r1", "g3"])
+    assert where["py"] == Counter(["p1", "p2", "l1"])
+    assert where["go"] == Counter(["g1", "g3"])
     assert where["java"] == Counter(["j1", "j2", "j3", "l2", "fan.join"])
+    assert where["ts"] == Counter(["g2", "r1", "p3"])
 
 
 @pytest.mark.parametrize("mode", MODES)

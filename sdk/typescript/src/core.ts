@@ -1,0 +1,551 @@
+/**
+ * The worker's machinery: the poll loop and its slots, SERVER steps, reports with seq and
+ * resend, heartbeats, the drain. Local runs are in local-run.ts. {@link Worker} (worker.ts) is
+ * the public face of one Core.
+ */
+import { setMaxListeners } from "node:events";
+import { hostname } from "node:os";
+import { randomBytes } from "node:crypto";
+
+import { checkLimits, runHandler, type Handler, type Outcome } from "./activity.js";
+import { Definitions } from "./definitions.js";
+import { isWorkerStep, type ExecutionMode, type Graph } from "./graph.js";
+import { Lease } from "./lease.js";
+import { LocalRun } from "./local-run.js";
+import { Slots } from "./slots.js";
+import type { Logger } from "./log.js";
+import { DEFAULT_BATCH_SIZE } from "./policy.js";
+import {
+  Backoff,
+  Code,
+  leaseLost,
+  Outage,
+  resendable,
+  retryable,
+  RpcError,
+  sleep,
+  type CallOptions,
+  type Task,
+  type WiggleApi,
+} from "./rpc.js";
+import { WorkerStoppingError, type Step } from "./step.js";
+
+/** What PollTasksRequest.sdk says. */
+export const SDK = "wiggle-typescript/0.2.0";
+
+/** The settings a Core runs with, defaults filled in. */
+export interface CoreOptions {
+  readonly queues: readonly string[];
+  readonly concurrency: number;
+  readonly localBatchSize: number;
+  readonly workerId: string;
+  readonly pollWaitMs: number;
+  readonly callTimeoutMs: number;
+  readonly drainTimeoutMs: number;
+  readonly abortStepsOnDrain: boolean;
+  readonly logger: Logger;
+}
+
+export const DEFAULTS = {
+  concurrency: 16,
+  localBatchSize: DEFAULT_BATCH_SIZE,
+  pollWaitMs: 10_000,
+  callTimeoutMs: 30_000,
+  drainTimeoutMs: 60_000,
+} as const;
+
+/** `<host>:<pid>:<random>`: unique among a server's workers, stable for the process's life. */
+export function defaultWorkerId(): string {
+  return `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`.slice(-200);
+}
+
+export class Core {
+  readonly defs: Definitions;
+  /** 0 until the server first answers AdvanceRun, 1 once it did, -1 after UNIMPLEMENTED. */
+  advanceRun: 0 | 1 | -1 = 0;
+  draining = false;
+  /** Aborted when the drain begins. */
+  readonly drainSignal: AbortSignal;
+  /** Aborted when the worker stops without finishing: runs drop what they hold. */
+  readonly abortSignal: AbortSignal;
+  readonly log: Logger;
+  private readonly drainController = new AbortController();
+  private readonly abortController = new AbortController();
+  private readonly pollController = new AbortController();
+  private readonly slots: Slots;
+  private readonly outage: Outage;
+  private readonly tasks = new Set<Promise<void>>();
+  private activityNames: string[] = [];
+  private started = false;
+  private noNewTasks = false;
+  private pollerDone: Promise<void> = Promise.resolve();
+  private stopping: Promise<void> | null = null;
+  private markStopped: () => void = () => undefined;
+  /** Resolves when the worker has stopped (a drain finished). */
+  readonly stopped: Promise<void> = new Promise((resolve) => {
+    this.markStopped = resolve;
+  });
+
+  constructor(
+    readonly api: WiggleApi,
+    readonly opts: CoreOptions,
+    readonly handlers: ReadonlyMap<string, Handler>,
+  ) {
+    this.log = opts.logger;
+    this.slots = new Slots(opts.concurrency);
+    this.outage = new Outage(this.log);
+    this.drainSignal = this.drainController.signal;
+    this.abortSignal = this.abortController.signal;
+    // Every task in flight, every call and every back-off listens to these: as many listeners
+    // as the concurrency allows, which is no leak.
+    setMaxListeners(0, this.drainSignal, this.abortSignal, this.pollController.signal);
+    this.defs = new Definitions(api, this.log, opts.callTimeoutMs, this.abortSignal);
+  }
+
+  /** Every registered activity, sorted: what PollTasks and `next` list. */
+  get activities(): string[] {
+    return this.activityNames;
+  }
+
+  start(): void {
+    if (this.stopping !== null) {
+      throw new Error("the worker was stopped; make a new one");
+    }
+    if (this.started) {
+      return;
+    }
+    this.started = true;
+    this.activityNames = [...this.handlers.keys()].sort();
+    this.pollerDone = this.pollLoop().catch((e: unknown) => {
+      this.log.error("the poll loop stopped on an error", { err: String(e) }); // a bug of ours
+    });
+    this.log.info("worker serving", { worker: this.opts.workerId, queues: this.opts.queues.join(",") });
+  }
+
+  // ---- polling ---------------------------------------------------------------------------
+
+  /**
+   * Takes free slots, long-polls for that many tasks, starts each on its slot. Slots are taken
+   * before the call, so the server never leases this worker more than it can start at once. It
+   * ends when the worker drains: the drain ends the open poll with EndPolls rather than
+   * cancelling it, and a task such a poll still brings back is released unrun.
+   */
+  private async pollLoop(): Promise<void> {
+    const backoff = new Backoff();
+    const signal = this.pollController.signal;
+    while (!this.draining && !signal.aborted) {
+      if (!(await this.slots.take(signal))) {
+        return;
+      }
+      const taken = 1 + this.slots.takeFree();
+      if (this.draining) {
+        this.slots.give(taken);
+        return;
+      }
+      let tasks: Task[];
+      try {
+        const resp = await this.api.pollTasks(
+          {
+            workerId: this.opts.workerId,
+            queues: [...this.opts.queues],
+            maxTasks: taken,
+            waitMs: this.opts.pollWaitMs,
+            activities: this.activityNames,
+            slots: this.opts.concurrency,
+            sdk: SDK,
+          },
+          // Held open up to waitMs by the server: the deadline must outlast it.
+          { timeoutMs: this.opts.pollWaitMs + this.opts.callTimeoutMs, signal },
+        );
+        tasks = resp.tasks;
+        this.outage.succeeded();
+      } catch (e) {
+        this.slots.give(taken);
+        const err = RpcError.of(e);
+        if (signal.aborted || this.draining) {
+          return;
+        }
+        if (retryable(err)) {
+          this.outage.failed(err);
+        } else {
+          this.log.error("PollTasks failed", { err: err.message, code: err.code });
+        }
+        await sleep(backoff.next(), signal);
+        continue;
+      }
+      backoff.reset();
+      if (this.draining) {
+        this.slots.give(taken);
+        await this.releaseAll(tasks);
+        return;
+      }
+      if (tasks.length < taken) {
+        this.slots.give(taken - tasks.length);
+      }
+      tasks.forEach((t, i) => {
+        // More tasks than asked for is a server bug; run them rather than let their leases
+        // lapse. Those extra ones hold no slot.
+        this.startTask(t, i < taken);
+      });
+    }
+  }
+
+  /** Gives back tasks the worker will not run, each with reason shutdown. */
+  private async releaseAll(tasks: readonly Task[]): Promise<void> {
+    await Promise.all(tasks.map((t) => this.release(t, new Lease(t), "shutdown")));
+  }
+
+  /** Runs `t` in the background; false once the drain stopped accepting tasks. */
+  startTask(t: Task, holdsSlot: boolean): boolean {
+    if (this.noNewTasks) {
+      if (holdsSlot) {
+        this.slots.give(1);
+      }
+      return false;
+    }
+    const p: Promise<void> = this.runTask(t).finally(() => {
+      this.tasks.delete(p);
+      if (holdsSlot) {
+        this.slots.give(1);
+      }
+    });
+    this.tasks.add(p);
+    return true;
+  }
+
+  // ---- one task ----------------------------------------------------------------------------
+
+  /** Runs `t`, then every task a report brought back (CompleteTask's `next`) on the same slot. */
+  private async runTask(t: Task): Promise<void> {
+    let next: Task | null = t;
+    while (next !== null) {
+      next = await this.runOne(next);
+    }
+  }
+
+  private async runOne(t: Task): Promise<Task | null> {
+    const lease = new Lease(t);
+    lease.follow(this.abortSignal);
+    if (this.opts.abortStepsOnDrain) {
+      lease.follow(this.drainSignal);
+    }
+    lease.keepAlive((l) => this.beat(l));
+    try {
+      const graph = await this.localGraph(t);
+      if (graph !== null) {
+        await new LocalRun(this, t, graph, lease).run();
+        return null;
+      }
+      const next = await this.serverStep(t, lease);
+      if (next !== null && this.draining) {
+        // Leased to us while we began to drain: give it back unrun, no attempt consumed.
+        await this.release(next, new Lease(next), "shutdown");
+        return null;
+      }
+      return next;
+    } catch (e) {
+      this.log.error("task crashed in the worker", { task: t.taskId, node: t.nodeId, err: String(e) });
+      return null;
+    } finally {
+      lease.stop();
+    }
+  }
+
+  /** The graph to chain on, or null to run the task as one SERVER step. */
+  async localGraph(t: Task): Promise<Graph | null> {
+    if (t.executionMode !== "LOCAL_SYNC" && t.executionMode !== "LOCAL_ASYNC") {
+      return null;
+    }
+    if (this.advanceRun < 0) {
+      return null;
+    }
+    const graph = await this.defs.get(t.flow, t.version);
+    if (graph === null) {
+      return null;
+    }
+    const node = graph.nodes.get(t.nodeId);
+    if (node === undefined || !isWorkerStep(node)) {
+      this.log.warn("task is at a node a worker does not run; running it as a SERVER step", {
+        task: t.taskId,
+        node: t.nodeId,
+      });
+      return null;
+    }
+    return graph;
+  }
+
+  /** The step object a handler gets. */
+  stepOf(t: Task, nodeId: string, activity: string, attempt: number, mode: ExecutionMode, lease: Lease): Step {
+    return {
+      instanceId: t.instanceId,
+      nodeId,
+      attempt,
+      flow: t.flow,
+      version: t.version,
+      activity,
+      executionMode: mode,
+      taskId: t.taskId,
+      idempotencyKey: `${t.instanceId}/${nodeId}/${attempt}`,
+      signal: lease.controller.signal,
+    };
+  }
+
+  /** Runs one handler for a step of `t` under `lease`. */
+  run(step: Step, input: Uint8Array, asPredicate: boolean): Promise<Outcome> {
+    return runHandler(
+      this.handlers.get(step.activity),
+      step.activity,
+      input,
+      step,
+      asPredicate,
+      () => this.opts.abortStepsOnDrain && this.draining && step.signal.aborted,
+    );
+  }
+
+  /**
+   * The one step of a SERVER task, then CompleteTask or FailTask. Without the graph the worker
+   * cannot tell a predicate from a task; a boolean encodes as JSON true / false, which is what
+   * CompleteTask expects for a predicate.
+   */
+  private async serverStep(t: Task, lease: Lease): Promise<Task | null> {
+    const step = this.stepOf(t, t.nodeId, t.activity, t.attempt, "SERVER", lease);
+    const out = checkLimits(await this.run(step, t.input, false), t.maxPayloadBytes);
+    if (out.kind === "failure" && out.interrupted === true) {
+      await this.release(t, lease, "shutdown");
+      return null;
+    }
+    return this.reportSingle(t, lease, out, true);
+  }
+
+  /**
+   * Reports one step with CompleteTask or FailTask; with `wantNext` (and not draining)
+   * CompleteTask asks for the instance's next task, which it returns.
+   */
+  async reportSingle(t: Task, lease: Lease, out: Outcome, wantNext: boolean): Promise<Task | null> {
+    const why = lease.lost;
+    if (why !== "") {
+      this.log.info("task dropped", { task: t.taskId, why });
+      return null;
+    }
+    const seq = lease.nextSeq();
+    let next: Task | null = null;
+    try {
+      if (out.kind === "failure") {
+        await this.report(lease, (o) =>
+          this.api.failTask({ taskId: t.taskId, lease: t.lease, failure: out.failure, seq }, o),
+        );
+      } else {
+        const result = out.kind === "context" ? out.json : Buffer.from(String(out.value));
+        const resp = await this.report(lease, (o) =>
+          this.api.completeTask(
+            {
+              taskId: t.taskId,
+              lease: t.lease,
+              result,
+              seq,
+              next: wantNext && !this.draining ? this.eagerDispatch() : null,
+            },
+            o,
+          ),
+        );
+        const n = resp.nextTask;
+        next = n !== null && n !== undefined && n.taskId !== "" ? n : null;
+      }
+    } catch (e) {
+      await this.refused("report", t, lease, RpcError.of(e));
+      return null;
+    }
+    lease.applied(seq);
+    return next;
+  }
+
+  /** What CompleteTask's `next` carries for this worker. */
+  eagerDispatch(): { workerId: string; queues: string[]; activities: string[] } {
+    return { workerId: this.opts.workerId, queues: [...this.opts.queues], activities: this.activityNames };
+  }
+
+  /**
+   * A report the server did not apply: quietly dropped when the task is simply not ours any
+   * more; otherwise the lease may still be ours, so the task is released at once (the refused
+   * report's seq is still free) rather than left to expire.
+   */
+  async refused(what: string, t: Task, lease: Lease, e: RpcError): Promise<void> {
+    if (leaseLost(e)) {
+      this.log.info(`${what} refused: the lease is not ours`, { task: t.taskId, err: e.message });
+      return;
+    }
+    if (e.code === Code.CANCELLED || this.abortSignal.aborted) {
+      return; // the worker gave up draining: behave like a crash
+    }
+    this.log.error(`${what} refused`, { task: t.taskId, code: e.code, err: e.message });
+    await this.release(t, lease, "report refused");
+  }
+
+  /** Gives a leased task back without a result: READY again at the same attempt. */
+  async release(t: Task, lease: Lease, reason: string): Promise<void> {
+    const seq = lease.nextSeq();
+    try {
+      await this.report(lease, (o) =>
+        this.api.releaseTask({ taskId: t.taskId, lease: t.lease, seq, reason }, o),
+      );
+      lease.applied(seq);
+      this.log.info("task released", { task: t.taskId, reason });
+    } catch (e) {
+      const err = RpcError.of(e);
+      if (err.code === Code.UNIMPLEMENTED) {
+        this.log.info("the server cannot release tasks; the lease will expire", { task: t.taskId });
+      } else {
+        this.log.info("release refused", { task: t.taskId, err: err.message });
+      }
+    }
+  }
+
+  /**
+   * Sends a report, resending it unchanged while its fate is unknown, for as long as the lease
+   * lasts (at least a second): past its end the task belongs to someone else.
+   */
+  async report<T>(lease: Lease, send: (o: CallOptions) => Promise<T>): Promise<T> {
+    const giveUp = Date.now() + Math.max(1_000, lease.remainingMs());
+    const backoff = new Backoff();
+    for (;;) {
+      try {
+        const resp = await send({ timeoutMs: this.opts.callTimeoutMs, signal: this.abortSignal });
+        this.outage.succeeded();
+        return resp;
+      } catch (e) {
+        const err = RpcError.of(e);
+        if (!resendable(err) || this.abortSignal.aborted) {
+          throw err;
+        }
+        this.outage.failed(err);
+        const d = backoff.next();
+        if (Date.now() + d > giveUp || !(await sleep(d, this.abortSignal))) {
+          throw err;
+        }
+      }
+    }
+  }
+
+  // ---- heartbeats --------------------------------------------------------------------------
+
+  /**
+   * Heartbeats `lease` once, naming the step running now. An unreachable server is not fatal:
+   * the next beat comes sooner, and a local run's budget check notices a deadline coming close.
+   */
+  async beat(lease: Lease): Promise<void> {
+    const { length, node, nodeLength } = lease;
+    try {
+      const resp = await this.api.heartbeat(
+        { taskId: lease.taskId, lease: lease.token, nodeId: node },
+        { timeoutMs: Math.max(1_000, length / 3), signal: this.abortSignal },
+      );
+      if (resp.instanceStatus !== "RUNNING") {
+        lease.lose(`instance is ${resp.instanceStatus}`);
+        return;
+      }
+      lease.renewed(resp.leaseExpiresAtMs, resp.serverNowMs, nodeLength);
+    } catch (e) {
+      const err = RpcError.of(e);
+      if (leaseLost(err)) {
+        lease.lose(`heartbeat refused: ${err.message}`);
+        return;
+      }
+      if (!retryable(err) && err.code !== Code.CANCELLED && !lease.warned) {
+        lease.warned = true;
+        this.log.warn("heartbeat failed", { task: lease.taskId, err: err.message });
+      }
+      lease.retrySoon();
+    }
+  }
+
+  // ---- the drain ---------------------------------------------------------------------------
+
+  /**
+   * Drains: EndPolls (a poll that still brings tasks releases them unrun), running steps
+   * finish, local runs hand back with reason shutdown. Past `timeoutMs` whatever is held is
+   * dropped as in a crash (the leases expire and the server redelivers).
+   */
+  stop(timeoutMs: number): Promise<void> {
+    if (this.stopping === null) {
+      this.stopping = this.drain(timeoutMs);
+    }
+    return this.stopping;
+  }
+
+  /** Stops at once, as if crashed: runs drop their buffers, handlers see their signal. */
+  abort(): void {
+    this.draining = true;
+    this.noNewTasks = true;
+    this.abortController.abort(new WorkerStoppingError("the worker stopped without draining"));
+    this.pollController.abort();
+  }
+
+  private async drain(timeoutMs: number): Promise<void> {
+    // Draining is announced before the polls end, so a task a poll returns meanwhile is
+    // released unrun, not left leased.
+    this.draining = true;
+    this.drainController.abort(new WorkerStoppingError("the worker is draining"));
+    await this.endPolls();
+    this.noNewTasks = true;
+    let timer: NodeJS.Timeout | undefined;
+    const done = await Promise.race([
+      Promise.all([...this.tasks]).then(() => true),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), timeoutMs);
+      }),
+      new Promise<boolean>((resolve) => {
+        if (this.abortSignal.aborted) {
+          resolve(false);
+        }
+        this.abortSignal.addEventListener("abort", () => resolve(false), { once: true });
+      }),
+    ]);
+    clearTimeout(timer);
+    if (!done) {
+      this.log.warn("drain cut short: what is still held is left to expire", { tasks: this.tasks.size });
+    }
+    this.abort();
+    this.api.close();
+    this.log.info("worker stopped", { worker: this.opts.workerId });
+    this.markStopped();
+  }
+
+  /**
+   * Ends the open poll: the server answers it (EndPolls) with whatever it holds. A server
+   * without EndPolls, or one that does not end the poll in time, gets it cancelled instead.
+   */
+  private async endPolls(): Promise<void> {
+    if (!this.started) {
+      return;
+    }
+    for (let i = 0; i < 3 && !this.abortSignal.aborted; i++) {
+      try {
+        await this.api.endPolls(
+          { workerId: this.opts.workerId },
+          { timeoutMs: this.opts.callTimeoutMs, signal: this.abortSignal },
+        );
+      } catch (e) {
+        if (RpcError.of(e).code === Code.UNIMPLEMENTED) {
+          break;
+        }
+      }
+      // A poll sent just as the drain began: end it too.
+      if (await within(this.pollerDone, 1_000)) {
+        return;
+      }
+    }
+    this.pollController.abort();
+    await this.pollerDone;
+  }
+}
+
+/** Whether `p` settles within `ms`. */
+function within(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p.then(() => true),
+    new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}

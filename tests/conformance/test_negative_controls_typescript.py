@@ -1,0 +1,64 @@
+"""Negative controls for the TypeScript worker (sdk/typescript): the corpus must fail it too when
+one protocol rule is broken.
+
+sdk/typescript/test/broken-worker.ts breaks the same rules in the TypeScript worker that
+broken_worker.py breaks in the Python one; each control runs the same cases and modes and requires
+the same evidence (test_negative_controls.CONTROLS).
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conformance.broken_worker import FLAWS
+from tests.conformance.test_negative_controls import CONTROLS
+from wiggle.conformance import RunnerOptions, format_table, load_cases, run_corpus, summarise
+
+SDK = Path(__file__).resolve().parents[2] / "sdk/typescript"
+BROKEN = SDK / "build/test/broken-worker.js"
+
+
+@pytest.fixture(scope="module")
+def broken_worker() -> Path:
+    """The TypeScript broken worker, compiled from the checkout's sources."""
+    npm = shutil.which("npm")
+    assert npm, "npm is needed for the TypeScript worker (bash scripts/setup.sh installs it)"
+    assert (SDK / "node_modules").is_dir(), "run `npm ci` in sdk/typescript (bash scripts/setup.sh)"
+    subprocess.run([npm, "run", "-s", "build:test"], cwd=SDK, check=True)
+    return BROKEN
+
+
+def test_it_breaks_every_rule_the_python_controls_break(broken_worker: Path) -> None:
+    listed = subprocess.run(
+        ["node", str(broken_worker), "--list"], check=True, capture_output=True, text=True
+    ).stdout.split()
+    assert set(listed) == set(FLAWS)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("flaw", "cases", "modes", "evidence"), CONTROLS)
+def test_the_corpus_fails_a_broken_typescript_worker(
+    broken_worker: Path, flaw: str, cases: str, modes: list[str], evidence: list[str]
+) -> None:
+    rows = summarise(
+        run_corpus(
+            load_cases(cases),
+            RunnerOptions(
+                modes=modes,
+                databases=["sqlite"],
+                worker=f"node {shlex.quote(str(broken_worker))} {flaw}",
+            ),
+        )
+    )
+    failed = [r for r in rows if not r.passed]
+    assert failed, (
+        f"the corpus passed a TypeScript worker that {FLAWS[flaw]}:\n{format_table(rows)}"
+    )
+    problems = "\n".join(p for r in failed for p in r.problems)
+    for phrase in evidence:
+        assert phrase in problems, f"{phrase!r} not among the problems:\n{format_table(failed)}"
