@@ -305,7 +305,18 @@ def test_render_states_refuses_unknown_nodes_and_states(tmp_path, states, messag
 def test_render_needs_a_flow_or_an_instance(tmp_path):
     done = wiggle("render", cwd=tmp_path)
     assert done.returncode == 2
-    assert lines(done.stderr) == ["wiggle render: give a FLOW file or --instance ID (one of them)"]
+    assert lines(done.stderr) == [
+        "wiggle render: give a FLOW file, --instance ID or --diff OLD NEW (one of them)"
+    ]
+
+
+def test_render_diff_marks_what_changed(tmp_path):
+    (tmp_path / "v1.yaml").write_text("wiggle: 1\nname: v\nsteps:\n  - task: a\n  - task: b\n")
+    (tmp_path / "v2.yaml").write_text("wiggle: 1\nname: v\nsteps:\n  - task: a\n  - task: c\n")
+    done = wiggle("render", "--diff", "v1.yaml", "v2.yaml", "-o", "d.dot", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    dot = (tmp_path / "d.dot").read_text()
+    assert "ADDED" in dot and "removed: b" in dot
 
 
 def test_render_bad_env_format_is_a_usage_error(tmp_path):

@@ -48,6 +48,10 @@ def _summary(label: str, values: list[float]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.steps:
+        from wiggle.bench._flow_latency import measure_flows
+
+        return measure_flows(args)
     seen: dict[str, float] = {}
     lock = threading.Lock()
     registry = Registry()

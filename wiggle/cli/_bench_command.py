@@ -97,6 +97,19 @@ def _throughput_arguments(parser: argparse.ArgumentParser) -> None:
 def _latency_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--database", default="postgres", help="postgres (throwaway) or sqlite")
     parser.add_argument("--starts", type=int, default=50)
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=0,
+        help="instead: one instance in flight, a flow of this many steps, start to result per "
+        "mode (the peers harness's one-in-flight workload)",
+    )
+    parser.add_argument("--instances", type=int, default=100, help="with --steps: per mode")
+    parser.add_argument("--warmup", type=int, default=10, help="with --steps: per mode")
+    parser.add_argument(
+        "--mode", dest="modes", action="append", help="with --steps: only this mode (repeatable)"
+    )
+    parser.add_argument("--json", action="store_true", help="with --steps: one JSON document")
 
 
 def _plan_arguments(parser: argparse.ArgumentParser) -> None:

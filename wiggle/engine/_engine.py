@@ -8,75 +8,54 @@ heartbeats touch only token rows and never wait on that lock.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
-import orjson
-from sqlalchemy import Connection, select, text
+from sqlalchemy import Connection, select
 from sqlalchemy.exc import IntegrityError
 
 from wiggle._group import GroupCommit
 from wiggle.errors import (
-    DefinitionNotFound,
-    InputRejected,
-    InstanceNotFound,
-    InvalidRequest,
     StaleLease,
     Unavailable,
     WiggleError,
 )
-from wiggle.filters import parse_filter
 from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
 
 from . import (
-    _bulk,
-    _describe,
     _instances,
-    _listing,
-    _migrate,
-    _overview,
+    _migrate_apply,  # noqa: F401  (registers the migrate and rollback actions)
     _prune,
-    _repair,
     _ticker,
-    _workers,
 )
 from . import _schema as s
 from ._batch import apply_reports
+from ._bulk_runner import BulkRunner
 from ._claims import claim, heartbeat_stmt
 from ._db import Database
-from ._overview import IncidentPage, NodeCount, QueueStats
-from ._repair import RepairResult
+from ._engine_definitions import Definitions
+from ._engine_repairs import Repairs
+from ._engine_views import Views
 from ._starts import StartRequest, apply_starts
-from ._tx import FenceLost, Tx, dumps, new_id
+from ._tx import FenceLost, Tx, new_id
 from ._types import (
     AdvanceResult,
-    DefinitionSummary,
     EagerRequest,
     HeartbeatResult,
-    InstanceFilter,
-    InstancePage,
     InstanceStatus,
-    InstanceView,
     Json,
     Report,
     ReportKind,
     StartResult,
     StepFailure,
     StepOutcome,
-    StoredDefinition,
     TaskActivation,
-    WorkerSeen,
 )
 from ._wakeups import Waiters
-from ._workers import POLLING_WINDOW_MS, WorkerBook, WorkerNote
+from ._workers import WorkerBook
 
 __all__ = ["Engine"]
 
-#: How often a process re-reads the instances its WaitInstance calls wait for: an instance
-#: finished by another server process wakes no waiter here. One query covers every waiter.
-FINISH_RECHECK_S = 0.25
 #: While a bulk action has items left, the leader's ticker comes back this often.
 BULK_TICK_S = 0.02
 
@@ -84,7 +63,7 @@ _d = s.definitions
 _t = s.tokens
 
 
-class Engine:
+class Engine(Definitions, Views, Repairs):
     """Runs compiled flows durably over one SQLite or PostgreSQL database."""
 
     def __init__(
@@ -117,7 +96,7 @@ class Engine:
         self._reports: GroupCommit[Report, AdvanceResult] = GroupCommit(
             self._run_reports, max_batch=64, max_active=2 if self.db.is_postgres else 1
         )
-        self._bulk = _bulk.BulkRunner(self)
+        self._bulk = BulkRunner(self)
         self._starts: GroupCommit[StartRequest, StartResult] = GroupCommit(
             self._run_starts, max_batch=64, max_active=2 if self.db.is_postgres else 1
         )
@@ -148,84 +127,6 @@ class Engine:
             if self._listener is not None:
                 self._listener.join(timeout=5.0)
             self.db.dispose()
-
-    # -- definitions ----------------------------------------------------------------------------
-
-    def graph_of(self, conn: Connection, version: str) -> Graph:
-        """The parsed graph of a version, cached: versions are immutable."""
-        graph = self._graphs.get(version)
-        if graph is None:
-            canonical = conn.execute(select(_d.c.canonical).where(_d.c.version == version)).scalar()
-            if canonical is None:
-                raise DefinitionNotFound("?", version)
-            graph = Graph.from_json(orjson.loads(canonical), version)
-            self._graphs[version] = graph
-        return graph
-
-    def register(self, flow: Any) -> tuple[str, bool]:
-        """Store a CompiledFlow; registering a known version is a no-op (created False)."""
-
-        def fn(conn: Connection) -> bool:
-            if conn.execute(select(_d.c.seq).where(_d.c.version == flow.version)).first():
-                return False
-            now = int(conn.execute(select(self.db.now)).scalar_one())
-            conn.execute(
-                _d.insert().values(
-                    version=flow.version,
-                    name=flow.name,
-                    canonical=bytes(flow.canonical),
-                    registered_at_ms=now,
-                )
-            )
-            return True
-
-        try:
-            created = self.db.write(fn)
-        except IntegrityError:  # another engine registered the same version just now
-            created = False
-        self._graphs.setdefault(flow.version, flow.graph)
-        return flow.version, created
-
-    def get_definition(self, name: str, version: str | None = None) -> StoredDefinition:
-        def fn(conn: Connection) -> Any:
-            q = select(_d.c.name, _d.c.version, _d.c.canonical, _d.c.registered_at_ms)
-            if version:
-                q = q.where(_d.c.version == version, _d.c.name == name)
-            else:
-                q = q.where(_d.c.name == name).order_by(_d.c.seq.desc()).limit(1)
-            return conn.execute(q).first()
-
-        row = self.db.read(fn)
-        if row is None:
-            raise DefinitionNotFound(name, version)
-        from wiggle.compiler import graph_from_canonical  # the compiler is optional at import
-
-        canonical = bytes(row.canonical)
-        return StoredDefinition(
-            row.name,
-            row.version,
-            canonical,
-            int(row.registered_at_ms),
-            graph_from_canonical(canonical),
-        )
-
-    def _check_input(self, graph: Graph, value: Json) -> None:
-        if graph.input_schema is None:
-            return
-        validator = self._validators.get(graph.version)
-        if validator is None:
-            cls = jsonschema.validators.validator_for(graph.input_schema)
-            validator = cls(graph.input_schema)
-            self._validators[graph.version] = validator
-        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
-        if error is not None:
-            where = (
-                "/" + "/".join(str(p) for p in error.absolute_path) if error.absolute_path else ""
-            )
-            raise InputRejected(
-                f"input rejected by flow {graph.name!r}{' at ' + where if where else ''}: "
-                f"{error.message}"
-            )
 
     # -- instances ------------------------------------------------------------------------------
 
@@ -279,258 +180,6 @@ class Engine:
         """Cancel an instance with its tokens, timers and children. Cancelling an already
         cancelled instance answers CANCELLED again; a completed or failed one is refused."""
         return self.db.write(lambda c: _instances.cancel(self, c, instance_id, reason))
-
-    def retry(self, instance_id: str, *, by: str = "") -> RepairResult:
-        """Resume a FAILED instance where it failed: the tokens live when it failed are live
-        again, the failed step READY with a fresh attempt count (a failed subflow child and
-        its waiting parent come back together). RepairRefused in any other state."""
-        return self.db.write(lambda c: _repair.retry(self, c, instance_id, by=by))
-
-    def reset(self, instance_id: str, node_id: str, *, by: str = "") -> RepairResult:
-        """Rewind a RUNNING, FAILED or COMPLETED instance to `node_id`, a top-level node it
-        passed, with the input that node received the last time it ran. Live tokens end and
-        their leases are fenced."""
-        return self.db.write(lambda c: _repair.reset(self, c, instance_id, node_id, by=by))
-
-    # -- bulk actions -------------------------------------------------------------------------
-
-    def preview_bulk(self, where: Sequence[str]) -> _bulk.BulkPreview:
-        """How many instances a filter matches now, per status, and the first ids."""
-        conditions = parse_filter(where)
-        return self.db.read(lambda c: _bulk.preview(c, conditions, self.graph_of, self.db.now_sql))
-
-    def start_bulk(
-        self,
-        action: str,
-        where: Sequence[str],
-        *,
-        params: dict[str, Json] | None = None,
-        requested_by: str = "",
-        rate_per_s: float = _bulk.DEFAULT_RATE,
-    ) -> _bulk.BatchView:
-        """Record a bulk action over the instances `where` matches now; the leading server
-        applies it (see _bulk). InvalidRequest when the filter matches nothing."""
-        args = dict(params or {})
-        batch_id = self.db.write(
-            lambda c: _bulk.create_batch(
-                self, c, action, args, list(where), requested_by or "anonymous", rate_per_s
-            )
-        )
-        self.waiters.ticker_needed()
-        return self.get_batch(batch_id)
-
-    def get_batch(self, batch_id: str, *, items: int = 100) -> _bulk.BatchView:
-        return self.db.read(lambda c: _bulk.get_batch(c, batch_id, items=items))
-
-    def list_batches(self, *, limit: int = 50, action: str = "") -> list[_bulk.BatchView]:
-        return self.db.read(lambda c: _bulk.list_batches(c, limit, action))
-
-    def set_batch_state(self, batch_id: str, state: str) -> _bulk.BatchView:
-        """PAUSED, RUNNING (resume) or CANCELLED."""
-        if state not in (_bulk.PAUSED, _bulk.RUNNING, _bulk.CANCELLED):
-            raise InvalidRequest(f"a batch can be paused, resumed or cancelled, not {state!r}")
-        view = self.db.write(lambda c: _bulk.set_state(c, self.db.now_sql, batch_id, state))
-        self.waiters.ticker_needed()
-        return view
-
-    # -- migrations ---------------------------------------------------------------------------
-
-    def plan_migration(
-        self,
-        flow: str,
-        to: str,
-        *,
-        from_versions: Sequence[str] = (),
-        where: Sequence[str] = (),
-        mapping: dict[str, str] | None = None,
-        timers: str = "keep",
-        children: bool = False,
-    ) -> dict[str, Json]:
-        """The plan (a content-hashed JSON document, docs/migration.md) that moves the live
-        instances of `flow` to version `to` (full, or the start of its digest)."""
-        return self.db.read(
-            lambda c: _migrate.plan_migration(
-                self,
-                c,
-                flow,
-                to,
-                from_versions=from_versions,
-                where=where,
-                mapping=mapping,
-                timers=timers,
-                children=children,
-            )
-        )
-
-    def apply_migration(
-        self,
-        plan: Json,
-        *,
-        limit: int = 0,
-        rate_per_s: float = _bulk.DEFAULT_RATE,
-        requested_by: str = "",
-        skip_changed: bool = False,
-    ) -> _bulk.BatchView:
-        """Check a plan and start the durable batch that applies it (the first `limit`
-        instances only, for a canary). RepairRefused when instances moved since it was made."""
-        batch_id = self.db.write(
-            lambda c: _migrate.apply_migration(
-                self,
-                c,
-                plan,
-                limit=limit,
-                rate_per_s=rate_per_s,
-                requested_by=requested_by or "anonymous",
-                skip_changed=skip_changed,
-            )
-        )
-        self.waiters.ticker_needed()
-        return self.get_batch(batch_id)
-
-    def rollback_migration(
-        self,
-        batch_id: str = "",
-        *,
-        plan_hash: str = "",
-        rate_per_s: float = _bulk.DEFAULT_RATE,
-        requested_by: str = "",
-    ) -> _bulk.BatchView:
-        """Start the batch that restores every instance migration `batch_id` (or every batch
-        that applied the plan `plan_hash`) moved and that has not advanced since; the others
-        are listed as skipped."""
-        if not batch_id and not plan_hash:
-            raise InvalidRequest("a rollback needs a migration batch id or a plan's hash")
-        new_id = self.db.write(
-            lambda c: _migrate.rollback_migration(
-                self,
-                c,
-                batch_id,
-                rate_per_s=rate_per_s,
-                requested_by=requested_by or "anonymous",
-                plan_hash=plan_hash,
-            )
-        )
-        self.waiters.ticker_needed()
-        return self.get_batch(new_id)
-
-    def describe(self, instance_id: str, *, include_events: bool = False) -> InstanceView:
-        """The instance with its current context and every token's context and explanation."""
-        return self.db.read(
-            lambda c: _describe.describe(c, instance_id, include_events, self.graph_of, self.db.now)
-        )
-
-    def find_instances(
-        self,
-        where: InstanceFilter | None = None,
-        *,
-        limit: int = 100,
-        page_token: str = "",
-        counts: bool = False,
-    ) -> InstancePage:
-        """Instances matching `where`, newest first; `page_token` continues a previous page.
-        With `counts`, how many match per status (the filter without its status)."""
-        f = where or InstanceFilter()
-        return self.db.read(
-            lambda c: _listing.find_instances(
-                c, f, limit, page_token, counts, self.graph_of, self.db.now_sql
-            )
-        )
-
-    def list_definitions(
-        self, name: str | None = None, *, include_counts: bool = False
-    ) -> list[DefinitionSummary]:
-        """Registered versions, by name, the newest version of each name first."""
-        return self.db.read(
-            lambda c: _listing.list_definitions(c, name, include_counts, self.graph_of)
-        )
-
-    # -- read-only aggregates for operators (engine/_overview.py) ------------------------------
-
-    def queue_stats(self) -> list[QueueStats]:
-        """Every queue holding READY or leased tasks: how many, and since when the oldest
-        READY one waits."""
-        return self.db.read(_overview.queue_stats)
-
-    def node_counts(self, version: str) -> list[NodeCount]:
-        """Where the instances of `version` stand: RUNNING ones per node and live token state,
-        FAILED ones at the node they failed at."""
-        return self.db.read(lambda c: _overview.node_counts(c, version))
-
-    def incidents(
-        self, *, flow: str = "", version: str = "", failed_after_ms: int = 0, limit: int = 100
-    ) -> IncidentPage:
-        """FAILED instances grouped by flow, node and reason, the largest group first."""
-        return self.db.read(lambda c: _overview.incidents(c, flow, version, failed_after_ms, limit))
-
-    def ready_by_queue(self) -> dict[str, int]:
-        """Tokens READY for a worker now, per queue (metrics)."""
-        return self.db.read(_listing.ready_by_queue)
-
-    def wait_finished(self, instance_id: str, timeout_s: float) -> InstanceStatus:
-        """The instance's status once it is no longer RUNNING, or as it is after `timeout_s`.
-
-        Woken at once when this process commits its end; an end committed by another process
-        is seen at the next re-read (every FINISH_RECHECK_S). Reads only, never a write.
-        """
-        deadline = time.monotonic() + timeout_s
-        event = self.waiters.watch(instance_id)  # before the first read: no end slips between
-        try:
-            while True:
-                status = self.db.read(lambda c: _instances.status_of(c, instance_id))
-                if status is None:
-                    raise InstanceNotFound(instance_id)
-                left = deadline - time.monotonic()
-                if status is not InstanceStatus.RUNNING or left <= 0 or self._stop.is_set():
-                    return status
-                # Woken by this process's commit of the end, or by the shared re-read seeing
-                # it ended elsewhere; each waiter does not read on its own while it waits.
-                while not event.wait(min(left, FINISH_RECHECK_S)):
-                    left = deadline - time.monotonic()
-                    if left <= 0 or self._stop.is_set():
-                        break
-                    self._recheck_waited_instances()
-                event.clear()
-        finally:
-            self.waiters.unwatch(instance_id, event)
-
-    def _recheck_waited_instances(self) -> None:
-        """One read for every instance this process's waiters wait for, at most once per
-        FINISH_RECHECK_S whoever asks: those another process ended wake their waiters."""
-        with self._recheck_lock:
-            now = time.monotonic()
-            if now - self._rechecked_at < FINISH_RECHECK_S:
-                return  # another waiter has just read for everyone
-            self._rechecked_at = now
-        watched = self.waiters.watched()
-        if watched:
-            self.waiters.instances_ended(self.db.read(lambda c: _instances.ended_among(c, watched)))
-
-    def list_instances(
-        self,
-        *,
-        flow: str | None = None,
-        status: InstanceStatus | None = None,
-        limit: int = 100,
-        after: str | None = None,
-    ) -> list[InstanceView]:
-        """Instances ordered by id; `after` is the last id of the previous page."""
-        return self.db.read(lambda c: _instances.list_instances(c, flow, status, limit, after))
-
-    # -- workers --------------------------------------------------------------------------------
-
-    def note_worker(self, note: WorkerNote) -> None:
-        """A worker polled: record it, at most every few seconds per worker (see _workers)."""
-        if not self._workers.due(note):
-            return
-        try:
-            self.db.write(lambda c: _workers.upsert(c, self.db, note))
-        except Exception:
-            self._workers.forget(note.worker_id)
-            raise
-
-    def list_workers(self, within_ms: int = POLLING_WINDOW_MS) -> tuple[list[WorkerSeen], int]:
-        """Workers whose last poll is at most `within_ms` old, and the database's clock."""
-        return self.db.read(lambda c: _workers.list_workers(c, self.db, within_ms))
 
     def poll(
         self,
@@ -766,11 +415,3 @@ class Engine:
         if self._bulk.busy:
             cap = min(cap, BULK_TICK_S)
         return self.db.read(lambda c: _ticker.next_wakeup(c, self.db, cap))
-
-
-_ = (text, dumps, TaskActivation)
-
-
-def _has_activity(worker: EagerRequest, activity: str | None) -> bool:
-    """Whether the worker can run a task of `activity` (it said nothing, or it listed it)."""
-    return not worker.activities or activity is None or activity in worker.activities

@@ -12,8 +12,8 @@ from wiggle.engine._bulk import DEFAULT_RATE, BatchView
 from wiggle.engine._repair import RepairResult
 from wiggle.errors import InvalidRequest
 from wiggle.server._auth import CALLER
+from wiggle.server._calls import CallTracker, rpc_handler
 from wiggle.server._convert import decode_json, encode_json
-from wiggle.server._service import CallTracker, rpc_handler
 
 __all__ = ["AdminService"]
 

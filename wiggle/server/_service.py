@@ -7,12 +7,10 @@ decision that needs coordination (claims, leases, timers) is the engine's, insid
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
@@ -21,6 +19,7 @@ from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.engine import Engine, InstanceFilter, InstanceStatus, Report, ReportKind, WorkerNote
 from wiggle.errors import InvalidRequest, PayloadTooLarge, StaleLease, Unavailable, WiggleError
 from wiggle.filters import parse_filter
+from wiggle.server._calls import CallTracker, rpc_handler
 from wiggle.server._convert import (
     ReportMessage,
     answer_to_pb,
@@ -36,7 +35,7 @@ from wiggle.server._convert import (
     worker_to_pb,
 )
 from wiggle.server._edges import check_request
-from wiggle.server._errors import abort_with, status_for
+from wiggle.server._errors import status_for
 from wiggle.server._metrics import ServerMetrics
 from wiggle.wire import unbatched
 
@@ -58,58 +57,6 @@ MAX_PAGE_SIZE = 1000
 WORKERS_SEEN_WITHIN_MS = 30_000
 #: Answer a long poll this long before the caller's deadline, so it gets a response, not an error.
 DEADLINE_MARGIN_S = 0.2
-
-
-class CallTracker:
-    """The handlers running now, over every service of a server (shutdown waits for them)."""
-
-    def __init__(self, metrics: ServerMetrics | None = None) -> None:
-        self.metrics = metrics
-        self._cond = threading.Condition()
-        self._running = 0
-
-    def enter(self) -> None:
-        with self._cond:
-            self._running += 1
-
-    def leave(self) -> None:
-        with self._cond:
-            self._running -= 1
-            self._cond.notify_all()
-
-    def wait_idle(self, timeout: float) -> bool:
-        with self._cond:
-            return self._cond.wait_for(lambda: self._running == 0, timeout)
-
-
-class _Tracked(Protocol):
-    calls: CallTracker
-
-
-S = TypeVar("S", bound=_Tracked)
-
-
-def rpc_handler(
-    method: Callable[[S, Req, grpc.ServicerContext], Resp],
-) -> Callable[[S, Req, grpc.ServicerContext], Resp]:
-    """Check the request's identifiers, count the call as running, and map every exception a
-    handler raises to a status (see _errors)."""
-
-    @functools.wraps(method)
-    def wrapper(self: S, request: Req, context: grpc.ServicerContext) -> Resp:
-        self.calls.enter()
-        try:
-            check_request(method.__name__, request)
-            return method(self, request, context)
-        except Exception as exc:
-            if self.calls.metrics is not None and isinstance(exc, StaleLease):
-                self.calls.metrics.stale_reports.inc()
-            abort_with(context, exc)
-            raise  # unreachable: abort_with raises
-        finally:
-            self.calls.leave()
-
-    return wrapper
 
 
 _rpc = rpc_handler

@@ -8,7 +8,7 @@ from sqlalchemy import select, update
 from wiggle.compiler import load_flow
 from wiggle.engine import SCHEMA_VERSION, Engine, IncompatibleSchema, InstanceStatus, StepFailure
 from wiggle.engine import _schema as schema
-from wiggle.errors import RepairRefused
+from wiggle.errors import InstanceExists, RepairRefused
 from wiggle.graph import ExecutionMode
 
 LIN = load_flow("wiggle: 1\nname: lin\nsteps:\n  - task: a\n")
@@ -60,9 +60,11 @@ def test_start_with_an_instance_id_is_idempotent(database_url):
     try:
         e.register(LIN)
         first = e.start("lin", {"a": 1}, instance_id="order-1")
-        again = e.start("lin", {"a": 2}, instance_id="order-1")
+        again = e.start("lin", {"a": 1}, instance_id="order-1")
         assert (first.instance_id, first.created) == ("order-1", True)
         assert (again.instance_id, again.created) == ("order-1", False)
+        with pytest.raises(InstanceExists, match="started with another input"):
+            e.start("lin", {"a": 2}, instance_id="order-1")
         assert e.describe("order-1").context == {"a": 1}
         assert len(e.poll(["default"], "w", 10)) == 1
     finally:

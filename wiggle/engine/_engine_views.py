@@ -1,0 +1,168 @@
+"""The engine's reads: instances, definitions, operator aggregates, waiting for an end, and
+the workers it has seen. Mixed into `Engine` (docs/internals.md)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection
+
+from wiggle.errors import InstanceNotFound
+from wiggle.graph import Graph
+
+from . import _describe, _instances, _listing, _overview, _workers
+from ._db import Database
+from ._overview import IncidentPage, NodeCount, QueueStats
+from ._types import (
+    DefinitionSummary,
+    InstanceFilter,
+    InstancePage,
+    InstanceStatus,
+    InstanceView,
+    WorkerSeen,
+)
+from ._wakeups import Waiters
+from ._workers import POLLING_WINDOW_MS, WorkerBook, WorkerNote
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["FINISH_RECHECK_S", "Views"]
+
+#: How often a process re-reads the instances its WaitInstance calls wait for: an instance
+#: finished by another server process wakes no waiter here. One query covers every waiter.
+FINISH_RECHECK_S = 0.25
+
+
+class Views:
+    """What `Engine` shows. It provides `db`, `graph_of`, `waiters` and the state below."""
+
+    db: Database
+    waiters: Waiters
+    graph_of: Callable[[Connection, str], Graph]
+    _stop: threading.Event
+    _recheck_lock: threading.Lock
+    _rechecked_at: float
+    _workers: WorkerBook
+
+    def describe(self, instance_id: str, *, include_events: bool = False) -> InstanceView:
+        """The instance with its current context and every token's context and explanation."""
+        return self.db.read(
+            lambda c: _describe.describe(c, instance_id, include_events, self.graph_of, self.db.now)
+        )
+
+    def find_instances(
+        self,
+        where: InstanceFilter | None = None,
+        *,
+        limit: int = 100,
+        page_token: str = "",
+        counts: bool = False,
+    ) -> InstancePage:
+        """Instances matching `where`, newest first; `page_token` continues a previous page.
+        With `counts`, how many match per status (the filter without its status)."""
+        f = where or InstanceFilter()
+        return self.db.read(
+            lambda c: _listing.find_instances(
+                c, f, limit, page_token, counts, self.graph_of, self.db.now_sql
+            )
+        )
+
+    def list_definitions(
+        self, name: str | None = None, *, include_counts: bool = False
+    ) -> list[DefinitionSummary]:
+        """Registered versions, by name, the newest version of each name first."""
+        return self.db.read(
+            lambda c: _listing.list_definitions(c, name, include_counts, self.graph_of)
+        )
+
+    # -- read-only aggregates for operators (engine/_overview.py) ------------------------------
+
+    def queue_stats(self) -> list[QueueStats]:
+        """Every queue holding READY or leased tasks: how many, and since when the oldest
+        READY one waits."""
+        return self.db.read(_overview.queue_stats)
+
+    def node_counts(self, version: str) -> list[NodeCount]:
+        """Where the instances of `version` stand: RUNNING ones per node and live token state,
+        FAILED ones at the node they failed at."""
+        return self.db.read(lambda c: _overview.node_counts(c, version))
+
+    def incidents(
+        self, *, flow: str = "", version: str = "", failed_after_ms: int = 0, limit: int = 100
+    ) -> IncidentPage:
+        """FAILED instances grouped by flow, node and reason, the largest group first."""
+        return self.db.read(lambda c: _overview.incidents(c, flow, version, failed_after_ms, limit))
+
+    def ready_by_queue(self) -> dict[str, int]:
+        """Tokens READY for a worker now, per queue (metrics)."""
+        return self.db.read(_listing.ready_by_queue)
+
+    def wait_finished(self, instance_id: str, timeout_s: float) -> InstanceStatus:
+        """The instance's status once it is no longer RUNNING, or as it is after `timeout_s`.
+
+        Woken at once when this process commits its end; an end committed by another process
+        is seen at the next re-read (every FINISH_RECHECK_S). Reads only, never a write.
+        """
+        deadline = time.monotonic() + timeout_s
+        event = self.waiters.watch(instance_id)  # before the first read: no end slips between
+        try:
+            while True:
+                status = self.db.read(lambda c: _instances.status_of(c, instance_id))
+                if status is None:
+                    raise InstanceNotFound(instance_id)
+                left = deadline - time.monotonic()
+                if status is not InstanceStatus.RUNNING or left <= 0 or self._stop.is_set():
+                    return status
+                # Woken by this process's commit of the end, or by the shared re-read seeing
+                # it ended elsewhere; each waiter does not read on its own while it waits.
+                while not event.wait(min(left, FINISH_RECHECK_S)):
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._stop.is_set():
+                        break
+                    self._recheck_waited_instances()
+                event.clear()
+        finally:
+            self.waiters.unwatch(instance_id, event)
+
+    def _recheck_waited_instances(self) -> None:
+        """One read for every instance this process's waiters wait for, at most once per
+        FINISH_RECHECK_S whoever asks: those another process ended wake their waiters."""
+        with self._recheck_lock:
+            now = time.monotonic()
+            if now - self._rechecked_at < FINISH_RECHECK_S:
+                return  # another waiter has just read for everyone
+            self._rechecked_at = now
+        watched = self.waiters.watched()
+        if watched:
+            self.waiters.instances_ended(self.db.read(lambda c: _instances.ended_among(c, watched)))
+
+    def list_instances(
+        self,
+        *,
+        flow: str | None = None,
+        status: InstanceStatus | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> list[InstanceView]:
+        """Instances ordered by id; `after` is the last id of the previous page."""
+        return self.db.read(lambda c: _instances.list_instances(c, flow, status, limit, after))
+
+    # -- workers --------------------------------------------------------------------------------
+
+    def note_worker(self, note: WorkerNote) -> None:
+        """A worker polled: record it, at most every few seconds per worker (see _workers)."""
+        if not self._workers.due(note):
+            return
+        try:
+            self.db.write(lambda c: _workers.upsert(c, self.db, note))
+        except Exception:
+            self._workers.forget(note.worker_id)
+            raise
+
+    def list_workers(self, within_ms: int = POLLING_WINDOW_MS) -> tuple[list[WorkerSeen], int]:
+        """Workers whose last poll is at most `within_ms` old, and the database's clock."""
+        return self.db.read(lambda c: _workers.list_workers(c, self.db, within_ms))
