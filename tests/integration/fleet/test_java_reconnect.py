@@ -16,7 +16,6 @@ from wiggle.compiler import load_flow
 from wiggle.engine import Engine
 from wiggle.server import Server, ServerConfig
 
-JAR = Path(__file__).resolve().parents[3] / "sdk/java/target/wiggle-conformance-worker.jar"
 FLOW = {
     "wiggle": 1,
     "name": "java-reconnect",
@@ -46,8 +45,7 @@ def run_one(address: str) -> None:
         client.close()
 
 
-def test_the_java_worker_serves_a_restarted_server(tmp_path: Path) -> None:
-    assert JAR.exists(), "build sdk/java first (mvn -f sdk/java/pom.xml package)"
+def test_the_java_worker_serves_a_restarted_server(tmp_path: Path, java_worker_jar: Path) -> None:
     url = f"sqlite:///{tmp_path / 'reconnect.db'}"
     engine = Engine(url)
     server = Server(engine, ServerConfig(address="127.0.0.1:0", grace_s=0.5))
@@ -60,7 +58,7 @@ def test_the_java_worker_serves_a_restarted_server(tmp_path: Path) -> None:
     log = log_path.open("wb")
     env = {**os.environ, "WIGGLE_ADDRESS": address, "WIGGLE_CONFORMANCE_TRACE": ""}
     worker = subprocess.Popen(
-        ["java", "-jar", str(JAR)],
+        ["java", "-jar", str(java_worker_jar)],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -8,15 +8,14 @@ execution mode the instance must end with the context a single Python worker ser
 queues produces, every step must have run on the worker of its queue, and a SIGKILL of the Java
 worker in the middle of a run is recovered by a restarted Java worker.
 
-The Java worker is sdk/java's conformance worker jar (built here with Maven when missing); the Go
-worker is built from sdk/go.
+The Java worker is sdk/java's conformance worker jar, the Go worker sdk/go's (both built when
+missing or stale: tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -35,12 +34,10 @@ from wiggle.engine import Engine
 from wiggle.server import Server, ServerConfig
 
 ROOT = Path(__file__).resolve().parents[3]
-JAR = ROOT / "sdk/java/target/wiggle-conformance-worker.jar"
 EXAMPLE = ROOT / "sdk/java/examples/mixed-fleet/fleet.yaml"
 MODES = ("SERVER", "LOCAL_SYNC", "LOCAL_ASYNC")
 LANGUAGES = ("py", "go", "java")
 SOLO = "solo-py,solo-go,solo-java"
-GO_WORKER_PACKAGE = "./cmd/wiggle-conformance-worker"
 
 
 def flow(name: str, mode: str, prefix: str = "") -> str:
@@ -82,7 +79,7 @@ def trace(path: Path) -> list[dict[str, Any]]:
 class Fleet:
     """A server over SQLite and one worker process per language, each with its own trace."""
 
-    def __init__(self, tmp: Path, go_binary: Path) -> None:
+    def __init__(self, tmp: Path, go_binary: Path, java_jar: Path) -> None:
         self.tmp = tmp
         self.engine = Engine(f"sqlite:///{tmp / 'fleet.db'}")
         self.server = Server(self.engine, ServerConfig(address="127.0.0.1:0", grace_s=1.0))
@@ -91,7 +88,7 @@ class Fleet:
         self.commands = {
             "py": [sys.executable, str(Path(__file__).with_name("fleet_python_worker.py"))],
             "go": [str(go_binary)],
-            "java": ["java", "-jar", str(JAR)],
+            "java": ["java", "-jar", str(java_jar)],
         }
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         for language in LANGUAGES:
@@ -158,32 +155,10 @@ class Fleet:
 
 
 @pytest.fixture(scope="module")
-def go_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("go") / "wiggle-conformance-worker"
-    subprocess.run(
-        ["go", "-C", str(ROOT / "sdk/go"), "build", "-o", str(out), GO_WORKER_PACKAGE],
-        check=True,
-    )
-    return out
-
-
-@pytest.fixture(scope="module")
-def java_jar() -> Path:
-    if not JAR.exists():
-        mvn = shutil.which("mvn")
-        assert mvn, "Maven is needed to build sdk/java (bash scripts/setup.sh installs it)"
-        subprocess.run(
-            [mvn, "-q", "-B", "-f", str(ROOT / "sdk/java/pom.xml"), "-DskipTests", "package"],
-            check=True,
-        )
-    return JAR
-
-
-@pytest.fixture(scope="module")
 def fleet(
-    tmp_path_factory: pytest.TempPathFactory, go_binary: Path, java_jar: Path
+    tmp_path_factory: pytest.TempPathFactory, go_worker_binary: Path, java_worker_jar: Path
 ) -> Iterator[Fleet]:
-    fleet = Fleet(tmp_path_factory.mktemp("fleet"), go_binary)
+    fleet = Fleet(tmp_path_factory.mktemp("fleet"), go_worker_binary, java_worker_jar)
     try:
         yield fleet
     finally:
