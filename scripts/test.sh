@@ -50,11 +50,11 @@ go_sdk() {
 
 java_sdk() {
     bash sdk/java/gen.sh --check
-    mvn -B -ntp -q -f sdk/java/pom.xml package
+    mvn -B -ntp -q -Dstyle.color=never -f sdk/java/pom.xml package
 }
 
 # Runs each named function in the background, its output in a log of its own; when all have
-# ended, prints each one's log and time (a passing one's log only when it printed anything).
+# ended, prints each one's time, and the log of each one that failed.
 side_by_side() {
     local names=("$@") name pids=() starts=()
     for name in "${names[@]}"; do
@@ -75,7 +75,6 @@ side_by_side() {
             cat "$logs/$name.log" >&2
         else
             echo "== $name: ok (${took}s)" >&2
-            [ -s "$logs/$name.log" ] && sed 's/^/   /' "$logs/$name.log" >&2
         fi
     done
     return 0
