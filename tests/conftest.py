@@ -275,6 +275,8 @@ def pytest_configure(config: pytest.Config) -> None:
 # -- what the suite prints at the end ----------------------------------------------------------
 
 SLOWEST_SHOWN = 10
+#: ... once a run has this many tests (a run of a few files needs no such list).
+SHOWN_AFTER_TESTS = 100
 _SECONDS: dict[str, float] = defaultdict(float)
 #: The fault suite's ledger lines (tests/faults/conftest.py), each a dict of a Tally's fields.
 FAULT_LEDGER_PROPERTY = "fault-ledger"
@@ -326,7 +328,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     write = terminalreporter.write_line
     if _TALLIES:
         _write_fault_ledger(write)
-    if len(_SECONDS) > SLOWEST_SHOWN:
+    if len(_SECONDS) >= SHOWN_AFTER_TESTS:
         write("")
         write(f"the {SLOWEST_SHOWN} slowest tests (setup + call + teardown):")
         for nodeid, seconds in sorted(_SECONDS.items(), key=lambda kv: -kv[1])[:SLOWEST_SHOWN]:

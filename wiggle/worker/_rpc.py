@@ -14,7 +14,16 @@ from typing import Any, TypeVar
 
 import grpc
 
-from wiggle.wire import REPORT_FIELDS, RETRYABLE, Backoff, code_of, token_metadata
+from wiggle.wire import (
+    REPORT_FIELDS,
+    RETRYABLE,
+    Retry,
+    code_of,
+    describe,
+    details_of,
+    retrying,
+    token_metadata,
+)
 from wiggle.worker._batching import ReportBatcher
 
 __all__ = ["Outage", "Rpc", "RpcFailed"]
@@ -45,12 +54,13 @@ class Outage:
         self._lock = threading.Lock()
         self._down_since: float | None = None
 
-    def failed(self, exc: BaseException) -> None:
+    def failed(self, exc: BaseException, method: str = "") -> None:
         with self._lock:
             if self._down_since is not None:
                 return
             self._down_since = time.monotonic()
-        _log.warning("server at %s unreachable (%s); retrying with backoff", self._address, exc)
+        why = f"{method}: {describe(exc)}" if method else describe(exc)
+        _log.warning("server at %s unreachable (%s); retrying with backoff", self._address, why)
 
     def succeeded(self) -> None:
         if self._down_since is None:  # the common case, without taking the lock
@@ -128,35 +138,23 @@ class Rpc:
     ) -> Any:
         fn: Callable[..., Any] = getattr(self.stub, method)
         batcher = self.batcher if method in REPORT_FIELDS else None
-        give_up_at = time.monotonic() + retry_for
-        backoff = Backoff()
-        while True:
-            try:
-                if batcher is not None:
-                    response = batcher.call(method, request, timeout or self.call_timeout)
-                else:
-                    response = fn(
-                        request, timeout=timeout or self.call_timeout, metadata=self.metadata
-                    )
-            except grpc.RpcError as exc:
-                code = code_of(exc)
-                detail = _details(exc)
-                if code in retry_on:
-                    if code in RETRYABLE:
-                        self.outage.failed(exc if detail == "" else RpcFailed(method, code, detail))
-                    delay = backoff.next_delay()
-                    if time.monotonic() + delay < give_up_at and not self.stopped.is_set():
-                        self.stopped.wait(delay)
-                        continue
-                raise RpcFailed(method, code, detail) from exc
-            self.outage.succeeded()
-            return response
 
+        def send() -> Any:
+            if batcher is not None:
+                return batcher.call(method, request, timeout or self.call_timeout)
+            return fn(request, timeout=timeout or self.call_timeout, metadata=self.metadata)
 
-def _details(exc: BaseException) -> str:
-    details = getattr(exc, "details", None)
-    if callable(details):
-        value = details()
-        if isinstance(value, str):
-            return value
-    return str(exc)
+        def again(exc: grpc.RpcError) -> bool:
+            code = code_of(exc)
+            if code not in retry_on:
+                return False
+            if code in RETRYABLE:
+                self.outage.failed(exc, method)
+            return True
+
+        try:
+            response = retrying(send, Retry(retry_for, stopped=self.stopped), again)
+        except grpc.RpcError as exc:
+            raise RpcFailed(method, code_of(exc), details_of(exc)) from exc
+        self.outage.succeeded()
+        return response
