@@ -1,5 +1,6 @@
 """The Java worker rides out a server restart: it backs off while the server is gone, says so
-once, and serves the restarted server (same address, same database) without being restarted."""
+once, and serves the restarted server (same address, same database) without being restarted.
+Then SIGTERM: it drains and exits 0, as a service stopped on purpose does."""
 
 from __future__ import annotations
 
@@ -76,9 +77,14 @@ def test_the_java_worker_serves_a_restarted_server(tmp_path: Path, java_worker_j
         second.start()
         run_one(address)
         wait_for("the worker to say so", lambda: "reachable again" in log_path.read_text())
-    finally:
+
         os.killpg(worker.pid, signal.SIGTERM)
-        worker.wait(timeout=30)
+        assert worker.wait(timeout=60) == 0, log_path.read_text()
+        assert "stopped" in log_path.read_text()
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(timeout=30)
         log.close()
         if second is not None:
             second.stop(grace=0.5)
