@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.waiting import wait_until
 from wiggle.client import Client, Instance
 from wiggle.console import Backend, ConsoleServer, ConsoleSettings
 from wiggle.engine import Engine
@@ -78,13 +78,11 @@ class Stack:
     def wait(
         self, instance_id: str, ok: Callable[[Instance], bool], timeout: float = 20
     ) -> Instance:
-        deadline = time.monotonic() + timeout
-        while True:
+        def reached() -> Instance | None:
             view = self.client.describe(instance_id)
-            if ok(view):
-                return view
-            assert time.monotonic() < deadline, f"instance {instance_id} stuck: {view.status}"
-            time.sleep(0.05)
+            return view if ok(view) else None
+
+        return wait_until(reached, timeout, f"instance {instance_id} in the state asked for")
 
 
 @pytest.fixture(scope="module")

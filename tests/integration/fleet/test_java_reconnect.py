@@ -8,10 +8,9 @@ import json
 import os
 import signal
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 
+from tests.waiting import wait_until
 from wiggle.client import Client
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine
@@ -25,19 +24,12 @@ FLOW = {
 }
 
 
-def wait_for(what: str, predicate: Callable[[], object], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what} not within {timeout}s"
-        time.sleep(0.05)
-
-
 def run_one(address: str) -> None:
     client = Client(address)
     try:
         started = client.start("java-reconnect", {})
-        wait_for(
-            "the instance to finish", lambda: client.describe(started.instance_id).status.finished
+        wait_until(
+            lambda: client.describe(started.instance_id).status.finished, 60, "the instance's end"
         )
         view = client.describe(started.instance_id)
         assert view.status == "COMPLETED", view.reason
@@ -70,13 +62,13 @@ def test_the_java_worker_serves_a_restarted_server(tmp_path: Path, java_worker_j
         run_one(address)
         server.stop(grace=0.5)
         engine.close()
-        wait_for("the worker to notice", lambda: "unreachable" in log_path.read_text())
+        wait_until(lambda: "unreachable" in log_path.read_text(), 60, "the worker to notice")
 
         engine = Engine(url)
         second = Server(engine, ServerConfig(address=address, grace_s=0.5))
         second.start()
         run_one(address)
-        wait_for("the worker to say so", lambda: "reachable again" in log_path.read_text())
+        wait_until(lambda: "reachable again" in log_path.read_text(), 60, "the worker to say so")
 
         os.killpg(worker.pid, signal.SIGTERM)
         assert worker.wait(timeout=60) == 0, log_path.read_text()

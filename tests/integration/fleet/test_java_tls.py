@@ -12,13 +12,13 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from wiggle.client import Client, TlsConfig
+from tests.waiting import wait_until
+from wiggle.client import Client, Instance, TlsConfig
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine
 from wiggle.server import Server, ServerConfig
@@ -142,10 +142,12 @@ def test_the_java_worker_runs_over_mutual_tls_with_a_token(
     )
     try:
         started = client.start("java-tls", {})
-        deadline = time.monotonic() + 60
-        while not (view := client.describe(started.instance_id)).status.finished:
-            assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()
-            time.sleep(0.05)
+
+        def finished() -> Instance | None:
+            view = client.describe(started.instance_id)
+            return view if view.status.finished else None
+
+        view = wait_until(finished, 60, "the instance run by the Java worker over TLS")
         assert view.status == "COMPLETED", view.reason
         assert view.context == {"trail": ["a"], "n": 1}
     finally:

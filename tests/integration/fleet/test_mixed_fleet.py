@@ -19,7 +19,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from tests.waiting import wait_until
 from wiggle.client import Client
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine
@@ -145,13 +145,11 @@ class Fleet:
         return self.wait(started.instance_id, timeout)
 
     def wait(self, instance_id: str, timeout: float) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
+        def finished() -> Any:
             view = self.client.describe(instance_id)
-            if view.status.finished:
-                return view
-            assert time.monotonic() < deadline, f"{instance_id} {view.status} after {timeout}s"
-            time.sleep(0.05)
+            return view if view.status.finished else None
+
+        return wait_until(finished, timeout, f"{instance_id} to finish")
 
 
 @pytest.fixture(scope="module")
@@ -219,10 +217,7 @@ def test_a_killed_java_worker_is_recovered_by_a_restarted_one(fleet: Fleet, mode
             for line in trace(java_trace)
         )
 
-    deadline = time.monotonic() + 60
-    while not reached_hold():
-        assert time.monotonic() < deadline, "the Java worker never started the slow step"
-        time.sleep(0.02)
+    wait_until(reached_hold, 60, "the Java worker starting the slow step")
     fleet.kill("java")
     fleet.start("java")
 

@@ -10,18 +10,12 @@ import grpc
 import orjson
 import pytest
 
+from tests.waiting import wait_until
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle.worker import EagerSlot, Registry, Worker
 from wiggle.worker._eager import Slots
 
 pytestmark = pytest.mark.timeout(20)
-
-
-def wait_until(predicate, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
 
 
 def test_slots_take_give_and_wait():
