@@ -20,8 +20,9 @@
     └── Unavailable                the server or database cannot be reached right now
 
 The gRPC layer maps each branch to one status code (NOT_FOUND, INVALID_ARGUMENT,
-FAILED_PRECONDITION, RESOURCE_EXHAUSTED, UNAUTHENTICATED, UNAVAILABLE); the client maps them back,
-so code on either side of the wire catches the same classes.
+FAILED_PRECONDITION, RESOURCE_EXHAUSTED, UNAUTHENTICATED, PERMISSION_DENIED, UNAVAILABLE) and
+each class to a reason (`wiggle.wire.ERROR_TABLE`); the client maps them back, so code on either
+side of the wire catches the same classes.
 """
 
 from __future__ import annotations
