@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import grpc
 
+from wiggle._trouble import Trouble
 from wiggle.wire import (
     REPORT_FIELDS,
     RETRYABLE,
@@ -50,31 +50,22 @@ class Outage:
     """
 
     def __init__(self, address: str) -> None:
-        self._address = address
-        self._lock = threading.Lock()
-        self._down_since: float | None = None
+        self._trouble = Trouble(
+            _log,
+            down=f"server at {address} unreachable ({{why}}); retrying with backoff",
+            up=f"server at {address} reachable again after {{seconds:.1f}} s",
+            expected=(Exception,),  # only a call that could not reach the server is told here
+        )
 
     def failed(self, exc: BaseException, method: str = "") -> None:
-        with self._lock:
-            if self._down_since is not None:
-                return
-            self._down_since = time.monotonic()
-        why = f"{method}: {describe(exc)}" if method else describe(exc)
-        _log.warning("server at %s unreachable (%s); retrying with backoff", self._address, why)
+        self._trouble.failed(exc, f"{method}: {describe(exc)}" if method else describe(exc))
 
     def succeeded(self) -> None:
-        if self._down_since is None:  # the common case, without taking the lock
-            return
-        with self._lock:
-            since, self._down_since = self._down_since, None
-        if since is not None:
-            _log.warning(
-                "server at %s reachable again after %.1f s", self._address, time.monotonic() - since
-            )
+        self._trouble.succeeded()
 
     @property
     def down(self) -> bool:
-        return self._down_since is not None
+        return self._trouble.down
 
 
 class Rpc:
