@@ -3,7 +3,9 @@
 # PostgreSQL processes killed, stopped, crashed, cut off and drained under load, each scenario
 # ending with a ledger line; the table of every line is printed at the end. Bounded: every
 # scenario has a fixed count of instances and a timeout. `bash scripts/test.sh` runs the short
-# version of the same scenarios. Extra arguments go to pytest (e.g. -k zombie).
+# version: fewer instances and modes, and without the scenarios marked `full_only` (each names
+# the shorter test of test.sh that checks the same rule). Extra arguments go to pytest (e.g.
+# -k zombie).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -1,27 +1,38 @@
 #!/usr/bin/env bash
-# Sets up a machine for Wiggle: Graphviz's `dot`, openssl, Chromium and chromedriver, Maven,
-# Node.js and npm (Debian packages, only when missing), a virtual environment in the checkout
-# (.venv) holding the Python package and its test tools, the Go modules of sdk/go, the Maven
-# artifacts of sdk/java and the npm packages of sdk/typescript.
-# Nothing is installed into the machine's own Python. Safe to run again: every step is skipped or
-# a no-op when already done.
+# Sets up a machine for Wiggle. Nothing is installed into the machine's own Python. Safe to run
+# again: every step is skipped or a no-op when already done.
+#
+#   bash scripts/setup.sh          for the tests (scripts/test.sh): Graphviz's `dot`, openssl,
+#                                  Chromium and chromedriver, Maven (Debian packages, only when
+#                                  missing), a virtual environment in the checkout (.venv) holding
+#                                  the Python package and its test tools, the Go modules of sdk/go,
+#                                  the Maven artifacts of sdk/java, Node.js and npm (Debian) and
+#                                  the npm packages of sdk/typescript (npm ci, its lockfile)
+#   bash scripts/setup.sh --demo   only what running and drawing flows needs (scripts/demo.sh):
+#                                  `dot` and the virtual environment
 #
 # Afterwards: `. .venv/bin/activate` puts `wiggle` (and pytest, ruff, mypy) on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+demo=0
+if [ "${1:-}" = "--demo" ]; then
+    demo=1
+fi
 
 # Debian packages: Graphviz renders flows; openssl makes the certificates of the TLS tests;
-# Chromium and its driver run the console's browser tests (tests/browser).
+# Chromium and its driver run the console's browser tests (tests/browser); Maven builds and tests
+# the Java worker SDK (Debian's maven brings a JDK when there is none).
 missing=()
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
-command -v openssl >/dev/null 2>&1 || missing+=(openssl)
-command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
-# Maven builds and tests the Java worker SDK (Debian's maven brings a JDK when there is none).
-command -v mvn >/dev/null 2>&1 || missing+=(maven)
-# Node.js 20+ and npm build and test the TypeScript worker SDK.
-command -v node >/dev/null 2>&1 || missing+=(nodejs)
-command -v npm >/dev/null 2>&1 || missing+=(npm)
+if [ "$demo" -eq 0 ]; then
+    command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+    command -v mvn >/dev/null 2>&1 || missing+=(maven)
+    # Node.js 20+ and npm build and test the TypeScript worker SDK.
+    command -v node >/dev/null 2>&1 || missing+=(nodejs)
+    command -v npm >/dev/null 2>&1 || missing+=(npm)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${missing[*]}" >&2
     if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
@@ -44,6 +55,10 @@ if [ ! -f "$stamp" ]; then
     .venv/bin/python -m pip install -q -e ".[test]"
     rm -f .venv/.wiggle-*
     touch "$stamp"
+fi
+
+if [ "$demo" -eq 1 ]; then
+    exit 0  # the demo runs Python only: no Go modules, no Maven artifacts
 fi
 
 if [ -f sdk/go/go.mod ] && command -v go >/dev/null 2>&1; then

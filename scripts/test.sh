@@ -1,46 +1,123 @@
 #!/usr/bin/env bash
-# Sets up a machine and runs every check: lint, types, generated-code freshness, the Go worker
-# SDK's tests and the conformance corpus with the Go worker on SQLite and PostgreSQL, the Java
-# worker SDK's build, JUnit tests and the corpus with the Java worker on SQLite and PostgreSQL,
-# the TypeScript worker SDK's build, node tests and the corpus with it on SQLite and PostgreSQL,
-# and the whole Python test suite (unit, integration on SQLite and PostgreSQL, acceptance,
-# conformance with the Python worker). Exits non-zero on any failure, including a test run that
-# collected no tests (pytest exit 5).
+# Sets up a machine and runs every check. Exits non-zero on any failure, including a test run
+# that collected no tests (pytest exit 5).
+#
+#   bash scripts/test.sh [PYTEST_ARGS...]          everything (CI runs this, through .ci/run):
+#       lint, types and generated-code freshness; the Go SDK's vet and tests; the Java SDK's build
+#       (its protobuf classes generated from spec/proto) and JUnit tests; the TypeScript SDK's
+#       build, node tests and exports check; then the whole Python suite in parallel processes:
+#       unit, integration on SQLite and PostgreSQL, acceptance, browser, the short fault suite,
+#       and the conformance corpus once per worker (Python, Go, Java, TypeScript) and database
+#       (SQLite, PostgreSQL).
+#   bash scripts/test.sh --quick [PYTEST_ARGS...]  the edit-run loop, a few minutes: lint, types,
+#       generated Python code, the unit tests and the integration tests on SQLite.
+#
+# The first four groups of checks run side by side, each printed when it ends; then pytest runs
+# with pytest-xdist (WIGGLE_TEST_PROCESSES processes, default 4: most tests wait on timers,
+# leases and subprocesses rather than on the two cores). Extra arguments go to pytest. At the end:
+# the ten slowest tests, and how long each stage took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+quick=0
+if [ "${1:-}" = "--quick" ]; then
+    quick=1
+    shift
+fi
+began=$SECONDS
 bash scripts/setup.sh
 
 # Every tool runs from the checkout's .venv; the Go integration tests start `wiggle` through it.
 export PYTHON="${PYTHON:-$PWD/.venv/bin/python}"
-echo "== ruff" >&2
-"$PYTHON" -m ruff check .
-"$PYTHON" -m ruff format --check .
-echo "== mypy" >&2
-"$PYTHON" -m mypy wiggle tools/render
-echo "== generated protobuf is fresh" >&2
-"$PYTHON" scripts/gen_proto.py --check
-echo "== Go worker SDK: generated code is fresh, vet, tests" >&2
-bash sdk/go/gen.sh --check
-# The corpus with the Go worker runs below, whole and on both databases, rather than in go test.
-(cd sdk/go && go vet ./... && WIGGLE_GO_CONFORMANCE=off go test -count=1 ./...)
-echo "== the conformance corpus with the Go worker, on SQLite and PostgreSQL" >&2
-go -C sdk/go build -o bin/wiggle-conformance-worker ./cmd/wiggle-conformance-worker
-"$PYTHON" -m wiggle conformance --worker sdk/go/bin/wiggle-conformance-worker \
-    --database sqlite --database postgres
-echo "== Java worker SDK: generated code is fresh, build, JUnit (Surefire)" >&2
-bash sdk/java/gen.sh --check
-mvn -B -ntp -f sdk/java/pom.xml package
-echo "== conformance corpus with the Java worker (SQLite, PostgreSQL)" >&2
-# C1 only and the serial collector: a worker the corpus restarts a dozen times per session starts
-# in about half the time, and leaves the two cores to the server and the cases.
-"$PYTHON" -m wiggle conformance --database sqlite --database postgres \
-    --worker "java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -jar sdk/java/target/wiggle-conformance-worker.jar"
-# -- TypeScript worker SDK (sdk/typescript) --
-echo "== TypeScript worker SDK: build (ESM + CommonJS), node --test, exports (attw)" >&2
-(cd sdk/typescript && npm test && npm run -s check:exports)
-echo "== conformance corpus with the TypeScript worker (SQLite, PostgreSQL)" >&2
-"$PYTHON" -m wiggle conformance --database sqlite --database postgres \
-    --worker "node sdk/typescript/dist/esm/bin/wiggle-conformance-worker.js"
-# -- end TypeScript worker SDK --
-echo "== pytest" >&2
-"$PYTHON" -m pytest "$@"
+processes="${WIGGLE_TEST_PROCESSES:-4}"
+logs="$(mktemp -d)"
+trap 'rm -rf "$logs"' EXIT
+timings=()
+failed=()
+
+lint() {
+    "$PYTHON" -m ruff check .
+    "$PYTHON" -m ruff format --check .
+    "$PYTHON" -m mypy wiggle tools/render
+    "$PYTHON" scripts/gen_proto.py --check
+}
+
+go_sdk() {
+    bash sdk/go/gen.sh --check
+    # The corpus with the Go worker runs in pytest (tests/conformance/test_corpus.py), not here.
+    (cd sdk/go && go vet ./... && WIGGLE_GO_CONFORMANCE=off go test -count=1 ./...)
+    go -C sdk/go build -o bin/wiggle-conformance-worker ./cmd/wiggle-conformance-worker
+}
+
+java_sdk() {
+    bash sdk/java/gen.sh --check
+    mvn -B -ntp -q -Dstyle.color=never -f sdk/java/pom.xml package
+}
+
+typescript_sdk() {
+    # Build (ESM + CommonJS, its protobuf types generated from spec/proto), node --test, and
+    # the package's exports checked with attw. Its corpus runs in pytest, like the others'.
+    (cd sdk/typescript && npm test && npm run -s check:exports)
+}
+
+# Runs each named function in the background, its output in a log of its own; when all have
+# ended, prints each one's time, and the log of each one that failed.
+side_by_side() {
+    local names=("$@") name pids=() starts=()
+    for name in "${names[@]}"; do
+        starts+=("$SECONDS")
+        ("$name") >"$logs/$name.log" 2>&1 &
+        pids+=("$!")
+    done
+    local i status took
+    for i in "${!pids[@]}"; do
+        name="${names[$i]}"
+        status=0
+        wait "${pids[$i]}" || status=$?
+        took=$((SECONDS - ${starts[$i]}))
+        timings+=("$name ${took} s")
+        if [ "$status" -ne 0 ]; then
+            failed+=("$name")
+            echo "== $name: FAILED (exit $status, ${took}s)" >&2
+            cat "$logs/$name.log" >&2
+        else
+            echo "== $name: ok (${took}s)" >&2
+        fi
+    done
+    return 0
+}
+
+summary() {
+    local line="" t
+    for t in "${timings[@]}"; do line+="${line:+, }$t"; done
+    echo "== took: $line; all $((SECONDS - began)) s" >&2
+}
+
+if [ "$quick" -eq 1 ]; then
+    side_by_side lint
+    if [ ${#failed[@]} -gt 0 ]; then
+        summary
+        exit 1
+    fi
+    start=$SECONDS
+    status=0
+    "$PYTHON" -m pytest -n "$processes" \
+        tests/unit tests/integration -m "not postgres" --ignore=tests/integration/fleet \
+        "$@" || status=$?
+    timings+=("pytest $((SECONDS - start)) s")
+    summary
+    exit "$status"
+fi
+
+side_by_side lint go_sdk java_sdk typescript_sdk
+if [ ${#failed[@]} -gt 0 ]; then
+    summary
+    exit 1
+fi
+echo "== pytest ($processes processes)" >&2
+start=$SECONDS
+status=0
+"$PYTHON" -m pytest -n "$processes" "$@" || status=$?
+timings+=("pytest $((SECONDS - start)) s")
+summary
+exit "$status"

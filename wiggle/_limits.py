@@ -12,9 +12,11 @@ import re
 from typing import Any
 
 __all__ = [
+    "MAX_ACTIVITIES",
     "MAX_ID_CHARS",
     "MAX_JSON_DEPTH",
     "MAX_NAME_CHARS",
+    "MAX_QUEUES",
     "MAX_QUOTE_CHARS",
     "MAX_REASON_CHARS",
     "bytes_may_nest_over",
@@ -33,6 +35,9 @@ MAX_ID_CHARS = 64
 MAX_NAME_CHARS = 200
 #: A cancel reason or a handback reason.
 MAX_REASON_CHARS = 2000
+#: The queues one request may name (a poll, an eager dispatch), and the activities.
+MAX_QUEUES = 100
+MAX_ACTIVITIES = 1000
 #: The most of an offending value an error message quotes.
 MAX_QUOTE_CHARS = 80
 

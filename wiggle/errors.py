@@ -24,7 +24,7 @@
 
 The gRPC layer maps each branch to one status code (NOT_FOUND, INVALID_ARGUMENT,
 FAILED_PRECONDITION, ALREADY_EXISTS, RESOURCE_EXHAUSTED, UNAUTHENTICATED, PERMISSION_DENIED,
-UNAVAILABLE); the client maps them back,
+UNAVAILABLE) and each class to a reason (`wiggle.wire.ERROR_TABLE`); the client maps them back,
 so code on either side of the wire catches the same classes.
 """
 

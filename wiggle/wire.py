@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import os
 import random
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
@@ -26,15 +29,21 @@ __all__ = [
     "REPORT_FIELDS",
     "RETRYABLE",
     "Backoff",
+    "Retry",
     "TlsConfig",
     "answered_by_server",
     "code_of",
+    "describe",
+    "details_of",
     "error_class_for",
     "open_channel",
+    "retrying",
     "status_for",
     "token_metadata",
     "unbatched",
 ]
+
+T = TypeVar("T")
 
 #: The bearer token travels in this request header: `Bearer <token>`.
 AUTHORIZATION_KEY = "authorization"
@@ -130,6 +139,24 @@ def code_of(exc: BaseException) -> grpc.StatusCode | None:
     return None
 
 
+def details_of(exc: BaseException) -> str:
+    """The details an RpcError carries (a test double's too); its text when it has none."""
+    details = getattr(exc, "details", None)
+    if callable(details):
+        value = details()
+        if isinstance(value, str):
+            return value
+    return str(exc)
+
+
+def describe(exc: BaseException) -> str:
+    """A failed call in one line, `UNAVAILABLE: Connection reset by peer`, for a log: an
+    RpcError's own text is a multi-line dump of the call's internals."""
+    code = code_of(exc)
+    text = " ".join(details_of(exc).split())
+    return f"{code.name}: {text}" if code is not None else text
+
+
 def answered_by_server(exc: BaseException) -> bool:
     """Whether a failed call was answered by a Wiggle server (which tags its errors with the
     reason trailer) rather than failing in transport (no server reached)."""
@@ -158,6 +185,49 @@ class Backoff:
 
     def reset(self) -> None:
         self._next = self.initial
+
+
+class Retry:
+    """One caller's budget for trying again: `pause()` waits the next delay of its `backoff`
+    while the next try would still start within `for_s` seconds of the first, and not once
+    `stopped` is set. Every retry in the client and the worker is paced by one of these."""
+
+    def __init__(
+        self,
+        for_s: float,
+        *,
+        backoff: Backoff | None = None,
+        stopped: threading.Event | None = None,
+    ) -> None:
+        self._give_up_at = time.monotonic() + for_s
+        self._backoff = backoff or Backoff()
+        self._stopped = stopped
+
+    def pause(self) -> bool:
+        """Wait before the next try and return True; False (at once, or when `stopped` is set
+        during the wait) when there is to be no next try."""
+        delay = self._backoff.next_delay()
+        if time.monotonic() + delay >= self._give_up_at:
+            return False
+        if self._stopped is None:
+            time.sleep(delay)
+            return True
+        return not self._stopped.wait(delay)
+
+    def reset(self) -> None:
+        """After a success: the next failure waits the shortest delay again."""
+        self._backoff.reset()
+
+
+def retrying(call: Callable[[], T], retry: Retry, again: Callable[[grpc.RpcError], bool]) -> T:
+    """`call()`; while it fails with an RpcError that `again` accepts, tried again after each
+    `retry.pause()`. The last error is raised when `again` refuses it or the budget is spent."""
+    while True:
+        try:
+            return call()
+        except grpc.RpcError as exc:
+            if not (again(exc) and retry.pause()):
+                raise
 
 
 def token_metadata(token: str | None) -> tuple[tuple[str, str], ...]:

@@ -1,65 +1,43 @@
 #!/usr/bin/env bash
-# Regenerates the committed protobuf classes (src/main/java/dev/wiggle/proto/v1/) from spec/proto. Run it after any change to the .proto and commit the diff.
+# The Java SDK's protobuf classes (package dev.wiggle.proto.v1) are generated at build time from
+# spec/proto by the protobuf-maven-plugin (protoc from Maven Central, at the version of the
+# protobuf-java runtime in pom.xml) into target/generated-sources/protobuf/java, and never
+# committed. Only messages are generated: the gRPC method descriptors are written out in
+# dev.wiggle.worker.WiggleRpc (no protoc-gen-grpc-java build is served here for the pinned gRPC),
+# and a unit test pins them to the service in the .proto.
 #
-#   sdk/java/gen.sh           regenerate in place
-#   sdk/java/gen.sh --check   regenerate into a temporary directory; exit 1 if the committed
-#                             classes differ (CI runs this)
-#
-# protoc is pinned and fetched from Maven Central by Maven itself (`dependency:copy`), so two
-# machines produce the same bytes: 4.36.2, the version of the protobuf-java runtime in pom.xml.
-# Only messages are generated: the gRPC method descriptors are written out in
-# dev.wiggle.worker.internal.WiggleRpc (no native protoc-gen-grpc-java build is served here),
-# and a unit test pins them to the service in this .proto.
-#
-# The .proto names no Java package. Until it does, the copy handed to protoc gets
-# `java_package = "dev.wiggle.proto.v1"`, `java_multiple_files = true` and
-# `java_outer_classname = "WiggleProto"`: each message a class of its own rather than a nested
-# class of one 15,000-line file.
+#   sdk/java/gen.sh           generate the classes now, as the build does (for an IDE)
+#   sdk/java/gen.sh --check   exit 1 unless the classes come from spec/proto alone: none is
+#                             committed under src/, and the build compiles spec/proto's files
+#                             (scripts/test.sh runs this)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-PROTOC_VERSION="4.36.2"
 
-case "$(uname -s)-$(uname -m)" in
-    Linux-x86_64) classifier="linux-x86_64" ;;
-    Linux-aarch64) classifier="linux-aarch_64" ;;
-    Darwin-x86_64) classifier="osx-x86_64" ;;
-    Darwin-arm64) classifier="osx-aarch_64" ;;
-    *) echo "gen.sh: no protoc build known for $(uname -s)-$(uname -m)" >&2; exit 2 ;;
-esac
-
-tools="$here/target/gen-tools"
-protoc="$tools/protoc-$PROTOC_VERSION-$classifier.exe"
-if [ ! -f "$protoc" ]; then
-    mvn -q -B -f "$here/pom.xml" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
-        -Dartifact="com.google.protobuf:protoc:$PROTOC_VERSION:exe:$classifier" -DoutputDirectory="$tools"
+if [ "${1:-}" != "--check" ]; then
+    mvn -q -B -Dstyle.color=never -f "$here/pom.xml" generate-sources
+    echo "generated into $here/target/generated-sources/protobuf/java" >&2
+    exit 0
 fi
-chmod +x "$protoc"
 
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/proto/wiggle/v1" "$work/out"
-src="$root/spec/proto/wiggle/v1/wiggle.proto"
-if grep -q '^option java_package' "$src"; then
-    cp "$src" "$work/proto/wiggle/v1/wiggle.proto"
-else
-    sed '/^option go_package/a\
-option java_package = "dev.wiggle.proto.v1";\
-option java_multiple_files = true;\
-option java_outer_classname = "WiggleProto";' "$src" > "$work/proto/wiggle/v1/wiggle.proto"
+committed="$(git -C "$root" ls-files -- 'sdk/java/src/main/java/dev/wiggle/proto/*' | head -5)"
+if [ -n "$committed" ]; then
+    echo "generated protobuf classes are committed under sdk/java/src (they are built from" >&2
+    echo "spec/proto at build time; remove them):" >&2
+    echo "$committed" >&2
+    exit 1
 fi
-"$protoc" -I "$work/proto" --java_out="$work/out" "$work/proto/wiggle/v1/wiggle.proto"
-
-committed="$here/src/main/java/dev/wiggle/proto/v1"
-if [ "${1:-}" = "--check" ]; then
-    if ! diff -r "$work/out/dev/wiggle/proto/v1" "$committed" >/dev/null; then
-        diff -rq "$work/out/dev/wiggle/proto/v1" "$committed" >&2 || true
-        echo "sdk/java/src/main/java/dev/wiggle/proto/v1 is stale: run sdk/java/gen.sh and commit the result" >&2
+# The build's proto source root must be spec/proto, and every .proto there must name the Java
+# package the SDK imports.
+if ! grep -q '<wiggle.proto.dir>${project.basedir}/../../spec/proto</wiggle.proto.dir>' "$here/pom.xml" ||
+    ! grep -q '<protoSourceRoot>${wiggle.proto.dir}</protoSourceRoot>' "$here/pom.xml"; then
+    echo "sdk/java/pom.xml does not compile spec/proto (wiggle.proto.dir, protoSourceRoot)" >&2
+    exit 1
+fi
+for proto in $(find "$root/spec/proto" -name '*.proto'); do
+    if ! grep -q '^option java_package = "dev.wiggle.proto.v1";' "$proto"; then
+        echo "${proto#"$root/"} names no java_package \"dev.wiggle.proto.v1\"" >&2
         exit 1
     fi
-    echo "sdk/java generated classes are fresh" >&2
-else
-    rm -rf "$committed"
-    mkdir -p "$(dirname "$committed")"
-    cp -r "$work/out/dev/wiggle/proto/v1" "$committed"
-fi
+done
+echo "sdk/java builds its protobuf classes from spec/proto" >&2

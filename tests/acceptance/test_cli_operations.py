@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from clikit import TOKEN, Running, cli_env, wiggle
 
+from tests.waiting import wait_until
+
 HANDLERS = """\
 from wiggle import activity
 
@@ -63,14 +65,11 @@ def _worker(address: str, work: Path, *args: str) -> Running:
 def _workers_once_polled(address: str, work: Path) -> list[dict]:
     """`wiggle workers --json`, once the worker just started has polled (its first poll may
     still be on its way)."""
-    import time
 
-    for _ in range(600):
-        listed = json.loads(_ok(wiggle(address, "workers", "--json", cwd=work)).stdout)
-        if listed["workers"]:
-            return listed["workers"]
-        time.sleep(0.1)
-    raise AssertionError("the worker never polled")
+    def listed() -> list[dict]:
+        return json.loads(_ok(wiggle(address, "workers", "--json", cwd=work)).stdout)["workers"]
+
+    return wait_until(listed, 60, "the worker's first poll", interval=0.1)
 
 
 def _ok(result):
@@ -82,17 +81,14 @@ def _status_json(address: str, work: Path, iid: str) -> dict:
     return json.loads(_ok(wiggle(address, "status", iid, "--json", cwd=work)).stdout)
 
 
-def _wait_for_token(address, work, iid, pred, tries=600):
-    import time
-
-    for _ in range(tries):
+def _wait_for_token(address, work, iid, pred):
+    def reached() -> dict | None:
         view = _status_json(address, work, iid)
         assert view["status"] == "RUNNING", view
         live = [t for t in view["tokens"] if t["state"] != "DONE"]
-        if live and pred(live[0]):
-            return view
-        time.sleep(0.1)
-    raise AssertionError(f"never reached: {view}")
+        return view if live and pred(live[0]) else None
+
+    return wait_until(reached, 60, f"the token of {iid} in the state asked for", interval=0.1)
 
 
 def test_status_shows_the_current_context_and_what_the_token_waits_for(server, work):

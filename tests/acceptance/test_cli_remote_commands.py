@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -157,6 +158,22 @@ def test_server_refuses_a_public_address_without_a_token(tmp_path):
     assert result.returncode == 1
     assert "token" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "w.db").exists()  # refused before touching the database
+
+
+def test_a_busy_port_is_refused_in_one_clear_line(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        result = subprocess.run(
+            [sys.executable, "-m", "wiggle", "server", "--address", address,
+             "--database", f"sqlite:///{tmp_path / 'w.db'}"],
+            env=cli_env(), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"wiggle: cannot listen on {address}: the address is in use (another server?)"
+    ]
 
 
 def test_two_servers_share_one_database(server, work, database_url):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.waiting import wait_until
 from wiggle.client import Client, Instance
 from wiggle.compiler import CompiledFlow, canonical_json, graph_from_canonical, load_flow_file
 from wiggle.console import Backend, ConsoleServer, ConsoleSettings
@@ -112,13 +112,11 @@ class Stack:
     def wait(
         self, instance_id: str, ok: Callable[[Instance], bool], timeout: float = 20
     ) -> Instance:
-        deadline = time.monotonic() + timeout
-        while True:
+        def reached() -> Instance | None:
             view = self.client.describe(instance_id)
-            if ok(view):
-                return view
-            assert time.monotonic() < deadline, f"instance {instance_id} stuck: {view.status}"
-            time.sleep(0.05)
+            return view if ok(view) else None
+
+        return wait_until(reached, timeout, f"instance {instance_id} in the state asked for")
 
 
 @pytest.fixture(scope="module")

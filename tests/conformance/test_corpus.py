@@ -1,6 +1,8 @@
 """The whole corpus through the runner: every case, every mode, on SQLite and on PostgreSQL,
-against the Python conformance worker as a subprocess. Any failing case fails the test, with the
-runner's table of failures as the message."""
+against each SDK's conformance worker as a subprocess (Python, Go, Java and TypeScript; the
+others are built first when missing or stale). Any failing case fails the test, with the
+runner's table of failures as the message. Each worker runs the corpus once per database: this
+is the only place the whole corpus runs in scripts/test.sh."""
 
 from __future__ import annotations
 
@@ -22,33 +24,43 @@ from wiggle.conformance import (
 from wiggle.conformance._databases import fresh_databases
 from wiggle.conformance._session import MAIN_QUEUES, SIDE_QUEUES, Session
 
-# Three modes on one database take about two minutes on a two-core machine.
+# Three modes on one database take about a minute on a two-core machine; more when it is busy.
 CORPUS_TIMEOUT_S = 900
 
+WORKERS = ("python", "go", "java", "typescript")
+DATABASES = ("sqlite", pytest.param("postgres", marks=pytest.mark.postgres))
 
-def _run(database: str) -> None:
+
+@pytest.fixture
+def worker_command(request: pytest.FixtureRequest, worker: str) -> str:
+    """The command that starts the conformance worker of `worker`'s SDK."""
+    if worker == "python":
+        return PYTHON_WORKER
+    return str(request.getfixturevalue(f"{worker}_worker"))
+
+
+@pytest.mark.timeout(CORPUS_TIMEOUT_S)
+@pytest.mark.parametrize("database", DATABASES)
+@pytest.mark.parametrize("worker", WORKERS)
+def test_corpus(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    worker: str,
+    worker_command: str,
+    database: str,
+) -> None:
+    if database == "postgres":
+        # The runner makes a fresh database per mode next to this session's server.
+        monkeypatch.setenv("WIGGLE_TEST_POSTGRES_URL", request.getfixturevalue("postgres_url"))
     cases = load_cases()
     results = run_corpus(
         cases,
-        RunnerOptions(modes=MODES, databases=[database], worker=PYTHON_WORKER, verbose=True),
+        RunnerOptions(modes=MODES, databases=[database], worker=worker_command, verbose=True),
     )
     rows = summarise(results)
     failed = [r for r in rows if not r.passed]
     assert len(rows) == len(cases) * (len(MODES) + 1)
     assert not failed, "\n" + format_table(failed)
-
-
-@pytest.mark.timeout(CORPUS_TIMEOUT_S)
-def test_corpus_on_sqlite():
-    _run("sqlite")
-
-
-@pytest.mark.postgres
-@pytest.mark.timeout(CORPUS_TIMEOUT_S)
-def test_corpus_on_postgres(postgres_url: str, monkeypatch: pytest.MonkeyPatch):
-    # The runner makes a fresh database per mode next to this one.
-    monkeypatch.setenv("WIGGLE_TEST_POSTGRES_URL", postgres_url)
-    _run("postgres")
 
 
 WRONG = """\

@@ -1,9 +1,14 @@
 """The fault suite: real processes over a real PostgreSQL, each scenario proving its fault fired
 and ending with a ledger line (see faultkit.py). `bash scripts/faults.sh` runs the full version
-(WIGGLE_FAULTS=full) and prints the ledger table; `bash scripts/test.sh` runs the short one."""
+(WIGGLE_FAULTS=full) and prints the ledger table; `bash scripts/test.sh` runs the short one.
+
+A scenario's line travels with its test report (as a user property), so the table is printed by
+the process that prints the results (tests/conftest.py), also when the scenarios ran in xdist
+worker processes."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Iterator
@@ -18,7 +23,20 @@ from faultkit import FULL, Checker, Cluster, Tally
 
 from wiggle._postgres import create_database, drop_database
 
-_TALLIES: list[Tally] = []
+#: The user property a scenario's tally travels in, as a dict of its fields; tests/conftest.py
+#: prints the table of them at the end.
+_PROPERTY = "fault-ledger"  # tests/conftest.py: FAULT_LEDGER_PROPERTY
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The short suite leaves out the scenarios marked `full_only`: each names the shorter test
+    scripts/test.sh runs for the same rule."""
+    if FULL:
+        return
+    full_only = [item for item in items if item.get_closest_marker("full_only")]
+    if full_only:
+        items[:] = [item for item in items if item not in full_only]
+        config.hook.pytest_deselected(items=full_only)
 
 
 @pytest.fixture
@@ -49,12 +67,12 @@ def checker(fault_db: str) -> Iterator[Checker]:
 
 
 @pytest.fixture
-def ledger() -> Any:
+def ledger(record_property: Any) -> Any:
     """`ledger(tally)`: assert the suite's invariants on a scenario's line and keep the line for
     the table printed at the end."""
 
     def record(tally: Tally, *, failed_ok: int = 0) -> Tally:
-        _TALLIES.append(tally)
+        record_property(_PROPERTY, dataclasses.asdict(tally))
         print("\n" + tally.line())
         assert tally.lost == 0, tally.line()
         assert tally.stuck == 0, tally.line()
@@ -63,47 +81,3 @@ def ledger() -> Any:
         return tally
 
     return record
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _TALLIES:
-        return
-    write = terminalreporter.write_line
-    write("")
-    write(f"fault ledger ({'full' if FULL else 'short'} suite)")
-    header = (
-        "scenario",
-        "started",
-        "completed",
-        "failed",
-        "stuck",
-        "lost",
-        "re-executions",
-        "stale refused",
-        "dup events",
-        "timers",
-        "fault",
-    )
-    rows = [header]
-    for t in _TALLIES:
-        reexec = " ".join(f"{m}={n}" for m, n in sorted(t.reexec.items())) or "-"
-        rows.append(
-            (
-                t.scenario,
-                str(t.started),
-                str(t.completed),
-                str(t.failed),
-                str(t.stuck),
-                str(t.lost),
-                reexec,
-                str(t.stale_refused),
-                str(t.duplicate_events),
-                str(t.timers_fired),
-                t.fault,
-            )
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for i, row in enumerate(rows):
-        write(" | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
-        if i == 0:
-            write("-+-".join("-" * w for w in widths))

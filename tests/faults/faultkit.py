@@ -20,12 +20,14 @@ import sys
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+
+from tests.waiting import wait_until as wait_until  # the scenarios import it from here
 
 HERE = Path(__file__).parent
 FULL = os.environ.get("WIGGLE_FAULTS", "") == "full"
@@ -501,17 +503,6 @@ class ResettingProxy:
         with self._lock:
             socks = list(self._socks)
         self._drop(*socks)
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(0.05)
 
 
 # -- flows and load ------------------------------------------------------------------------------

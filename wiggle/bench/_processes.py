@@ -14,6 +14,8 @@ from collections.abc import Iterator, Sequence
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from wiggle.wire import open_channel
+
 __all__ = ["free_port", "running", "wait_serving"]
 
 
@@ -33,7 +35,7 @@ def _stderr_fd() -> int | None:
 def wait_serving(address: str, timeout_s: float = 30.0) -> None:
     """Block until the server at `address` answers its gRPC health check with SERVING."""
     deadline = time.monotonic() + timeout_s
-    with grpc.insecure_channel(address) as channel:
+    with open_channel(address) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while True:
             try:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EventPrinter",
+    "counted",
     "definitions_table",
     "describe_text",
     "dump",
@@ -27,6 +28,11 @@ __all__ = [
     "instances_table",
     "workers_table",
 ]
+
+
+def counted(n: int, noun: str, plural: str = "") -> str:
+    """`1 instance`, `3 instances`: a count with its noun in the number it needs."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def dump(value: Any) -> str:

@@ -10,12 +10,16 @@ from __future__ import annotations
 import argparse
 import datetime
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from wiggle.cli._options import DEFAULT_DATABASE, add_json_flag, flag
+from wiggle.cli._output import counted
 from wiggle.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from wiggle.engine import PruneResult
 
 __all__ = ["register"]
 
@@ -71,13 +75,19 @@ def _prune(args: argparse.Namespace) -> int:
         }
         sys.stdout.write(orjson.dumps(document).decode() + "\n")
         return 0
-    verb = "would remove" if result.dry_run else "removed"
-    print(
-        f"{verb} {result.instances} finished instances that ended before "
-        f"{cutoff:%Y-%m-%d %H:%M:%S} UTC, with {result.tokens} tokens, {result.events} events "
-        f"and {result.signals} signals"
-    )
+    print(summary(result, cutoff))
     return 0
+
+
+def summary(result: PruneResult, cutoff: datetime.datetime) -> str:
+    """What a prune removed, or would: `removed 1 finished instance that ended before ...`."""
+    verb = "would remove" if result.dry_run else "removed"
+    what = counted(result.instances, "finished instance")
+    return (
+        f"{verb} {what} that ended before {cutoff:%Y-%m-%d %H:%M:%S} UTC, with "
+        f"{counted(result.tokens, 'token')}, {counted(result.events, 'event')} and "
+        f"{counted(result.signals, 'signal')}"
+    )
 
 
 def register(subparsers: Any) -> None:

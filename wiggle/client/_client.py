@@ -35,7 +35,15 @@ from wiggle.client._types import (
     TokenState,
     WorkerInfo,
 )
-from wiggle.wire import Backoff, TlsConfig, code_of, open_channel, token_metadata
+from wiggle.wire import (
+    Backoff,
+    Retry,
+    TlsConfig,
+    code_of,
+    open_channel,
+    retrying,
+    token_metadata,
+)
 
 if TYPE_CHECKING:
     from wiggle.compiler import CompiledFlow
@@ -67,6 +75,10 @@ class EagerWorker(Protocol):
     @property
     def queues(self) -> tuple[str, ...]: ...
     def reserve_eager_slot(self) -> EagerSlotLike | None: ...
+
+
+def _unreachable(exc: grpc.RpcError) -> bool:
+    return code_of(exc) is grpc.StatusCode.UNAVAILABLE
 
 
 def _json(value: Any) -> bytes:
@@ -169,18 +181,17 @@ class Client(AdminCalls):
         idempotent: bool,
         timeout: float | None = None,
     ) -> T:
-        give_up_at = time.monotonic() + (self._retry_for if idempotent else 0.0)
-        backoff = Backoff(initial=0.05, cap=2.0)
-        while True:
-            try:
-                return method(request, timeout=timeout or self._timeout, metadata=self._metadata)
-            except grpc.RpcError as exc:
-                if code_of(exc) is grpc.StatusCode.UNAVAILABLE:
-                    delay = backoff.next_delay()
-                    if time.monotonic() + delay < give_up_at:
-                        time.sleep(delay)
-                        continue
-                raise from_rpc_error(exc, self.address) from None
+        retry = Retry(
+            self._retry_for if idempotent else 0.0, backoff=Backoff(initial=0.05, cap=2.0)
+        )
+        try:
+            return retrying(
+                lambda: method(request, timeout=timeout or self._timeout, metadata=self._metadata),
+                retry,
+                _unreachable,
+            )
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, self.address) from None
 
     # -- definitions -------------------------------------------------------------------------
 

@@ -1,14 +1,24 @@
-"""Status codes and the `wiggle-error-code` metadata back into wiggle.errors classes."""
+"""Status codes and the `wiggle-error-code` metadata back into wiggle.errors classes.
+
+One decoder for every error: the class is the row of `wire.ERROR_TABLE` the reason names (or,
+without one, the status code's); its typed fields come from the detail trailer by the names of
+the class's own constructor parameters (what `server._errors` sends is what the constructor
+takes); the message is the server's own wording, which may carry more than the fields.
+"""
 
 from __future__ import annotations
 
+import inspect
+import types
+import typing
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
 import orjson
 
 from wiggle import errors
-from wiggle.wire import DETAIL_KEY, ERROR_CODE_KEY, code_of, error_class_for
+from wiggle.wire import DETAIL_KEY, ERROR_CODE_KEY, code_of, details_of, error_class_for
 
 __all__ = ["from_rpc_error"]
 
@@ -29,32 +39,39 @@ def _trailers(exc: grpc.RpcError) -> tuple[str, dict[str, Any]]:
     return reason, detail
 
 
-def _build(reason: str, detail: dict[str, Any], message: str) -> errors.WiggleError | None:
-    def text(key: str) -> str:
-        value = detail.get(key)
-        return value if isinstance(value, str) else ""
+def _field(value: Any, hint: Any) -> Any:
+    """`value` when it has the type `hint` names (str, int, a sequence of str, or one of those
+    or None), else that type's empty value: a detail from the wire is never trusted blindly."""
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    options = typing.get_args(hint) if union else (hint,)
+    for option in options:
+        if option is type(None) and value is None:
+            return None
+        if option in (str, int) and isinstance(value, option) and not isinstance(value, bool):
+            return value
+        if typing.get_origin(option) is Sequence and isinstance(value, list):
+            return tuple(v for v in value if isinstance(v, str))
+    if type(None) in options:
+        return None
+    first = options[0]
+    return first() if first in (str, int) else ()
 
-    exc: errors.WiggleError
-    if reason == "FLOW_INVALID":
+
+def _build(
+    cls: type[errors.WiggleError], detail: dict[str, Any], message: str
+) -> errors.WiggleError:
+    if cls is errors.FlowError:
         diagnostics = [errors.Diagnostic(**d) for d in detail.get("diagnostics", [])]
         return errors.FlowError(diagnostics or [errors.Diagnostic("<flow>", 0, 0, message)])
-    if reason == "DEFINITION_NOT_FOUND":
-        exc = errors.DefinitionNotFound(text("name"), text("version") or None)
-    elif reason == "INSTANCE_NOT_FOUND":
-        exc = errors.InstanceNotFound(text("instance_id"))
-    elif reason == "STALE_LEASE":
-        exc = errors.StaleLease(text("task_id"))
-    elif reason == "SIGNAL_NOT_AWAITED":
-        awaited = detail.get("awaited")
-        names = [a for a in awaited if isinstance(a, str)] if isinstance(awaited, list) else []
-        exc = errors.SignalNotAwaited(text("instance_id"), text("name"), names)
-    elif reason == "INSTANCE_NOT_RUNNING":
-        exc = errors.InstanceNotRunning(text("instance_id"), text("status"))
-    elif reason == "REPORT_OUT_OF_ORDER":
-        return errors.Conflict(message)  # its seq numbers travel in the message only
-    else:
-        cls = error_class_for(reason, None)
-        return None if cls is None else cls(message)
+    if cls.__init__ is Exception.__init__:  # a class of the message alone
+        return cls(message)
+    hints = typing.get_type_hints(cls.__init__)
+    fields = {}
+    for p in inspect.signature(cls).parameters.values():
+        if p.name in hints:
+            given = detail.get(p.name, None if p.default is p.empty else p.default)
+            fields[p.name] = _field(given, hints[p.name])
+    exc = cls(**fields)
     exc.args = (message,)  # keep the server's wording, which may carry more detail
     return exc
 
@@ -62,15 +79,11 @@ def _build(reason: str, detail: dict[str, Any], message: str) -> errors.WiggleEr
 def from_rpc_error(exc: grpc.RpcError, address: str) -> errors.WiggleError:
     """The Wiggle error a failed call stands for."""
     code = code_of(exc) or grpc.StatusCode.UNKNOWN
-    details_fn = getattr(exc, "details", None)
-    message = (details_fn() if callable(details_fn) else None) or str(code)
+    message = details_of(exc) or str(code)
     reason, detail = _trailers(exc)
-    built = _build(reason, detail, message)
-    if built is not None:
-        return built
-    if code is grpc.StatusCode.UNAVAILABLE:
-        return errors.Unavailable(f"cannot reach the Wiggle server at {address}: {message}")
-    cls = error_class_for("", code)
-    if cls is not None:
-        return cls(message)
-    return errors.WiggleError(f"server error {code.name}: {message}")
+    cls = error_class_for(reason, code)
+    if cls is None:
+        return errors.WiggleError(f"server error {code.name}: {message}")
+    if cls is errors.Unavailable and not reason:  # no server answered: say which one
+        message = f"cannot reach the Wiggle server at {address}: {message}"
+    return _build(cls, detail, message)

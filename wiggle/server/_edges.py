@@ -14,7 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from wiggle._limits import MAX_NAME_CHARS, MAX_REASON_CHARS, identifier_problem
+from wiggle._limits import (
+    MAX_ACTIVITIES,
+    MAX_NAME_CHARS,
+    MAX_QUEUES,
+    MAX_REASON_CHARS,
+    identifier_problem,
+)
 from wiggle.errors import InvalidRequest
 
 __all__ = ["check_request"]
@@ -96,12 +102,28 @@ _FIELDS: dict[str, _Fields] = {
 }
 
 
+def _lists(method: str, request: Any) -> Iterable[tuple[str, int, int]]:
+    """(what, how many, the most allowed) of each list of names `request` carries."""
+    eager = request if method == "PollTasks" else None
+    if method == "StartInstance" and request.HasField("eager"):
+        eager = request.eager
+    elif method == "CompleteTask" and request.HasField("next"):
+        eager = request.next
+    if eager is not None:
+        yield "queues", len(eager.queues), MAX_QUEUES
+        yield "activities", len(eager.activities), MAX_ACTIVITIES
+
+
 def check_request(method: str, request: Any) -> None:
-    """Raise InvalidRequest naming the first identifier of `request` that breaks its rule;
-    cut over-long free text in reports to the reason limit."""
+    """Raise InvalidRequest naming the first identifier of `request` that breaks its rule (or a
+    list of names longer than its limit); cut over-long free text in reports to the reason
+    limit."""
     fields = _FIELDS.get(method)
     if fields is None:
         return
+    for what, count, most in _lists(method, request):
+        if count > most:
+            raise InvalidRequest(f"{method}: a request names at most {most} {what}; got {count}")
     for kind, value in fields(request):
         if not value:
             continue

@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 import threading
 
+from wiggle._trouble import Trouble
 from wiggle.engine import Engine
+from wiggle.errors import Unavailable
 
 __all__ = ["Retention"]
 
@@ -74,8 +76,16 @@ class Retention:
         return result.instances
 
     def _run(self) -> None:
+        trouble = Trouble(
+            _log,
+            down=f"retention round failed ({{why}}); trying again every {self._interval_s:.0f} s",
+            up="retention rounds work again after {seconds:.1f} s",
+            expected=(Unavailable,),
+        )
         while not self._stop.wait(self._interval_s):
             try:
                 self.run_once()
-            except Exception:
-                _log.exception("retention round failed; trying again in %.0f s", self._interval_s)
+            except Exception as exc:
+                trouble.failed(exc)
+            else:
+                trouble.succeeded()

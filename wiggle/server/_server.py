@@ -11,8 +11,10 @@ releases the GIL, so a generous pool costs memory, not CPU.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import signal
+import socket
 import threading
 from collections.abc import Sequence
 from concurrent import futures
@@ -52,6 +54,31 @@ DEFAULT_MAX_PAYLOAD = 4 * 1024 * 1024
 #: carries many contexts, so a whole message may be several payloads long.
 MESSAGE_PAYLOADS = 4
 MESSAGE_OVERHEAD = 1024 * 1024
+
+
+def _check_free(address: str) -> None:
+    """Refuse an address another process listens on before gRPC tries it: gRPC would print a
+    line of its own (its C core's log) before failing, and then only "failed to bind"."""
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or int(port) == 0:
+        return  # gRPC parses (and refuses) what this does not; port 0 is always free
+    try:
+        found = socket.getaddrinfo(
+            host.strip("[]") or None, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except OSError:
+        return  # an unresolvable host: gRPC says so
+    for family, kind, proto, _, where in found:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds
+            try:
+                probe.bind(where)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise ServerConfigError(
+                        f"cannot listen on {address}: the address is in use (another server?)"
+                    ) from None
+                return  # not ours to judge (no IPv6 here, say): gRPC decides
 
 
 class ServerConfigError(WiggleError):
@@ -215,6 +242,7 @@ class Server:
 
     def start(self) -> int:
         creds = self.config.server_credentials()
+        _check_free(self.config.address)
         try:
             if creds is None:
                 self.port = self._grpc.add_insecure_port(self.config.address)
@@ -262,7 +290,8 @@ class Server:
                 self._engine.close()
         finally:
             self._stopped.set()
-        _log.info("wiggle server stopped")
+        if self.port:  # a server that never listened has nothing to announce
+            _log.info("wiggle server stopped")
 
     @property
     def metrics_port(self) -> int:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import logging
 import threading
 
+from wiggle._trouble import Trouble
 from wiggle.engine import Engine
+from wiggle.errors import Unavailable
 
 __all__ = ["Ticker"]
 
@@ -28,6 +30,14 @@ class Ticker:
         self._engine = engine
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="wiggle-ticker", daemon=True)
+        # A database outage is one line when it starts and one when it is over; anything else
+        # is a bug, and its traceback is logged (once per kind while it repeats).
+        self.trouble = Trouble(
+            _log,
+            down=f"tick failed ({{why}}); retrying every {ERROR_SLEEP_S:.0f} s",
+            up="ticking again after {seconds:.1f} s",
+            expected=(Unavailable,),
+        )
 
     def start(self) -> None:
         self._thread.start()
@@ -43,9 +53,11 @@ class Ticker:
             try:
                 done = self._engine.tick()
                 delay = 0.0 if done else self._engine.next_wakeup_s()
-            except Exception:
-                _log.exception("tick failed; retrying in %.0f s", ERROR_SLEEP_S)
+            except Exception as exc:
+                self.trouble.failed(exc)
                 delay = ERROR_SLEEP_S
+            else:
+                self.trouble.succeeded()
             # Work done means more may be due at once: go round again without sleeping.
             if delay > 0 and not self._stop.is_set():
                 self._engine.wait_for_timers(min(max(delay, MIN_SLEEP_S), MAX_SLEEP_S))

@@ -14,6 +14,7 @@ reachable) gets its poll cancelled.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from typing import Any
 import grpc
 
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
-from wiggle.wire import RETRYABLE, Backoff, answered_by_server, code_of
+from wiggle.wire import RETRYABLE, Retry, answered_by_server, code_of, describe
 from wiggle.worker._eager import Slots
 from wiggle.worker._rpc import Rpc, RpcFailed
 
@@ -95,7 +96,7 @@ class Poller:
         return done.wait(END_POLL_WAIT_S)
 
     def _loop(self) -> None:
-        backoff = Backoff()
+        retry = Retry(math.inf, stopped=self._stop)  # a poller tries again until it stops
         last_error: grpc.StatusCode | None = None
         while not self._stop.is_set():
             if not self._slots.wait_free(0.25):
@@ -117,24 +118,24 @@ class Poller:
                     return
                 code = code_of(exc)
                 if code in RETRYABLE and not answered_by_server(exc):
-                    self._rpc.outage.failed(exc)
+                    self._rpc.outage.failed(exc, "PollTasks")
                 elif code != grpc.StatusCode.CANCELLED and code != last_error:
                     # Once per kind of refusal (a wrong token would otherwise log every 5 s). A
                     # server answering "unavailable" (too many waiting polls, its database down)
                     # is reachable: not an outage of ours, but worth one line.
                     level = logging.WARNING if code in RETRYABLE else logging.ERROR
-                    _log.log(level, "PollTasks refused: %s", exc)
+                    _log.log(level, "PollTasks refused: %s", describe(exc))
                 last_error = code
-                self._stop.wait(backoff.next_delay())
+                retry.pause()
                 continue
             except Exception:
                 if self._stop.is_set():
                     return
                 _log.exception("PollTasks failed")
-                self._stop.wait(backoff.next_delay())
+                retry.pause()
                 continue
             self._rpc.outage.succeeded()
-            backoff.reset()
+            retry.reset()
             last_error = None
             if not tasks:
                 continue

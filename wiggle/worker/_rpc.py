@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import grpc
 
-from wiggle.wire import REPORT_FIELDS, RETRYABLE, Backoff, code_of, token_metadata
+from wiggle._trouble import Trouble
+from wiggle.wire import (
+    REPORT_FIELDS,
+    RETRYABLE,
+    Retry,
+    code_of,
+    describe,
+    details_of,
+    retrying,
+    token_metadata,
+)
 from wiggle.worker._batching import ReportBatcher
 
 __all__ = ["Outage", "Rpc", "RpcFailed"]
@@ -41,30 +50,22 @@ class Outage:
     """
 
     def __init__(self, address: str) -> None:
-        self._address = address
-        self._lock = threading.Lock()
-        self._down_since: float | None = None
+        self._trouble = Trouble(
+            _log,
+            down=f"server at {address} unreachable ({{why}}); retrying with backoff",
+            up=f"server at {address} reachable again after {{seconds:.1f}} s",
+            expected=(Exception,),  # only a call that could not reach the server is told here
+        )
 
-    def failed(self, exc: BaseException) -> None:
-        with self._lock:
-            if self._down_since is not None:
-                return
-            self._down_since = time.monotonic()
-        _log.warning("server at %s unreachable (%s); retrying with backoff", self._address, exc)
+    def failed(self, exc: BaseException, method: str = "") -> None:
+        self._trouble.failed(exc, f"{method}: {describe(exc)}" if method else describe(exc))
 
     def succeeded(self) -> None:
-        if self._down_since is None:  # the common case, without taking the lock
-            return
-        with self._lock:
-            since, self._down_since = self._down_since, None
-        if since is not None:
-            _log.warning(
-                "server at %s reachable again after %.1f s", self._address, time.monotonic() - since
-            )
+        self._trouble.succeeded()
 
     @property
     def down(self) -> bool:
-        return self._down_since is not None
+        return self._trouble.down
 
 
 class Rpc:
@@ -128,35 +129,23 @@ class Rpc:
     ) -> Any:
         fn: Callable[..., Any] = getattr(self.stub, method)
         batcher = self.batcher if method in REPORT_FIELDS else None
-        give_up_at = time.monotonic() + retry_for
-        backoff = Backoff()
-        while True:
-            try:
-                if batcher is not None:
-                    response = batcher.call(method, request, timeout or self.call_timeout)
-                else:
-                    response = fn(
-                        request, timeout=timeout or self.call_timeout, metadata=self.metadata
-                    )
-            except grpc.RpcError as exc:
-                code = code_of(exc)
-                detail = _details(exc)
-                if code in retry_on:
-                    if code in RETRYABLE:
-                        self.outage.failed(exc if detail == "" else RpcFailed(method, code, detail))
-                    delay = backoff.next_delay()
-                    if time.monotonic() + delay < give_up_at and not self.stopped.is_set():
-                        self.stopped.wait(delay)
-                        continue
-                raise RpcFailed(method, code, detail) from exc
-            self.outage.succeeded()
-            return response
 
+        def send() -> Any:
+            if batcher is not None:
+                return batcher.call(method, request, timeout or self.call_timeout)
+            return fn(request, timeout=timeout or self.call_timeout, metadata=self.metadata)
 
-def _details(exc: BaseException) -> str:
-    details = getattr(exc, "details", None)
-    if callable(details):
-        value = details()
-        if isinstance(value, str):
-            return value
-    return str(exc)
+        def again(exc: grpc.RpcError) -> bool:
+            code = code_of(exc)
+            if code not in retry_on:
+                return False
+            if code in RETRYABLE:
+                self.outage.failed(exc, method)
+            return True
+
+        try:
+            response = retrying(send, Retry(retry_for, stopped=self.stopped), again)
+        except grpc.RpcError as exc:
+            raise RpcFailed(method, code_of(exc), details_of(exc)) from exc
+        self.outage.succeeded()
+        return response

@@ -49,6 +49,11 @@ type fakeServer struct {
 	getDefErr   error                   // GetDefinition answers this error when set
 	pollErrs    []error                 // PollTasks answers these errors first, one per call
 	statusAfter wigglepb.InstanceStatus // AdvanceRun / Heartbeat status; 0 means RUNNING
+
+	noReportBatch bool          // ReportBatch answers UNIMPLEMENTED, as an older server does
+	batchSizes    []int         // the number of reports in each ReportBatch call
+	viaBatch      int           // reports that came inside a ReportBatch
+	holdBatch     chan struct{} // when set, the first ReportBatch waits until it is closed
 }
 
 func newFake() *fakeServer {
@@ -76,6 +81,57 @@ func (f *fakeServer) ReleaseTask(ctx context.Context, in *wigglepb.ReleaseTaskRe
 	f.seen(ctx)
 	f.releases = append(f.releases, in)
 	return &wigglepb.TaskReportResponse{InstanceStatus: wigglepb.InstanceStatus_RUNNING}, nil
+}
+
+// ReportBatch answers each report as its own RPC would (those methods record it); an answer
+// lost in transport (UNAVAILABLE) fails the whole call, as it would on the wire.
+func (f *fakeServer) ReportBatch(ctx context.Context, in *wigglepb.ReportBatchRequest, _ ...grpc.CallOption) (*wigglepb.ReportBatchResponse, error) {
+	f.mu.Lock()
+	if f.noReportBatch {
+		f.mu.Unlock()
+		return nil, status.Error(codes.Unimplemented, "no ReportBatch here")
+	}
+	hold := f.holdBatch
+	f.holdBatch = nil
+	f.batchSizes = append(f.batchSizes, len(in.GetReports()))
+	f.viaBatch += len(in.GetReports())
+	f.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
+	out := &wigglepb.ReportBatchResponse{}
+	for _, r := range in.GetReports() {
+		var a wigglepb.TaskReportAnswer
+		var err error
+		switch x := r.GetReport().(type) {
+		case *wigglepb.TaskReport_Complete:
+			var resp *wigglepb.TaskReportResponse
+			resp, err = f.CompleteTask(ctx, x.Complete)
+			a.Answer = &wigglepb.TaskReportAnswer_Task{Task: resp}
+		case *wigglepb.TaskReport_Fail:
+			var resp *wigglepb.TaskReportResponse
+			resp, err = f.FailTask(ctx, x.Fail)
+			a.Answer = &wigglepb.TaskReportAnswer_Task{Task: resp}
+		case *wigglepb.TaskReport_Release:
+			var resp *wigglepb.TaskReportResponse
+			resp, err = f.ReleaseTask(ctx, x.Release)
+			a.Answer = &wigglepb.TaskReportAnswer_Task{Task: resp}
+		case *wigglepb.TaskReport_Advance:
+			var resp *wigglepb.AdvanceRunResponse
+			resp, err = f.AdvanceRun(ctx, x.Advance)
+			a.Answer = &wigglepb.TaskReportAnswer_Advance{Advance: resp}
+		}
+		if status.Code(err) == codes.Unavailable {
+			return nil, err
+		}
+		if err != nil {
+			st := status.Convert(err)
+			a.Answer = &wigglepb.TaskReportAnswer_Error{Error: &wigglepb.ReportError{
+				StatusCode: int32(st.Code()), Message: st.Message()}}
+		}
+		out.Answers = append(out.Answers, &a)
+	}
+	return out, nil
 }
 
 func (f *fakeServer) seen(ctx context.Context) {

@@ -194,7 +194,7 @@ func (r *localRun) flush(ctx context.Context, final bool, reason traversal.Handb
 		return nil
 	}
 	seq := r.l.nextSeq()
-	resp, err := callReport(ctx, r.w.rpc, retryWindow(r.l), r.w.rpc.client.AdvanceRun, &wigglepb.AdvanceRunRequest{
+	resp, err := callReport(ctx, r.w.rpc, retryWindow(r.l), r.w.rpc.reports.AdvanceRun, &wigglepb.AdvanceRunRequest{
 		TaskId:         r.t.GetTaskId(),
 		Lease:          r.t.GetLease(),
 		Steps:          r.buffer,

@@ -19,6 +19,7 @@ import (
 // bearer token and a deadline, retried with backoff while the server is unreachable.
 type rpc struct {
 	client  wigglepb.WiggleClient
+	reports *reports // the report RPCs, sent together in ReportBatch calls (batch.go)
 	token   string
 	timeout time.Duration
 	log     *slog.Logger

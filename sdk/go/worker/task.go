@@ -35,6 +35,7 @@ func (w *worker) runOne(t *wigglepb.Task) (next *wigglepb.Task) {
 	// or the worker gives up draining.
 	ctx, cancel := context.WithCancel(w.abortCtx)
 	defer cancel()
+	w.rpc.reports.noteLimit(t.GetMaxRequestBytes()) // no ReportBatch is built larger
 	l := newLease(t, cancel)
 	go w.keepAlive(ctx, l)
 	defer func() {
@@ -104,7 +105,7 @@ func (w *worker) reportSingle(ctx context.Context, t *wigglepb.Task, l *lease, o
 	var err error
 	var next *wigglepb.Task
 	if f := out.failure; f != nil {
-		_, err = callReport(ctx, w.rpc, retryWindow(l), w.rpc.client.FailTask, &wigglepb.FailTaskRequest{
+		_, err = callReport(ctx, w.rpc, retryWindow(l), w.rpc.reports.FailTask, &wigglepb.FailTaskRequest{
 			TaskId: t.GetTaskId(), Lease: t.GetLease(), Failure: f.proto(), Seq: seq,
 		})
 	} else {
@@ -117,7 +118,7 @@ func (w *worker) reportSingle(ctx context.Context, t *wigglepb.Task, l *lease, o
 			req.Next = w.eagerDispatch()
 		}
 		var resp *wigglepb.TaskReportResponse
-		resp, err = callReport(ctx, w.rpc, retryWindow(l), w.rpc.client.CompleteTask, req)
+		resp, err = callReport(ctx, w.rpc, retryWindow(l), w.rpc.reports.CompleteTask, req)
 		next = resp.GetNextTask()
 	}
 	if err != nil {
@@ -146,7 +147,7 @@ func (w *worker) refused(ctx context.Context, what string, t *wigglepb.Task, l *
 // release gives a leased task back without a result: READY again at the same attempt.
 func (w *worker) release(ctx context.Context, t *wigglepb.Task, l *lease, reason string) {
 	seq := l.nextSeq()
-	_, err := callReport(ctx, w.rpc, retryWindow(l), w.rpc.client.ReleaseTask, &wigglepb.ReleaseTaskRequest{
+	_, err := callReport(ctx, w.rpc, retryWindow(l), w.rpc.reports.ReleaseTask, &wigglepb.ReleaseTaskRequest{
 		TaskId: t.GetTaskId(), Lease: t.GetLease(), Seq: seq, Reason: reason,
 	})
 	switch {

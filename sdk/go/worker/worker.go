@@ -88,6 +88,7 @@ func New(client wigglepb.WiggleClient, opts Options) Worker {
 		newTimer:   time.NewTimer,
 	}
 	w.rpc = &rpc{client: client, token: opts.Token, timeout: opts.CallTimeout, log: w.log, outage: &outage{}}
+	w.rpc.reports = newReports(w.rpc)
 	w.defs = newDefinitions(w.rpc, w.log)
 	w.abortCtx, w.abort = context.WithCancel(context.Background())
 	w.pollCtx, w.stopPoll = context.WithCancel(w.abortCtx)

@@ -7,6 +7,7 @@ import time
 import pytest
 from engine_testkit import events_of
 
+from tests.waiting import wait_until
 from wiggle.engine import InstanceStatus, StepFailure, StepOutcome, TokenState
 from wiggle.errors import StaleLease
 
@@ -22,16 +23,14 @@ steps:
 
 
 def wait_for(cond, timeout=15.0, engine=None):
-    """Poll `cond` (ticking the leader when given) until true; fail after a generous bound."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """`cond()`'s first truthy value, the leader ticked before each check when given."""
+
+    def ticked():
         if engine is not None:
             engine.tick()
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.02)
-    raise AssertionError("condition not reached in time")
+        return cond()
+
+    return wait_until(ticked, timeout, "the condition")
 
 
 def test_an_expired_lease_is_redelivered_with_a_new_lease(make_driver):

@@ -10,6 +10,7 @@ import psycopg
 from engine_testkit import events_of
 from sqlalchemy import make_url
 
+from tests.waiting import wait_until
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine, InstanceStatus, TokenState
 from wiggle.errors import InstanceNotRunning, SignalNotAwaited, StaleLease
@@ -19,17 +20,16 @@ LIN = load_flow("wiggle: 1\nname: lin\nsteps:\n  - task: a\n  - await: s\n  - ta
 
 def _wait_for_a_lock_wait(url: str, timeout: float = 30.0) -> None:
     """Until a backend of this database waits for a lock (the report, behind our row lock)."""
-    deadline = time.monotonic() + timeout
     with psycopg.connect(url, autocommit=True) as watcher:
-        while True:
-            (waiting,) = watcher.execute(
+
+        def waiting() -> int:
+            (n,) = watcher.execute(
                 "SELECT count(*) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND wait_event_type = 'Lock'"
             ).fetchone() or (0,)
-            if waiting:
-                return
-            assert time.monotonic() < deadline, "the report never waited for the lock"
-            time.sleep(0.01)
+            return int(n)
+
+        wait_until(waiting, timeout, "the report waiting for the lock", interval=0.01)
 
 
 def test_a_report_that_waited_for_the_lock_sees_the_cancel(postgres_database_url):

@@ -1,5 +1,6 @@
 """The Java worker rides out a server restart: it backs off while the server is gone, says so
-once, and serves the restarted server (same address, same database) without being restarted."""
+once, and serves the restarted server (same address, same database) without being restarted.
+Then SIGTERM: it drains and exits 0, as a service stopped on purpose does."""
 
 from __future__ import annotations
 
@@ -7,16 +8,14 @@ import json
 import os
 import signal
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 
+from tests.waiting import wait_until
 from wiggle.client import Client
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine
 from wiggle.server import Server, ServerConfig
 
-JAR = Path(__file__).resolve().parents[3] / "sdk/java/target/wiggle-conformance-worker.jar"
 FLOW = {
     "wiggle": 1,
     "name": "java-reconnect",
@@ -25,19 +24,12 @@ FLOW = {
 }
 
 
-def wait_for(what: str, predicate: Callable[[], object], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what} not within {timeout}s"
-        time.sleep(0.05)
-
-
 def run_one(address: str) -> None:
     client = Client(address)
     try:
         started = client.start("java-reconnect", {})
-        wait_for(
-            "the instance to finish", lambda: client.describe(started.instance_id).status.finished
+        wait_until(
+            lambda: client.describe(started.instance_id).status.finished, 60, "the instance's end"
         )
         view = client.describe(started.instance_id)
         assert view.status == "COMPLETED", view.reason
@@ -46,9 +38,8 @@ def run_one(address: str) -> None:
         client.close()
 
 
-def test_the_java_worker_serves_a_restarted_server(tmp_path: Path) -> None:
-    assert JAR.exists(), "build sdk/java first (mvn -f sdk/java/pom.xml package)"
-    serves_a_restarted_server(tmp_path, ["java", "-jar", str(JAR)])
+def test_the_java_worker_serves_a_restarted_server(tmp_path: Path, java_worker_jar: Path) -> None:
+    serves_a_restarted_server(tmp_path, ["java", "-jar", str(java_worker_jar)])
 
 
 def serves_a_restarted_server(tmp_path: Path, worker_command: list[str]) -> None:
@@ -77,16 +68,21 @@ def serves_a_restarted_server(tmp_path: Path, worker_command: list[str]) -> None
         run_one(address)
         server.stop(grace=0.5)
         engine.close()
-        wait_for("the worker to notice", lambda: "unreachable" in log_path.read_text())
+        wait_until(lambda: "unreachable" in log_path.read_text(), 60, "the worker to notice")
 
         engine = Engine(url)
         second = Server(engine, ServerConfig(address=address, grace_s=0.5))
         second.start()
         run_one(address)
-        wait_for("the worker to say so", lambda: "reachable again" in log_path.read_text())
-    finally:
+        wait_until(lambda: "reachable again" in log_path.read_text(), 60, "the worker to say so")
+
         os.killpg(worker.pid, signal.SIGTERM)
-        worker.wait(timeout=30)
+        assert worker.wait(timeout=60) == 0, log_path.read_text()
+        assert "stopped" in log_path.read_text()
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(timeout=30)
         log.close()
         if second is not None:
             second.stop(grace=0.5)

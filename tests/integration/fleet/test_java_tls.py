@@ -12,18 +12,17 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from wiggle.client import Client, TlsConfig
+from tests.waiting import wait_until
+from wiggle.client import Client, Instance, TlsConfig
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine
 from wiggle.server import Server, ServerConfig
 
-JAR = Path(__file__).resolve().parents[3] / "sdk/java/target/wiggle-conformance-worker.jar"
 TOKEN = "java-tls-test-token"
 
 
@@ -111,9 +110,8 @@ def server(tls_dir: Path, tmp_path: Path) -> Iterator[str]:
 
 
 def test_the_java_worker_runs_over_mutual_tls_with_a_token(
-    server: str, tls_dir: Path, tmp_path: Path
+    server: str, tls_dir: Path, tmp_path: Path, java_worker_jar: Path
 ) -> None:
-    assert JAR.exists(), "build sdk/java first (mvn -f sdk/java/pom.xml package)"
     tls = TlsConfig(ca=tls_dir / "ca.crt", cert=tls_dir / "client.crt", key=tls_dir / "client.key")
     client = Client(server, token=TOKEN, tls=tls)
     source = json.dumps(
@@ -136,7 +134,7 @@ def test_the_java_worker_runs_over_mutual_tls_with_a_token(
     }
     log = (tmp_path / "worker.log").open("wb")
     worker = subprocess.Popen(
-        ["java", "-jar", str(JAR)],
+        ["java", "-jar", str(java_worker_jar)],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -144,10 +142,12 @@ def test_the_java_worker_runs_over_mutual_tls_with_a_token(
     )
     try:
         started = client.start("java-tls", {})
-        deadline = time.monotonic() + 60
-        while not (view := client.describe(started.instance_id)).status.finished:
-            assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()
-            time.sleep(0.05)
+
+        def finished() -> Instance | None:
+            view = client.describe(started.instance_id)
+            return view if view.status.finished else None
+
+        view = wait_until(finished, 60, "the instance run by the Java worker over TLS")
         assert view.status == "COMPLETED", view.reason
         assert view.context == {"trail": ["a"], "n": 1}
     finally:

@@ -10,20 +10,17 @@ execution mode the instance must end with the context a single Python worker ser
 queues produces, every step must have run on the worker of its queue, and a SIGKILL of the Java
 worker in the middle of a run is recovered by a restarted Java worker.
 
-The Java worker is sdk/java's conformance worker jar (built here with Maven when missing); the Go
-worker is built from sdk/go; the TypeScript worker is sdk/typescript's conformance bin (built
-here with npm when missing).
+The Java worker is sdk/java's conformance worker jar, the Go worker sdk/go's, the TypeScript
+worker sdk/typescript's conformance bin (all built when missing or stale: tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,22 +29,19 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from tests.waiting import wait_until
 from wiggle.client import Client
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine
 from wiggle.server import Server, ServerConfig
 
 ROOT = Path(__file__).resolve().parents[3]
-JAR = ROOT / "sdk/java/target/wiggle-conformance-worker.jar"
 EXAMPLE = ROOT / "sdk/java/examples/mixed-fleet/fleet.yaml"
 MODES = ("SERVER", "LOCAL_SYNC", "LOCAL_ASYNC")
 LANGUAGES = ("py", "go", "java", "ts")
 SOLO = "solo-py,solo-go,solo-java,solo-ts"
-TS_SDK = ROOT / "sdk/typescript"
-TS_WORKER = TS_SDK / "dist/esm/bin/wiggle-conformance-worker.js"
 #: The example's steps the TypeScript worker takes over.
 TS_STEPS = {"g2", "r1", "p3"}
-GO_WORKER_PACKAGE = "./cmd/wiggle-conformance-worker"
 
 
 def flow(name: str, mode: str, prefix: str = "") -> str:
@@ -91,7 +85,7 @@ def trace(path: Path) -> list[dict[str, Any]]:
 class Fleet:
     """A server over SQLite and one worker process per language, each with its own trace."""
 
-    def __init__(self, tmp: Path, go_binary: Path, ts_worker: Path) -> None:
+    def __init__(self, tmp: Path, go_binary: Path, java_jar: Path, ts_worker: Path) -> None:
         self.tmp = tmp
         self.engine = Engine(f"sqlite:///{tmp / 'fleet.db'}")
         self.server = Server(self.engine, ServerConfig(address="127.0.0.1:0", grace_s=1.0))
@@ -101,7 +95,7 @@ class Fleet:
             "py": [sys.executable, str(Path(__file__).with_name("fleet_python_worker.py"))],
             "go": [str(go_binary)],
             "ts": ["node", str(ts_worker)],
-            "java": ["java", "-jar", str(JAR)],
+            "java": ["java", "-jar", str(java_jar)],
         }
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         for language in LANGUAGES:
@@ -158,51 +152,26 @@ class Fleet:
         return self.wait(started.instance_id, timeout)
 
     def wait(self, instance_id: str, timeout: float) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
+        def finished() -> Any:
             view = self.client.describe(instance_id)
-            if view.status.finished:
-                return view
-            assert time.monotonic() < deadline, f"{instance_id} {view.status} after {timeout}s"
-            time.sleep(0.05)
+            return view if view.status.finished else None
 
-
-@pytest.fixture(scope="module")
-def go_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("go") / "wiggle-conformance-worker"
-    subprocess.run(
-        ["go", "-C", str(ROOT / "sdk/go"), "build", "-o", str(out), GO_WORKER_PACKAGE],
-        check=True,
-    )
-    return out
-
-
-@pytest.fixture(scope="module")
-def ts_worker() -> Path:
-    if not TS_WORKER.exists():
-        npm = shutil.which("npm")
-        assert npm, "npm is needed to build sdk/typescript (bash scripts/setup.sh installs it)"
-        subprocess.run([npm, "run", "-s", "build"], cwd=TS_SDK, check=True)
-    return TS_WORKER
-
-
-@pytest.fixture(scope="module")
-def java_jar() -> Path:
-    if not JAR.exists():
-        mvn = shutil.which("mvn")
-        assert mvn, "Maven is needed to build sdk/java (bash scripts/setup.sh installs it)"
-        subprocess.run(
-            [mvn, "-q", "-B", "-f", str(ROOT / "sdk/java/pom.xml"), "-DskipTests", "package"],
-            check=True,
-        )
-    return JAR
+        return wait_until(finished, timeout, f"{instance_id} to finish")
 
 
 @pytest.fixture(scope="module")
 def fleet(
-    tmp_path_factory: pytest.TempPathFactory, go_binary: Path, java_jar: Path, ts_worker: Path
+    tmp_path_factory: pytest.TempPathFactory,
+    go_worker_binary: Path,
+    java_worker_jar: Path,
+    typescript_worker_script: Path,
 ) -> Iterator[Fleet]:
-    fleet = Fleet(tmp_path_factory.mktemp("fleet"), go_binary, ts_worker)
+    fleet = Fleet(
+        tmp_path_factory.mktemp("fleet"),
+        go_worker_binary,
+        java_worker_jar,
+        typescript_worker_script,
+    )
     try:
         yield fleet
     finally:
@@ -264,10 +233,7 @@ def test_a_killed_java_worker_is_recovered_by_a_restarted_one(fleet: Fleet, mode
             for line in trace(java_trace)
         )
 
-    deadline = time.monotonic() + 60
-    while not reached_hold():
-        assert time.monotonic() < deadline, "the Java worker never started the slow step"
-        time.sleep(0.02)
+    wait_until(reached_hold, 60, "the Java worker starting the slow step")
     fleet.kill("java")
     fleet.start("java")
 

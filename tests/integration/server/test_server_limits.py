@@ -228,8 +228,30 @@ def test_a_huge_flow_name_is_a_short_clear_error(limited, length):
         ("PollTasks", pb.PollTasksRequest(worker_id="w", queues=["q"], activities=["a" * 201])),
         ("CompleteTask", pb.CompleteTaskRequest(task_id="t" * 65, lease="l", result=b"1")),
         ("Heartbeat", pb.HeartbeatRequest(task_id="t", lease="l" * 65)),
+        ("PollTasks", pb.PollTasksRequest(worker_id="w", queues=[f"q{n}" for n in range(10_000)])),
+        (
+            "PollTasks",
+            pb.PollTasksRequest(worker_id="w", queues=["q"], activities=["a"] * 1001),
+        ),
+        (
+            "StartInstance",
+            pb.StartInstanceRequest(
+                flow="f", eager=pb.EagerDispatch(worker_id="w", queues=["q"] * 101)
+            ),
+        ),
     ],
-    ids=["signal", "reason", "worker", "queue", "activity", "task", "lease"],
+    ids=[
+        "signal",
+        "reason",
+        "worker",
+        "queue",
+        "activity",
+        "task",
+        "lease",
+        "10000-queues",
+        "1001-activities",
+        "eager-queues",
+    ],
 )
 def test_every_identifier_is_bounded(limited, call, request_):
     exc = refused(getattr(limited, call), request_)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from tests.waiting import wait_until
 from wiggle.client import Client
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine
@@ -28,15 +28,11 @@ class Stack:
         return flow
 
     def wait_finished(self, instance_id: str, timeout: float = 30.0) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
+        def finished() -> Any:
             view = self.client.describe(instance_id, events=True)
-            if view.status.finished:
-                return view
-            assert time.monotonic() < deadline, (
-                f"{instance_id} still {view.status} after {timeout}s"
-            )
-            time.sleep(0.05)
+            return view if view.status.finished else None
+
+        return wait_until(finished, timeout, f"{instance_id} to finish")
 
 
 @pytest.fixture
@@ -49,12 +45,7 @@ def stack(database_url: str) -> Iterator[Stack]:
             stack.server.stop(grace=0.5)  # a test may have replaced the server (a restart)
 
 
-@pytest.fixture
-def wait_until() -> Callable[..., None]:
-    def wait(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            assert time.monotonic() < deadline, f"{what} not reached within {timeout}s"
-            time.sleep(0.02)
-
-    return wait
+@pytest.fixture(name="wait_until")
+def wait_until_fixture() -> Callable[..., Any]:
+    """tests.waiting.wait_until, for the tests here that take it as a fixture."""
+    return wait_until

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections import Counter
 from typing import Any
 
 import grpc
 import pytest
 
+from tests.waiting import count_poll_retries
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.server import Server, ServerConfig
 from wiggle.worker import Registry, Worker
@@ -100,15 +100,19 @@ def test_local_tasks_run_as_server_steps_when_local_runs_are_impossible(stack, m
         assert stub.calls["GetDefinition"] == 1  # the failure is remembered, not re-asked per task
 
 
-def test_worker_reconnects_after_a_server_restart_and_logs_once(stack, database_url, caplog):
+def test_worker_reconnects_after_a_server_restart_and_logs_once(
+    stack, database_url, caplog, monkeypatch
+):
     flow = stack.deploy(FLOW.format(mode="LOCAL_SYNC"))
     port = int(stack.address.rsplit(":", 1)[1])
     caplog.set_level(logging.WARNING, logger="wiggle.worker")
+    failed_polls = count_poll_retries(monkeypatch)
     with Worker(stack.address, registry=registry(), poll_wait_ms=300):
         first = stack.client.start(flow.name, {}, version=flow.version)
         assert stack.wait_finished(first.instance_id).status == "COMPLETED"
         stack.server.stop(grace=0.2)
-        time.sleep(1.5)  # several poll attempts fail while the server is away
+        for _ in range(3):  # several poll attempts fail while the server is away
+            assert failed_polls.acquire(timeout=30), "the worker stopped polling"
         restarted = Server(stack.engine, ServerConfig(address=f"127.0.0.1:{port}", grace_s=0.5))
         restarted.start()
         stack.server = restarted  # the fixture stops this one

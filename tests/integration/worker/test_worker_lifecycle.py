@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import count_poll_retries, wait_until
 from wiggle.client import Client, TlsConfig
 from wiggle.server import Server, ServerConfig
 from wiggle.worker import Registry, Worker
@@ -42,12 +43,14 @@ def other_server(stack):
         server.stop(grace=0.2)
 
 
-def test_a_token_is_sent_on_every_call(stack, other_server, caplog):
+def test_a_token_is_sent_on_every_call(stack, other_server, caplog, monkeypatch):
     flow = stack.deploy(ONE.format(mode="LOCAL_SYNC"))
     guarded = other_server(token="s3cret")
     caplog.set_level(logging.ERROR, logger="wiggle.worker")
+    refusals = count_poll_retries(monkeypatch)
     with Worker(guarded.address, registry=hello_registry(), poll_wait_ms=300):
-        time.sleep(0.5)  # polls are refused: the worker has no token
+        for _ in range(3):  # polls are refused: the worker has no token
+            assert refusals.acquire(timeout=30), "the worker stopped polling"
     refused = [r for r in caplog.records if "UNAUTHENTICATED" in r.getMessage()]
     assert len(refused) == 1  # said once, not per attempt
     with Worker(guarded.address, registry=hello_registry(), token="s3cret", poll_wait_ms=300):
@@ -163,10 +166,11 @@ def test_stop_returns_promptly_during_a_long_poll(stack):
     worker = Worker(stack.address, registry=hello_registry(), poll_wait_ms=30_000)
     worker.start()
     # The server records a polling worker as its long poll begins: the poll is open now.
-    deadline = time.monotonic() + 30
-    while worker.worker_id not in [w.worker_id for w in stack.client.list_workers()[0]]:
-        assert time.monotonic() < deadline, "the worker's poll never reached the server"
-        time.sleep(0.02)
+    wait_until(
+        lambda: worker.worker_id in [w.worker_id for w in stack.client.list_workers()[0]],
+        30,
+        "the worker's poll reaching the server",
+    )
     began = time.monotonic()
     worker.stop()
     assert time.monotonic() - began < 3.0

@@ -14,6 +14,7 @@ from wiggle.server._auth import is_loopback
 from wiggle.server._convert import decode_json
 from wiggle.server._errors import DETAIL_KEY, ERROR_CODE_KEY, _detail, status_for
 from wiggle.server._server import ServerConfig, ServerConfigError
+from wiggle.wire import ERROR_TABLE
 
 
 @pytest.mark.parametrize(
@@ -50,15 +51,27 @@ class FakeRpcError(grpc.RpcError):
 ROUND_TRIP = [
     errors.FlowError([errors.Diagnostic("f.yaml", 3, 5, "bad step", "/steps/0")]),
     errors.DefinitionNotFound("greet", "sha256:abc"),
+    errors.DefinitionNotFound("greet"),
     errors.InstanceNotFound("i-1"),
+    errors.NotFound("no such worker"),
     errors.InputRejected("input rejected by flow 'greet': 'name' is a required property"),
-    errors.InvalidRequest("the start input is not valid JSON"),
     errors.WrongPath("step 'x' does not follow 'hello'"),
+    errors.SignalNotAwaited("i-1", "Go", ["go", "stop"]),
+    errors.InvalidRequest("the start input is not valid JSON"),
     errors.StaleLease("t-1", "superseded"),
+    errors.ReportOutOfOrder("t-1", 5, 3),
     errors.InstanceNotRunning("i-1", "COMPLETED"),
+    errors.Conflict("moved on"),
     errors.PayloadTooLarge("too big"),
     errors.Unauthenticated("wrong bearer token"),
+    errors.PermissionDenied("the credential 'w' may not poll queue 'other'"),
+    errors.Unavailable("the database cannot be reached"),
 ]
+FIELDS = ("diagnostics", "name", "version", "instance_id", "status", "task_id", "awaited")
+
+
+def test_every_class_of_the_wire_table_makes_the_round_trip():
+    assert {cls for cls, _, _ in ERROR_TABLE} == {type(e) for e in ROUND_TRIP}
 
 
 @pytest.mark.parametrize("original", ROUND_TRIP, ids=lambda e: type(e).__name__)
@@ -71,8 +84,26 @@ def test_errors_survive_the_wire(original):
     back = from_rpc_error(FakeRpcError(code, str(original), tuple(trailing)), "here:1")
     assert type(back) is type(original)
     assert str(back) == str(original)
-    for field in ("diagnostics", "name", "version", "instance_id", "status", "task_id"):
+    for field in FIELDS:
         assert getattr(back, field, None) == getattr(original, field, None), field
+
+
+def test_a_detail_of_the_wrong_type_is_not_taken():
+    """A detail trailer is the other end's word: a field of the wrong type becomes empty."""
+    trailing = (
+        (ERROR_CODE_KEY, "SIGNAL_NOT_AWAITED"),
+        (DETAIL_KEY, b'{"instance_id": 7, "name": "go", "awaited": ["a", 3]}'),
+    )
+    back = from_rpc_error(FakeRpcError(grpc.StatusCode.INVALID_ARGUMENT, "no", trailing), "h:1")
+    assert type(back) is errors.SignalNotAwaited
+    assert (back.instance_id, back.name, back.awaited) == ("", "go", ("a",))
+    assert str(back) == "no"
+
+
+def test_an_unreachable_server_is_named():
+    back = from_rpc_error(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "connection refused"), "h:1")
+    assert type(back) is errors.Unavailable
+    assert str(back) == "cannot reach the Wiggle server at h:1: connection refused"
 
 
 @pytest.mark.parametrize(

@@ -10,18 +10,12 @@ import grpc
 import orjson
 import pytest
 
+from tests.waiting import wait_until
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle.worker import EagerSlot, Registry, Worker
 from wiggle.worker._eager import Slots
 
 pytestmark = pytest.mark.timeout(20)
-
-
-def wait_until(predicate, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
 
 
 def test_slots_take_give_and_wait():
@@ -178,8 +172,16 @@ def test_a_refused_poll_backs_off_and_logs_once(harness, rpc_error, caplog, answ
     reg = Registry()
     stub = harness("wiggle: 1\nname: f\nsteps: [{task: work}]\n", reg).stub
 
+    class Rendezvous(rpc_error):  # what a failed streaming call's text looks like
+        def __str__(self) -> str:
+            return (
+                "<_MultiThreadedRendezvous of RPC that terminated with:\n"
+                '\tstatus = StatusCode.UNAVAILABLE\n\tdetails = "busy"\n'
+                '\tdebug_error_string = "UNKNOWN:Error received from peer"\n>'
+            )
+
     def refuse(request):
-        raise rpc_error(grpc.StatusCode.UNAVAILABLE, "busy", server=answered)
+        raise Rendezvous(grpc.StatusCode.UNAVAILABLE, "busy", server=answered)
 
     stub.answers["PollTasks"] = refuse
     caplog.set_level(logging.WARNING, logger="wiggle.worker")
@@ -193,3 +195,4 @@ def test_a_refused_poll_backs_off_and_logs_once(harness, rpc_error, caplog, answ
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 1, messages
     assert ("refused" in messages[0]) is answered and ("unreachable" in messages[0]) is not answered
+    assert "\n" not in messages[0] and "UNAVAILABLE: busy" in messages[0], messages[0]

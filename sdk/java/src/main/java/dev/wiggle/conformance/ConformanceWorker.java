@@ -13,7 +13,8 @@ import java.time.Duration;
  * (comma-separated, default {@code default,other}), {@code WIGGLE_CONCURRENCY} (default 64),
  * {@code WIGGLE_CONFORMANCE_BATCH_SIZE} (the LOCAL_ASYNC batch size, default 64), and
  * {@code WIGGLE_CONFORMANCE_TRACE} (the trace file the activities append to). SIGTERM drains
- * (running steps finish, buffered runs are handed back) and exits.
+ * (running steps finish, buffered runs are handed back) and exits 0, or 1 when the drain timed
+ * out.
  */
 public final class ConformanceWorker {
   private ConformanceWorker() {}
@@ -33,7 +34,9 @@ public final class ConformanceWorker {
         .concurrency(concurrency)
         .localBatchSize(batch)
         .pollWait(Duration.ofSeconds(2));
-    ConformanceActivities.register(b).build().runUntilShutdown();
+    if (!ConformanceActivities.register(b).build().runUntilShutdown()) {
+      System.exit(1); // the drain timed out: what was still held was dropped
+    }
   }
 
   private static int positive(String name, String otherwise) {

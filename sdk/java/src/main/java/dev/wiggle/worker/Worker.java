@@ -57,6 +57,7 @@ public final class Worker implements AutoCloseable {
   private final ThreadPoolExecutor pool;
   private final Poller poller;
   private final CountDownLatch closed = new CountDownLatch(1);
+  private volatile boolean drained;
   private final List<Lease> running = new ArrayList<>();
   private State state = State.NEW;
   private Thread pollerThread;
@@ -123,13 +124,23 @@ public final class Worker implements AutoCloseable {
   }
 
   /**
-   * Starts, then serves until the JVM is asked to stop (SIGTERM, SIGINT, System.exit), draining
-   * before it exits: a shutdown hook closes the worker and the JVM waits for it.
+   * Starts, then serves until SIGTERM or SIGINT, drains, and returns: true when the drain
+   * completed (a {@code main} that then returns exits 0, as a stopped service should, rather than
+   * the 143 of a JVM killed by SIGTERM). Any other stop of the JVM (System.exit) drains in a
+   * shutdown hook the JVM waits for.
    */
-  public void runUntilShutdown() throws InterruptedException {
+  public boolean runUntilShutdown() throws InterruptedException {
     start();
-    Runtime.getRuntime().addShutdownHook(new Thread(this::close, "wiggle-drain"));
+    Thread hook = new Thread(this::close, "wiggle-drain");
+    Runtime.getRuntime().addShutdownHook(hook);
+    Signals.onStop(() -> new Thread(this::close, "wiggle-drain").start());
     closed.await();
+    try {
+      Runtime.getRuntime().removeShutdownHook(hook);
+    } catch (IllegalStateException e) {
+      // the JVM is already shutting down: the hook is what closed the worker
+    }
+    return drained;
   }
 
   /** Drains within the builder's drain timeout (default 30 s); see {@link #close(Duration)}. */
@@ -181,6 +192,7 @@ public final class Worker implements AutoCloseable {
     } finally {
       shutdownResources();
       LOG.log(Level.INFO, "worker " + id() + " stopped");
+      this.drained = drained;
       closed.countDown();
     }
     return drained;
