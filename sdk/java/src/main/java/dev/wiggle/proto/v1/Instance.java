@@ -43,6 +43,7 @@ private static final long serialVersionUID = 0L;
         com.google.protobuf.LazyStringArrayList.emptyList();
     currentNode_ = "";
     search_ = com.google.protobuf.ByteString.EMPTY;
+    stepInputs_ = com.google.protobuf.ByteString.EMPTY;
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -558,6 +559,24 @@ private static final long serialVersionUID = 0L;
     return search_;
   }
 
+  public static final int STEP_INPUTS_FIELD_NUMBER = 17;
+  private com.google.protobuf.ByteString stepInputs_ = com.google.protobuf.ByteString.EMPTY;
+  /**
+   * <pre>
+   * DescribeInstance with include_events: a JSON object, node id -&gt; {"context": ..., "at_ms": N}
+   * (and "input" for a combine or apply step): what each top-level node received the last time
+   * a token entered it, which a reset to that node rewinds to (docs/operations.md). Empty in
+   * listings.
+   * </pre>
+   *
+   * <code>bytes step_inputs = 17;</code>
+   * @return The stepInputs.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString getStepInputs() {
+    return stepInputs_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -619,6 +638,9 @@ private static final long serialVersionUID = 0L;
     }
     if (!search_.isEmpty()) {
       output.writeBytes(16, search_);
+    }
+    if (!stepInputs_.isEmpty()) {
+      output.writeBytes(17, stepInputs_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -696,6 +718,10 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBytesSize(16, search_);
     }
+    if (!stepInputs_.isEmpty()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBytesSize(17, stepInputs_);
+    }
     return size;
   }
   @java.lang.Override
@@ -750,6 +776,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getCurrentNode())) return false;
     if (!getSearch()
         .equals(other.getSearch())) return false;
+    if (!getStepInputs()
+        .equals(other.getStepInputs())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -801,6 +829,8 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getCurrentNode().hashCode();
     hash = (37 * hash) + SEARCH_FIELD_NUMBER;
     hash = (53 * hash) + getSearch().hashCode();
+    hash = (37 * hash) + STEP_INPUTS_FIELD_NUMBER;
+    hash = (53 * hash) + getStepInputs().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -961,6 +991,7 @@ private static final long serialVersionUID = 0L;
           com.google.protobuf.LazyStringArrayList.emptyList();
       currentNode_ = "";
       search_ = com.google.protobuf.ByteString.EMPTY;
+      stepInputs_ = com.google.protobuf.ByteString.EMPTY;
       return this;
     }
 
@@ -1058,6 +1089,9 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00008000) != 0)) {
         result.search_ = search_;
+      }
+      if (((from_bitField0_ & 0x00010000) != 0)) {
+        result.stepInputs_ = stepInputs_;
       }
     }
 
@@ -1186,6 +1220,9 @@ private static final long serialVersionUID = 0L;
       if (!other.getSearch().isEmpty()) {
         setSearch(other.getSearch());
       }
+      if (!other.getStepInputs().isEmpty()) {
+        setStepInputs(other.getStepInputs());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1306,6 +1343,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00008000;
               break;
             } // case 130
+            case 138: {
+              stepInputs_ = input.readBytes();
+              bitField0_ |= 0x00010000;
+              break;
+            } // case 138
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2726,6 +2768,59 @@ private static final long serialVersionUID = 0L;
     public Builder clearSearch() {
       bitField0_ = (bitField0_ & ~0x00008000);
       search_ = getDefaultInstance().getSearch();
+      onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.ByteString stepInputs_ = com.google.protobuf.ByteString.EMPTY;
+    /**
+     * <pre>
+     * DescribeInstance with include_events: a JSON object, node id -&gt; {"context": ..., "at_ms": N}
+     * (and "input" for a combine or apply step): what each top-level node received the last time
+     * a token entered it, which a reset to that node rewinds to (docs/operations.md). Empty in
+     * listings.
+     * </pre>
+     *
+     * <code>bytes step_inputs = 17;</code>
+     * @return The stepInputs.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString getStepInputs() {
+      return stepInputs_;
+    }
+    /**
+     * <pre>
+     * DescribeInstance with include_events: a JSON object, node id -&gt; {"context": ..., "at_ms": N}
+     * (and "input" for a combine or apply step): what each top-level node received the last time
+     * a token entered it, which a reset to that node rewinds to (docs/operations.md). Empty in
+     * listings.
+     * </pre>
+     *
+     * <code>bytes step_inputs = 17;</code>
+     * @param value The stepInputs to set.
+     * @return This builder for chaining.
+     */
+    public Builder setStepInputs(com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      stepInputs_ = value;
+      bitField0_ |= 0x00010000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * DescribeInstance with include_events: a JSON object, node id -&gt; {"context": ..., "at_ms": N}
+     * (and "input" for a combine or apply step): what each top-level node received the last time
+     * a token entered it, which a reset to that node rewinds to (docs/operations.md). Empty in
+     * listings.
+     * </pre>
+     *
+     * <code>bytes step_inputs = 17;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearStepInputs() {
+      bitField0_ = (bitField0_ & ~0x00010000);
+      stepInputs_ = getDefaultInstance().getStepInputs();
       onChanged();
       return this;
     }

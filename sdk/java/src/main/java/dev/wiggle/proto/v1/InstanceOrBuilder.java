@@ -257,4 +257,17 @@ public interface InstanceOrBuilder extends
    * @return The search.
    */
   com.google.protobuf.ByteString getSearch();
+
+  /**
+   * <pre>
+   * DescribeInstance with include_events: a JSON object, node id -&gt; {"context": ..., "at_ms": N}
+   * (and "input" for a combine or apply step): what each top-level node received the last time
+   * a token entered it, which a reset to that node rewinds to (docs/operations.md). Empty in
+   * listings.
+   * </pre>
+   *
+   * <code>bytes step_inputs = 17;</code>
+   * @return The stepInputs.
+   */
+  com.google.protobuf.ByteString getStepInputs();
 }

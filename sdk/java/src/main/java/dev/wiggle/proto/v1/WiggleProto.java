@@ -330,7 +330,7 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
       "\n\026CancelInstanceResponse\022)\n\006status\030\001 \001(\016" +
       "2\031.wiggle.v1.InstanceStatus\"F\n\027DescribeI" +
       "nstanceRequest\022\023\n\013instance_id\030\001 \001(\t\022\026\n\016i" +
-      "nclude_events\030\002 \001(\010\"\233\003\n\010Instance\022\023\n\013inst" +
+      "nclude_events\030\002 \001(\010\"\260\003\n\010Instance\022\023\n\013inst" +
       "ance_id\030\001 \001(\t\022\014\n\004flow\030\002 \001(\t\022\017\n\007version\030\003" +
       " \001(\t\022)\n\006status\030\004 \001(\0162\031.wiggle.v1.Instanc" +
       "eStatus\022\017\n\007context\030\005 \001(\014\022\016\n\006reason\030\006 \001(\t" +
@@ -340,166 +340,167 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
       " \001(\003\022 \n\006tokens\030\013 \003(\0132\020.wiggle.v1.Token\022 " +
       "\n\006events\030\014 \003(\0132\020.wiggle.v1.Event\022\r\n\005inpu" +
       "t\030\r \001(\014\022\032\n\022child_instance_ids\030\016 \003(\t\022\024\n\014c" +
-      "urrent_node\030\017 \001(\t\022\016\n\006search\030\020 \001(\014\"\332\002\n\005To" +
-      "ken\022\020\n\010token_id\030\001 \001(\t\022\017\n\007node_id\030\002 \001(\t\022$" +
-      "\n\005state\030\003 \001(\0162\025.wiggle.v1.TokenState\022\017\n\007" +
-      "attempt\030\004 \001(\005\022\023\n\013lease_owner\030\005 \001(\t\022\033\n\023le" +
-      "ase_expires_at_ms\030\006 \001(\003\022\022\n\nwake_at_ms\030\007 " +
-      "\001(\003\022\016\n\006branch\030\010 \001(\t\022\017\n\007context\030\t \001(\014\022\r\n\005" +
-      "queue\030\n \001(\t\022\020\n\010activity\030\013 \001(\t\022\021\n\twait_ki" +
-      "nd\030\014 \001(\t\022\031\n\021child_instance_id\030\r \001(\t\022\023\n\013r" +
-      "eady_at_ms\030\016 \001(\003\022\027\n\017parent_token_id\030\017 \001(" +
-      "\t\022\023\n\013explanation\030\020 \001(\t\"c\n\005Event\022\013\n\003seq\030\001" +
-      " \001(\003\022\r\n\005at_ms\030\002 \001(\003\022\014\n\004kind\030\003 \001(\t\022\017\n\007nod" +
-      "e_id\030\004 \001(\t\022\017\n\007attempt\030\005 \001(\005\022\016\n\006detail\030\006 " +
-      "\001(\014\"\370\001\n\024ListInstancesRequest\022\014\n\004flow\030\001 \001" +
-      "(\t\022)\n\006status\030\002 \001(\0162\031.wiggle.v1.InstanceS" +
-      "tatus\022\021\n\tpage_size\030\003 \001(\005\022\022\n\npage_token\030\004" +
-      " \001(\t\022\017\n\007version\030\005 \001(\t\022\030\n\020started_after_m" +
-      "s\030\006 \001(\003\022\031\n\021started_before_ms\030\007 \001(\003\022\023\n\013id" +
-      "_contains\030\010 \001(\t\022\026\n\016include_counts\030\t \001(\010\022" +
-      "\r\n\005where\030\n \003(\t\"\305\001\n\025ListInstancesResponse" +
-      "\022&\n\tinstances\030\001 \003(\0132\023.wiggle.v1.Instance" +
-      "\022\027\n\017next_page_token\030\002 \001(\t\022<\n\006counts\030\003 \003(" +
-      "\0132,.wiggle.v1.ListInstancesResponse.Coun" +
-      "tsEntry\032-\n\013CountsEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005v" +
-      "alue\030\002 \001(\003:\0028\001\"\211\001\n\020PollTasksRequest\022\021\n\tw" +
-      "orker_id\030\001 \001(\t\022\016\n\006queues\030\002 \003(\t\022\021\n\tmax_ta" +
-      "sks\030\003 \001(\005\022\017\n\007wait_ms\030\004 \001(\005\022\022\n\nactivities" +
-      "\030\005 \003(\t\022\r\n\005slots\030\006 \001(\005\022\013\n\003sdk\030\007 \001(\t\"$\n\017En" +
-      "dPollsRequest\022\021\n\tworker_id\030\001 \001(\t\"!\n\020EndP" +
-      "ollsResponse\022\r\n\005ended\030\001 \001(\005\"D\n\022ListWorke" +
-      "rsRequest\022\026\n\016seen_within_ms\030\001 \001(\005\022\026\n\016inc" +
-      "lude_queues\030\002 \001(\010\"\214\001\n\nWorkerInfo\022\021\n\twork" +
-      "er_id\030\001 \001(\t\022\016\n\006queues\030\002 \003(\t\022\022\n\nactivitie" +
-      "s\030\003 \003(\t\022\r\n\005slots\030\004 \001(\005\022\013\n\003sdk\030\005 \001(\t\022\025\n\rf" +
-      "irst_seen_ms\030\006 \001(\003\022\024\n\014last_poll_ms\030\007 \001(\003" +
-      "\"z\n\023ListWorkersResponse\022&\n\007workers\030\001 \003(\013" +
-      "2\025.wiggle.v1.WorkerInfo\022\025\n\rserver_now_ms" +
-      "\030\002 \001(\003\022$\n\006queues\030\003 \003(\0132\024.wiggle.v1.Queue" +
-      "Info\"U\n\tQueueInfo\022\r\n\005queue\030\001 \001(\t\022\r\n\005read" +
-      "y\030\002 \001(\003\022\032\n\022oldest_ready_at_ms\030\003 \001(\003\022\016\n\006l" +
-      "eased\030\004 \001(\003\"]\n\024ListIncidentsRequest\022\014\n\004f" +
-      "low\030\001 \001(\t\022\017\n\007version\030\002 \001(\t\022\027\n\017failed_aft" +
-      "er_ms\030\003 \001(\003\022\r\n\005limit\030\004 \001(\005\"\231\001\n\010Incident\022" +
-      "\014\n\004flow\030\001 \001(\t\022\017\n\007node_id\030\002 \001(\t\022\016\n\006reason" +
-      "\030\003 \001(\t\022\021\n\tinstances\030\004 \001(\003\022\032\n\022first_faile" +
-      "d_at_ms\030\005 \001(\003\022\031\n\021last_failed_at_ms\030\006 \001(\003" +
-      "\022\024\n\014instance_ids\030\007 \003(\t\"O\n\025ListIncidentsR" +
-      "esponse\022&\n\tincidents\030\001 \003(\0132\023.wiggle.v1.I" +
-      "ncident\022\016\n\006failed\030\002 \001(\003\"3\n\021PollTasksResp" +
-      "onse\022\036\n\005tasks\030\001 \003(\0132\017.wiggle.v1.Task\"\361\002\n" +
-      "\004Task\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\033\n" +
-      "\023lease_expires_at_ms\030\003 \001(\003\022\023\n\013instance_i" +
-      "d\030\004 \001(\t\022\014\n\004flow\030\005 \001(\t\022\017\n\007version\030\006 \001(\t\022\017" +
-      "\n\007node_id\030\007 \001(\t\022\020\n\010activity\030\010 \001(\t\022\r\n\005que" +
-      "ue\030\t \001(\t\022\017\n\007attempt\030\n \001(\005\022\r\n\005input\030\013 \001(\014" +
-      "\0220\n\016execution_mode\030\014 \001(\0162\030.wiggle.v1.Exe" +
-      "cutionMode\022\023\n\013loop_counts\030\r \001(\014\022\022\n\ntimeo" +
-      "ut_ms\030\016 \001(\003\022\025\n\rserver_now_ms\030\017 \001(\003\022\031\n\021ma" +
-      "x_payload_bytes\030\020 \001(\003\022\031\n\021max_request_byt" +
-      "es\030\021 \001(\003\"z\n\023CompleteTaskRequest\022\017\n\007task_" +
-      "id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\016\n\006result\030\003 \001(\014\022" +
-      "&\n\004next\030\004 \001(\0132\030.wiggle.v1.EagerDispatch\022" +
-      "\013\n\003seq\030\005 \001(\003\"g\n\017FailTaskRequest\022\017\n\007task_" +
-      "id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\'\n\007failure\030\003 \001(\013" +
-      "2\026.wiggle.v1.StepFailure\022\013\n\003seq\030\004 \001(\003\"Q\n" +
-      "\022ReleaseTaskRequest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005" +
-      "lease\030\002 \001(\t\022\013\n\003seq\030\003 \001(\003\022\016\n\006reason\030\004 \001(\t" +
-      "\"I\n\013StepFailure\022\017\n\007message\030\001 \001(\t\022\025\n\rnon_" +
-      "retryable\030\002 \001(\010\022\022\n\nerror_type\030\003 \001(\t\"l\n\022T" +
-      "askReportResponse\0222\n\017instance_status\030\001 \001" +
-      "(\0162\031.wiggle.v1.InstanceStatus\022\"\n\tnext_ta" +
-      "sk\030\002 \001(\0132\017.wiggle.v1.Task\"C\n\020HeartbeatRe" +
-      "quest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\017\n" +
-      "\007node_id\030\003 \001(\t\"{\n\021HeartbeatResponse\022\033\n\023l" +
-      "ease_expires_at_ms\030\001 \001(\003\0222\n\017instance_sta" +
-      "tus\030\002 \001(\0162\031.wiggle.v1.InstanceStatus\022\025\n\r" +
-      "server_now_ms\030\003 \001(\003\"{\n\nStepResult\022\017\n\007nod" +
-      "e_id\030\001 \001(\t\022\021\n\007context\030\002 \001(\014H\000\022\023\n\tpredica" +
-      "te\030\003 \001(\010H\000\022)\n\007failure\030\004 \001(\0132\026.wiggle.v1." +
-      "StepFailureH\000B\t\n\007outcome\"\216\001\n\021AdvanceRunR" +
-      "equest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022$" +
-      "\n\005steps\030\003 \003(\0132\025.wiggle.v1.StepResult\022\r\n\005" +
-      "final\030\004 \001(\010\022\027\n\017handback_reason\030\005 \001(\t\022\013\n\003" +
-      "seq\030\006 \001(\003\"\220\001\n\022AdvanceRunResponse\0222\n\017inst" +
-      "ance_status\030\001 \001(\0162\031.wiggle.v1.InstanceSt" +
-      "atus\022\033\n\023lease_expires_at_ms\030\002 \001(\003\022\022\n\nkee" +
-      "p_going\030\003 \001(\010\022\025\n\rserver_now_ms\030\004 \001(\003\"\331\001\n" +
-      "\nTaskReport\0222\n\010complete\030\001 \001(\0132\036.wiggle.v" +
-      "1.CompleteTaskRequestH\000\022*\n\004fail\030\002 \001(\0132\032." +
-      "wiggle.v1.FailTaskRequestH\000\022/\n\007advance\030\003" +
-      " \001(\0132\034.wiggle.v1.AdvanceRunRequestH\000\0220\n\007" +
-      "release\030\004 \001(\0132\035.wiggle.v1.ReleaseTaskReq" +
-      "uestH\000B\010\n\006report\"<\n\022ReportBatchRequest\022&" +
-      "\n\007reports\030\001 \003(\0132\025.wiggle.v1.TaskReport\"G" +
-      "\n\013ReportError\022\023\n\013status_code\030\001 \001(\005\022\022\n\ner" +
-      "ror_code\030\002 \001(\t\022\017\n\007message\030\003 \001(\t\"\246\001\n\020Task" +
-      "ReportAnswer\022-\n\004task\030\001 \001(\0132\035.wiggle.v1.T" +
-      "askReportResponseH\000\0220\n\007advance\030\002 \001(\0132\035.w" +
-      "iggle.v1.AdvanceRunResponseH\000\022\'\n\005error\030\003" +
-      " \001(\0132\026.wiggle.v1.ReportErrorH\000B\010\n\006answer" +
-      "\"C\n\023ReportBatchResponse\022,\n\007answers\030\001 \003(\013" +
-      "2\033.wiggle.v1.TaskReportAnswer*\222\003\n\tErrorC" +
-      "ode\022\032\n\026ERROR_CODE_UNSPECIFIED\020\000\022\020\n\014FLOW_" +
-      "INVALID\020\001\022\030\n\024DEFINITION_NOT_FOUND\020\002\022\026\n\022I" +
-      "NSTANCE_NOT_FOUND\020\003\022\022\n\016INPUT_REJECTED\020\004\022" +
-      "\023\n\017INVALID_REQUEST\020\005\022\016\n\nWRONG_PATH\020\006\022\017\n\013" +
-      "STALE_LEASE\020\007\022\030\n\024INSTANCE_NOT_RUNNING\020\010\022" +
-      "\025\n\021PAYLOAD_TOO_LARGE\020\t\022\023\n\017UNAUTHENTICATE" +
-      "D\020\n\022\025\n\021PERMISSION_DENIED\020\013\022\026\n\022SIGNAL_NOT" +
-      "_AWAITED\020\014\022\017\n\013UNAVAILABLE\020\r\022\027\n\023REPORT_OU" +
-      "T_OF_ORDER\020\016\022\022\n\016REPAIR_REFUSED\020\017\022\023\n\017BATC" +
-      "H_NOT_FOUND\020\020\022\023\n\017INSTANCE_EXISTS\020\021*i\n\rEx" +
-      "ecutionMode\022\036\n\032EXECUTION_MODE_UNSPECIFIE" +
-      "D\020\000\022\n\n\006SERVER\020\001\022\016\n\nLOCAL_SYNC\020\002\022\017\n\013LOCAL" +
-      "_ASYNC\020\003\022\013\n\007DEFAULT\020\004*h\n\016InstanceStatus\022" +
-      "\037\n\033INSTANCE_STATUS_UNSPECIFIED\020\000\022\013\n\007RUNN" +
-      "ING\020\001\022\r\n\tCOMPLETED\020\002\022\n\n\006FAILED\020\003\022\r\n\tCANC" +
-      "ELLED\020\004*q\n\nTokenState\022\033\n\027TOKEN_STATE_UNS" +
-      "PECIFIED\020\000\022\t\n\005READY\020\001\022\n\n\006LEASED\020\002\022\013\n\007WAI" +
-      "TING\020\003\022\014\n\010AWAITING\020\004\022\n\n\006JOINED\020\005\022\010\n\004DONE" +
-      "\020\0062\351\013\n\006Wiggle\022a\n\022RegisterDefinition\022$.wi" +
-      "ggle.v1.RegisterDefinitionRequest\032%.wigg" +
-      "le.v1.RegisterDefinitionResponse\022G\n\rGetD" +
-      "efinition\022\037.wiggle.v1.GetDefinitionReque" +
-      "st\032\025.wiggle.v1.Definition\022X\n\017ListDefinit" +
-      "ions\022!.wiggle.v1.ListDefinitionsRequest\032" +
-      "\".wiggle.v1.ListDefinitionsResponse\022R\n\rS" +
-      "tartInstance\022\037.wiggle.v1.StartInstanceRe" +
-      "quest\032 .wiggle.v1.StartInstanceResponse\022" +
-      "U\n\016SignalInstance\022 .wiggle.v1.SignalInst" +
-      "anceRequest\032!.wiggle.v1.SignalInstanceRe" +
-      "sponse\022U\n\016CancelInstance\022 .wiggle.v1.Can" +
-      "celInstanceRequest\032!.wiggle.v1.CancelIns" +
-      "tanceResponse\022K\n\020DescribeInstance\022\".wigg" +
-      "le.v1.DescribeInstanceRequest\032\023.wiggle.v" +
-      "1.Instance\022R\n\rListInstances\022\037.wiggle.v1." +
-      "ListInstancesRequest\032 .wiggle.v1.ListIns" +
-      "tancesResponse\022R\n\rListIncidents\022\037.wiggle" +
-      ".v1.ListIncidentsRequest\032 .wiggle.v1.Lis" +
-      "tIncidentsResponse\022C\n\014WaitInstance\022\036.wig" +
-      "gle.v1.WaitInstanceRequest\032\023.wiggle.v1.I" +
-      "nstance\022F\n\tPollTasks\022\033.wiggle.v1.PollTas" +
-      "ksRequest\032\034.wiggle.v1.PollTasksResponse\022" +
-      "C\n\010EndPolls\022\032.wiggle.v1.EndPollsRequest\032" +
-      "\033.wiggle.v1.EndPollsResponse\022L\n\013ListWork" +
-      "ers\022\035.wiggle.v1.ListWorkersRequest\032\036.wig" +
-      "gle.v1.ListWorkersResponse\022M\n\014CompleteTa" +
-      "sk\022\036.wiggle.v1.CompleteTaskRequest\032\035.wig" +
-      "gle.v1.TaskReportResponse\022E\n\010FailTask\022\032." +
-      "wiggle.v1.FailTaskRequest\032\035.wiggle.v1.Ta" +
-      "skReportResponse\022K\n\013ReleaseTask\022\035.wiggle" +
-      ".v1.ReleaseTaskRequest\032\035.wiggle.v1.TaskR" +
-      "eportResponse\022F\n\tHeartbeat\022\033.wiggle.v1.H" +
-      "eartbeatRequest\032\034.wiggle.v1.HeartbeatRes" +
-      "ponse\022I\n\nAdvanceRun\022\034.wiggle.v1.AdvanceR" +
-      "unRequest\032\035.wiggle.v1.AdvanceRunResponse" +
-      "\022L\n\013ReportBatch\022\035.wiggle.v1.ReportBatchR" +
-      "equest\032\036.wiggle.v1.ReportBatchResponseB^" +
-      "\n\023dev.wiggle.proto.v1B\013WiggleProtoP\001Z8gi" +
-      "thub.com/wiggle-engine/wiggle/sdk/go/wig" +
-      "glepb;wigglepbb\006proto3"
+      "urrent_node\030\017 \001(\t\022\016\n\006search\030\020 \001(\014\022\023\n\013ste" +
+      "p_inputs\030\021 \001(\014\"\332\002\n\005Token\022\020\n\010token_id\030\001 \001" +
+      "(\t\022\017\n\007node_id\030\002 \001(\t\022$\n\005state\030\003 \001(\0162\025.wig" +
+      "gle.v1.TokenState\022\017\n\007attempt\030\004 \001(\005\022\023\n\013le" +
+      "ase_owner\030\005 \001(\t\022\033\n\023lease_expires_at_ms\030\006" +
+      " \001(\003\022\022\n\nwake_at_ms\030\007 \001(\003\022\016\n\006branch\030\010 \001(\t" +
+      "\022\017\n\007context\030\t \001(\014\022\r\n\005queue\030\n \001(\t\022\020\n\010acti" +
+      "vity\030\013 \001(\t\022\021\n\twait_kind\030\014 \001(\t\022\031\n\021child_i" +
+      "nstance_id\030\r \001(\t\022\023\n\013ready_at_ms\030\016 \001(\003\022\027\n" +
+      "\017parent_token_id\030\017 \001(\t\022\023\n\013explanation\030\020 " +
+      "\001(\t\"c\n\005Event\022\013\n\003seq\030\001 \001(\003\022\r\n\005at_ms\030\002 \001(\003" +
+      "\022\014\n\004kind\030\003 \001(\t\022\017\n\007node_id\030\004 \001(\t\022\017\n\007attem" +
+      "pt\030\005 \001(\005\022\016\n\006detail\030\006 \001(\014\"\370\001\n\024ListInstanc" +
+      "esRequest\022\014\n\004flow\030\001 \001(\t\022)\n\006status\030\002 \001(\0162" +
+      "\031.wiggle.v1.InstanceStatus\022\021\n\tpage_size\030" +
+      "\003 \001(\005\022\022\n\npage_token\030\004 \001(\t\022\017\n\007version\030\005 \001" +
+      "(\t\022\030\n\020started_after_ms\030\006 \001(\003\022\031\n\021started_" +
+      "before_ms\030\007 \001(\003\022\023\n\013id_contains\030\010 \001(\t\022\026\n\016" +
+      "include_counts\030\t \001(\010\022\r\n\005where\030\n \003(\t\"\305\001\n\025" +
+      "ListInstancesResponse\022&\n\tinstances\030\001 \003(\013" +
+      "2\023.wiggle.v1.Instance\022\027\n\017next_page_token" +
+      "\030\002 \001(\t\022<\n\006counts\030\003 \003(\0132,.wiggle.v1.ListI" +
+      "nstancesResponse.CountsEntry\032-\n\013CountsEn" +
+      "try\022\013\n\003key\030\001 \001(\t\022\r\n\005value\030\002 \001(\003:\0028\001\"\211\001\n\020" +
+      "PollTasksRequest\022\021\n\tworker_id\030\001 \001(\t\022\016\n\006q" +
+      "ueues\030\002 \003(\t\022\021\n\tmax_tasks\030\003 \001(\005\022\017\n\007wait_m" +
+      "s\030\004 \001(\005\022\022\n\nactivities\030\005 \003(\t\022\r\n\005slots\030\006 \001" +
+      "(\005\022\013\n\003sdk\030\007 \001(\t\"$\n\017EndPollsRequest\022\021\n\two" +
+      "rker_id\030\001 \001(\t\"!\n\020EndPollsResponse\022\r\n\005end" +
+      "ed\030\001 \001(\005\"D\n\022ListWorkersRequest\022\026\n\016seen_w" +
+      "ithin_ms\030\001 \001(\005\022\026\n\016include_queues\030\002 \001(\010\"\214" +
+      "\001\n\nWorkerInfo\022\021\n\tworker_id\030\001 \001(\t\022\016\n\006queu" +
+      "es\030\002 \003(\t\022\022\n\nactivities\030\003 \003(\t\022\r\n\005slots\030\004 " +
+      "\001(\005\022\013\n\003sdk\030\005 \001(\t\022\025\n\rfirst_seen_ms\030\006 \001(\003\022" +
+      "\024\n\014last_poll_ms\030\007 \001(\003\"z\n\023ListWorkersResp" +
+      "onse\022&\n\007workers\030\001 \003(\0132\025.wiggle.v1.Worker" +
+      "Info\022\025\n\rserver_now_ms\030\002 \001(\003\022$\n\006queues\030\003 " +
+      "\003(\0132\024.wiggle.v1.QueueInfo\"U\n\tQueueInfo\022\r" +
+      "\n\005queue\030\001 \001(\t\022\r\n\005ready\030\002 \001(\003\022\032\n\022oldest_r" +
+      "eady_at_ms\030\003 \001(\003\022\016\n\006leased\030\004 \001(\003\"]\n\024List" +
+      "IncidentsRequest\022\014\n\004flow\030\001 \001(\t\022\017\n\007versio" +
+      "n\030\002 \001(\t\022\027\n\017failed_after_ms\030\003 \001(\003\022\r\n\005limi" +
+      "t\030\004 \001(\005\"\231\001\n\010Incident\022\014\n\004flow\030\001 \001(\t\022\017\n\007no" +
+      "de_id\030\002 \001(\t\022\016\n\006reason\030\003 \001(\t\022\021\n\tinstances" +
+      "\030\004 \001(\003\022\032\n\022first_failed_at_ms\030\005 \001(\003\022\031\n\021la" +
+      "st_failed_at_ms\030\006 \001(\003\022\024\n\014instance_ids\030\007 " +
+      "\003(\t\"O\n\025ListIncidentsResponse\022&\n\tincident" +
+      "s\030\001 \003(\0132\023.wiggle.v1.Incident\022\016\n\006failed\030\002" +
+      " \001(\003\"3\n\021PollTasksResponse\022\036\n\005tasks\030\001 \003(\013" +
+      "2\017.wiggle.v1.Task\"\361\002\n\004Task\022\017\n\007task_id\030\001 " +
+      "\001(\t\022\r\n\005lease\030\002 \001(\t\022\033\n\023lease_expires_at_m" +
+      "s\030\003 \001(\003\022\023\n\013instance_id\030\004 \001(\t\022\014\n\004flow\030\005 \001" +
+      "(\t\022\017\n\007version\030\006 \001(\t\022\017\n\007node_id\030\007 \001(\t\022\020\n\010" +
+      "activity\030\010 \001(\t\022\r\n\005queue\030\t \001(\t\022\017\n\007attempt" +
+      "\030\n \001(\005\022\r\n\005input\030\013 \001(\014\0220\n\016execution_mode\030" +
+      "\014 \001(\0162\030.wiggle.v1.ExecutionMode\022\023\n\013loop_" +
+      "counts\030\r \001(\014\022\022\n\ntimeout_ms\030\016 \001(\003\022\025\n\rserv" +
+      "er_now_ms\030\017 \001(\003\022\031\n\021max_payload_bytes\030\020 \001" +
+      "(\003\022\031\n\021max_request_bytes\030\021 \001(\003\"z\n\023Complet" +
+      "eTaskRequest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease\030\002" +
+      " \001(\t\022\016\n\006result\030\003 \001(\014\022&\n\004next\030\004 \001(\0132\030.wig" +
+      "gle.v1.EagerDispatch\022\013\n\003seq\030\005 \001(\003\"g\n\017Fai" +
+      "lTaskRequest\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease\030\002" +
+      " \001(\t\022\'\n\007failure\030\003 \001(\0132\026.wiggle.v1.StepFa" +
+      "ilure\022\013\n\003seq\030\004 \001(\003\"Q\n\022ReleaseTaskRequest" +
+      "\022\017\n\007task_id\030\001 \001(\t\022\r\n\005lease\030\002 \001(\t\022\013\n\003seq\030" +
+      "\003 \001(\003\022\016\n\006reason\030\004 \001(\t\"I\n\013StepFailure\022\017\n\007" +
+      "message\030\001 \001(\t\022\025\n\rnon_retryable\030\002 \001(\010\022\022\n\n" +
+      "error_type\030\003 \001(\t\"l\n\022TaskReportResponse\0222" +
+      "\n\017instance_status\030\001 \001(\0162\031.wiggle.v1.Inst" +
+      "anceStatus\022\"\n\tnext_task\030\002 \001(\0132\017.wiggle.v" +
+      "1.Task\"C\n\020HeartbeatRequest\022\017\n\007task_id\030\001 " +
+      "\001(\t\022\r\n\005lease\030\002 \001(\t\022\017\n\007node_id\030\003 \001(\t\"{\n\021H" +
+      "eartbeatResponse\022\033\n\023lease_expires_at_ms\030" +
+      "\001 \001(\003\0222\n\017instance_status\030\002 \001(\0162\031.wiggle." +
+      "v1.InstanceStatus\022\025\n\rserver_now_ms\030\003 \001(\003" +
+      "\"{\n\nStepResult\022\017\n\007node_id\030\001 \001(\t\022\021\n\007conte" +
+      "xt\030\002 \001(\014H\000\022\023\n\tpredicate\030\003 \001(\010H\000\022)\n\007failu" +
+      "re\030\004 \001(\0132\026.wiggle.v1.StepFailureH\000B\t\n\007ou" +
+      "tcome\"\216\001\n\021AdvanceRunRequest\022\017\n\007task_id\030\001" +
+      " \001(\t\022\r\n\005lease\030\002 \001(\t\022$\n\005steps\030\003 \003(\0132\025.wig" +
+      "gle.v1.StepResult\022\r\n\005final\030\004 \001(\010\022\027\n\017hand" +
+      "back_reason\030\005 \001(\t\022\013\n\003seq\030\006 \001(\003\"\220\001\n\022Advan" +
+      "ceRunResponse\0222\n\017instance_status\030\001 \001(\0162\031" +
+      ".wiggle.v1.InstanceStatus\022\033\n\023lease_expir" +
+      "es_at_ms\030\002 \001(\003\022\022\n\nkeep_going\030\003 \001(\010\022\025\n\rse" +
+      "rver_now_ms\030\004 \001(\003\"\331\001\n\nTaskReport\0222\n\010comp" +
+      "lete\030\001 \001(\0132\036.wiggle.v1.CompleteTaskReque" +
+      "stH\000\022*\n\004fail\030\002 \001(\0132\032.wiggle.v1.FailTaskR" +
+      "equestH\000\022/\n\007advance\030\003 \001(\0132\034.wiggle.v1.Ad" +
+      "vanceRunRequestH\000\0220\n\007release\030\004 \001(\0132\035.wig" +
+      "gle.v1.ReleaseTaskRequestH\000B\010\n\006report\"<\n" +
+      "\022ReportBatchRequest\022&\n\007reports\030\001 \003(\0132\025.w" +
+      "iggle.v1.TaskReport\"G\n\013ReportError\022\023\n\013st" +
+      "atus_code\030\001 \001(\005\022\022\n\nerror_code\030\002 \001(\t\022\017\n\007m" +
+      "essage\030\003 \001(\t\"\246\001\n\020TaskReportAnswer\022-\n\004tas" +
+      "k\030\001 \001(\0132\035.wiggle.v1.TaskReportResponseH\000" +
+      "\0220\n\007advance\030\002 \001(\0132\035.wiggle.v1.AdvanceRun" +
+      "ResponseH\000\022\'\n\005error\030\003 \001(\0132\026.wiggle.v1.Re" +
+      "portErrorH\000B\010\n\006answer\"C\n\023ReportBatchResp" +
+      "onse\022,\n\007answers\030\001 \003(\0132\033.wiggle.v1.TaskRe" +
+      "portAnswer*\222\003\n\tErrorCode\022\032\n\026ERROR_CODE_U" +
+      "NSPECIFIED\020\000\022\020\n\014FLOW_INVALID\020\001\022\030\n\024DEFINI" +
+      "TION_NOT_FOUND\020\002\022\026\n\022INSTANCE_NOT_FOUND\020\003" +
+      "\022\022\n\016INPUT_REJECTED\020\004\022\023\n\017INVALID_REQUEST\020" +
+      "\005\022\016\n\nWRONG_PATH\020\006\022\017\n\013STALE_LEASE\020\007\022\030\n\024IN" +
+      "STANCE_NOT_RUNNING\020\010\022\025\n\021PAYLOAD_TOO_LARG" +
+      "E\020\t\022\023\n\017UNAUTHENTICATED\020\n\022\025\n\021PERMISSION_D" +
+      "ENIED\020\013\022\026\n\022SIGNAL_NOT_AWAITED\020\014\022\017\n\013UNAVA" +
+      "ILABLE\020\r\022\027\n\023REPORT_OUT_OF_ORDER\020\016\022\022\n\016REP" +
+      "AIR_REFUSED\020\017\022\023\n\017BATCH_NOT_FOUND\020\020\022\023\n\017IN" +
+      "STANCE_EXISTS\020\021*i\n\rExecutionMode\022\036\n\032EXEC" +
+      "UTION_MODE_UNSPECIFIED\020\000\022\n\n\006SERVER\020\001\022\016\n\n" +
+      "LOCAL_SYNC\020\002\022\017\n\013LOCAL_ASYNC\020\003\022\013\n\007DEFAULT" +
+      "\020\004*h\n\016InstanceStatus\022\037\n\033INSTANCE_STATUS_" +
+      "UNSPECIFIED\020\000\022\013\n\007RUNNING\020\001\022\r\n\tCOMPLETED\020" +
+      "\002\022\n\n\006FAILED\020\003\022\r\n\tCANCELLED\020\004*q\n\nTokenSta" +
+      "te\022\033\n\027TOKEN_STATE_UNSPECIFIED\020\000\022\t\n\005READY" +
+      "\020\001\022\n\n\006LEASED\020\002\022\013\n\007WAITING\020\003\022\014\n\010AWAITING\020" +
+      "\004\022\n\n\006JOINED\020\005\022\010\n\004DONE\020\0062\351\013\n\006Wiggle\022a\n\022Re" +
+      "gisterDefinition\022$.wiggle.v1.RegisterDef" +
+      "initionRequest\032%.wiggle.v1.RegisterDefin" +
+      "itionResponse\022G\n\rGetDefinition\022\037.wiggle." +
+      "v1.GetDefinitionRequest\032\025.wiggle.v1.Defi" +
+      "nition\022X\n\017ListDefinitions\022!.wiggle.v1.Li" +
+      "stDefinitionsRequest\032\".wiggle.v1.ListDef" +
+      "initionsResponse\022R\n\rStartInstance\022\037.wigg" +
+      "le.v1.StartInstanceRequest\032 .wiggle.v1.S" +
+      "tartInstanceResponse\022U\n\016SignalInstance\022 " +
+      ".wiggle.v1.SignalInstanceRequest\032!.wiggl" +
+      "e.v1.SignalInstanceResponse\022U\n\016CancelIns" +
+      "tance\022 .wiggle.v1.CancelInstanceRequest\032" +
+      "!.wiggle.v1.CancelInstanceResponse\022K\n\020De" +
+      "scribeInstance\022\".wiggle.v1.DescribeInsta" +
+      "nceRequest\032\023.wiggle.v1.Instance\022R\n\rListI" +
+      "nstances\022\037.wiggle.v1.ListInstancesReques" +
+      "t\032 .wiggle.v1.ListInstancesResponse\022R\n\rL" +
+      "istIncidents\022\037.wiggle.v1.ListIncidentsRe" +
+      "quest\032 .wiggle.v1.ListIncidentsResponse\022" +
+      "C\n\014WaitInstance\022\036.wiggle.v1.WaitInstance" +
+      "Request\032\023.wiggle.v1.Instance\022F\n\tPollTask" +
+      "s\022\033.wiggle.v1.PollTasksRequest\032\034.wiggle." +
+      "v1.PollTasksResponse\022C\n\010EndPolls\022\032.wiggl" +
+      "e.v1.EndPollsRequest\032\033.wiggle.v1.EndPoll" +
+      "sResponse\022L\n\013ListWorkers\022\035.wiggle.v1.Lis" +
+      "tWorkersRequest\032\036.wiggle.v1.ListWorkersR" +
+      "esponse\022M\n\014CompleteTask\022\036.wiggle.v1.Comp" +
+      "leteTaskRequest\032\035.wiggle.v1.TaskReportRe" +
+      "sponse\022E\n\010FailTask\022\032.wiggle.v1.FailTaskR" +
+      "equest\032\035.wiggle.v1.TaskReportResponse\022K\n" +
+      "\013ReleaseTask\022\035.wiggle.v1.ReleaseTaskRequ" +
+      "est\032\035.wiggle.v1.TaskReportResponse\022F\n\tHe" +
+      "artbeat\022\033.wiggle.v1.HeartbeatRequest\032\034.w" +
+      "iggle.v1.HeartbeatResponse\022I\n\nAdvanceRun" +
+      "\022\034.wiggle.v1.AdvanceRunRequest\032\035.wiggle." +
+      "v1.AdvanceRunResponse\022L\n\013ReportBatch\022\035.w" +
+      "iggle.v1.ReportBatchRequest\032\036.wiggle.v1." +
+      "ReportBatchResponseB^\n\023dev.wiggle.proto." +
+      "v1B\013WiggleProtoP\001Z8github.com/wiggle-eng" +
+      "ine/wiggle/sdk/go/wigglepb;wigglepbb\006pro" +
+      "to3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -618,7 +619,7 @@ public final class WiggleProto extends com.google.protobuf.GeneratedFile {
     internal_static_wiggle_v1_Instance_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_wiggle_v1_Instance_descriptor,
-        new java.lang.String[] { "InstanceId", "Flow", "Version", "Status", "Context", "Reason", "ExecutionMode", "ParentInstanceId", "CreatedAtMs", "UpdatedAtMs", "Tokens", "Events", "Input", "ChildInstanceIds", "CurrentNode", "Search", });
+        new java.lang.String[] { "InstanceId", "Flow", "Version", "Status", "Context", "Reason", "ExecutionMode", "ParentInstanceId", "CreatedAtMs", "UpdatedAtMs", "Tokens", "Events", "Input", "ChildInstanceIds", "CurrentNode", "Search", "StepInputs", });
     internal_static_wiggle_v1_Token_descriptor =
       getDescriptor().getMessageType(18);
     internal_static_wiggle_v1_Token_fieldAccessorTable = new
