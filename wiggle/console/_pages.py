@@ -25,7 +25,14 @@ from wiggle import errors
 from wiggle.console import _security as sec
 from wiggle.console._backend import STATUSES, Backend
 from wiggle.console._sources import FlowSources
-from wiggle.console._views import ago, duration, format_ms, pretty_json, short_version
+from wiggle.console._views import (
+    ago,
+    conditions_text,
+    duration,
+    format_ms,
+    pretty_json,
+    short_version,
+)
 
 __all__ = ["FRAGMENT_HEADER", "Handler", "Pages"]
 
@@ -75,6 +82,7 @@ class Pages:
         env.filters["pretty"] = pretty_json
         env.filters["compact"] = lambda v: orjson.dumps(v).decode()
         env.filters["path"] = lambda v: quote(str(v), safe="")
+        env.filters["conditions"] = conditions_text
         env.globals["STATUSES"] = STATUSES
         env.globals["refresh_ms"] = refresh_ms
         env.globals["login_required"] = login_required
