@@ -135,7 +135,10 @@ def routes(pages: Pages) -> list[Route]:
         req: BulkRequest,
         problems: list[str],
         status_code: int = 200,
+        refused: str = "",
     ) -> Response:
+        """The preview of `req` over `where`, or why there is none (`problems`: the request
+        cannot be previewed); `refused`: why starting it was refused (the preview still shows)."""
         preview: BulkPreview | None = None
         if where and not problems:
             try:
@@ -149,7 +152,7 @@ def routes(pages: Pages) -> list[Route]:
         context = {
             "where": where,
             "bulk": req,
-            "problems": problems,
+            "problems": [*problems, refused] if refused else problems,
             "preview": preview,
             "statuses": STATUSES,
         }
@@ -170,7 +173,7 @@ def routes(pages: Pages) -> list[Route]:
         typed = str(form.get("confirm_count", "")).strip().replace(",", "")
         if typed != confirmed:
             problem = f"type {confirmed} (the number of instances it matches) to start it"
-            return await _preview_page(request, where, req, [problem], 400)
+            return await _preview_page(request, where, req, [], 400, problem)
         try:
             now: BulkPreview = await pages.call(backend.preview_bulk, where)
             if str(now.matched) != confirmed:
@@ -178,7 +181,7 @@ def routes(pages: Pages) -> list[Route]:
                     f"the filter now matches {now.matched} instances, not the {confirmed} you "
                     "confirmed: look again, and confirm the new number"
                 )
-                return await _preview_page(request, where, req, [problem], 409)
+                return await _preview_page(request, where, req, [], 409, problem)
             batch: Batch = await pages.call(
                 backend.start_bulk,
                 req.action,
@@ -188,7 +191,7 @@ def routes(pages: Pages) -> list[Route]:
                 requested_by(request),
             )
         except _REFUSALS as exc:
-            return await _preview_page(request, where, req, [str(exc)], 409)
+            return await _preview_page(request, where, req, [], 409, str(exc))
         return to_batch(batch.batch_id)
 
     async def batches(request: Request) -> Response:

@@ -27,7 +27,7 @@ from wiggle.console._backend import FlowVersion, Unsupported
 from wiggle.console._bulk import requested_by, to_batch
 from wiggle.console._pages import Pages
 from wiggle.console._svg import diagram
-from wiggle.console._views import JsonInputError, short_version, split_conditions
+from wiggle.console._views import JsonInputError, split_conditions
 from wiggle.graph import Graph
 from wiggle.migration import diff_graphs
 
@@ -47,7 +47,7 @@ class PlanStore:
         self._plans: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     def add(self, plan: dict[str, Any]) -> str:
-        key = short_version(str(plan["hash"]))
+        key = str(plan["hash"]).removeprefix("sha256:")[:64]
         self._plans[key] = plan
         self._plans.move_to_end(key)
         while len(self._plans) > self.size:
