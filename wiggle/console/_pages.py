@@ -47,6 +47,8 @@ def _status_of(exc: errors.WiggleError) -> int:
         return 404
     if isinstance(exc, errors.InvalidRequest | errors.Conflict):
         return 400
+    if isinstance(exc, errors.PermissionDenied | errors.Unauthenticated):
+        return 403  # the console's credential may not do this (repairs need the operator scope)
     if isinstance(exc, errors.Unavailable):
         return 503
     return 502

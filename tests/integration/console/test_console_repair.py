@@ -253,7 +253,7 @@ def test_a_bulk_retry_previews_asks_for_the_number_then_runs_as_a_batch(stack):
 
 
 def test_bulk_refusals_are_messages(stack):
-    st, console = stack
+    _st, console = stack
     nothing = console.get("/bulk", params=[("action", "cancel"), ("where", "flow=nobody")])
     assert nothing.status_code == 200 and 'id="nothing"' in nothing.text
     unknown = console.get("/bulk", params=[("action", "retry"), ("where", "colour=blue")])
@@ -366,3 +366,52 @@ def test_a_migration_is_planned_reviewed_applied_as_a_canary_and_rolled_back(sta
     assert f'data-batch="{back_id}"' in console.get("/migrations").text
     gone = console.get("/migrations/plans/0123456789ab")
     assert gone.status_code == 404 and "make the plan again" in gone.text
+
+
+CREDENTIALS = """
+[[credential]]
+name = "root"
+scopes = ["admin"]
+token_sha256 = "{admin}"
+
+[[credential]]
+name = "frontend"
+scopes = ["client"]
+token_sha256 = "{client}"
+"""
+
+
+def test_a_console_whose_credential_may_not_repair_says_so(database_url, tmp_path):
+    """The console runs with the client-scope token: every repair is refused by the server, and
+    each page says so (PERMISSION_DENIED), never a traceback."""
+    from wiggle.server._credentials import token_digest
+
+    path = tmp_path / "credentials.toml"
+    path.write_text(
+        CREDENTIALS.format(admin=token_digest("t-admin"), client=token_digest("t-client"))
+    )
+    with embedded_stack(database_url, token="t-admin", credentials=path) as st:
+        st.client.deploy(CHARGE.encode())
+        iid = _fail(st)
+        backend = Backend(st.address, token="t-client")
+        try:
+            console = TestClient(
+                create_app(backend, ConsoleSettings()),
+                base_url="http://127.0.0.1:8080",
+                follow_redirects=False,
+            )
+            assert 'id="retry-form"' in console.get(f"/instances/{iid}").text  # it may read
+            refused = console.post(
+                f"/instances/{iid}/retry", data={"csrf": _csrf(console), "confirm": "yes"}
+            )
+            assert refused.status_code == 409 and "Retry refused" in refused.text
+            error = re.search(r'id="action-error"[^>]*>([^<]*)<', refused.text)
+            assert error is not None and "Traceback" not in refused.text
+            assert "credential &#39;frontend&#39; (client) may not" in error.group(1)
+            preview = console.get("/bulk", params=[("action", "retry"), ("where", "flow=charge")])
+            assert preview.status_code == 400 and "(client) may not" in preview.text
+            batches = console.get("/batches")
+            assert batches.status_code == 403 and 'id="error"' in batches.text
+            assert st.client.describe(iid).status == "FAILED"
+        finally:
+            backend.close()
