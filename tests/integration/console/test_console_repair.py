@@ -334,6 +334,7 @@ def test_a_migration_is_planned_reviewed_applied_as_a_canary_and_rolled_back(sta
     assert '<tr data-node="audit" data-change="added">' in review
     assert '<tr data-node="prepare" data-change="removed">' in review
     assert re.search(r'data-node="audit"[^>]*data-state="ADDED"', review)
+    assert f"compared with {v1[:19]} · removed: prepare" in review  # the picture's caption
 
     apply_path = review_path + "/apply"
     wrong = console.post(
