@@ -7,8 +7,10 @@ migration's plan review and apply. The screenshots of these pages are docs/conso
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
@@ -175,6 +177,7 @@ def test_a_bulk_retry_by_filter_previews_asks_for_the_count_and_shows_its_progre
     shot(browser, "batch")
     browser.get(f"{stack.console_url}/batches")
     assert "retry" in _css(browser, "#batches").text
+    shot(browser, "batches")
 
 
 def test_a_migration_plan_is_reviewed_then_applied_and_the_instances_finish_on_v2(
@@ -194,6 +197,7 @@ def test_a_migration_plan_is_reviewed_then_applied_and_the_instances_finish_on_v
     _css(browser, "#flow-form button[type=submit]").click()
     _wait(browser).until(ec.presence_of_element_located((By.ID, "plan-form")))
     _css(browser, "#plan-where").send_keys("id~mig-")
+    shot(browser, "migrations")
     _css(browser, "#plan-button").click()
     _wait(browser).until(ec.url_contains("/migrations/plans/"))
     assert _css(browser, "#count-migrate").text == "2"
@@ -217,3 +221,30 @@ def test_a_migration_plan_is_reviewed_then_applied_and_the_instances_finish_on_v
         stack.client.signal(instance_id, "approve", {"by": "ops"})
         view = stack.wait(instance_id, lambda v: v.status == "COMPLETED")
         assert view.context["audited"] is True  # v2's step ran
+
+
+def test_a_node_inside_a_parallel_block_is_not_offered_and_the_page_names_the_block(stack, browser):
+    """A declined order failed at `authorise`, inside the payment branch: the picker offers the
+    block, not the step, and a click on the step says which block to reset to."""
+    path = Path(__file__).resolve().parents[2] / "definitions" / "samples"
+    declined = {
+        **orjson.loads((path / "order-fulfilment.json").read_bytes()),
+        "card": "4000000000000002",
+    }
+    instance_id = stack.client.start("order-fulfilment", declined).instance_id
+    stack.wait(instance_id, lambda v: v.status == "FAILED", timeout=60)
+    browser.get(f"{stack.console_url}/instances/{instance_id}")
+    offered = [o.get_attribute("value") for o in Select(_css(browser, "#reset-node")).options]
+    assert "validate" in offered and "parallel-1" in offered and "authorise" not in offered
+    _click_node(browser, "authorise")
+    _wait(browser).until(
+        ec.text_to_be_present_in_element(
+            (By.ID, "reset-pick-note"), "inside parallel block parallel-1: reset to parallel-1"
+        )
+    )
+    assert _picked(browser) == []
+    _click_node(browser, "parallel-1")
+    assert Select(_css(browser, "#reset-node")).first_selected_option.get_attribute("value") == (
+        "parallel-1"
+    )
+    assert _picked(browser) == ["parallel-1"]
