@@ -40,6 +40,11 @@ DOCUMENTED = (
     "flow",
     "incidents",
     "queues",
+    "instance-reset",
+    "instances-search",
+    "bulk-preview",
+    "batch",
+    "migration-plan",
 )
 SHIPPED = ("order-fulfilment", "document-pipeline", "nightly-batch-item", "nightly-batch")
 QUEUES = ("default", "orders", "documents", "batch")
@@ -58,6 +63,22 @@ steps:
     timeout: 1h
   - task: settle
 """
+
+# A step that fails while its instance's key is in BROKEN (the outage), and runs once it is not
+# (the fix); the key is a search attribute, so a bulk action can pick a test's own instances.
+FLAKY = """
+wiggle: 1
+name: flaky
+search:
+  key: /key
+steps:
+  - task: fetch
+  - task: store
+"""
+BROKEN: set[str] = set()
+
+# Version 2 of APPROVAL: an audit step after the settlement (deployed by the migration test).
+APPROVAL_V2 = APPROVAL.replace("  - task: settle\n", "  - task: settle\n  - task: audit\n")
 
 # A step that fails at once, with an error message chosen by the input.
 BREAKS = """
@@ -80,6 +101,20 @@ def _registry() -> Registry:
     def explode(ctx: Any) -> Any:
         raise NonRetryable(str(ctx.get("message", "boom")))
 
+    def fetch(ctx: Any) -> Any:
+        if ctx.get("key") in BROKEN:
+            raise NonRetryable(f"the store of {ctx.get('key')} is down")
+        return {**ctx, "fetched": True}
+
+    def store(ctx: Any) -> Any:
+        return {**ctx, "stored": True}
+
+    def audit(ctx: Any) -> Any:
+        return {**ctx, "audited": True}
+
+    reg.register(fetch, "fetch")
+    reg.register(store, "store")
+    reg.register(audit, "audit")
     reg.register(prepare, "prepare")
     reg.register(settle, "settle")
     reg.register(explode, "explode")
@@ -131,6 +166,7 @@ def stack() -> Iterator[Stack]:
     client = Client(address)
     client.deploy(APPROVAL.encode(), filename="approval.yaml")
     client.deploy(BREAKS.encode(), filename="breaks.yaml")
+    client.deploy(FLAKY.encode(), filename="flaky.yaml")
     for stem in SHIPPED:
         engine.register(shipped(stem))
     backend = Backend(address)
@@ -200,3 +236,15 @@ def screenshot(driver: Any, name: str) -> None:
 def shot() -> Callable[[Any, str], None]:
     """Writes a screenshot of the page to docs/console/NAME.png."""
     return screenshot
+
+
+@pytest.fixture
+def broken() -> set[str]:
+    """The keys whose `flaky` instances fail at `fetch` (add one: an outage; remove it: the fix)."""
+    return BROKEN
+
+
+@pytest.fixture
+def approval_v2() -> str:
+    """APPROVAL with an audit step after the settlement, for a migration."""
+    return APPROVAL_V2

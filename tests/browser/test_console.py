@@ -177,6 +177,11 @@ def test_hostile_flow_name_context_and_error_message_are_inert(stack, browser, s
         "/incidents",  # the hostile error message is an incident's reason
         f"/incidents?flow={quote(HOSTILE[0], safe='')}",
         "/queues",
+        f"/instances?where={hostile}",  # the search box
+        f"/bulk?action=retry&where=id~{hostile}&where=flow={quote(HOSTILE[0], safe='')}",
+        f"/bulk?action=signal&signal={hostile}&where=flow=approval&payload={hostile}",
+        f"/migrations?flow={quote(HOSTILE[1], safe='')}",
+        "/batches",
     ]
     for path in pages:
         browser.get(stack.console_url + path)

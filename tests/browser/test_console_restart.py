@@ -113,6 +113,6 @@ def test_an_open_page_says_it_is_stale_and_recovers_after_a_server_restart(resta
         assert client.wait(instance_id, timeout=WAIT).status == "COMPLETED"
         wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "COMPLETED"))
         wait.until(lambda d: not _stale(d))
-        assert browser.find_elements(By.ID, "actions") == []
+        assert browser.find_elements(By.ID, "signal-form") == []  # it ended: no signal, no cancel
         body = browser.find_element(By.TAG_NAME, "body")
         assert int(body.get_attribute("data-max-retry-ms")) <= 3000

@@ -1,7 +1,7 @@
 """What the console draws and says, in Chromium, for the shipped flows and the cases issue 18
-found wrong: a failed step drawn DONE, counts inflated, passed nodes left grey, actions left on
-a finished instance, an "Updated" that never moved, a favicon 404. And the new pages (incidents,
-queues, a flow's heat map, step history), whose screenshots docs/console.md shows.
+found wrong: a failed step drawn DONE, counts inflated, passed nodes left grey, signal and cancel
+left on a finished instance, an "Updated" that never moved, a favicon 404. And the new pages
+(incidents, queues, a flow's heat map, step history), whose screenshots docs/console.md shows.
 """
 
 from __future__ import annotations
@@ -108,7 +108,10 @@ def test_actions_keep_what_is_typed_and_go_when_the_instance_ends(stack, browser
 
     stack.client.signal(instance_id, "approve", {"approved_by": "ops"})  # not from the page
     _wait(browser).until(ec.text_to_be_present_in_element((By.ID, "status"), "COMPLETED"))
-    assert browser.find_elements(By.ID, "actions") == []
+    # Signal and cancel go with the running instance; a finished one offers only its reset.
+    assert browser.find_elements(By.ID, "signal-form") == []
+    assert browser.find_elements(By.ID, "cancel-form") == []
+    assert browser.find_elements(By.ID, "reset-form")
     updated = int(_css(browser, "#updated time").get_attribute("data-ms"))
     newest = max(e.at_ms for e in stack.client.describe(instance_id, events=True).events)
     assert updated == newest and updated >= created

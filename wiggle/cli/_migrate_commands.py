@@ -66,16 +66,7 @@ def diff_picture(args: argparse.Namespace) -> tuple[Graph, dict[str, str], str]:
     old_spec, new_spec = args.diff
     old, new = graph_of_spec(old_spec, args), graph_of_spec(new_spec, args)
     found: GraphDiff = diff_graphs(old, new)
-    marks = {
-        c.node_id: c.change.upper()
-        for c in found.nodes
-        if c.change in ("added", "changed", "moved", "kind_changed")
-    }
-    removed = [c.node_id for c in found.nodes if c.change == "removed"]
-    caption = f"compared with {old.version[:19]}"
-    if removed:
-        caption += " · removed: " + ", ".join(removed)
-    return new, marks, caption
+    return new, found.marks(), found.caption()
 
 
 def _plan(args: argparse.Namespace) -> int:

@@ -134,6 +134,7 @@ def _instance(msg: pb.Instance) -> Instance:
         child_instance_ids=list(msg.child_instance_ids),
         current_node=msg.current_node,
         search=_loads(msg.search) or {},
+        step_inputs=_loads(msg.step_inputs) or {},
     )
 
 

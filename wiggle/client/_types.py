@@ -126,6 +126,9 @@ class Instance:
     child_instance_ids: list[str] = field(default_factory=list)  # subflow children, oldest first
     current_node: str = ""  # the node of the token that moved last
     search: dict[str, Any] = field(default_factory=dict)  # its search attribute values
+    # describe with events: node id -> {"context", "at_ms"[, "input"]}, what each top-level node
+    # received the last time it was entered (what `reset` to it rewinds to)
+    step_inputs: dict[str, Any] = field(default_factory=dict)
 
 
 class InstancePage(list[Instance]):

@@ -3,8 +3,9 @@ and the pages (`_instances`, `_flows`, `_operate`), rendered with Jinja2 templat
 
 Pages are server-rendered HTML; the one script (static/console.js) refreshes the live part of
 a page by fetching the same URL with `X-Wiggle-Fragment: 1`, which answers that part alone.
-Actions (start, signal, cancel) are POSTs with a CSRF token; signal and cancel first answer a
-confirmation page, and only its second POST (`confirm=yes`) acts.
+Actions (start, signal, cancel, retry, reset, bulk actions, migrations) are POSTs with a CSRF
+token; each first answers a confirmation page (a bulk action and a migration ask for the number
+of instances typed in), and only its second POST acts.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from starlette.responses import FileResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from wiggle.console import _flows, _instances, _operate
+from wiggle.console import _bulk, _flows, _instances, _migrations, _operate
 from wiggle.console import _security as sec
 from wiggle.console._backend import Backend
 from wiggle.console._pages import FRAGMENT_HEADER, Pages
@@ -179,6 +180,8 @@ def create_app(backend: Backend, settings: ConsoleSettings | None = None) -> Sta
         *_instances.routes(pages),
         *_flows.routes(pages),
         *_operate.routes(pages),
+        *_bulk.routes(pages),
+        *_migrations.routes(pages),
         Route("/login", pages.guarded(login), methods=["GET", "POST"]),
         Route("/logout", pages.guarded(logout), methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static"),

@@ -8,12 +8,14 @@ filters are applied again here to the page they return (a filter applied twice c
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from wiggle import errors
 from wiggle.client import (
+    Batch,
+    BulkPreview,
     Client,
     Definition,
     IncidentPage,
@@ -21,6 +23,7 @@ from wiggle.client import (
     InstanceStatus,
     NodeCount,
     QueueInfo,
+    Repaired,
     Started,
     TlsConfig,
 )
@@ -57,6 +60,7 @@ class InstanceFilter:
     status: str = ""  # one of STATUSES, or "" for all
     version: str = ""
     id_contains: str = ""
+    where: tuple[str, ...] = ()  # conditions of the filter language (the server applies them)
     started_after_ms: int = 0  # 0: no bound
     started_before_ms: int = 0
     page_token: str = ""
@@ -83,6 +87,7 @@ class InstanceRow:
     updated_at_ms: int
     current_node: str
     reason: str
+    search: dict[str, Any] = field(default_factory=dict)  # its search attribute values
 
     @property
     def step(self) -> str:
@@ -150,6 +155,10 @@ class InstanceDetail:
     updated_at_ms: int
     tokens: list[TokenView] = field(default_factory=list)
     events: list[EventView] = field(default_factory=list)
+    search: dict[str, Any] = field(default_factory=dict)
+    # node id -> {"context", "at_ms"[, "input"]}: what each top-level node got last (a reset to
+    # it rewinds to that)
+    step_inputs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def finished(self) -> bool:
@@ -186,6 +195,7 @@ def _row(view: Instance) -> InstanceRow:
         view.updated_at_ms,
         view.current_node,
         view.reason,
+        dict(view.search),
     )
 
 
@@ -228,6 +238,8 @@ def _detail(view: Instance) -> InstanceDetail:
         events=[
             EventView(e.seq, e.at_ms, e.kind, e.node_id, e.attempt, e.detail) for e in view.events
         ],
+        search=dict(view.search),
+        step_inputs=dict(view.step_inputs),
     )
 
 
@@ -269,6 +281,7 @@ class Backend:
             started_after_ms=query.started_after_ms or None,
             started_before_ms=query.started_before_ms or None,
             id_contains=query.id_contains or None,
+            where=list(query.where),
             limit=query.page_size,
             page_token=query.page_token or None,
             counts=True,
@@ -335,3 +348,78 @@ class Backend:
 
     def cancel(self, instance_id: str, reason: str) -> InstanceStatus:
         return self._call(self.client.cancel, instance_id, reason)
+
+    # -- repair (an operator or admin credential) --------------------------------------------
+
+    def retry(self, instance_id: str) -> Repaired:
+        return self._call(self.client.retry, instance_id)
+
+    def reset(self, instance_id: str, node_id: str) -> Repaired:
+        return self._call(self.client.reset, instance_id, node_id)
+
+    def preview_bulk(self, where: Sequence[str]) -> BulkPreview:
+        return self._call(self.client.preview_bulk, list(where))
+
+    def start_bulk(
+        self,
+        action: str,
+        where: Sequence[str],
+        params: dict[str, Any],
+        rate_per_s: float,
+        requested_by: str,
+    ) -> Batch:
+        return self._call(
+            self.client.start_bulk,
+            action,
+            list(where),
+            params=params,
+            rate_per_s=rate_per_s,
+            requested_by=requested_by,
+        )
+
+    def get_batch(self, batch_id: str) -> Batch:
+        return self._call(self.client.get_batch, batch_id)
+
+    def list_batches(self, limit: int = 50, action: str = "") -> list[Batch]:
+        return self._call(self.client.list_batches, limit=limit, action=action)
+
+    def update_batch(self, batch_id: str, state: str) -> Batch:
+        return self._call(self.client.update_batch, batch_id, state)
+
+    # -- migration -----------------------------------------------------------------------------
+
+    def plan_migration(
+        self,
+        flow: str,
+        to: str,
+        *,
+        from_versions: Sequence[str],
+        where: Sequence[str],
+        mapping: dict[str, str],
+        timers: str,
+        children: bool,
+    ) -> dict[str, Any]:
+        return self._call(
+            self.client.plan_migration,
+            flow,
+            to,
+            from_versions=list(from_versions),
+            where=list(where),
+            mapping=mapping,
+            timers=timers,
+            children=children,
+        )
+
+    def apply_migration(
+        self, plan: dict[str, Any], *, limit: int, rate_per_s: float, requested_by: str
+    ) -> Batch:
+        return self._call(
+            self.client.apply_migration,
+            plan,
+            limit=limit,
+            rate_per_s=rate_per_s,
+            requested_by=requested_by,
+        )
+
+    def rollback_migration(self, batch_id: str, *, requested_by: str) -> Batch:
+        return self._call(self.client.rollback_migration, batch_id, requested_by=requested_by)

@@ -15,8 +15,10 @@ the same branch, marked `chained` (in LOCAL_ASYNC every step of the run is repor
 their times are the report's). Where several branches run one node at once (a for_each), a
 node's starts and ends are paired oldest first.
 
-The engine does not yet record each attempt's input and output contexts; `Attempt.input` and
-`Attempt.output` are where they go once events carry them (detail `input`, `output`).
+The engine keeps each top-level node's last input (what a reset to it rewinds to), which the
+page shows under the step's last attempt (DescribeInstance's `step_inputs`); it does not record
+each attempt's input and output contexts: `Attempt.input` and `Attempt.output` are where they go
+once events carry them (detail `input`, `output`).
 """
 
 from __future__ import annotations

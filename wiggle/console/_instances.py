@@ -1,5 +1,6 @@
-"""The instance pages: the list (filters, counts, totals, paging both ways, sorting) and one
-instance (its graph, why it waits, its step history and timeline, its actions)."""
+"""The instance pages: the list (filters and the search box, counts, totals, paging both ways,
+sorting) and one instance (its graph, why it waits, its step history and timeline, its actions:
+signal, cancel, retry, reset to a node picked on the graph or from a list)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from wiggle import errors
 from wiggle.console._backend import STATUSES, InstanceDetail, Unsupported
+from wiggle.console._bulk import BulkRequest
 from wiggle.console._history import step_history
 from wiggle.console._pages import Pages
 from wiggle.console._svg import diagram
+from wiggle.console._targets import reset_offer
 from wiggle.console._views import (
     SORTS,
     JsonInputError,
@@ -36,7 +40,19 @@ NOTICES = {
     "cancelled": "Instance cancelled.",
     "started": "Instance started.",
     "exists": "An instance with that id already exists: here it is (nothing was started).",
+    "retried": "Instance retried: it runs again from where it failed.",
+    "reset": "Instance reset: it runs again from the node you chose.",
 }
+
+#: What a repair refused for a reason the operator can act on: shown on the instance page.
+_REFUSALS = (errors.Conflict, errors.InvalidRequest, errors.PermissionDenied)
+
+
+def _back(instance_id: str, notice: str) -> Response:
+    """To the instance's page, saying what was done."""
+    return RedirectResponse(
+        f"/instances/{quote(instance_id, safe='')}?notice={notice}", status_code=303
+    )
 
 
 def _guess_current(view: InstanceDetail) -> str:
@@ -74,6 +90,7 @@ def routes(pages: Pages) -> list[Route]:
             "form": query.form(),
             "problems": problems,
             "sorts": SORTS,
+            "bulk": BulkRequest(),
             "live_url": request.url.path + (f"?{request.url.query}" if request.url.query else ""),
         }
         if problems:
@@ -81,8 +98,17 @@ def routes(pages: Pages) -> list[Route]:
             if pages.fragment(request):
                 return pages.page(request, "_instances_live.html", context, 400)
             return pages.page(request, "instances.html", context, 400)
-        result = await pages.call(backend.list_instances, query.filter(version))
+        try:
+            result = await pages.call(backend.list_instances, query.filter(version))
+        except errors.InvalidRequest as exc:  # a search condition the server cannot use
+            context.update(
+                problems=[str(exc)], page_rows=[], counts=None, total=None, first=0, status_query={}
+            )
+            if pages.fragment(request):
+                return pages.page(request, "_instances_live.html", context, 400)
+            return pages.page(request, "instances.html", context, 400)
         counts = result.counts
+        bulk_where, bulk_problem = query.bulk_conditions(version)
         total = None
         if counts is not None:
             total = counts.get(query.status, 0) if query.status else sum(counts.values())
@@ -97,6 +123,9 @@ def routes(pages: Pages) -> list[Route]:
             first_query=query.query(),
             status_query={s: query.query(status=s) for s in STATUSES},
             all_query=query.query(status=""),
+            search_names=sorted({name for r in result.rows for name in r.search}),
+            bulk_where=bulk_where,
+            bulk_problem=bulk_problem,
         )
         if pages.fragment(request):
             return pages.page(request, "_instances_live.html", context)
@@ -121,6 +150,7 @@ def routes(pages: Pages) -> list[Route]:
         ]
         ordered = list(dict.fromkeys([s for s in waiting if s] + signals))
         ended = max((e.at_ms for e in view.events), default=view.updated_at_ms)
+        offer = reset_offer(typed, view.status, view.parent_instance_id, view.step_inputs)
         return {
             "view": view,
             "svg": svg,
@@ -134,6 +164,10 @@ def routes(pages: Pages) -> list[Route]:
                 if node.get("kind") == "await"
             },
             "steps": step_history(view.events),
+            "offer": offer,
+            "last_input": {
+                node: entry for node, entry in view.step_inputs.items() if isinstance(entry, dict)
+            },
             "ended_ms": ended if view.finished else 0,
             "notice": NOTICES.get(request.query_params.get("notice", ""), ""),
             "live_url": request.url.path,
@@ -178,9 +212,7 @@ def routes(pages: Pages) -> list[Route]:
             )
         delivered = await pages.call(backend.signal, instance_id, name, payload)
         notice = "signal_delivered" if delivered else "signal_buffered"
-        return RedirectResponse(
-            f"/instances/{quote(instance_id, safe='')}?notice={notice}", status_code=303
-        )
+        return _back(instance_id, notice)
 
     async def cancel(request: Request) -> Response:
         instance_id = request.path_params["instance_id"]
@@ -193,13 +225,64 @@ def routes(pages: Pages) -> list[Route]:
                 {"instance_id": instance_id, "action": "cancel", "fields": {"reason": reason}},
             )
         await pages.call(backend.cancel, instance_id, reason)
-        return RedirectResponse(
-            f"/instances/{quote(instance_id, safe='')}?notice=cancelled", status_code=303
-        )
+        return _back(instance_id, "cancelled")
+
+    async def _refused(request: Request, instance_id: str, problem: str) -> Response:
+        context = await _instance_context(request, instance_id)
+        context["action_error"] = problem
+        return pages.page(request, "instance.html", context, 409)
+
+    async def retry(request: Request) -> Response:
+        instance_id = request.path_params["instance_id"]
+        form = await pages.checked_form(request)
+        if form.get("confirm") != "yes":
+            view: InstanceDetail = await pages.call(backend.describe, instance_id)
+            return pages.page(
+                request,
+                "confirm.html",
+                {"instance_id": instance_id, "action": "retry", "fields": {}, "view": view},
+            )
+        try:
+            await pages.call(backend.retry, instance_id)
+        except _REFUSALS as exc:
+            return await _refused(request, instance_id, f"Retry refused: {exc}")
+        return _back(instance_id, "retried")
+
+    async def reset(request: Request) -> Response:
+        instance_id = request.path_params["instance_id"]
+        form = await pages.checked_form(request)
+        node = str(form.get("node", "")).strip()[:200]
+        if not node:
+            return await _refused(request, instance_id, "Choose the node to reset to.")
+        if form.get("confirm") != "yes":
+            context = await _instance_context(request, instance_id)
+            target = context["offer"].target(node)
+            if target is None:
+                why = context["offer"].why_not.get(node) or context["offer"].refused
+                why = why or f"the flow has no node {node!r}"
+                return await _refused(request, instance_id, f"Cannot reset to {node}: {why}.")
+            return pages.page(
+                request,
+                "confirm.html",
+                {
+                    "instance_id": instance_id,
+                    "action": "reset",
+                    "fields": {"node": node},
+                    "view": context["view"],
+                    "target": target,
+                },
+            )
+        try:
+            await pages.call(backend.reset, instance_id, node)
+        except _REFUSALS as exc:
+            return await _refused(request, instance_id, f"Reset refused: {exc}")
+        return _back(instance_id, "reset")
 
     return [
         Route("/instances", pages.guarded(instances)),
         Route("/instances/{instance_id}", pages.guarded(instance)),
         Route("/instances/{instance_id}/signal", pages.guarded(signal), methods=["POST"]),
         Route("/instances/{instance_id}/cancel", pages.guarded(cancel), methods=["POST"]),
+        Route("/instances/{instance_id}/retry", pages.guarded(retry), methods=["POST"]),
+        Route("/instances/{instance_id}/reset", pages.guarded(reset), methods=["POST"]),
     ]

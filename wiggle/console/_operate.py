@@ -6,16 +6,20 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from wiggle.client import QueueInfo
+from wiggle.client import Incident, QueueInfo
 from wiggle.console._backend import Unsupported, WorkerView
 from wiggle.console._pages import Pages
 
-__all__ = ["QueueRow", "queue_rows", "routes"]
+__all__ = ["QueueRow", "queue_rows", "retry_query", "routes"]
+
+#: The longest reason a condition carries whole (a condition is at most 1,000 characters).
+_MAX_REASON = 980
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,18 @@ def queue_rows(queues: list[QueueInfo], workers: list[WorkerView]) -> list[Queue
     return sorted(rows, key=lambda r: (not r.unserved, -r.ready, r.queue))
 
 
+def retry_query(incident: Incident) -> str:
+    """The bulk preview's query string that retries the incident's instances: its flow, FAILED,
+    and its reason (the whole text; a reason too long for one condition by its start)."""
+    where = [f"flow={incident.flow}", "status=FAILED"]
+    reason = incident.reason.strip()
+    if reason and reason == incident.reason and len(reason) <= _MAX_REASON:
+        where.append(f"reason={reason}")
+    elif reason:
+        where.append(f"reason~{reason[:_MAX_REASON].strip()}")
+    return urlencode({"action": "retry", "where": where}, doseq=True)
+
+
 def _since(text: str) -> int:
     try:
         moment = dt.datetime.strptime(text[:16], "%Y-%m-%dT%H:%M").replace(tzinfo=dt.UTC)
@@ -88,6 +104,7 @@ def routes(pages: Pages) -> list[Route]:
             supported=True,
             incidents=page.incidents,
             failed=page.failed,
+            retry_query=retry_query,
             live_url=request.url.path + (f"?{request.url.query}" if request.url.query else ""),
         )
         if pages.fragment(request):

@@ -25,7 +25,14 @@ from wiggle import errors
 from wiggle.console import _security as sec
 from wiggle.console._backend import STATUSES, Backend
 from wiggle.console._sources import FlowSources
-from wiggle.console._views import ago, duration, format_ms, pretty_json, short_version
+from wiggle.console._views import (
+    ago,
+    conditions_text,
+    duration,
+    format_ms,
+    pretty_json,
+    short_version,
+)
 
 __all__ = ["FRAGMENT_HEADER", "Handler", "Pages"]
 
@@ -40,6 +47,8 @@ def _status_of(exc: errors.WiggleError) -> int:
         return 404
     if isinstance(exc, errors.InvalidRequest | errors.Conflict):
         return 400
+    if isinstance(exc, errors.PermissionDenied | errors.Unauthenticated):
+        return 403  # the console's credential may not do this (repairs need the operator scope)
     if isinstance(exc, errors.Unavailable):
         return 503
     return 502
@@ -75,6 +84,7 @@ class Pages:
         env.filters["pretty"] = pretty_json
         env.filters["compact"] = lambda v: orjson.dumps(v).decode()
         env.filters["path"] = lambda v: quote(str(v), safe="")
+        env.filters["conditions"] = conditions_text
         env.globals["STATUSES"] = STATUSES
         env.globals["refresh_ms"] = refresh_ms
         env.globals["login_required"] = login_required

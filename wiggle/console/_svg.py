@@ -60,7 +60,9 @@ def _clean(element: ET.Element) -> ET.Element | None:
     return target
 
 
-def _annotate(root: ET.Element, states: Mapping[str, Mapping[str, int]], current: str) -> None:
+def _annotate(
+    root: ET.Element, states: Mapping[str, str | Mapping[str, int]], current: str
+) -> None:
     for group in root.iter("g"):
         if "node" not in group.get("class", "").split():
             continue
@@ -69,7 +71,10 @@ def _annotate(root: ET.Element, states: Mapping[str, Mapping[str, int]], current
         group.set("data-node", node_id)
         classes = ["node"]
         counts = states.get(node_id)
-        if counts:
+        if isinstance(counts, str):  # a mark (the diff picture: ADDED, CHANGED, ...)
+            group.set("data-state", counts)
+            classes.append("lit")
+        elif counts:
             live = [s for s in counts if s != "DONE"]
             group.set("data-state", (live or ["DONE"])[0])
             group.set("data-counts", " ".join(f"{s}:{n}" for s, n in sorted(counts.items())))
@@ -80,12 +85,12 @@ def _annotate(root: ET.Element, states: Mapping[str, Mapping[str, int]], current
 
 
 @functools.lru_cache(maxsize=256)
-def _render(canonical: bytes, version: str, states_json: bytes, current: str) -> str:
+def _render(canonical: bytes, version: str, states_json: bytes, current: str, caption: str) -> str:
     from wiggle_render import render  # type: ignore[import-not-found, unused-ignore]
 
     graph = Graph.from_json(orjson.loads(canonical), version)
     states = orjson.loads(states_json)
-    raw = render(graph, "svg", instance=states or None)
+    raw = render(graph, "svg", instance=states or None, caption=caption)
     parsed = ET.fromstring(raw)
     cleaned = _clean(parsed)
     if cleaned is None:  # pragma: no cover - Graphviz always answers an <svg>
@@ -100,11 +105,13 @@ def _render(canonical: bytes, version: str, states_json: bytes, current: str) ->
 def diagram(
     canonical: bytes,
     version: str,
-    states: Mapping[str, Mapping[str, int]] | None = None,
+    states: Mapping[str, str | Mapping[str, int]] | None = None,
     current: str = "",
+    caption: str = "",
 ) -> str:
-    """Safe inline SVG markup of the flow, nodes lit by `states` (node id -> state -> count)
-    and the node `current` marked. Cached: the same picture is drawn by `dot` once."""
+    """Safe inline SVG markup of the flow, nodes lit by `states` (node id -> state -> count,
+    or node id -> a mark such as ADDED) and the node `current` marked, with an optional
+    `caption` under the title. Cached: the same picture is drawn by `dot` once."""
     key = orjson.dumps(states or {}, option=orjson.OPT_SORT_KEYS)
     with _lock:  # one `dot` at a time: the machine is small and the cache fills quickly
-        return _render(canonical, version, key, current)
+        return _render(canonical, version, key, current, caption)

@@ -22,6 +22,7 @@ __all__ = [
     "ListQuery",
     "ago",
     "awaited_signals",
+    "conditions_text",
     "duration",
     "format_ms",
     "list_query",
@@ -31,6 +32,7 @@ __all__ = [
     "schema_problems",
     "short_version",
     "sort_rows",
+    "split_conditions",
 ]
 
 _LOCAL_FORMAT = "%Y-%m-%dT%H:%M"
@@ -44,6 +46,46 @@ SORTS = ("started", "updated", "instance", "flow", "status", "step")
 
 class JsonInputError(ValueError):
     """Text typed into a form that is not the JSON it should be."""
+
+
+#: A word that starts a condition of the filter language (wiggle/filters.py): FIELD OP ...
+_CONDITION_START = re.compile(r"^[a-z][a-z0-9_]*(?:>=|<=|!=|=|>|<|~)")
+#: A word: a run of non-blanks that may hold "double-quoted text with blanks".
+_WORD = re.compile(r'(?:[^\s"]+|"[^"]*")+|"[^"]*$')
+
+
+def split_conditions(text: str) -> list[str]:
+    """The search box's text as conditions: `status=FAILED age>1h reason~card declined` is
+    three (a word that does not start FIELD OP belongs to the value before it);
+    `reason~"x=1 y"` keeps the quoted text whole. JsonInputError for an unclosed quote."""
+    conditions: list[str] = []
+    for word in _WORD.findall(text):
+        if word.count('"') % 2:
+            raise JsonInputError(f"the search {text[:80]!r} has a quote that is not closed")
+        if _CONDITION_START.match(word) or not conditions:
+            conditions.append(word)
+        else:
+            conditions[-1] += " " + word
+    out = []
+    for c in conditions:
+        head = _CONDITION_START.match(c)
+        value = c[head.end() :] if head else c
+        if len(value) >= 2 and value.startswith('"') and value.endswith('"'):
+            c = c[: len(c) - len(value)] + value[1:-1]
+        out.append(c)
+    return out
+
+
+def conditions_text(conditions: Sequence[str]) -> str:
+    """Conditions as the search box takes them back (a value with blanks or an `=` quoted)."""
+    words = []
+    for c in conditions:
+        head = _CONDITION_START.match(c)
+        value = c[head.end() :] if head else ""
+        if head and ('"' not in value) and (" " in value or _CONDITION_START.search(value)):
+            c = c[: head.end()] + f'"{value}"'
+        words.append(c)
+    return " ".join(words)
 
 
 def format_ms(ms: int) -> str:
@@ -108,6 +150,7 @@ class ListQuery:
     status: str = ""
     version: str = ""
     id_contains: str = ""
+    where: tuple[str, ...] = ()  # the search box's conditions (filter language)
     since_ms: int = 0
     before_ms: int = 0
     page: str = ""
@@ -127,6 +170,7 @@ class ListQuery:
             status=self.status,
             version=version,
             id_contains=self.id_contains,
+            where=self.where,
             started_after_ms=self.since_ms,
             started_before_ms=self.before_ms,
             page_token=self.page,
@@ -141,6 +185,7 @@ class ListQuery:
             "status": q.status,
             "version": q.version,
             "q": q.id_contains,
+            "where": conditions_text(q.where),
             "since": _local(q.since_ms),
             "before": _local(q.before_ms),
             "page_size": str(q.page_size) if q.page_size != 50 else "",
@@ -187,10 +232,34 @@ class ListQuery:
             "status": self.status,
             "version": self.version,
             "q": self.id_contains,
+            "where": conditions_text(self.where),
             "since": _local(self.since_ms),
             "before": _local(self.before_ms),
             "page_size": str(self.page_size),
         }
+
+    def bulk_conditions(self, version: str) -> tuple[list[str], str]:
+        """This list's filter as conditions of the filter language, for a bulk action over it
+        (`version` resolved to a full one), and '' or why it cannot be one."""
+        if self.since_ms or self.before_ms:
+            return [], (
+                "a bulk action cannot take the start-time bounds: clear them and say age>2h "
+                "or age<30m in the search instead"
+            )
+        conditions = [
+            f"{name}{op}{value}"
+            for name, op, value in (
+                ("flow", "=", self.flow),
+                ("status", "=", self.status),
+                ("version", "=", version),
+                ("id", "~", self.id_contains),
+            )
+            if value
+        ]
+        conditions += self.where
+        if not conditions:
+            return [], "filter the list first: a bulk action over every instance is refused"
+        return conditions, ""
 
 
 def list_query(params: Mapping[str, str]) -> tuple[ListQuery, list[str]]:
@@ -228,12 +297,21 @@ def list_query(params: Mapping[str, str]) -> tuple[ListQuery, list[str]]:
     if direction and direction not in ("asc", "desc"):
         problems.append(f"sort direction {direction[:20]!r} is not asc or desc")
         direction = ""
+    where: list[str] = []
+    try:
+        where = split_conditions(params.get("where", "")[:4000])
+    except JsonInputError as exc:
+        problems.append(str(exc))
+    if len(where) > 20:
+        problems.append(f"the search has {len(where)} conditions; at most 20")
+        where = []
     back = tuple(t for t in params.get("back", "")[: 200 * MAX_BACK].split("~") if t)
     query = ListQuery(
         flow=params.get("flow", "").strip()[:200],
         status=status,
         version=version,
         id_contains=params.get("q", "").strip()[:64],
+        where=tuple(where),
         since_ms=times["since"],
         before_ms=times["before"],
         page=params.get("page", "")[:200],

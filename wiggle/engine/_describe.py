@@ -25,7 +25,7 @@ from ._tx import TOKEN_COLUMNS, loads
 from ._types import EventView, InstanceStatus, InstanceView, TokenState, TokenView, WorkerSeen
 from ._workers import POLLING_WINDOW_MS, recent_workers
 
-__all__ = ["RECENT_EVENTS", "describe", "predecessors", "updated_at"]
+__all__ = ["RECENT_EVENTS", "describe", "predecessors", "step_inputs", "updated_at"]
 
 _i = s.instances
 _t = s.tokens
@@ -86,6 +86,24 @@ def _with_signal_payloads(
         i = wanted[int(seq)]
         out[i] = replace(out[i], detail={**out[i].detail, "payload": loads(payload)})
     return out
+
+
+def step_inputs(conn: Connection, instance_id: str) -> dict[str, Any]:
+    """What each top-level node of the instance received the last time a token entered it
+    (`wiggle_step_inputs`, one row per node): node id -> {"context", "at_ms"[, "input"]}."""
+    si = s.step_inputs
+    rows = conn.execute(
+        select(si.c.node_id, si.c.context, si.c.input, si.c.at_ms).where(
+            si.c.instance_id == instance_id
+        )
+    )
+    out: dict[str, Any] = {}
+    for r in rows:
+        entry: dict[str, Any] = {"context": loads(r.context), "at_ms": int(r.at_ms)}
+        if r.input is not None:
+            entry["input"] = loads(r.input)
+        out[r.node_id] = entry
+    return dict(sorted(out.items()))
 
 
 def updated_at(row_updated_ms: int, events: Sequence[EventView]) -> int:
@@ -233,4 +251,5 @@ def describe(
         search=search_of(conn, [m["id"]], {m["id"]: graph}).get(m["id"], {})
         if graph.search
         else {},
+        step_inputs=step_inputs(conn, instance_id) if include_events else {},
     )

@@ -242,6 +242,9 @@ class InstanceView:
     child_instance_ids: list[str] = field(default_factory=list)  # subflow children, oldest first
     current_node: str = ""  # the node of the token that moved last
     search: dict[str, Json] = field(default_factory=dict)  # search attribute values it has
+    # `describe` with events: node id -> {"context", "at_ms"[, "input"]}, what each top-level
+    # node received the last time a token entered it (what a reset to it rewinds to).
+    step_inputs: dict[str, Json] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,18 @@ class GraphDiff:
             "edges_removed": [list(e) for e in self.edges_removed],
         }
 
+    def marks(self) -> dict[str, str]:
+        """Each node of the new version that differs, by how (ADDED, CHANGED, MOVED,
+        KIND_CHANGED): the states `wiggle render --diff` and the console draw it with."""
+        marked = ("added", "changed", "moved", "kind_changed")
+        return {c.node_id: c.change.upper() for c in self.nodes if c.change in marked}
+
+    def caption(self) -> str:
+        """The picture's caption: the version compared with, and the nodes removed."""
+        removed = [c.node_id for c in self.nodes if c.change == "removed"]
+        caption = f"compared with {self.old_version[:19]}"
+        return caption + (" · removed: " + ", ".join(removed) if removed else "")
+
     def text(self) -> str:
         """For people: what changed, one line a node, then the edges."""
         lines = [f"{self.flow}: {self.old_version[:19]} -> {self.new_version[:19]}"]

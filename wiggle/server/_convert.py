@@ -204,6 +204,8 @@ def instance_to_pb(view: InstanceView, *, full: bool = True) -> pb.Instance:
     )
     if view.search:
         msg.search = encode_json(view.search)
+    if view.step_inputs:
+        msg.step_inputs = encode_json(view.step_inputs)
     if view.input is not None or (full and view.status is InstanceStatus.RUNNING):
         msg.input = encode_json(view.input)
     if full:

@@ -1366,7 +1366,12 @@ type Instance struct {
 	// ListInstances, the nodes of its live tokens ("a, b, c +2"). "" if none.
 	CurrentNode string `protobuf:"bytes,15,opt,name=current_node,json=currentNode,proto3" json:"current_node,omitempty"`
 	// JSON object: the values of the flow's search attributes the instance has (docs/flow-format.md).
-	Search        []byte `protobuf:"bytes,16,opt,name=search,proto3" json:"search,omitempty"`
+	Search []byte `protobuf:"bytes,16,opt,name=search,proto3" json:"search,omitempty"`
+	// DescribeInstance with include_events: a JSON object, node id -> {"context": ..., "at_ms": N}
+	// (and "input" for a combine or apply step): what each top-level node received the last time
+	// a token entered it, which a reset to that node rewinds to (docs/operations.md). Empty in
+	// listings.
+	StepInputs    []byte `protobuf:"bytes,17,opt,name=step_inputs,json=stepInputs,proto3" json:"step_inputs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1509,6 +1514,13 @@ func (x *Instance) GetCurrentNode() string {
 func (x *Instance) GetSearch() []byte {
 	if x != nil {
 		return x.Search
+	}
+	return nil
+}
+
+func (x *Instance) GetStepInputs() []byte {
+	if x != nil {
+		return x.StepInputs
 	}
 	return nil
 }
@@ -4017,7 +4029,7 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\x17DescribeInstanceRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12%\n" +
-	"\x0einclude_events\x18\x02 \x01(\bR\rincludeEvents\"\xc8\x04\n" +
+	"\x0einclude_events\x18\x02 \x01(\bR\rincludeEvents\"\xe9\x04\n" +
 	"\bInstance\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x12\n" +
@@ -4036,7 +4048,9 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\x05input\x18\r \x01(\fR\x05input\x12,\n" +
 	"\x12child_instance_ids\x18\x0e \x03(\tR\x10childInstanceIds\x12!\n" +
 	"\fcurrent_node\x18\x0f \x01(\tR\vcurrentNode\x12\x16\n" +
-	"\x06search\x18\x10 \x01(\fR\x06search\"\x87\x04\n" +
+	"\x06search\x18\x10 \x01(\fR\x06search\x12\x1f\n" +
+	"\vstep_inputs\x18\x11 \x01(\fR\n" +
+	"stepInputs\"\x87\x04\n" +
 	"\x05Token\x12\x19\n" +
 	"\btoken_id\x18\x01 \x01(\tR\atokenId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12+\n" +

@@ -139,7 +139,7 @@ def test_the_instance_page_moves_its_updated_time_and_drops_its_actions_when_it_
     newest = max(e.at_ms for e in st.client.describe(iid, events=True).events)
     updated = re.search(r'id="updated"><time [^>]*data-ms="(\d+)"', live)
     assert updated is not None and int(updated.group(1)) == newest > created
-    assert 'id="actions"' in live and 'data-keep="RUNNING:go"' in live
+    assert 'id="actions"' in live and 'data-keep="RUNNING:go:prepare,go"' in live
     st.client.cancel(iid, "enough")
     ended = console.get(f"/instances/{iid}", headers={"x-wiggle-fragment": "1"}).text
     assert 'id="actions"' not in ended and "data-finished" in ended

@@ -130,3 +130,20 @@ def _non_retryable(message: str):
     from wiggle.engine import StepFailure
 
     return StepFailure(message, non_retryable=True)
+
+
+def test_describe_with_events_carries_each_top_level_nodes_last_input(stack):
+    """The step history's "input it got last", and the reset picker's list of passed nodes."""
+    client, engine = stack.client, stack.engine
+    iid = client.start("gate", {"amount": 3}).instance_id
+    (task,) = engine.poll(["nobody"], "w1", 1)
+    engine.complete(task.task_id, task.lease, {"amount": 3, "prepared": True})
+    view = client.describe(iid, events=True)
+    assert set(view.step_inputs) == {"prepare", "go"}
+    assert view.step_inputs["prepare"]["context"] == {"amount": 3}
+    assert view.step_inputs["go"]["context"] == {"amount": 3, "prepared": True}
+    assert view.step_inputs["go"]["at_ms"] >= view.step_inputs["prepare"]["at_ms"] > 0
+    # Not read without the events (the list and plain describe stay as cheap as before).
+    assert client.describe(iid).step_inputs == {}
+    (listed,) = [i for i in client.list_instances() if i.instance_id == iid]
+    assert listed.step_inputs == {}

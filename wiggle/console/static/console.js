@@ -12,6 +12,10 @@
 // around it is replaced, so text being typed in its forms keeps its text and its focus; when
 // the key changes or the section goes (the instance ended), it is replaced or removed. No
 // inline script: the CSP forbids it.
+//
+// The reset picker: a click on a node of an instance's graph picks that node in the reset
+// form's list (#reset-node) when a reset can go there, or says why not (the reasons the page
+// lists in #reset-why-not); the picked node is outlined on the graph, across refreshes too.
 (function () {
   "use strict";
   var body = document.body;
@@ -119,6 +123,7 @@
       el.replaceChildren.apply(el, Array.prototype.slice.call(incoming.childNodes));
     }
     el.setAttribute("data-refreshed", String(Date.now()));
+    markPicked();
   }
 
   // Resolves to the delay before the next try, or -1 to stop.
@@ -172,6 +177,59 @@
       });
     }, delay);
   }
+
+  function markPicked() {
+    var select = document.getElementById("reset-node");
+    document.querySelectorAll("svg.flow-graph g.node.picked").forEach(function (g) {
+      g.classList.remove("picked");
+    });
+    if (select === null || !select.value) {
+      return;
+    }
+    document.querySelectorAll("svg.flow-graph g.node").forEach(function (g) {
+      if (g.getAttribute("data-node") === select.value) {
+        g.classList.add("picked");
+      }
+    });
+  }
+
+  function pick(node) {
+    var select = document.getElementById("reset-node");
+    var note = document.getElementById("reset-pick-note");
+    if (select === null || note === null) {
+      return;
+    }
+    var id = node.getAttribute("data-node");
+    var offered = Array.prototype.some.call(select.options, function (o) {
+      return o.value !== "" && o.value === id;
+    });
+    if (offered) {
+      select.value = id;
+      note.textContent = "Picked " + id + " on the graph.";
+    } else {
+      select.value = "";
+      var why = null;
+      document.querySelectorAll("#reset-why-not [data-node]").forEach(function (s) {
+        if (s.getAttribute("data-node") === id) {
+          why = s.textContent;
+        }
+      });
+      note.textContent = id + ": " + (why || "a reset cannot go there");
+    }
+    markPicked();
+  }
+
+  document.addEventListener("click", function (event) {
+    var node = event.target.closest ? event.target.closest("svg.flow-graph g.node[data-node]") : null;
+    if (node !== null && document.getElementById("reset-node") !== null) {
+      pick(node);
+    }
+  });
+  document.addEventListener("change", function (event) {
+    if (event.target.id === "reset-node") {
+      markPicked();
+    }
+  });
 
   document.querySelectorAll("[data-refresh]").forEach(function (el) {
     loop(el, period, 0);
