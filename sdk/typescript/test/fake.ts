@@ -116,7 +116,7 @@ export class FakeApi implements WiggleApi {
       if (g === undefined) {
         throw new RpcError(Code.NOT_FOUND, "no such version", "DEFINITION_NOT_FOUND");
       }
-      return { name: req.name ?? "", version: req.version ?? "", graph: g, registeredAtMs: 0 };
+      return { name: req.name ?? "", version: req.version ?? "", graph: g, registeredAtMs: 0, nodeCounts: [] };
     });
   }
 
