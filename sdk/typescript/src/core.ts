@@ -377,6 +377,12 @@ export class Core {
     if (e.code === Code.CANCELLED || this.abortSignal.aborted) {
       return; // the worker gave up draining: behave like a crash
     }
+    if (retryable(e)) {
+      // Its fate stayed unknown for the whole lease: another report under its seq (a release)
+      // may not follow it, and the server is unreachable anyway. The lease expires there.
+      this.log.error(`${what} not delivered within its lease`, { task: t.taskId, err: e.message });
+      return;
+    }
     this.log.error(`${what} refused`, { task: t.taskId, code: e.code, err: e.message });
     await this.release(t, lease, "report refused");
   }

@@ -8,6 +8,7 @@ import { describe, it } from "node:test";
 
 import type { Handler } from "../src/activity.js";
 import { versionOf } from "../src/graph.js";
+import { Code, RpcError } from "../src/rpc.js";
 import { core, FakeApi, task, until } from "./fake.js";
 
 /** A LOCAL graph a -> end (one step) or a -> b -> end, every step the activity `step`. */
@@ -59,4 +60,24 @@ describe("a lease lost while a local step ran", () => {
       await w.stop(1_000);
     });
   }
+});
+
+describe("a report whose fate stays unknown", () => {
+  it("is resent unchanged until its window ends, and no other report follows it", async () => {
+    const api = new FakeApi();
+    api.answer("CompleteTask", ...Array.from({ length: 100 }, () => new RpcError(Code.UNAVAILABLE, "lost")));
+    const w = core(api, { a: (c) => c });
+    w.start();
+    const now = Date.now();
+    api.deliver([task({ timeoutMs: 300, serverNowMs: now, leaseExpiresAtMs: now + 300 })]);
+    await until("the report to be given up", () => api.of("CompleteTask").length > 1 && api.polling && w["tasks"].size === 0);
+    const sent = api.of("CompleteTask") as Record<string, unknown>[];
+    for (const r of sent) {
+      assert.deepEqual(r, sent[0], "every resend unchanged, same seq");
+    }
+    // A ReleaseTask now would be another report under the seq whose fate is unknown; the
+    // server is unreachable anyway, and the lease runs out there.
+    assert.deepEqual(api.reports().filter((r) => !r.startsWith("complete")), []);
+    await w.stop(1_000);
+  });
 });
