@@ -408,14 +408,16 @@ export class Core {
 
   /**
    * Sends a report, resending it unchanged while its fate is unknown, for as long as the lease
-   * lasts (at least a second): past its end the task belongs to someone else.
+   * lasts (at least a second): past its end the task belongs to someone else. One attempt
+   * never outlives the lease by much, so a hung call leaves time to resend.
    */
   async report<T>(lease: Lease, send: (o: CallOptions) => Promise<T>): Promise<T> {
     const giveUp = Date.now() + Math.max(1_000, lease.remainingMs());
     const backoff = new Backoff();
     for (;;) {
       try {
-        const resp = await send({ timeoutMs: this.opts.callTimeoutMs, signal: this.abortSignal });
+        const timeoutMs = Math.min(this.opts.callTimeoutMs, Math.max(2_000, lease.remainingMs()));
+        const resp = await send({ timeoutMs, signal: this.abortSignal });
         this.outage.succeeded();
         return resp;
       } catch (e) {

@@ -34,6 +34,7 @@ export const quiet: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 export interface Call {
   readonly method: string;
   readonly req: unknown;
+  readonly opts?: CallOptions | undefined;
 }
 
 type Answer<T> = T | RpcError | ((req: never) => T | RpcError | Promise<T | RpcError>);
@@ -55,8 +56,8 @@ export class FakeApi implements WiggleApi {
     this.queued.set(method, q);
   }
 
-  private async next<T>(method: string, req: unknown, fallback: () => T): Promise<T> {
-    this.calls.push({ method, req });
+  private async next<T>(method: string, req: unknown, fallback: () => T, opts?: CallOptions): Promise<T> {
+    this.calls.push({ method, req, opts });
     const a = this.queued.get(method)?.shift();
     let v: unknown = a === undefined ? fallback() : a;
     if (typeof v === "function") {
@@ -127,23 +128,28 @@ export class FakeApi implements WiggleApi {
     });
   }
 
-  completeTask(req: CompleteTaskRequest): Promise<TaskReportResponse> {
-    return this.next("CompleteTask", req, () => ({ instanceStatus: "RUNNING", nextTask: null }));
+  completeTask(req: CompleteTaskRequest, opts?: CallOptions): Promise<TaskReportResponse> {
+    return this.next("CompleteTask", req, () => ({ instanceStatus: "RUNNING", nextTask: null }), opts);
   }
 
-  failTask(req: FailTaskRequest): Promise<TaskReportResponse> {
-    return this.next("FailTask", req, () => ({ instanceStatus: "RUNNING", nextTask: null }));
+  failTask(req: FailTaskRequest, opts?: CallOptions): Promise<TaskReportResponse> {
+    return this.next("FailTask", req, () => ({ instanceStatus: "RUNNING", nextTask: null }), opts);
   }
 
-  releaseTask(req: ReleaseTaskRequest): Promise<TaskReportResponse> {
-    return this.next("ReleaseTask", req, () => ({ instanceStatus: "RUNNING", nextTask: null }));
+  releaseTask(req: ReleaseTaskRequest, opts?: CallOptions): Promise<TaskReportResponse> {
+    return this.next("ReleaseTask", req, () => ({ instanceStatus: "RUNNING", nextTask: null }), opts);
   }
 
-  advanceRun(req: AdvanceRunRequest): Promise<AdvanceRunResponse> {
-    return this.next("AdvanceRun", req, () => {
-      const now = Date.now();
-      return { instanceStatus: "RUNNING", leaseExpiresAtMs: now + 60_000, keepGoing: req.final !== true, serverNowMs: now };
-    });
+  advanceRun(req: AdvanceRunRequest, opts?: CallOptions): Promise<AdvanceRunResponse> {
+    return this.next(
+      "AdvanceRun",
+      req,
+      () => {
+        const now = Date.now();
+        return { instanceStatus: "RUNNING", leaseExpiresAtMs: now + 60_000, keepGoing: req.final !== true, serverNowMs: now };
+      },
+      opts,
+    );
   }
 
   close(): void {

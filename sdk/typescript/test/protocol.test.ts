@@ -81,3 +81,17 @@ describe("a report whose fate stays unknown", () => {
     await w.stop(1_000);
   });
 });
+
+describe("a report's deadline", () => {
+  it("is bounded by what is left of the lease, so a hung call leaves time to resend it", async () => {
+    const api = new FakeApi();
+    const w = core(api, { a: (c) => c }, { callTimeoutMs: 30_000 });
+    w.start();
+    const now = Date.now();
+    api.deliver([task({ timeoutMs: 3_000, serverNowMs: now, leaseExpiresAtMs: now + 3_000 })]);
+    await until("the report", () => api.of("CompleteTask").length === 1);
+    const d = api.calls.find((c) => c.method === "CompleteTask")?.opts?.timeoutMs;
+    assert.ok(d !== undefined && d <= 3_000 && d >= 2_000, `a ${d} ms deadline under a 3 s lease`);
+    await w.stop(1_000);
+  });
+});
