@@ -26,6 +26,7 @@ import {
   sleep,
   type CallOptions,
   type Task,
+  unanswered,
   type WiggleApi,
 } from "./rpc.js";
 import { WorkerStoppingError, type Step } from "./step.js";
@@ -374,10 +375,10 @@ export class Core {
       this.log.info(`${what} refused: the lease is not ours`, { task: t.taskId, err: e.message });
       return;
     }
-    if (e.code === Code.CANCELLED || this.abortSignal.aborted) {
+    if (this.abortSignal.aborted) {
       return; // the worker gave up draining: behave like a crash
     }
-    if (retryable(e)) {
+    if (unanswered(e)) {
       // Its fate stayed unknown for the whole lease: another report under its seq (a release)
       // may not follow it, and the server is unreachable anyway. The lease expires there.
       this.log.error(`${what} not delivered within its lease`, { task: t.taskId, err: e.message });
@@ -458,7 +459,7 @@ export class Core {
         lease.lose(`heartbeat refused: ${err.message}`);
         return;
       }
-      if (!retryable(err) && err.code !== Code.CANCELLED && !lease.warned) {
+      if (!unanswered(err) && !lease.warned) {
         lease.warned = true;
         this.log.warn("heartbeat failed", { task: lease.taskId, err: err.message });
       }

@@ -122,16 +122,27 @@ export function retryable(e: RpcError): boolean {
 }
 
 /**
- * A report with this error has an unknown fate, or the server failed on it: it is resent
- * unchanged, with the same seq, which the server never applies twice.
+ * No answer from the server: unreachable, no answer in time, or a call that a proxy or the
+ * transport ended (CANCELLED, ABORTED; Wiggle's server sends neither, and a call this worker
+ * cancelled itself is no answer either: callers check their own signal). A report's fate is
+ * unknown.
+ */
+export function unanswered(e: RpcError): boolean {
+  return retryable(e) || e.code === Code.CANCELLED || e.code === Code.ABORTED;
+}
+
+/**
+ * The "back off" kind of docs/worker-protocol.md's error table: a report with this error has an
+ * unknown fate, or the server failed on it; it is resent unchanged, with the same seq, which the
+ * server never applies twice.
  */
 export function resendable(e: RpcError): boolean {
-  return retryable(e) || e.code === Code.INTERNAL || e.code === Code.UNKNOWN;
+  return unanswered(e) || e.code === Code.INTERNAL || e.code === Code.UNKNOWN;
 }
 
 /** The lease is not the worker's any more (docs/worker-protocol.md, "Errors"). */
 export function leaseLost(e: RpcError): boolean {
-  return e.code === Code.FAILED_PRECONDITION || e.code === Code.NOT_FOUND || e.code === Code.ABORTED;
+  return e.code === Code.FAILED_PRECONDITION || e.code === Code.NOT_FOUND;
 }
 
 /** TLS settings: trust `ca` (PEM; else the system's roots), present `cert` and `key` (mTLS). */

@@ -95,3 +95,21 @@ describe("a report's deadline", () => {
     await w.stop(1_000);
   });
 });
+
+describe("a report answered CANCELLED or ABORTED", () => {
+  for (const code of [Code.CANCELLED, Code.ABORTED]) {
+    it(`is resent unchanged, same seq (status ${code}: its fate is unknown)`, async () => {
+      const api = new FakeApi();
+      api.answer("CompleteTask", new RpcError(code, "a proxy gave up on the call"));
+      const w = core(api, { a: (c) => c });
+      w.start();
+      api.deliver([task()]);
+      await until("the task to be done", () => api.of("CompleteTask").length > 0 && api.polling && w["tasks"].size === 0);
+      const sent = api.of("CompleteTask");
+      assert.equal(sent.length, 2);
+      assert.deepEqual(sent[1], sent[0]);
+      assert.deepEqual(api.reports(), ["complete a", "complete a"]);
+      await w.stop(1_000);
+    });
+  }
+});
