@@ -440,6 +440,7 @@ export class Core {
   /**
    * Heartbeats `lease` once, naming the step running now. An unreachable server is not fatal:
    * the next beat comes sooner, and a local run's budget check notices a deadline coming close.
+   * A refusal other than a lost lease is logged once per lease; the beats keep their cadence.
    */
   async beat(lease: Lease): Promise<void> {
     const { length, node, nodeLength } = lease;
@@ -463,7 +464,7 @@ export class Core {
         lease.warned = true;
         this.log.warn("heartbeat failed", { task: lease.taskId, err: err.message });
       }
-      lease.retrySoon();
+      lease.beatFailed(resendable(err));
     }
   }
 

@@ -8,6 +8,7 @@ import { describe, it } from "node:test";
 
 import type { Handler } from "../src/activity.js";
 import { versionOf } from "../src/graph.js";
+import { Lease } from "../src/lease.js";
 import { Code, RpcError } from "../src/rpc.js";
 import { core, FakeApi, task, until } from "./fake.js";
 
@@ -112,4 +113,29 @@ describe("a report answered CANCELLED or ABORTED", () => {
       await w.stop(1_000);
     });
   }
+});
+
+describe("heartbeats that renew nothing", () => {
+  it("keep the usual cadence after a fatal answer, and retry within a second after no answer", async (t) => {
+    const api = new FakeApi();
+    api.answer("Heartbeat", new RpcError(Code.PERMISSION_DENIED, "not your queue", "PERMISSION_DENIED"), new RpcError(Code.UNAVAILABLE, "down"));
+    const w = core(api, {});
+    const now = Date.now();
+    const lease = new Lease(task({ timeoutMs: 60_000, serverNowMs: now, leaseExpiresAtMs: now + 60_000 }));
+    const settle = (): Promise<void> => new Promise((r) => setImmediate(r));
+    t.mock.timers.enable({ apis: ["setTimeout"] });
+    lease.keepAlive((l) => w.beat(l));
+    await lease.beatNow(); // refused for good: a third of the lease (20 s) until the next
+    t.mock.timers.tick(10_000);
+    await settle();
+    assert.equal(api.of("Heartbeat").length, 1, "no faster after a fatal answer");
+    t.mock.timers.tick(10_001);
+    await settle();
+    assert.equal(api.of("Heartbeat").length, 2, "a third of the lease after the refusal");
+    await settle(); // that one got no answer: again within min(1 s, 60 s / 6)
+    t.mock.timers.tick(1_000);
+    await settle();
+    assert.equal(api.of("Heartbeat").length, 3);
+    lease.stop();
+  });
 });
