@@ -1,5 +1,5 @@
 /** Handlers, and how one step's run becomes an outcome the worker reports. */
-import { decode, encode, MAX_DEPTH, type Json } from "./json.js";
+import { decode, encode, MAX_DEPTH, TooDeepError, type Json } from "./json.js";
 import { DEFAULT_MAX_PAYLOAD_BYTES } from "./policy.js";
 import { NonRetryableError, type Step } from "./step.js";
 
@@ -98,9 +98,14 @@ export async function runHandler(
     return { kind: "predicate", value: result };
   }
   try {
-    const { text, depth } = encode(result);
+    // Encoded no deeper than the limit, so a result of any depth fails on it (not as "not
+    // JSON", which a stack overflow in the encoder would otherwise say).
+    const { text, depth } = encode(result, MAX_DEPTH);
     return { kind: "context", json: Buffer.from(text, "utf8"), depth };
   } catch (e) {
+    if (e instanceof TooDeepError) {
+      return tooDeep(e.depth);
+    }
     return failed(`activity '${name}' returned a value that is not JSON: ${(e as Error).message}`, "TypeError", true);
   }
 }
@@ -123,7 +128,11 @@ export function checkLimits(out: Outcome, maxPayloadBytes: number): Outcome {
     );
   }
   if (out.depth > MAX_DEPTH) {
-    return failed(`step result nests ${out.depth} levels deep; the limit is ${MAX_DEPTH}`, "TooDeep", true);
+    return tooDeep(out.depth);
   }
   return out;
+}
+
+function tooDeep(depth: number): Outcome {
+  return failed(`step result nests ${depth} levels deep; the limit is ${MAX_DEPTH}`, "TooDeep", true);
 }

@@ -139,3 +139,34 @@ describe("heartbeats that renew nothing", () => {
     lease.stop();
   });
 });
+
+describe("a result nested deeper than the limit", () => {
+  it("fails non-retryably naming the limit however deep it is, even past the encoder's stack", async () => {
+    const nested = (n: number): unknown => {
+      let v: unknown = 1;
+      for (let i = 0; i < n; i++) {
+        v = i % 2 === 0 ? [v] : { k: v };
+      }
+      return v;
+    };
+    const depths = [129, 302, 5_000, 100_000];
+    const api = new FakeApi();
+    const handlers: Record<string, Handler> = {};
+    for (const n of depths) {
+      handlers[`deep${n}`] = () => nested(n);
+    }
+    const w = core(api, handlers, { concurrency: depths.length });
+    w.start();
+    api.deliver(depths.map((n) => task({ taskId: `d${n}`, nodeId: `d${n}`, activity: `deep${n}` })));
+    await until("every step to fail", () => api.of("FailTask").length === depths.length);
+    const fails = new Map((api.of("FailTask") as { taskId: string; failure: unknown }[]).map((r) => [r.taskId, r.failure]));
+    for (const n of depths) {
+      assert.deepEqual(fails.get(`d${n}`), {
+        message: `step result nests ${n} levels deep; the limit is 128`,
+        nonRetryable: true,
+        errorType: "TooDeep",
+      });
+    }
+    await w.stop(1_000);
+  });
+});
