@@ -52,7 +52,7 @@ export const DEFAULTS = {
   localBatchSize: DEFAULT_BATCH_SIZE,
   pollWaitMs: 10_000,
   callTimeoutMs: 30_000,
-  drainTimeoutMs: 60_000,
+  drainTimeoutMs: 30_000,
 } as const;
 
 /** `<host>:<pid>:<random>`: unique among a server's workers, stable for the process's life. */

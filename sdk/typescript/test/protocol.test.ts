@@ -9,6 +9,7 @@ import { describe, it } from "node:test";
 import type { Handler } from "../src/activity.js";
 import { versionOf } from "../src/graph.js";
 import { Lease } from "../src/lease.js";
+import { Worker } from "../src/worker.js";
 import { Code, RpcError } from "../src/rpc.js";
 import { core, FakeApi, task, until } from "./fake.js";
 
@@ -168,5 +169,12 @@ describe("a result nested deeper than the limit", () => {
       });
     }
     await w.stop(1_000);
+  });
+});
+
+describe("the drain's deadline", () => {
+  it("is 30 s by default, the grace most process supervisors allow before SIGKILL", () => {
+    const w = new Worker({}, new FakeApi()).activity("a", (c) => c);
+    assert.equal(w["coreOf"]().opts.drainTimeoutMs, 30_000);
   });
 });
