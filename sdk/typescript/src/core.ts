@@ -1,13 +1,14 @@
 /**
  * The worker's machinery: the poll loop and its slots, SERVER steps, reports with seq and
- * resend, heartbeats, the drain. Local runs are in local-run.ts. {@link Worker} (worker.ts) is
- * the public face of one Core.
+ * resend, heartbeats, the drain. Local runs are in local-run.ts, batched reports in
+ * batching.ts. {@link Worker} (worker.ts) is the public face of one Core.
  */
 import { setMaxListeners } from "node:events";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 
 import { checkLimits, runHandler, type Handler, type Outcome } from "./activity.js";
+import { ReportBatcher } from "./batching.js";
 import { Definitions } from "./definitions.js";
 import { isWorkerStep, type ExecutionMode, type Graph } from "./graph.js";
 import { Lease } from "./lease.js";
@@ -87,12 +88,16 @@ export class Core {
     this.markStopped = resolve;
   });
 
+  /** The server; reports of concurrent tasks share ReportBatch calls (batching.ts). */
+  readonly api: ReportBatcher;
+
   constructor(
-    readonly api: WiggleApi,
+    api: WiggleApi,
     readonly opts: CoreOptions,
     readonly handlers: ReadonlyMap<string, Handler>,
   ) {
     this.log = opts.logger;
+    this.api = new ReportBatcher(api, this.log);
     this.slots = new Slots(opts.concurrency);
     this.outage = new Outage(this.log);
     this.drainSignal = this.drainController.signal;
