@@ -69,6 +69,7 @@ export function failureOf(e: unknown): Failure {
  * `asPredicate`: the node is a predicate, so a boolean is its value; anything else stays a
  * context, which the server fails as it fails a SERVER-mode CompleteTask with a non-boolean.
  * `interrupted` says, after a throw, whether the worker's drain made the handler give up.
+ * A result nested deeper than `maxDepth` fails on the depth limit, however deep it is.
  */
 export async function runHandler(
   handler: Handler | undefined,
@@ -77,6 +78,7 @@ export async function runHandler(
   step: Step,
   asPredicate: boolean,
   interrupted: () => boolean,
+  maxDepth = MAX_DEPTH,
 ): Promise<Outcome> {
   if (handler === undefined) {
     return failed(`no activity named '${name}' is registered on this worker`, "ActivityNotFound");
@@ -100,7 +102,7 @@ export async function runHandler(
   try {
     // Encoded no deeper than the limit, so a result of any depth fails on it (not as "not
     // JSON", which a stack overflow in the encoder would otherwise say).
-    const { text, depth } = encode(result, MAX_DEPTH);
+    const { text, depth } = encode(result, maxDepth);
     return { kind: "context", json: Buffer.from(text, "utf8"), depth };
   } catch (e) {
     if (e instanceof TooDeepError) {

@@ -308,6 +308,11 @@ export class Core {
     );
   }
 
+  /** `out`, or the non-retryable failure it is when its result breaks the server's limits. */
+  limited(out: Outcome, t: Task): Outcome {
+    return checkLimits(out, t.maxPayloadBytes);
+  }
+
   /**
    * The one step of a SERVER task, then CompleteTask or FailTask. Without the graph the worker
    * cannot tell a predicate from a task; a boolean encodes as JSON true / false, which is what
@@ -315,7 +320,7 @@ export class Core {
    */
   private async serverStep(t: Task, lease: Lease): Promise<Task | null> {
     const step = this.stepOf(t, t.nodeId, t.activity, t.attempt, "SERVER", lease);
-    const out = checkLimits(await this.run(step, t.input, false), t.maxPayloadBytes);
+    const out = this.limited(await this.run(step, t.input, false), t);
     if (out.kind === "failure" && out.interrupted === true) {
       await this.release(t, lease, "shutdown");
       return null;

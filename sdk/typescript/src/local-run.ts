@@ -13,7 +13,7 @@
  * What a crash costs follows from when results reach the server: one step in LOCAL_SYNC,
  * everything buffered since the last flush in LOCAL_ASYNC.
  */
-import { checkLimits, type Outcome } from "./activity.js";
+import type { Outcome } from "./activity.js";
 import type { Core } from "./core.js";
 import { stepActivity, stepTimeoutMs, type ExecutionMode, type Graph, type GraphNode } from "./graph.js";
 import type { Lease } from "./lease.js";
@@ -75,7 +75,7 @@ export class LocalRun {
         return;
       }
       if (out.kind !== "predicate") {
-        out = checkLimits(out, t.maxPayloadBytes);
+        out = core.limited(out, t);
       }
       // A failure, or no boolean at a predicate (its value goes as a context, and the server
       // fails the step as it fails a SERVER-mode CompleteTask): the run ends here.
