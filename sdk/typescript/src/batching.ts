@@ -167,12 +167,15 @@ export class ReportBatcher implements WiggleApi {
     try {
       while (this.queue.length > 0) {
         const items = this.queue.splice(0, MAX_BATCH_REPORTS).filter((p) => !p.settled);
-        if (!this.enabled) {
-          items.forEach((p) => this.sendAlone(p));
-          continue;
-        }
-        for (const chunk of this.chunks(items)) {
-          await this.send(chunk);
+        try {
+          for (const chunk of this.chunks(items)) {
+            await this.send(chunk);
+          }
+        } catch (e) {
+          // A bug of ours (a request that does not encode, say): its own RPC would have failed
+          // the same way; no report may be left waiting for an answer.
+          const err = new RpcError(Code.INTERNAL, `ReportBatch not sent: ${String(e)}`);
+          items.forEach((p) => p.settle(err));
         }
       }
     } finally {
@@ -206,6 +209,10 @@ export class ReportBatcher implements WiggleApi {
   /** One ReportBatch call; every report in it gets its own answer. */
   private async send(items: Pending[]): Promise<void> {
     const live = items.filter((p) => !p.settled);
+    if (!this.enabled) {
+      live.forEach((p) => this.sendAlone(p)); // an earlier batch found no ReportBatch
+      return;
+    }
     if (live.length === 0) {
       return;
     }

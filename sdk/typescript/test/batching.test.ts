@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
+import { ReportBatcher } from "../src/batching.js";
 import { versionOf } from "../src/graph.js";
 import {
   Code,
@@ -12,7 +13,7 @@ import {
   type TaskReportAnswer,
   type Task,
 } from "../src/rpc.js";
-import { core, FakeApi, task, until } from "./fake.js";
+import { core, FakeApi, quiet, task, until } from "./fake.js";
 
 type Report = NonNullable<ReportBatchRequest["reports"]>[number];
 
@@ -204,5 +205,38 @@ describe("batched reports", () => {
     // Two reports of ~650 bytes fit under 1,500 bytes; three do not.
     assert.deepEqual(api.batchSizes(), [1, 2, 1]);
     await w.stop(1_000);
+  });
+
+  it("send the rest of a split batch alone once the first part found no ReportBatch", async () => {
+    const api = new BatchingFake();
+    const b = new ReportBatcher(api, quiet);
+    b.maxBytes = 20; // every report (about 16 bytes in a batch) a batch of its own
+    const opts = { timeoutMs: 1_000 };
+    const complete = (id: string): Promise<unknown> => b.completeTask({ taskId: id, lease: "l", result: Buffer.from("{}"), seq: 1 }, opts);
+    const open = gated(api);
+    const first = complete("w"); // in flight while the others queue up
+    api.answer("ReportBatch", new RpcError(Code.UNIMPLEMENTED, "unknown method"));
+    const rest = ["x", "y", "z"].map(complete);
+    open();
+    assert.equal((await Promise.all([first, ...rest])).length, 4);
+    assert.equal(api.of("ReportBatch").length, 2, "w's batch, then x's, answered UNIMPLEMENTED");
+    assert.deepEqual(api.of("CompleteTask").map((r) => (r as { taskId: string }).taskId).sort(), ["w", "x", "y", "z"]);
+  });
+
+  it("answer every report with an error, never leave one waiting, when a batch cannot be built", async () => {
+    const api = new BatchingFake();
+    const b = new ReportBatcher(api, quiet);
+    const opts = { timeoutMs: 1_000 };
+    const open = gated(api);
+    const first = b.completeTask({ taskId: "x", lease: "l", seq: 1 }, opts);
+    // Queued behind the first; a `next` that is no message cannot be measured or encoded.
+    const broken = { taskId: "y", lease: "l", seq: 1, next: 5 as unknown as null };
+    const rest = [b.completeTask(broken, opts), b.failTask({ taskId: "z", lease: "l", seq: 1 }, opts)];
+    open();
+    await first;
+    for (const r of await Promise.allSettled(rest)) {
+      assert.equal(r.status, "rejected");
+      assert.equal((r as PromiseRejectedResult).reason.code, Code.INTERNAL);
+    }
   });
 });
