@@ -13,7 +13,8 @@ import {
   type TaskReportAnswer,
   type Task,
 } from "../src/rpc.js";
-import { core, FakeApi, quiet, task, until } from "./fake.js";
+import type { Handler } from "../src/activity.js";
+import { core, FakeApi, linearGraph, quiet, task, until } from "./fake.js";
 
 type Report = NonNullable<ReportBatchRequest["reports"]>[number];
 
@@ -78,7 +79,7 @@ function gated(api: BatchingFake): () => void {
 }
 
 async function serve(api: BatchingFake, tasks: Task[], over = {}): Promise<ReturnType<typeof core>> {
-  const w = core(api, { a: (c) => c, b: (c) => c, c: (c) => c }, over);
+  const w = core(api, echoes, over);
   w.start();
   api.deliver(tasks);
   await until("the tasks to be reported", () => api.polling && w["tasks"].size === 0);
@@ -86,19 +87,36 @@ async function serve(api: BatchingFake, tasks: Task[], over = {}): Promise<Retur
 }
 
 const t = (id: string, over: Partial<Task> = {}): Task => task({ taskId: id, nodeId: id, activity: id, ...over });
+const echoes: Record<string, Handler> = { a: (c) => c, b: (c) => c, c: (c) => c };
+
+/**
+ * Serves `first` and holds its ReportBatch in flight while `more` are served, so that their
+ * reports queue up behind it; `meanwhile` runs before those (to queue an answer, say). Resolves
+ * once every report was answered.
+ */
+async function behindABatch(
+  api: BatchingFake,
+  first: Task,
+  more: Task[],
+  { handlers = echoes, meanwhile = (): void => undefined } = {},
+): Promise<ReturnType<typeof core>> {
+  const open = gated(api);
+  const w = core(api, handlers, { concurrency: 4 });
+  w.start();
+  api.deliver([first]);
+  await until("the first batch in flight", () => api.of("ReportBatch").length === 1 && api.polling);
+  meanwhile();
+  api.deliver(more);
+  await until(`${more.length} reports waiting`, () => w["api"]["queue"].length === more.length);
+  open();
+  await until("every report answered", () => api.polling && w["tasks"].size === 0);
+  return w;
+}
 
 describe("batched reports", () => {
   it("send a lone report at once, and those made while a batch is in flight together in the next", async () => {
     const api = new BatchingFake();
-    const open = gated(api);
-    const w = core(api, { a: (c) => c, b: (c) => c, c: (c) => c }, { concurrency: 4 });
-    w.start();
-    api.deliver([t("a")]);
-    await until("the first batch in flight", () => api.of("ReportBatch").length === 1 && api.polling);
-    api.deliver([t("b"), t("c"), t("a", { taskId: "a#2" })]);
-    await until("three reports waiting", () => w["api"]["queue"].length === 3);
-    open();
-    await until("every report answered", () => api.polling && w["tasks"].size === 0);
+    const w = await behindABatch(api, t("a"), [t("b"), t("c"), t("a", { taskId: "a#2" })]);
     assert.deepEqual(api.batchSizes(), [1, 3]);
     assert.deepEqual(api.reports().sort(), ["complete a", "complete a", "complete b", "complete c"]);
     assert.deepEqual(api.of("CompleteTask").map((r) => (r as { seq: number }).seq), [1, 1, 1, 1]);
@@ -107,17 +125,10 @@ describe("batched reports", () => {
 
   it("give each report its own answer: a refusal in one spoils no other", async () => {
     const api = new BatchingFake();
-    const open = gated(api);
     api.answer("CompleteTask", new RpcError(Code.INVALID_ARGUMENT, "bad", "INVALID_REQUEST"));
-    const w = core(api, { a: (c) => c, b: (c) => c, c: (c) => c }, { concurrency: 4 });
-    w.start();
-    api.deliver([t("a", { taskId: "a#0" })]); // the batch that holds the others back
-    await until("the first batch in flight", () => api.of("ReportBatch").length === 1 && api.polling);
-    api.answer("CompleteTask", new RpcError(Code.FAILED_PRECONDITION, "stale", "STALE_LEASE"));
-    api.deliver([t("b"), t("c")]);
-    await until("two reports waiting", () => w["api"]["queue"].length === 2);
-    open();
-    await until("every report answered", () => api.polling && w["tasks"].size === 0);
+    const w = await behindABatch(api, t("a", { taskId: "a#0" }), [t("b"), t("c")], {
+      meanwhile: () => api.answer("CompleteTask", new RpcError(Code.FAILED_PRECONDITION, "stale", "STALE_LEASE")),
+    });
     // a: refused for good, released under its seq; b: the lease is gone, dropped; c: applied.
     assert.deepEqual(api.reports(), ["complete a", "complete b", "complete c", "release a / report refused"]);
     assert.equal((api.of("ReleaseTask")[0] as { seq: number }).seq, 1);
@@ -139,19 +150,7 @@ describe("batched reports", () => {
 
   it("carry a local run's AdvanceRun, and the UNIMPLEMENTED fallback of a report inside a batch", async () => {
     const api = new BatchingFake();
-    const g = Buffer.from(
-      JSON.stringify({
-        format: 1,
-        name: "f",
-        execution: "DEFAULT",
-        input: null,
-        start: "a",
-        nodes: {
-          a: { kind: "task", activity: "a", queue: "default", retry: { max_attempts: 1, backoff: "fixed", initial_ms: 1, max_ms: 1 }, timeout_ms: 60_000, next: "end", checkpoint: false },
-          end: { kind: "end" },
-        },
-      }),
-    );
+    const g = linearGraph(["a"]);
     const v = versionOf(g);
     api.definitions.set(v, g);
     api.answer("AdvanceRun", new RpcError(Code.UNIMPLEMENTED, "no AdvanceRun here"));
@@ -175,16 +174,9 @@ describe("batched reports", () => {
 
   it("split a batch the server finds too large, each report in a batch of its own", async () => {
     const api = new BatchingFake();
-    const open = gated(api);
-    const w = core(api, { a: (c) => c, b: (c) => c, c: (c) => c }, { concurrency: 4 });
-    w.start();
-    api.deliver([t("a")]);
-    await until("the first batch in flight", () => api.of("ReportBatch").length === 1 && api.polling);
-    api.answer("ReportBatch", new RpcError(Code.RESOURCE_EXHAUSTED, "too large"));
-    api.deliver([t("b"), t("c")]);
-    await until("two reports waiting", () => w["api"]["queue"].length === 2);
-    open();
-    await until("every report answered", () => api.polling && w["tasks"].size === 0);
+    const w = await behindABatch(api, t("a"), [t("b"), t("c")], {
+      meanwhile: () => api.answer("ReportBatch", new RpcError(Code.RESOURCE_EXHAUSTED, "too large")),
+    });
     assert.deepEqual(api.batchSizes(), [1, 2, 1, 1]);
     assert.deepEqual(api.reports().sort(), ["complete a", "complete b", "complete c"]);
     await w.stop(1_000);
@@ -192,16 +184,10 @@ describe("batched reports", () => {
 
   it("stay under the server's request limit that the tasks carry", async () => {
     const api = new BatchingFake();
-    const open = gated(api);
-    const w = core(api, { big: () => "x".repeat(600) }, { concurrency: 4 });
-    w.start();
     const big = (id: string): Task => task({ taskId: id, activity: "big", maxRequestBytes: 1_500 });
-    api.deliver([big("a#0")]);
-    await until("the first batch in flight", () => api.of("ReportBatch").length === 1 && api.polling);
-    api.deliver([big("a#1"), big("a#2"), big("a#3")]);
-    await until("three reports waiting", () => w["api"]["queue"].length === 3);
-    open();
-    await until("every report answered", () => api.polling && w["tasks"].size === 0);
+    const w = await behindABatch(api, big("a#0"), [big("a#1"), big("a#2"), big("a#3")], {
+      handlers: { big: () => "x".repeat(600) },
+    });
     // Two reports of ~650 bytes fit under 1,500 bytes; three do not.
     assert.deepEqual(api.batchSizes(), [1, 2, 1]);
     await w.stop(1_000);

@@ -243,6 +243,26 @@ export function core(api: WiggleApi, handlers: Record<string, Handler>, over: Pa
   );
 }
 
+/**
+ * A LOCAL graph running `steps` in order, then `end`, every step a task of `activity` (default:
+ * the step's own id) on the queue default: its bytes, as GetDefinition returns them.
+ */
+export function linearGraph(steps: readonly string[], activity?: string): Buffer {
+  const nodes: Record<string, unknown> = { end: { kind: "end" } };
+  steps.forEach((id, i) => {
+    nodes[id] = {
+      kind: "task",
+      activity: activity ?? id,
+      queue: "default",
+      retry: { max_attempts: 3, backoff: "fixed", initial_ms: 100, max_ms: 100 },
+      timeout_ms: 60_000,
+      next: steps[i + 1] ?? "end",
+      checkpoint: false,
+    };
+  });
+  return Buffer.from(JSON.stringify({ format: 1, name: "f", execution: "DEFAULT", input: null, start: steps[0], nodes }));
+}
+
 /** Resolves once `check` holds, polling the event loop; throws after `ms`. */
 export async function until(what: string, check: () => boolean, ms = 5_000): Promise<void> {
   const deadline = Date.now() + ms;

@@ -11,24 +11,7 @@ import { versionOf } from "../src/graph.js";
 import { Lease } from "../src/lease.js";
 import { Worker } from "../src/worker.js";
 import { Code, RpcError } from "../src/rpc.js";
-import { core, FakeApi, task, until } from "./fake.js";
-
-/** A LOCAL graph a -> end (one step) or a -> b -> end, every step the activity `step`. */
-function graph(steps: string[]): Buffer {
-  const nodes: Record<string, unknown> = { end: { kind: "end" } };
-  steps.forEach((id, i) => {
-    nodes[id] = {
-      kind: "task",
-      activity: "step",
-      queue: "default",
-      retry: { max_attempts: 3, backoff: "fixed", initial_ms: 100, max_ms: 100 },
-      timeout_ms: 60_000,
-      next: steps[i + 1] ?? "end",
-      checkpoint: false,
-    };
-  });
-  return Buffer.from(JSON.stringify({ format: 1, name: "f", execution: "DEFAULT", input: null, start: steps[0], nodes }));
-}
+import { core, FakeApi, linearGraph, task, until } from "./fake.js";
 
 /** A handler that waits for its lease to be lost, then fails or returns. */
 function untilLost(then: "throws" | "returns"): Handler {
@@ -48,7 +31,7 @@ describe("a lease lost while a local step ran", () => {
   ] as const) {
     it(`ends the run with no report at all (${mode}, the step ${then})`, async () => {
       const api = new FakeApi();
-      const bytes = graph([...steps]);
+      const bytes = linearGraph(steps, "step");
       const v = versionOf(bytes);
       api.definitions.set(v, bytes);
       api.answer("Heartbeat", { leaseExpiresAtMs: 0, instanceStatus: "CANCELLED", serverNowMs: 0 });
