@@ -2,8 +2,8 @@
 one protocol rule is broken.
 
 sdk/typescript/test/broken-worker.ts breaks the same rules in the TypeScript worker that
-broken_worker.py breaks in the Python one; each control runs the same cases and modes and requires
-the same evidence (test_negative_controls.CONTROLS).
+broken_worker.py breaks in the Python one, where the rule applies to it; each control runs the
+same cases and modes and requires the same evidence (test_negative_controls.CONTROLS).
 """
 
 from __future__ import annotations
@@ -22,6 +22,14 @@ from wiggle.conformance import RunnerOptions, format_table, load_cases, run_corp
 SDK = Path(__file__).resolve().parents[2] / "sdk/typescript"
 BROKEN = SDK / "build/test/broken-worker.js"
 
+#: Flaws of broken_worker.py that have no counterpart in the TypeScript worker, and why.
+NOT_APPLICABLE = {
+    "retries-results-too-deep-to-encode": "its encoder stops at the depth limit; one without "
+    "that stop overflows only thousands of levels deep, which no case reaches (the SDK's "
+    "test/protocol.test.ts checks 5,000 and 100,000 levels)",
+}
+TS_CONTROLS = [p for p in CONTROLS if p.values[0] not in NOT_APPLICABLE]
+
 
 @pytest.fixture(scope="module")
 def broken_worker() -> Path:
@@ -37,11 +45,11 @@ def test_it_breaks_every_rule_the_python_controls_break(broken_worker: Path) -> 
     listed = subprocess.run(
         ["node", str(broken_worker), "--list"], check=True, capture_output=True, text=True
     ).stdout.split()
-    assert set(listed) == set(FLAWS)
+    assert set(listed) == set(FLAWS) - set(NOT_APPLICABLE)
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize(("flaw", "cases", "modes", "evidence"), CONTROLS)
+@pytest.mark.parametrize(("flaw", "cases", "modes", "evidence"), TS_CONTROLS)
 def test_the_corpus_fails_a_broken_typescript_worker(
     broken_worker: Path, flaw: str, cases: str, modes: list[str], evidence: list[str]
 ) -> None:

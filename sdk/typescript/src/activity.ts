@@ -1,5 +1,5 @@
 /** Handlers, and how one step's run becomes an outcome the worker reports. */
-import { decode, encode, MAX_DEPTH, type Json } from "./json.js";
+import { decode, encode, MAX_DEPTH, TooDeepError, type Json } from "./json.js";
 import { DEFAULT_MAX_PAYLOAD_BYTES } from "./policy.js";
 import { NonRetryableError, type Step } from "./step.js";
 
@@ -69,6 +69,7 @@ export function failureOf(e: unknown): Failure {
  * `asPredicate`: the node is a predicate, so a boolean is its value; anything else stays a
  * context, which the server fails as it fails a SERVER-mode CompleteTask with a non-boolean.
  * `interrupted` says, after a throw, whether the worker's drain made the handler give up.
+ * A result nested deeper than `maxDepth` fails on the depth limit, however deep it is.
  */
 export async function runHandler(
   handler: Handler | undefined,
@@ -77,6 +78,7 @@ export async function runHandler(
   step: Step,
   asPredicate: boolean,
   interrupted: () => boolean,
+  maxDepth = MAX_DEPTH,
 ): Promise<Outcome> {
   if (handler === undefined) {
     return failed(`no activity named '${name}' is registered on this worker`, "ActivityNotFound");
@@ -98,9 +100,14 @@ export async function runHandler(
     return { kind: "predicate", value: result };
   }
   try {
-    const { text, depth } = encode(result);
+    // Encoded no deeper than the limit, so a result of any depth fails on it (not as "not
+    // JSON", which a stack overflow in the encoder would otherwise say).
+    const { text, depth } = encode(result, maxDepth);
     return { kind: "context", json: Buffer.from(text, "utf8"), depth };
   } catch (e) {
+    if (e instanceof TooDeepError) {
+      return tooDeep(e.depth);
+    }
     return failed(`activity '${name}' returned a value that is not JSON: ${(e as Error).message}`, "TypeError", true);
   }
 }
@@ -123,7 +130,11 @@ export function checkLimits(out: Outcome, maxPayloadBytes: number): Outcome {
     );
   }
   if (out.depth > MAX_DEPTH) {
-    return failed(`step result nests ${out.depth} levels deep; the limit is ${MAX_DEPTH}`, "TooDeep", true);
+    return tooDeep(out.depth);
   }
   return out;
+}
+
+function tooDeep(depth: number): Outcome {
+  return failed(`step result nests ${depth} levels deep; the limit is ${MAX_DEPTH}`, "TooDeep", true);
 }

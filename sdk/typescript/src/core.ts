@@ -1,13 +1,14 @@
 /**
  * The worker's machinery: the poll loop and its slots, SERVER steps, reports with seq and
- * resend, heartbeats, the drain. Local runs are in local-run.ts. {@link Worker} (worker.ts) is
- * the public face of one Core.
+ * resend, heartbeats, the drain. Local runs are in local-run.ts, batched reports in
+ * batching.ts. {@link Worker} (worker.ts) is the public face of one Core.
  */
 import { setMaxListeners } from "node:events";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 
 import { checkLimits, runHandler, type Handler, type Outcome } from "./activity.js";
+import { ReportBatcher } from "./batching.js";
 import { Definitions } from "./definitions.js";
 import { isWorkerStep, type ExecutionMode, type Graph } from "./graph.js";
 import { Lease } from "./lease.js";
@@ -26,6 +27,7 @@ import {
   sleep,
   type CallOptions,
   type Task,
+  unanswered,
   type WiggleApi,
 } from "./rpc.js";
 import { WorkerStoppingError, type Step } from "./step.js";
@@ -51,7 +53,7 @@ export const DEFAULTS = {
   localBatchSize: DEFAULT_BATCH_SIZE,
   pollWaitMs: 10_000,
   callTimeoutMs: 30_000,
-  drainTimeoutMs: 60_000,
+  drainTimeoutMs: 30_000,
 } as const;
 
 /** `<host>:<pid>:<random>`: unique among a server's workers, stable for the process's life. */
@@ -86,12 +88,16 @@ export class Core {
     this.markStopped = resolve;
   });
 
+  /** The server; reports of concurrent tasks share ReportBatch calls (batching.ts). */
+  readonly api: ReportBatcher;
+
   constructor(
-    readonly api: WiggleApi,
+    api: WiggleApi,
     readonly opts: CoreOptions,
     readonly handlers: ReadonlyMap<string, Handler>,
   ) {
     this.log = opts.logger;
+    this.api = new ReportBatcher(api, this.log);
     this.slots = new Slots(opts.concurrency);
     this.outage = new Outage(this.log);
     this.drainSignal = this.drainController.signal;
@@ -302,6 +308,11 @@ export class Core {
     );
   }
 
+  /** `out`, or the non-retryable failure it is when its result breaks the server's limits. */
+  limited(out: Outcome, t: Task): Outcome {
+    return checkLimits(out, t.maxPayloadBytes);
+  }
+
   /**
    * The one step of a SERVER task, then CompleteTask or FailTask. Without the graph the worker
    * cannot tell a predicate from a task; a boolean encodes as JSON true / false, which is what
@@ -309,7 +320,7 @@ export class Core {
    */
   private async serverStep(t: Task, lease: Lease): Promise<Task | null> {
     const step = this.stepOf(t, t.nodeId, t.activity, t.attempt, "SERVER", lease);
-    const out = checkLimits(await this.run(step, t.input, false), t.maxPayloadBytes);
+    const out = this.limited(await this.run(step, t.input, false), t);
     if (out.kind === "failure" && out.interrupted === true) {
       await this.release(t, lease, "shutdown");
       return null;
@@ -374,8 +385,14 @@ export class Core {
       this.log.info(`${what} refused: the lease is not ours`, { task: t.taskId, err: e.message });
       return;
     }
-    if (e.code === Code.CANCELLED || this.abortSignal.aborted) {
+    if (this.abortSignal.aborted) {
       return; // the worker gave up draining: behave like a crash
+    }
+    if (unanswered(e)) {
+      // Its fate stayed unknown for the whole lease: another report under its seq (a release)
+      // may not follow it, and the server is unreachable anyway. The lease expires there.
+      this.log.error(`${what} not delivered within its lease`, { task: t.taskId, err: e.message });
+      return;
     }
     this.log.error(`${what} refused`, { task: t.taskId, code: e.code, err: e.message });
     await this.release(t, lease, "report refused");
@@ -402,14 +419,16 @@ export class Core {
 
   /**
    * Sends a report, resending it unchanged while its fate is unknown, for as long as the lease
-   * lasts (at least a second): past its end the task belongs to someone else.
+   * lasts (at least a second): past its end the task belongs to someone else. One attempt
+   * never outlives the lease by much, so a hung call leaves time to resend.
    */
   async report<T>(lease: Lease, send: (o: CallOptions) => Promise<T>): Promise<T> {
     const giveUp = Date.now() + Math.max(1_000, lease.remainingMs());
     const backoff = new Backoff();
     for (;;) {
       try {
-        const resp = await send({ timeoutMs: this.opts.callTimeoutMs, signal: this.abortSignal });
+        const timeoutMs = Math.min(this.opts.callTimeoutMs, Math.max(2_000, lease.remainingMs()));
+        const resp = await send({ timeoutMs, signal: this.abortSignal });
         this.outage.succeeded();
         return resp;
       } catch (e) {
@@ -431,6 +450,7 @@ export class Core {
   /**
    * Heartbeats `lease` once, naming the step running now. An unreachable server is not fatal:
    * the next beat comes sooner, and a local run's budget check notices a deadline coming close.
+   * A refusal other than a lost lease is logged once per lease; the beats keep their cadence.
    */
   async beat(lease: Lease): Promise<void> {
     const { length, node, nodeLength } = lease;
@@ -450,11 +470,11 @@ export class Core {
         lease.lose(`heartbeat refused: ${err.message}`);
         return;
       }
-      if (!retryable(err) && err.code !== Code.CANCELLED && !lease.warned) {
+      if (!unanswered(err) && !lease.warned) {
         lease.warned = true;
         this.log.warn("heartbeat failed", { task: lease.taskId, err: err.message });
       }
-      lease.retrySoon();
+      lease.beatFailed(resendable(err));
     }
   }
 

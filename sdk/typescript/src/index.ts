@@ -14,7 +14,18 @@
 export { Worker, type RunOptions, type WorkerOptions } from "./worker.js";
 export type { Activity, Predicate } from "./activity.js";
 export { LeaseLostError, NonRetryableError, WorkerStoppingError, type Step } from "./step.js";
-export { decode, encode, JsonFloat, JsonSyntaxError, MAX_DEPTH, NotJsonError, stringify, type Json, type JsonObject } from "./json.js";
+export {
+  decode,
+  encode,
+  JsonFloat,
+  JsonSyntaxError,
+  MAX_DEPTH,
+  NotJsonError,
+  stringify,
+  TooDeepError,
+  type Json,
+  type JsonObject,
+} from "./json.js";
 export type { ExecutionMode } from "./graph.js";
 export {
   CHANNEL_OPTIONS,

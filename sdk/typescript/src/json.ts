@@ -257,14 +257,98 @@ export class NotJsonError extends TypeError {
   override name = "NotJsonError";
 }
 
+/** Thrown by {@link encode} for a value nested deeper than its `maxDepth`. */
+export class TooDeepError extends RangeError {
+  override name = "TooDeepError";
+  constructor(
+    /** How deeply the value nests arrays and objects, however deep that is. */
+    readonly depth: number,
+    readonly limit: number,
+  ) {
+    super(`the value nests ${depth} levels deep; the limit is ${limit}`);
+  }
+}
+
+/** The encoder went past its depth limit (measured again, without recursion, for the error). */
+const OVER_LIMIT = Symbol("over the depth limit");
+
 /**
  * Encodes `value` as JSON text, keeping integers, big integers and {@link JsonFloat}s apart
  * (see above). Top-level `undefined` encodes as `null` (a handler that returns nothing).
+ * A value nested deeper than `maxDepth` throws {@link TooDeepError} with its depth, however
+ * deep it is: the encoder stops at the limit, so no depth overflows the call stack.
  */
-export function encode(value: unknown): Encoded {
-  const e = new Encoder();
-  const text = e.value(value, "", 0);
+export function encode(value: unknown, maxDepth = Number.POSITIVE_INFINITY): Encoded {
+  const e = new Encoder(maxDepth);
+  let text: string | undefined;
+  try {
+    text = e.value(value, "", 0);
+  } catch (err) {
+    if (err === OVER_LIMIT) {
+      throw new TooDeepError(depthOf(value), maxDepth);
+    }
+    throw err;
+  }
   return { text: text ?? "null", depth: e.deepest };
+}
+
+/**
+ * How deeply `value` nests arrays and objects once encoded (a scalar is 0, `[]` is 1), counted
+ * without recursion, so at any depth. A value that contains itself throws {@link NotJsonError}.
+ */
+export function depthOf(value: unknown): number {
+  interface Frame {
+    readonly obj: object;
+    readonly keys: readonly string[] | null; // null: an array
+    readonly depth: number;
+    next: number;
+  }
+  const frames: Frame[] = [];
+  const path = new Set<object>();
+  let deepest = 0;
+  const enter = (v: unknown, key: string, depth: number): void => {
+    const u = shaped(v, key);
+    if (typeof u !== "object" || u === null || u instanceof JsonFloat) {
+      return;
+    }
+    if (path.has(u)) {
+      throw new NotJsonError("a value that contains itself has no JSON form");
+    }
+    path.add(u);
+    deepest = Math.max(deepest, depth + 1);
+    frames.push({ obj: u, keys: Array.isArray(u) ? null : Object.keys(u), depth: depth + 1, next: 0 });
+  };
+  enter(value, "", 0);
+  for (let f = frames.at(-1); f !== undefined; f = frames.at(-1)) {
+    const size = f.keys === null ? (f.obj as unknown[]).length : f.keys.length;
+    if (f.next >= size) {
+      frames.pop();
+      path.delete(f.obj);
+      continue;
+    }
+    const key = f.keys === null ? String(f.next) : (f.keys[f.next] as string);
+    f.next++;
+    enter((f.obj as Record<string, unknown>)[key], key, f.depth);
+  }
+  return deepest;
+}
+
+/** `v` as the encoder writes it: `toJSON` applied (once, as JSON.stringify does), unboxed. */
+function shaped(v: unknown, key: string): unknown {
+  if (typeof v !== "object" || v === null || v instanceof JsonFloat) {
+    return v;
+  }
+  const toJSON = (v as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === "function") {
+    v = (toJSON as (k: string) => unknown).call(v, key);
+    if (typeof v !== "object" || v === null || v instanceof JsonFloat) {
+      return v;
+    }
+  }
+  if (v instanceof Number || v instanceof String || v instanceof Boolean) {
+    return v.valueOf();
+  }
+  return v;
 }
 
 /** `encode(value).text`. */
@@ -299,7 +383,10 @@ class Encoder {
   deepest = 0;
   private readonly stack = new Set<object>();
 
-  value(v: unknown, key: string, depth: number): string | undefined {
+  constructor(private readonly maxDepth: number) {}
+
+  value(raw: unknown, key: string, depth: number): string | undefined {
+    const v = shaped(raw, key);
     switch (typeof v) {
       case "string":
         return JSON.stringify(v);
@@ -321,17 +408,13 @@ class Encoder {
     if (obj instanceof JsonFloat) {
       return formatNumber(obj.valueOf(), true);
     }
-    const toJSON = (obj as { toJSON?: unknown }).toJSON;
-    if (typeof toJSON === "function") {
-      return this.value((toJSON as (k: string) => unknown).call(obj, key), key, depth);
-    }
-    if (obj instanceof Number || obj instanceof String || obj instanceof Boolean) {
-      return this.value(obj.valueOf(), key, depth);
-    }
     if (this.stack.has(obj)) {
       throw new NotJsonError("a value that contains itself has no JSON form");
     }
     const level = depth + 1;
+    if (level > this.maxDepth) {
+      throw OVER_LIMIT;
+    }
     if (level > this.deepest) {
       this.deepest = level;
     }

@@ -24,7 +24,8 @@ export class Lease {
   node: string;
   nodeLength: number;
   private deadline = 0;
-  private renewedAt = 0;
+  /** When the heartbeat cadence counts from: the last renewal, or the last refused beat. */
+  private beatBase = 0;
   private lostWhy = "";
   private seq = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -77,7 +78,7 @@ export class Lease {
       }
     }
     this.deadline = t + left;
-    this.renewedAt = t;
+    this.beatBase = t;
     this.schedule(); // a renewal for a shorter step brings the next heartbeat forward
   }
 
@@ -138,9 +139,15 @@ export class Lease {
     return this.beating;
   }
 
-  /** After a heartbeat that failed in transport: try again within min(1 s, length / 6). */
-  retrySoon(): void {
-    this.renewedAt = now() - this.length / 3 + Math.min(1_000, this.length / 6);
+  /**
+   * After a heartbeat that renewed nothing. One answered by the "back off" kind (no answer, a
+   * server fault) is tried again within min(1 s, length / 6), so one lost heartbeat never costs
+   * the lease; after a fatal answer the next comes at the usual cadence, a third of the lease
+   * later, not faster.
+   */
+  beatFailed(backOff: boolean): void {
+    const t = now();
+    this.beatBase = backOff ? t - this.length / 3 + Math.min(1_000, this.length / 6) : t;
   }
 
   /** The run is over: no more heartbeats, no more listening. */
@@ -165,7 +172,7 @@ export class Lease {
     if (this.beatFn === null || this.stopped || this.lostWhy !== "" || this.beating !== null) {
       return;
     }
-    const wait = Math.max(0, this.renewedAt + this.length / 3 - now());
+    const wait = Math.max(0, this.beatBase + this.length / 3 - now());
     this.timer = setTimeout(() => {
       this.timer = undefined;
       if (!this.stopped && this.lost === "") {

@@ -13,7 +13,7 @@
  * What a crash costs follows from when results reach the server: one step in LOCAL_SYNC,
  * everything buffered since the last flush in LOCAL_ASYNC.
  */
-import { checkLimits, type Outcome } from "./activity.js";
+import type { Outcome } from "./activity.js";
 import type { Core } from "./core.js";
 import { stepActivity, stepTimeoutMs, type ExecutionMode, type Graph, type GraphNode } from "./graph.js";
 import type { Lease } from "./lease.js";
@@ -61,13 +61,21 @@ export class LocalRun {
       const isPredicate = node.kind === "predicate";
       const step = core.stepOf(t, nodeId, activity, attempt, this.mode, this.lease);
       let out = await core.run(step, input, isPredicate);
+      const lost = this.lease.lost;
+      if (lost !== "") {
+        // Lost while the step ran: no report may follow, neither a flush of what was buffered
+        // before it nor a final one (docs/worker-protocol.md, "Lost lease and the loop").
+        core.log.info("local run ends", { task: t.taskId, why: lost });
+        this.handback = "not_running";
+        return;
+      }
       if (out.kind === "failure" && out.interrupted === true) {
         // The handler gave up because the worker drains: hand back before this step.
         await this.finish("shutdown");
         return;
       }
       if (out.kind !== "predicate") {
-        out = checkLimits(out, t.maxPayloadBytes);
+        out = core.limited(out, t);
       }
       // A failure, or no boolean at a predicate (its value goes as a context, and the server
       // fails the step as it fails a SERVER-mode CompleteTask): the run ends here.

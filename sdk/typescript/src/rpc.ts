@@ -22,6 +22,8 @@ import type { HeartbeatResponse__Output } from "./gen/proto/wiggle/v1/HeartbeatR
 import type { PollTasksRequest } from "./gen/proto/wiggle/v1/PollTasksRequest.js";
 import type { PollTasksResponse__Output } from "./gen/proto/wiggle/v1/PollTasksResponse.js";
 import type { ReleaseTaskRequest } from "./gen/proto/wiggle/v1/ReleaseTaskRequest.js";
+import type { ReportBatchRequest } from "./gen/proto/wiggle/v1/ReportBatchRequest.js";
+import type { ReportBatchResponse__Output } from "./gen/proto/wiggle/v1/ReportBatchResponse.js";
 import type { TaskReportResponse__Output } from "./gen/proto/wiggle/v1/TaskReportResponse.js";
 
 export type { Task__Output as Task } from "./gen/proto/wiggle/v1/Task.js";
@@ -35,6 +37,7 @@ export type {
   HeartbeatRequest,
   PollTasksRequest,
   ReleaseTaskRequest,
+  ReportBatchRequest,
 };
 export type {
   AdvanceRunResponse__Output as AdvanceRunResponse,
@@ -42,8 +45,10 @@ export type {
   EndPollsResponse__Output as EndPollsResponse,
   HeartbeatResponse__Output as HeartbeatResponse,
   PollTasksResponse__Output as PollTasksResponse,
+  ReportBatchResponse__Output as ReportBatchResponse,
   TaskReportResponse__Output as TaskReportResponse,
 };
+export type { TaskReportAnswer__Output as TaskReportAnswer } from "./gen/proto/wiggle/v1/TaskReportAnswer.js";
 
 /** How proto-loader maps messages; proto-loader-gen-types writes the types with the same. */
 export const LOADER_OPTIONS: protoLoader.Options = {
@@ -71,7 +76,27 @@ export interface WiggleApi {
   failTask(req: FailTaskRequest, opts: CallOptions): Promise<TaskReportResponse__Output>;
   releaseTask(req: ReleaseTaskRequest, opts: CallOptions): Promise<TaskReportResponse__Output>;
   advanceRun(req: AdvanceRunRequest, opts: CallOptions): Promise<AdvanceRunResponse__Output>;
+  /** Several reports in one call (optional: without it, each report goes alone). */
+  reportBatch?(req: ReportBatchRequest, opts: CallOptions): Promise<ReportBatchResponse__Output>;
   close(): void;
+}
+
+/** The reports, by their field in TaskReport, and the RPC each is on its own. */
+export const REPORT_RPCS = {
+  complete: "CompleteTask",
+  fail: "FailTask",
+  advance: "AdvanceRun",
+  release: "ReleaseTask",
+} as const;
+export type ReportKind = keyof typeof REPORT_RPCS;
+
+/** The encoded size of report `req` as its own RPC sends it (the real serializer's count). */
+export function reportBytes(kind: ReportKind, req: unknown): number {
+  const method = wiggleService().service[REPORT_RPCS[kind]];
+  if (method === undefined) {
+    throw new Error(`the service has no ${REPORT_RPCS[kind]}`);
+  }
+  return method.requestSerialize(req).length;
 }
 
 /** gRPC status codes the worker tells apart (the numbers are gRPC's). */
@@ -122,16 +147,27 @@ export function retryable(e: RpcError): boolean {
 }
 
 /**
- * A report with this error has an unknown fate, or the server failed on it: it is resent
- * unchanged, with the same seq, which the server never applies twice.
+ * No answer from the server: unreachable, no answer in time, or a call that a proxy or the
+ * transport ended (CANCELLED, ABORTED; Wiggle's server sends neither, and a call this worker
+ * cancelled itself is no answer either: callers check their own signal). A report's fate is
+ * unknown.
+ */
+export function unanswered(e: RpcError): boolean {
+  return retryable(e) || e.code === Code.CANCELLED || e.code === Code.ABORTED;
+}
+
+/**
+ * The "back off" kind of docs/worker-protocol.md's error table: a report with this error has an
+ * unknown fate, or the server failed on it; it is resent unchanged, with the same seq, which the
+ * server never applies twice.
  */
 export function resendable(e: RpcError): boolean {
-  return retryable(e) || e.code === Code.INTERNAL || e.code === Code.UNKNOWN;
+  return unanswered(e) || e.code === Code.INTERNAL || e.code === Code.UNKNOWN;
 }
 
 /** The lease is not the worker's any more (docs/worker-protocol.md, "Errors"). */
 export function leaseLost(e: RpcError): boolean {
-  return e.code === Code.FAILED_PRECONDITION || e.code === Code.NOT_FOUND || e.code === Code.ABORTED;
+  return e.code === Code.FAILED_PRECONDITION || e.code === Code.NOT_FOUND;
 }
 
 /** TLS settings: trust `ca` (PEM; else the system's roots), present `cert` and `key` (mTLS). */
@@ -340,6 +376,9 @@ export class GrpcApi implements WiggleApi {
   }
   advanceRun(req: AdvanceRunRequest, opts: CallOptions): Promise<AdvanceRunResponse__Output> {
     return this.call("AdvanceRun", req, opts);
+  }
+  reportBatch(req: ReportBatchRequest, opts: CallOptions): Promise<ReportBatchResponse__Output> {
+    return this.call("ReportBatch", req, opts);
   }
   close(): void {
     this.client.close();

@@ -23,7 +23,7 @@ export interface WorkerOptions {
   readonly pollWaitMs?: number;
   /** The deadline of every other call. Default 30 s. */
   readonly callTimeoutMs?: number;
-  /** How long a drain waits for running steps before it drops them as a crash would. Default 60 s. */
+  /** How long a drain waits for running steps before it drops them as a crash would. Default 30 s. */
   readonly drainTimeoutMs?: number;
   /**
    * Also abort `step.signal` when the drain begins. A handler that then throws is given back

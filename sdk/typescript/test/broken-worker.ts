@@ -3,15 +3,20 @@
  * broken, for the corpus's negative controls (tests/conformance/test_negative_controls_typescript.py).
  * `node build/test/broken-worker.js FLAW` patches one thing, then serves the conformance
  * activities exactly as the `wiggle-conformance-worker` bin does; `--list` prints the flaws.
- * The flaws are those of tests/conformance/broken_worker.py, for the Python worker.
+ * The flaws are those of tests/conformance/broken_worker.py, for the Python worker, but for
+ * `retries-results-too-deep-to-encode`: this worker's encoder stops at the depth limit, and
+ * one without that stop overflows its stack only thousands of levels deep, which no corpus
+ * case reaches (test/protocol.test.ts checks 5,000 and 100,000 levels).
  */
+import { runHandler, type Outcome } from "../src/activity.js";
+import { ReportBatcher } from "../src/batching.js";
 import { main } from "../src/conformance/main.js";
 import { Core } from "../src/core.js";
 import type { GraphNode } from "../src/graph.js";
 import { Lease } from "../src/lease.js";
 import { LocalRun } from "../src/local-run.js";
-import type { Outcome } from "../src/activity.js";
-import type { StepResult } from "../src/rpc.js";
+import { resendable, RpcError, sleep, type CallOptions, type StepResult, type Task } from "../src/rpc.js";
+import type { Step } from "../src/step.js";
 
 /** What the private state of a LocalRun holds, for the patches below. */
 interface RunState {
@@ -19,6 +24,18 @@ interface RunState {
   buffer: unknown[];
   core: Core;
 }
+
+/** What the private state of a Core holds, for the patches below. */
+interface CoreState {
+  pollController: AbortController;
+  pollerDone: Promise<void>;
+  markStopped: () => void;
+  startTask(t: Task, holdsSlot: boolean): boolean;
+}
+
+type Send<T> = (o: CallOptions & { seq?: number }) => Promise<T>;
+type Submit = (kind: string, req: { seq?: number }, opts: CallOptions & { seq?: number }) => Promise<unknown>;
+const proto = (c: object): Record<string, unknown> => c as unknown as Record<string, unknown>;
 
 const FLAWS: Record<string, () => void> = {
   // Runs every LOCAL task as one SERVER step (CompleteTask), never AdvanceRun.
@@ -56,6 +73,76 @@ const FLAWS: Record<string, () => void> = {
         return { nodeId, context: Buffer.from(String(out.value)) };
       }
       return original.call(this, nodeId, out);
+    };
+  },
+  // Numbers no report (seq 0), and resends a report of unknown fate so.
+  "resends-without-seq": () => {
+    Lease.prototype.nextSeq = () => 0;
+  },
+  // Gives a report up when its answer is lost, instead of resending it.
+  "never-resends": () => {
+    Core.prototype.report = function <T>(this: Core, _lease: Lease, send: (o: CallOptions) => Promise<T>): Promise<T> {
+      return send({ timeoutMs: this.opts.callTimeoutMs, signal: this.abortSignal });
+    };
+  },
+  // Resends a report whose answer was lost under the next seq, as if the lost one was applied.
+  "resends-with-a-new-seq": () => {
+    const submit = proto(ReportBatcher.prototype)["submit"] as Submit;
+    proto(ReportBatcher.prototype)["submit"] = function (this: ReportBatcher, kind: string, req: { seq?: number }, opts: CallOptions & { seq?: number }) {
+      return submit.call(this, kind, opts.seq === undefined ? req : { ...req, seq: opts.seq }, opts);
+    };
+    Core.prototype.report = async function <T>(this: Core, lease: Lease, send: Send<T>): Promise<T> {
+      for (let i = 0; ; i++) {
+        const seq = lease.nextSeq();
+        try {
+          const resp = await send({ timeoutMs: this.opts.callTimeoutMs, signal: this.abortSignal, seq });
+          lease.applied(seq);
+          return resp;
+        } catch (e) {
+          const err = RpcError.of(e);
+          if (!resendable(err) || i >= 20) {
+            throw err;
+          }
+          lease.applied(seq); // taken for applied: the resend gets the next number
+          await sleep(100);
+        }
+      }
+    } as typeof Core.prototype.report;
+  },
+  // On SIGTERM stops at once: no hand-back, no ReleaseTask.
+  "exits-without-handing-back": () => {
+    Core.prototype.stop = function (this: Core): Promise<void> {
+      this.abort();
+      this.api.close();
+      (this as unknown as CoreState).markStopped();
+      return Promise.resolve();
+    };
+  },
+  // Sends results over the payload or depth limit to the server.
+  "skips-result-limits": () => {
+    Core.prototype.limited = (out: Outcome) => out;
+    Core.prototype.run = function (this: Core, step: Step, input: Uint8Array, asPredicate: boolean): Promise<Outcome> {
+      const interrupted = (): boolean => this.opts.abortStepsOnDrain && this.draining && step.signal.aborted;
+      return runHandler(this.handlers.get(step.activity), step.activity, input, step, asPredicate, interrupted, Infinity);
+    };
+  },
+  // Gives up a task whose report was refused without releasing it.
+  "keeps-refused-tasks": () => {
+    Core.prototype.refused = () => Promise.resolve();
+  },
+  // On a drain cancels its open poll instead of ending it with EndPolls.
+  "cancels-its-poll": () => {
+    proto(Core.prototype)["endPolls"] = async function (this: Core): Promise<void> {
+      const core = this as unknown as CoreState;
+      core.pollController.abort();
+      await core.pollerDone;
+    };
+  },
+  // Runs a task that arrives during a drain instead of releasing it.
+  "runs-tasks-received-while-draining": () => {
+    proto(Core.prototype)["releaseAll"] = function (this: Core, tasks: readonly Task[]): Promise<void> {
+      tasks.forEach((t) => (this as unknown as CoreState).startTask(t, false));
+      return Promise.resolve();
     };
   },
 };

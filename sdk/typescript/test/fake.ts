@@ -34,6 +34,7 @@ export const quiet: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 export interface Call {
   readonly method: string;
   readonly req: unknown;
+  readonly opts?: CallOptions | undefined;
 }
 
 type Answer<T> = T | RpcError | ((req: never) => T | RpcError | Promise<T | RpcError>);
@@ -55,8 +56,8 @@ export class FakeApi implements WiggleApi {
     this.queued.set(method, q);
   }
 
-  private async next<T>(method: string, req: unknown, fallback: () => T): Promise<T> {
-    this.calls.push({ method, req });
+  private async next<T>(method: string, req: unknown, fallback: () => T, opts?: CallOptions): Promise<T> {
+    this.calls.push({ method, req, opts });
     const a = this.queued.get(method)?.shift();
     let v: unknown = a === undefined ? fallback() : a;
     if (typeof v === "function") {
@@ -116,7 +117,7 @@ export class FakeApi implements WiggleApi {
       if (g === undefined) {
         throw new RpcError(Code.NOT_FOUND, "no such version", "DEFINITION_NOT_FOUND");
       }
-      return { name: req.name ?? "", version: req.version ?? "", graph: g, registeredAtMs: 0 };
+      return { name: req.name ?? "", version: req.version ?? "", graph: g, registeredAtMs: 0, nodeCounts: [] };
     });
   }
 
@@ -127,23 +128,28 @@ export class FakeApi implements WiggleApi {
     });
   }
 
-  completeTask(req: CompleteTaskRequest): Promise<TaskReportResponse> {
-    return this.next("CompleteTask", req, () => ({ instanceStatus: "RUNNING", nextTask: null }));
+  completeTask(req: CompleteTaskRequest, opts?: CallOptions): Promise<TaskReportResponse> {
+    return this.next("CompleteTask", req, () => ({ instanceStatus: "RUNNING", nextTask: null }), opts);
   }
 
-  failTask(req: FailTaskRequest): Promise<TaskReportResponse> {
-    return this.next("FailTask", req, () => ({ instanceStatus: "RUNNING", nextTask: null }));
+  failTask(req: FailTaskRequest, opts?: CallOptions): Promise<TaskReportResponse> {
+    return this.next("FailTask", req, () => ({ instanceStatus: "RUNNING", nextTask: null }), opts);
   }
 
-  releaseTask(req: ReleaseTaskRequest): Promise<TaskReportResponse> {
-    return this.next("ReleaseTask", req, () => ({ instanceStatus: "RUNNING", nextTask: null }));
+  releaseTask(req: ReleaseTaskRequest, opts?: CallOptions): Promise<TaskReportResponse> {
+    return this.next("ReleaseTask", req, () => ({ instanceStatus: "RUNNING", nextTask: null }), opts);
   }
 
-  advanceRun(req: AdvanceRunRequest): Promise<AdvanceRunResponse> {
-    return this.next("AdvanceRun", req, () => {
-      const now = Date.now();
-      return { instanceStatus: "RUNNING", leaseExpiresAtMs: now + 60_000, keepGoing: req.final !== true, serverNowMs: now };
-    });
+  advanceRun(req: AdvanceRunRequest, opts?: CallOptions): Promise<AdvanceRunResponse> {
+    return this.next(
+      "AdvanceRun",
+      req,
+      () => {
+        const now = Date.now();
+        return { instanceStatus: "RUNNING", leaseExpiresAtMs: now + 60_000, keepGoing: req.final !== true, serverNowMs: now };
+      },
+      opts,
+    );
   }
 
   close(): void {
@@ -235,6 +241,26 @@ export function core(api: WiggleApi, handlers: Record<string, Handler>, over: Pa
     },
     new Map(Object.entries(handlers)),
   );
+}
+
+/**
+ * A LOCAL graph running `steps` in order, then `end`, every step a task of `activity` (default:
+ * the step's own id) on the queue default: its bytes, as GetDefinition returns them.
+ */
+export function linearGraph(steps: readonly string[], activity?: string): Buffer {
+  const nodes: Record<string, unknown> = { end: { kind: "end" } };
+  steps.forEach((id, i) => {
+    nodes[id] = {
+      kind: "task",
+      activity: activity ?? id,
+      queue: "default",
+      retry: { max_attempts: 3, backoff: "fixed", initial_ms: 100, max_ms: 100 },
+      timeout_ms: 60_000,
+      next: steps[i + 1] ?? "end",
+      checkpoint: false,
+    };
+  });
+  return Buffer.from(JSON.stringify({ format: 1, name: "f", execution: "DEFAULT", input: null, start: steps[0], nodes }));
 }
 
 /** Resolves once `check` holds, polling the event loop; throws after `ms`. */

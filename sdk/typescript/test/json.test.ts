@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { decode, encode, JsonFloat, stringify } from "../src/json.js";
+import { decode, depthOf, encode, JsonFloat, stringify, TooDeepError } from "../src/json.js";
 
 const roundTrip = (text: string): string => stringify(decode(text));
 
@@ -66,6 +66,23 @@ describe("lossless JSON", () => {
     const cyclic: Record<string, unknown> = {};
     cyclic["self"] = cyclic;
     assert.throws(() => stringify(cyclic), /contains itself/);
+  });
+
+  it("stops at a depth limit and measures the value however deep, without recursion", () => {
+    let v: unknown = 1;
+    for (let i = 0; i < 200_000; i++) {
+      v = i % 2 === 0 ? [v] : { k: v };
+    }
+    assert.throws(
+      () => encode(v, 128),
+      (e: unknown) => e instanceof TooDeepError && e.depth === 200_000 && /nests 200000 levels deep; the limit is 128/.test(e.message),
+    );
+    assert.equal(encode([[1]], 2).text, "[[1]]");
+    assert.equal(depthOf({ a: [[1]], b: { toJSON: () => [] } }), 3);
+    assert.equal(depthOf(new Date(0)), 0);
+    const cyclic: unknown[] = [];
+    cyclic.push([cyclic]);
+    assert.throws(() => depthOf(cyclic), /contains itself/);
   });
 
   it("refuses text that is not JSON, with where", () => {

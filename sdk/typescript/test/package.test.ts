@@ -38,6 +38,7 @@ it("require() and import give the same API, conformance subpath included, and no
     "NonRetryableError",
     "NotJsonError",
     "SDK",
+    "TooDeepError",
     "Worker",
     "WorkerStoppingError",
     "conformance.TRACE_ENV",

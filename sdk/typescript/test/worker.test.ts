@@ -7,31 +7,10 @@ import { versionOf } from "../src/graph.js";
 import { Code, RpcError, type Task } from "../src/rpc.js";
 import { LeaseLostError, NonRetryableError, type Step } from "../src/step.js";
 import { Worker } from "../src/worker.js";
-import { core, FakeApi, task, until } from "./fake.js";
+import { core, FakeApi, linearGraph, task, until } from "./fake.js";
 
-/** A two-step LOCAL graph a -> b -> end on the queue default. */
-function graphBytes(over: Record<string, unknown> = {}): Buffer {
-  const step = (next: string, more: object = {}): object => ({
-    kind: "task",
-    activity: "step",
-    queue: "default",
-    retry: { max_attempts: 3, backoff: "fixed", initial_ms: 100, max_ms: 100 },
-    timeout_ms: 60_000,
-    next,
-    checkpoint: false,
-    ...more,
-  });
-  return Buffer.from(
-    JSON.stringify({
-      format: 1,
-      name: "f",
-      execution: "DEFAULT",
-      input: null,
-      start: "a",
-      nodes: { a: step("b"), b: step("c"), c: step("end"), end: { kind: "end" }, ...over },
-    }),
-  );
-}
+/** The LOCAL graph a -> b -> c -> end, every step the activity `step`. */
+const graphBytes = (): Buffer => linearGraph(["a", "b", "c"], "step");
 
 async function serve(api: FakeApi, handlers: Record<string, Handler>, tasks: Task[], over = {}): Promise<ReturnType<typeof core>> {
   const w = core(api, handlers, over);
