@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["create_database", "drop_database", "postgres_server", "sqlalchemy_url"]
+__all__ = ["create_database", "drop_database", "libpq_url", "postgres_server", "sqlalchemy_url"]
 
 
 def sqlalchemy_url(url: str) -> str:
@@ -32,10 +32,16 @@ def sqlalchemy_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def _libpq(url: str) -> str:
+def libpq_url(url: str) -> str:
+    """`url` as the connection string psycopg.connect takes: the keywords SQLAlchemy itself
+    would pass, so a multi-host URL (`?host=a:5432&host=b:5432&target_session_attrs=...`)
+    keeps every host."""
+    from psycopg.conninfo import make_conninfo
     from sqlalchemy import make_url
 
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    parsed = make_url(sqlalchemy_url(url))
+    _args, params = parsed.get_dialect()().create_connect_args(parsed)
+    return make_conninfo(**params)
 
 
 @contextmanager
@@ -67,7 +73,7 @@ def create_database(base_url: str, prefix: str = "wiggle") -> str:
     from sqlalchemy import make_url
 
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_libpq(base_url), autocommit=True) as conn:
+    with psycopg.connect(libpq_url(base_url), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return sqlalchemy_url(make_url(base_url).set(database=name).render_as_string(False))
 
@@ -78,6 +84,6 @@ def drop_database(database_url: str) -> None:
     from sqlalchemy import make_url
 
     parsed = make_url(database_url)
-    admin = _libpq(parsed.set(database="postgres").render_as_string(False))
+    admin = libpq_url(parsed.set(database="postgres").render_as_string(False))
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{parsed.database}" WITH (FORCE)')

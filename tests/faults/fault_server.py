@@ -3,11 +3,17 @@ interceptor that can lose answers and that counts what the server refused.
 
     python fault_server.py --database URL --address HOST:PORT [--lose P] [--lose-methods M,...]
                            [--seed N] [--stats FILE] [--leader-ttl S] [--node-id ID]
+                           [--database-profile distributed] [--inject-serialization P]
+                           [--inject-drop P]
 
 `--lose P`: after a listed method has run (and committed), answer UNAVAILABLE instead of its
 response with probability P, as a connection lost after the commit would. Every lost answer
 and every refusal with a Wiggle error code is appended to the stats file, one line each
 (`lost METHOD`, `refused CODE METHOD`), so the counts survive a kill -9.
+`--inject-serialization P`, `--inject-drop P`: the commit fault injector of the distributed
+simulation (injector.py) on the engine's connections; at a graceful stop the injector's counts
+(`injected FATE N`) and the engine's retries (`retried REASON N`, under the distributed profile)
+are appended to the stats file.
 Prints `listening on HOST:PORT` once it serves; stops gracefully on SIGTERM.
 """
 
@@ -24,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+from injector import Injector
 
 from wiggle.engine import Engine
 from wiggle.server import Server, ServerConfig
@@ -39,7 +46,7 @@ class Faults(grpc.ServerInterceptor):  # type: ignore[type-arg]
         self._lock = threading.Lock()
         self._fd = os.open(stats, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if stats else None
 
-    def _note(self, line: str) -> None:
+    def note(self, line: str) -> None:
         if self._fd is not None:
             os.write(self._fd, (line + "\n").encode())
 
@@ -62,14 +69,14 @@ class Faults(grpc.ServerInterceptor):  # type: ignore[type-arg]
             except BaseException:
                 code = dict(context.trailing_metadata() or ()).get("wiggle-error-code", "")
                 if code:
-                    self._note(f"refused {code} {name}")
+                    self.note(f"refused {code} {name}")
                 raise
             if name == "ReportBatch":  # refusals inside a batch are answers, not trailers
                 for answer in response.answers:
                     if answer.WhichOneof("answer") == "error" and answer.error.error_code:
-                        self._note(f"refused {answer.error.error_code} ReportBatch")
+                        self.note(f"refused {answer.error.error_code} ReportBatch")
             if name in self._methods and self._loses():
-                self._note(f"lost {name}")
+                self.note(f"lost {name}")
                 context.abort(grpc.StatusCode.UNAVAILABLE, "fault: answer lost after commit")
             return response
 
@@ -91,6 +98,9 @@ def main() -> int:
     parser.add_argument("--leader-ttl", type=float, default=2.0)
     parser.add_argument("--node-id", default=None)
     parser.add_argument("--mode", default="SERVER")
+    parser.add_argument("--database-profile", default="default")
+    parser.add_argument("--inject-serialization", type=float, default=0.0)
+    parser.add_argument("--inject-drop", type=float, default=0.0)
     args = parser.parse_args()
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(process)d %(name)s: %(message)s"
@@ -102,7 +112,12 @@ def main() -> int:
         node_id=args.node_id,
         leader_ttl_s=args.leader_ttl,
         default_mode=ExecutionMode(args.mode),
+        database_profile=args.database_profile,
     )
+    injector = None
+    if args.inject_serialization or args.inject_drop:
+        injector = Injector(args.inject_serialization, args.inject_drop, seed=args.seed)
+        injector.install(engine.db.sa)
     faults = Faults(args.lose, set(args.lose_methods.split(",")), args.seed, args.stats)
     server = Server(
         engine,
@@ -117,7 +132,12 @@ def main() -> int:
     print(f"listening on {server.address}", flush=True)
     while not stop.wait(0.5):
         pass
+    retries = dict(getattr(engine.db, "retries", {}))
     server.stop()
+    for fate, n in sorted((injector.counts if injector else {}).items()):
+        faults.note(f"injected {fate} {n}")
+    for reason, n in sorted(retries.items()):
+        faults.note(f"retried {reason} {n}")
     return 0
 
 

@@ -146,7 +146,10 @@ class Cluster:
         node_id: str | None = None,
         leader_ttl: float = 2.0,
         seed: int = 1,
+        profile: str = "default",
+        inject: tuple[float, float] = (0.0, 0.0),
     ) -> tuple[Proc, str]:
+        """A fault server; `inject`: (serialisation failures, dropped COMMITs) per commit."""
         args = [
             sys.executable,
             str(HERE / "fault_server.py"),
@@ -165,6 +168,10 @@ class Cluster:
         ]
         if lose_methods:
             args += ["--lose-methods", lose_methods]
+        if profile != "default":
+            args += ["--database-profile", profile]
+        if any(inject):
+            args += ["--inject-serialization", str(inject[0]), "--inject-drop", str(inject[1])]
         if node_id:
             args += ["--node-id", node_id]
         proc = Proc(args)
@@ -224,7 +231,8 @@ def read_ledger(path: Path) -> list[Execution]:
 
 def read_stats(path: Path) -> Counter[str]:
     """`lost METHOD` / `refused CODE METHOD` lines counted as `lost`, `lost:METHOD`,
-    `refused:CODE`."""
+    `refused:CODE`; a stopped server's `injected FATE N` and `retried REASON N` as
+    `injected:FATE` and `retried:REASON` (summed over servers)."""
     counts: Counter[str] = Counter()
     if not path.exists():
         return counts
@@ -235,6 +243,8 @@ def read_stats(path: Path) -> Counter[str]:
             counts[f"lost:{parts[1]}"] += 1
         elif parts[0] == "refused":
             counts[f"refused:{parts[1]}"] += 1
+        elif parts[0] in ("injected", "retried"):
+            counts[f"{parts[0]}:{parts[1]}"] += int(parts[2])
     return counts
 
 

@@ -12,6 +12,7 @@ from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
 
 from . import _schema as s
 from ._db import Database
+from ._keyed import CLAIM_EVENTS
 from ._tx import loads
 from ._types import TaskActivation, TokenState, resolve_mode
 
@@ -89,13 +90,25 @@ WITH pick AS (
     RETURNING t.id, t.lease, t.lease_expires_at_ms, t.instance_id, t.version, t.node_id,
               t.queue, t.attempt, t.context, t.input, t.loop_counts, t.timeout_ms
 ), ev AS (
-    INSERT INTO wiggle_events (instance_id, at_ms, kind, node_id, attempt, detail)
-    SELECT instance_id, lease_expires_at_ms - timeout_ms, 'step_started', node_id, attempt,
-           %(detail)s
-    FROM c
+    {events}
 )
 SELECT * FROM c
 """
+_PG_CLAIM_EVENTS = """INSERT INTO wiggle_events (instance_id, at_ms, kind, node_id, attempt, detail)
+    SELECT instance_id, lease_expires_at_ms - timeout_ms, 'step_started', node_id, attempt,
+           %(detail)s
+    FROM c"""
+
+
+def pg_claim_sql(db: Database, by_activity: bool) -> str:
+    """PostgreSQL's claim statement (parameters queues, lim, worker, detail, and acts when
+    `by_activity`)."""
+    return _PG_CLAIM.format(
+        lease=db.lease_id_sql,
+        now=db.now_sql,
+        by_activity="AND (activity IS NULL OR activity = ANY(%(acts)s))" if by_activity else "",
+        events=CLAIM_EVENTS if db.distributed else _PG_CLAIM_EVENTS,
+    )
 
 
 def claim(
@@ -114,17 +127,10 @@ def claim(
         params["acts"] = list(activities)
     detail = '{"worker":' + _json_str(worker_id) + "}"
     if db.is_postgres:
-        sql = db.cached(
-            f"pg-claim:{by_activity}",
-            lambda: _PG_CLAIM.format(
-                lease=db.lease_id_sql,
-                now=db.now_sql,
-                by_activity="AND (activity IS NULL OR activity = ANY(%(acts)s))"
-                if by_activity
-                else "",
-            ),
-        )
+        sql = db.cached(f"pg-claim:{by_activity}", lambda: pg_claim_sql(db, by_activity))
         rows = conn.exec_driver_sql(sql, {**params, "detail": detail}).all()
+        if not rows:
+            db.wrote_nothing(conn)
     else:
         rows = conn.execute(claim_stmt(db, by_activity), params).all()
     tasks = [activation(r._mapping, graph_of(conn, r.version), default_mode) for r in rows]

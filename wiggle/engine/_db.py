@@ -5,6 +5,10 @@ transaction, one in-process write lock (so threads queue in Python instead of sp
 SQLITE_BUSY) and a retry when another process holds the lock, so "database is locked" never
 reaches a caller. PostgreSQL: READ COMMITTED, row locks, a retry on deadlock or serialisation
 failure, and LISTEN/NOTIFY to wake pollers in other processes.
+
+The distributed database profile (`_distributed.DistributedDatabase`) overrides the seams marked
+"profile seam" below: how one transaction runs and commits, what is transient, what a commit
+wakes, how other processes' tasks are noticed, how schema creation is serialised.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from sqlalchemy.engine import Engine as SAEngine
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import StaticPool
 
+from wiggle._postgres import libpq_url
 from wiggle.errors import InvalidRequest, Unavailable
 
-from ._wakeups import Wakeups
+from ._wakeups import Waiters, Wakeups
 
 __all__ = ["NOTIFY_CHANNEL", "Database"]
 
@@ -52,6 +57,9 @@ def _normalise(url: str) -> str:
 
 class Database:
     """One SQLAlchemy engine plus the dialect-specific pieces the engine needs."""
+
+    #: Under the distributed profile: events and signals keyed by the engine (engine/_keyed.py).
+    distributed = False
 
     def __init__(self, url: str) -> None:
         self.url = _normalise(url)
@@ -128,9 +136,17 @@ class Database:
 
     # -- transactions ---------------------------------------------------------------------------
 
-    def write(self, fn: Callable[[Connection], T]) -> T:
-        """Run `fn` in one write transaction, retrying transient lock conflicts."""
+    def write(self, fn: Callable[[Connection], T], *, idempotent: bool = False) -> T:
+        """Run `fn` in one write transaction, retrying transient lock conflicts.
+
+        `idempotent`: running `fn` a second time after it committed changes nothing and gives
+        an equivalent answer (the distributed profile then runs it again when a dropped
+        connection hides whether its COMMIT took effect, instead of proving the outcome)."""
         return self._run(fn, read=False)
+
+    def wrote_nothing(self, conn: Connection) -> None:
+        """This transaction changed nothing (a claim that found no task): nothing to prove
+        about its COMMIT (profile seam)."""
 
     def read(self, fn: Callable[[Connection], T]) -> T:
         return self._run(fn, read=True)
@@ -175,19 +191,27 @@ class Database:
             if read:
                 conn = conn.execution_options(wiggle_read=True)
             try:
-                with conn.begin():
-                    result = fn(conn)
+                result = self._transaction(conn, fn)
             finally:
                 # Wake-ups a transaction queued count only if it committed: on an error this
                 # is dropped, and the code below is not reached.
                 done: Wakeups | None = conn.info.pop(_AFTER_COMMIT, None)
                 logged = conn.info.pop(_EVENTS, None)
+        self._deliver(done, logged)
+        return result
+
+    def _transaction(self, conn: Connection, fn: Callable[[Connection], T]) -> T:
+        """`fn` in one transaction, committed (profile seam)."""
+        with conn.begin():
+            return fn(conn)
+
+    def _deliver(self, done: Wakeups | None, logged: list[Any] | None) -> None:
+        """What a committed transaction did, to this process's waiters and observers."""
         if done:
             self._committed(done)
         if logged:
             for observe in self.event_observers:
                 observe(logged)
-        return result
 
     # -- wake-ups -------------------------------------------------------------------------------
 
@@ -203,6 +227,7 @@ class Database:
         conn.info.setdefault(_EVENTS, []).extend(events)
 
     def _committed(self, done: Wakeups) -> None:
+        """Wake this process's waiters, and NOTIFY other processes' pollers (profile seam)."""
         if self.on_commit is not None:
             self.on_commit(done)  # this process's waiters, at once
         if not (self.is_postgres and done.queues):
@@ -245,10 +270,12 @@ class Database:
         return code in _PG_RETRY_CODES
 
     def libpq_url(self) -> str:
-        return make_url(self.url).set(drivername="postgresql").render_as_string(hide_password=False)
+        return libpq_url(self.url)
 
-    def listen(self, on_notify: Callable[[], None], stop: threading.Event) -> threading.Thread:
-        """Start a daemon thread that calls `on_notify` for every NOTIFY on our channel."""
+    def listen(self, waiters: Waiters, stop: threading.Event) -> threading.Thread:
+        """Start a daemon thread that tells `waiters` of every NOTIFY on our channel: tasks
+        other processes made READY (profile seam)."""
+        on_notify = waiters.notified
 
         def run() -> None:
             while not stop.is_set():
@@ -267,6 +294,15 @@ class Database:
         t = threading.Thread(target=run, name="wiggle-listen", daemon=True)
         t.start()
         return t
+
+    def lock_schema(self, conn: Connection) -> None:
+        """Serialise schema creation across processes: an advisory lock on PostgreSQL, released
+        at commit (SQLite's BEGIN IMMEDIATE already does) (profile seam)."""
+        if self.is_postgres:
+            conn.exec_driver_sql("SELECT pg_advisory_xact_lock(8245001)")
+
+    def sweep(self) -> None:
+        """The leader's housekeeping of the database layer, once per tick (profile seam)."""
 
     def dispose(self) -> None:
         with self._notify_cond:

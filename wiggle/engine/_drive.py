@@ -195,7 +195,9 @@ def take_signal(tx: Tx, instance_id: str, name: str, tok: Tok) -> Json:
     if row is None:
         return MISSING
     tx.conn.execute(
-        update(sig).where(sig.c.seq == row.seq).values(consumed_at_ms=tx.now, token_id=tok.id)
+        update(sig)
+        .where(sig.c.instance_id == instance_id, sig.c.seq == row.seq)
+        .values(consumed_at_ms=tx.now, token_id=tok.id)
     )
     tx.event(instance_id, "signal_consumed", tok.node_id, 0, signal=name, seq=row.seq)
     return loads(row.payload)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from wiggle._group import GroupCommit
 from wiggle.errors import (
@@ -36,6 +36,7 @@ from ._db import Database
 from ._engine_definitions import Definitions
 from ._engine_repairs import Repairs
 from ._engine_views import Views
+from ._profile import DatabaseProfile, open_database
 from ._starts import StartRequest, apply_starts
 from ._tx import FenceLost, Tx, new_id
 from ._types import (
@@ -73,8 +74,9 @@ class Engine(Definitions, Views, Repairs):
         default_mode: ExecutionMode = ExecutionMode.SERVER,
         node_id: str | None = None,
         leader_ttl_s: float = 10.0,
+        database_profile: DatabaseProfile | str = DatabaseProfile.DEFAULT,
     ) -> None:
-        self.db = Database(database_url)
+        self.db: Database = open_database(database_url, database_profile)
         self.default_mode = default_mode
         self.node_id = node_id or f"engine-{new_id()[:12]}"
         self.leader_ttl_s = leader_ttl_s
@@ -101,16 +103,26 @@ class Engine(Definitions, Views, Repairs):
             self._run_starts, max_batch=64, max_active=2 if self.db.is_postgres else 1
         )
         try:
-            self.db.write(self._ensure_schema)
+            self._create_schema()
         except BaseException:
             self.db.dispose()
             raise
 
+    def _create_schema(self) -> None:
+        """Create, upgrade or check the schema. Under the distributed profile, which takes no
+        advisory lock, an engine that lost a race to create it tries again and finds it."""
+        for attempt in range(3):
+            try:
+                self.db.write(self._ensure_schema)
+                return
+            except (IntegrityError, ProgrammingError):
+                if not self.db.distributed or attempt == 2:
+                    raise
+
     def _ensure_schema(self, conn: Connection) -> None:
-        if self.db.is_postgres:
-            conn.exec_driver_sql(s.advisory_lock_sql())
+        self.db.lock_schema(conn)
         now = int(conn.execute(select(self.db.now)).scalar_one())
-        s.ensure_schema(conn, now)
+        s.ensure_schema(conn, now, distributed=self.db.distributed)
 
     @property
     def sa_engine(self) -> Any:
@@ -291,7 +303,9 @@ class Engine(Definitions, Views, Repairs):
             return answers
 
         try:
-            answers = self.db.write(fn)
+            # Reports numbered under their lease are answered again, never applied twice, so a
+            # batch whose COMMIT was lost in a dropped connection may simply run again.
+            answers = self.db.write(fn, idempotent=all(r.seq > 0 for r in reports))
         except Unavailable as exc:
             return [exc] * len(reports)
         except FenceLost as exc:
@@ -328,7 +342,7 @@ class Engine(Definitions, Views, Repairs):
                 raise StaleLease(task_id)
             return HeartbeatResult(0, InstanceStatus(seen.status))
 
-        return self.db.write(fn)
+        return self.db.write(fn, idempotent=True)
 
     def _step_timeout(self, conn: Connection, task_id: str, node_id: str) -> int | None:
         """The timeout of `node_id` if it is a step a worker runs in the task's graph."""
@@ -367,7 +381,7 @@ class Engine(Definitions, Views, Repairs):
         if self.db.is_postgres and self._listener is None:
             with self._listener_lock:
                 if self._listener is None:
-                    self._listener = self.db.listen(self.waiters.notified, self._stop)
+                    self._listener = self.db.listen(self.waiters, self._stop)
         self.waiters.wait_for_tasks(queues, timeout_s, waiter)
 
     def wake(self) -> None:

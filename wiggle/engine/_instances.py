@@ -13,6 +13,7 @@ from wiggle.graph import Await, ExecutionMode, Graph
 from . import _describe
 from . import _schema as s
 from ._drive import deliver, finish_instance, inst_from_row, place
+from ._keyed import signal_seq
 from ._reports import INSTANCE_FIELDS
 from ._tx import TOKEN_COLUMNS, Inst, Tx, dumps, loads
 from ._types import (
@@ -77,9 +78,11 @@ def signal(eng: Engine, conn: Connection, instance_id: str, name: str, payload: 
             target = (tx.adopt(row), node)
             break
     consumed = None if target is None else tx.now
+    keyed = {"seq": signal_seq(inst.id, eng.db.now_sql)} if eng.db.distributed else {}
     seq = conn.execute(
         s.signals.insert()
         .values(
+            **keyed,
             instance_id=inst.id,
             name=name,
             payload=dumps(payload),

@@ -16,7 +16,15 @@ from sqlalchemy import BigInteger, Integer
 
 from . import _schema as s
 
-__all__ = ["FENCE_COLUMNS", "TOKEN_COLUMN_NAMES", "lock_tasks_sql", "pg_write"]
+__all__ = [
+    "FENCE_COLUMNS",
+    "PARAM_KEYS",
+    "TOKEN_COLUMN_NAMES",
+    "lock_tasks_sql",
+    "pg_ctes",
+    "pg_write",
+    "with_ctes",
+]
 
 TOKEN_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in s.tokens.c)
 
@@ -72,7 +80,7 @@ _SEARCH_TYPES = {
 }
 
 
-def _build_pg_write(
+def pg_ctes(
     inserts: bool,
     updates: bool,
     events: bool,
@@ -80,17 +88,21 @@ def _build_pg_write(
     new_instances: bool,
     inputs: bool = False,
     search: bool = False,
-) -> str:
-    ctes: list[str] = []
+    *,
+    events_cte: str | None = None,
+) -> dict[str, str]:
+    """The data-modifying CTEs of a write of this shape, by name, in statement order.
+    `events_cte` replaces the events INSERT (the distributed profile keys its events)."""
+    ctes: dict[str, str] = {}
     cols = TOKEN_COLUMN_NAMES
     if new_instances:
         icols = _INSTANCE_COLUMNS
-        ctes.append(
+        ctes["newinst"] = (
             f"newinst AS (INSERT INTO wiggle_instances ({', '.join(icols)}) "
             f"SELECT {', '.join(icols)} FROM {_recordset('ni', 'ni', icols, _NEW_INSTANCE_TYPES)})"
         )
     if inserts:
-        ctes.append(
+        ctes["ins"] = (
             f"ins AS (INSERT INTO wiggle_tokens ({', '.join(cols)}) "
             f"SELECT {', '.join(cols)} FROM {_recordset('n', 'n', cols, _TOKEN_TYPES)})"
         )
@@ -100,20 +112,20 @@ def _build_pg_write(
         sets = ", ".join(f"{c} = u.{c}" for c in cols if c != "id")
         # A fence column given NULL is not checked; every fence value is non-null when given.
         fences = " AND ".join(f"(u.f_{c} IS NULL OR t.{c} = u.f_{c})" for c in FENCE_COLUMNS)
-        ctes.append(
+        ctes["upd"] = (
             f"upd AS (UPDATE wiggle_tokens AS t SET {sets} "
             f"FROM {_recordset('u', 'u', every, {**_TOKEN_TYPES, **fence_types})} "
             f"WHERE t.id = u.id AND {fences} RETURNING 1)"
         )
     if instances:
-        ctes.append(
+        ctes["inst"] = (
             "inst AS (UPDATE wiggle_instances AS i SET status = v.status, reason = v.reason, "
             "updated_at_ms = v.updated_at_ms, "
             "context = CASE WHEN v.set_context THEN v.context ELSE i.context END "
             f"FROM {_recordset('i', 'v', _INSTANCE_SETS, _INSTANCE_TYPES)} WHERE i.id = v.id)"
         )
     if events:
-        ctes.append(
+        ctes["ev"] = events_cte or (
             f"ev AS (INSERT INTO wiggle_events ({', '.join(_EVENT_COLUMNS)}) "
             f"SELECT {', '.join(_EVENT_COLUMNS)} "
             f"FROM {_recordset('e', 'e', _EVENT_COLUMNS, _EVENT_TYPES)})"
@@ -122,7 +134,7 @@ def _build_pg_write(
         # One row per (instance, node) in a statement (the caller keeps the last visit only):
         # ON CONFLICT may not touch one row twice.
         sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in _INPUT_COLUMNS[2:])
-        ctes.append(
+        ctes["inp"] = (
             f"inp AS (INSERT INTO wiggle_step_inputs ({', '.join(_INPUT_COLUMNS)}) "
             f"SELECT {', '.join(_INPUT_COLUMNS)} "
             f"FROM {_recordset('si', 'si', _INPUT_COLUMNS, _INPUT_TYPES)} "
@@ -130,22 +142,34 @@ def _build_pg_write(
         )
     if search:
         rows = _recordset("sv", "sv", _SEARCH_COLUMNS, _SEARCH_TYPES)
-        ctes.append(
+        ctes["sdel"] = (
             "sdel AS (DELETE FROM wiggle_search AS w USING "
             f"{rows} WHERE w.instance_id = sv.instance_id AND w.name = sv.name "
             "AND NOT sv.present)"
         )
-        ctes.append(
+        ctes["sput"] = (
             "sput AS (INSERT INTO wiggle_search (instance_id, name, text_value, num_value) "
             f"SELECT instance_id, name, text_value, num_value FROM {rows} WHERE sv.present "
             "ON CONFLICT (instance_id, name) DO UPDATE SET text_value = EXCLUDED.text_value, "
             "num_value = EXCLUDED.num_value)"
         )
-    tail = "SELECT (SELECT count(*) FROM upd)" if updates else "SELECT 0"
+    return ctes
+
+
+def with_ctes(ctes: Sequence[str], *, counts_updates: bool) -> str:
+    """One statement of `ctes`, answering how many fenced updates matched (0 without `upd`)."""
+    tail = "SELECT (SELECT count(*) FROM upd)" if counts_updates else "SELECT 0"
     return f"WITH {', '.join(ctes)} {tail}"
 
 
+def _build_pg_write(*shape: bool) -> str:
+    return with_ctes(list(pg_ctes(*shape).values()), counts_updates=shape[1])
+
+
 _PG_WRITES: dict[tuple[bool, ...], str] = {}
+
+#: `pg_write`'s parameter names, in the order of `pg_ctes`' shape flags.
+PARAM_KEYS = ("n", "u", "e", "i", "ni", "si", "sv")
 
 
 def pg_write(
@@ -180,16 +204,8 @@ def pg_write(
     if sql is None:
         sql = _PG_WRITES[shape] = _build_pg_write(*shape)
     params: dict[str, Any] = {}
-    rows_by_key = (
-        ("n", inserts),
-        ("u", updates),
-        ("e", events),
-        ("i", instances),
-        ("ni", new_instances),
-        ("si", inputs),
-        ("sv", search),
-    )
-    for key, rows in rows_by_key:
+    rows_by_key = (inserts, updates, events, instances, new_instances, inputs, search)
+    for key, rows in zip(PARAM_KEYS, rows_by_key, strict=True):
         if rows:
             params[key] = orjson.dumps(rows).decode()
     return sql, params

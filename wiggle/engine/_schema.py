@@ -348,25 +348,48 @@ def _v2_to_v3(conn: Connection) -> None:
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
-def ensure_schema(conn: Connection, now_ms: int) -> int:
+#: The table only a database created under the distributed profile has (engine/_keyed.py).
+_DISTRIBUTED_MARK = "wiggle_commits"
+
+
+def ensure_schema(conn: Connection, now_ms: int, *, distributed: bool = False) -> int:
     """Create, upgrade or check the schema; returns the version found before (0: empty).
 
     The caller runs this inside one write transaction that it serialises across processes
-    (BEGIN IMMEDIATE on SQLite, an advisory lock on PostgreSQL), so two engines starting on one
-    empty database do not both create it.
+    (BEGIN IMMEDIATE on SQLite, an advisory lock on PostgreSQL; under the distributed profile,
+    which takes no advisory lock, a second engine's creation fails and is tried again), so two
+    engines starting on one empty database do not both create it.
+
+    `distributed`: the tables of the distributed profile (engine/_keyed.py), created that way
+    and required. A database keeps the shape it was created with; every migration applies to
+    both shapes.
     """
     existing = set(inspect(conn).get_table_names())
     if schema_version.name not in existing:
-        ours = {t.name for t in metadata.sorted_tables} & existing
+        shape = metadata
+        if distributed:
+            from ._keyed import distributed_metadata
+
+            shape = distributed_metadata()
+        ours = {t.name for t in shape.sorted_tables} & existing
         if ours:
             raise IncompatibleSchema(
                 f"the database has Wiggle tables ({', '.join(sorted(ours))}) but no schema "
                 "version; refusing to touch it"
             )
-        metadata.create_all(conn)
+        shape.create_all(conn)
         conn.execute(schema_version.insert().values(version=SCHEMA_VERSION, upgraded_at_ms=now_ms))
         conn.execute(leader.insert().values(name="main", holder="", term=0, expires_at_ms=0))
         return 0
+    if (_DISTRIBUTED_MARK in existing) != distributed:
+        raise IncompatibleSchema(
+            "the database was created under the distributed database profile: start Wiggle "
+            "with --database-profile distributed"
+            if distributed is False
+            else "the database was created without the distributed database profile (its "
+            "events and signals are numbered by sequences): create a new database under the "
+            'profile and move the rows into it (docs/scaling.md, "Moving a deployment")'
+        )
     found = conn.execute(select(schema_version.c.version)).scalar_one()
     if found > SCHEMA_VERSION:
         raise IncompatibleSchema(
@@ -377,8 +400,3 @@ def ensure_schema(conn: Connection, now_ms: int) -> int:
         MIGRATIONS[version](conn)
         conn.execute(schema_version.update().values(version=version + 1, upgraded_at_ms=now_ms))
     return int(found)
-
-
-def advisory_lock_sql() -> str:
-    """PostgreSQL: serialise schema creation across processes (released at commit)."""
-    return "SELECT pg_advisory_xact_lock(8245001)"

@@ -32,7 +32,8 @@ def tick(eng: Engine) -> int:
     me = {"me": eng.node_id}
     ttl_ms = int(eng.leader_ttl_s * 1000)
     term = eng.db.write(
-        lambda c: c.execute(acquire_stmt(eng.db), {**me, "ttl_ms": ttl_ms}).scalar()
+        lambda c: c.execute(acquire_stmt(eng.db), {**me, "ttl_ms": ttl_ms}).scalar(),
+        idempotent=True,
     )
     eng.is_leader = term is not None
     if term is None:
@@ -49,12 +50,14 @@ def tick(eng: Engine) -> int:
     for row in leases:
         work += _once(eng, functools.partial(_reclaim, eng, token_id=row.id, lease=row.lease))
     work += eng._bulk.tick()
+    eng.db.sweep()
     return work
 
 
 def _once(eng: Engine, fn: Callable[[Connection], bool]) -> int:
     try:
-        done = eng.db.write(fn)
+        # Fenced on the state it saw: run again after it committed, it finds the token moved.
+        done = eng.db.write(fn, idempotent=True)
     except FenceLost:
         return 0  # someone else moved the token first: nothing to do, by design
     return int(done)

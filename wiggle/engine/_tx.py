@@ -19,6 +19,7 @@ from wiggle.graph import ExecutionMode, Graph
 
 from . import _schema as s
 from ._db import Database
+from ._keyed import keyed_write
 from ._queries import pg_write
 from ._rows import TOKEN_COLUMNS, Inst, Tok, dumps, loads, new_id
 from ._types import InstanceStatus, Json, TokenState
@@ -348,11 +349,16 @@ class Tx:
         self._inputs.clear()
         search = list(self._search.values())
         self._search.clear()
-        statement = pg_write(inserts, updates, events, instances, new_instances, inputs, search)
-        if statement is None:
-            return
-        sql, params = statement
-        matched = self.conn.exec_driver_sql(sql, params).scalar_one()
+        if self.db.distributed:
+            matched = keyed_write(
+                self.conn, inserts, updates, events, instances, new_instances, inputs, search
+            )
+        else:
+            statement = pg_write(inserts, updates, events, instances, new_instances, inputs, search)
+            if statement is None:
+                return
+            sql, params = statement
+            matched = self.conn.exec_driver_sql(sql, params).scalar_one()
         if matched != len(updates):
             lost = updates[0]["id"] if len(updates) == 1 else "one of several"
             raise FenceLost(lost)

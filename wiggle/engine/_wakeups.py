@@ -126,6 +126,11 @@ class Waiters:
                     keep.append(poller)
             self._pollers = keep
 
+    def parked_queues(self) -> set[str]:
+        """The queues some poller is parked on now."""
+        with self._cond:
+            return {q for queues, _ in self._pollers for q in queues}
+
     def wait_for_tasks(
         self, queues: Sequence[str], timeout_s: float, waiter: threading.Event | None = None
     ) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import event, text
 
 from wiggle.engine import Engine
-from wiggle.engine._claims import _PG_CLAIM, claim_stmt
+from wiggle.engine._claims import claim_stmt, pg_claim_sql
 from wiggle.engine._leader import due_leases_stmt, due_timers_stmt
 
 FINISHED = 20_000
@@ -67,9 +67,7 @@ def test_the_claim_reads_only_ready_tokens(database_url):
         _fill(engine)
         params = {"queues": ["default"], "lim": 16, "worker": "w"}
         if engine.db.is_postgres:
-            sql = _PG_CLAIM.format(
-                lease=engine.db.lease_id_sql, now=engine.db.now_sql, by_activity=""
-            )
+            sql = pg_claim_sql(engine.db, False)
             plan = _explain(engine, lambda c: c.exec_driver_sql(sql, {**params, "detail": "{}"}))
         else:
             plan = _explain(engine, lambda c: c.execute(claim_stmt(engine.db, False), params))
