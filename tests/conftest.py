@@ -200,6 +200,10 @@ def java_worker(java_worker_jar: Path) -> str:
 #: can spoil.
 _CORPUS = "tests/conformance/test_corpus.py::test_corpus["
 
+#: The corpus under the distributed database profile (the fault suite): one more whole-corpus
+#: run on PostgreSQL, so it queues behind the others on PostgreSQL.
+_PROFILE_CORPUS = "tests/faults/test_distributed_corpus.py::"
+
 #: Handed out first, longest first: each takes from half a minute to a minute or more, mostly
 #: waiting (timers, leases, sleeps), and overlaps well with everything else.
 LONG_FIRST = (
@@ -234,6 +238,8 @@ def _group(nodeid: str) -> str:
     shares a module's fixture or is a corpus run."""
     if nodeid.startswith(_CORPUS):
         return "corpus-" + nodeid.rsplit("-", 1)[-1].rstrip("]")
+    if nodeid.startswith(_PROFILE_CORPUS):
+        return "corpus-postgres"
     module = nodeid.split("::", 1)[0]
     return module if module in SHARED_FIXTURE_MODULES else nodeid
 

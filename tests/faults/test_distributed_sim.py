@@ -39,7 +39,11 @@ steps:
   - {task: after, timeout: 2s, retry: {max_attempts: 10, initial: 50ms, max: 200ms}}
 """
 
-ISOLATIONS = ["serializable", pytest.param("read committed", marks=pytest.mark.full_only)]
+_SHORT = "tests/faults/test_distributed_sim.py::test_the_profile_under_injected_commit_faults"
+ISOLATIONS = [
+    "serializable",
+    pytest.param("read committed", marks=pytest.mark.full_only(f"{_SHORT}[serializable]")),
+]
 
 
 def _fault_line(stats: dict[str, int]) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from wiggle.cli._options import env, env_flag
+from wiggle.cli._options import add_database_profile, env, env_flag
 from wiggle.graph import ExecutionMode
 
 __all__ = ["register"]
@@ -151,6 +151,7 @@ def _run(args: argparse.Namespace) -> int:
             worker=args.worker or PYTHON_WORKER,
             parallel=args.parallel,
             verbose=args.verbose,
+            database_profile=args.database_profile,
         ),
     )
     rows = summarise(results)
@@ -222,6 +223,7 @@ def register(subparsers: Any) -> None:
         default=env_flag("WIGGLE_CONFORMANCE_VERBOSE"),
         help="with each failed run, show its trace and the instance's event log",
     )
+    add_database_profile(p)
     own = p.add_argument_group("one flow of yours (--flow)")
     own.add_argument(
         "--flow",

@@ -26,6 +26,7 @@ __all__ = [
     "MODES",
     "TRUE",
     "add_connection_flags",
+    "add_database_profile",
     "add_json_flag",
     "env",
     "env_flag",
@@ -121,6 +122,25 @@ def parse_json(text: str, what: str) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise InvalidRequest(f"{what} is not valid JSON: {exc}") from None
+
+
+#: The database profiles (wiggle.engine.DatabaseProfile), kept here so `--help` needs no engine.
+DATABASE_PROFILES = ("default", "distributed")
+
+
+def add_database_profile(parser: argparse.ArgumentParser) -> None:
+    flag(
+        parser,
+        "--database-profile",
+        env="WIGGLE_DATABASE_PROFILE",
+        default="default",
+        type=str.lower,
+        choices=DATABASE_PROFILES,
+        help="what Wiggle may ask of a PostgreSQL-protocol database: 'distributed' for "
+        "YugabyteDB, CockroachDB or Citus (no LISTEN/NOTIFY, no advisory locks, keys they can "
+        "spread, transactions retried; docs/scaling.md); a database keeps the profile it was "
+        "created under",
+    )
 
 
 def add_json_flag(parser: argparse.ArgumentParser, help: str = "") -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from wiggle.cli._options import DEFAULT_DATABASE, add_json_flag, flag
+from wiggle.cli._options import DEFAULT_DATABASE, add_database_profile, add_json_flag, flag
 from wiggle.cli._output import counted
 from wiggle.errors import InvalidRequest
 
@@ -58,7 +58,7 @@ def _prune(args: argparse.Namespace) -> int:
     _check_database(args.database)
     from wiggle.engine import Engine
 
-    engine = Engine(args.database)
+    engine = Engine(args.database, database_profile=args.database_profile)
     try:
         result = engine.prune(older_than, batch=args.batch, dry_run=args.dry_run)
     finally:
@@ -114,6 +114,7 @@ def register(subparsers: Any) -> None:
         default=DEFAULT_DATABASE,
         help="SQLAlchemy URL, sqlite:///FILE or postgresql://...",
     )
+    add_database_profile(p)
     flag(
         p,
         "--batch",

@@ -6,7 +6,13 @@ import argparse
 import logging
 from typing import Any
 
-from wiggle.cli._options import DEFAULT_ADDRESS, DEFAULT_DATABASE, MODES, flag
+from wiggle.cli._options import (
+    DEFAULT_ADDRESS,
+    DEFAULT_DATABASE,
+    MODES,
+    add_database_profile,
+    flag,
+)
 from wiggle.errors import InvalidRequest
 
 __all__ = ["register"]
@@ -56,7 +62,11 @@ def _server(args: argparse.Namespace) -> int:
         metrics_address=args.metrics_address,
     )
     config.check()  # before opening the database: a refused config should not touch it
-    engine = Engine(args.database, default_mode=ExecutionMode(args.execution_mode))
+    engine = Engine(
+        args.database,
+        default_mode=ExecutionMode(args.execution_mode),
+        database_profile=args.database_profile,
+    )
     serve(engine, config)
     return 0
 
@@ -84,8 +94,10 @@ def register(subparsers: Any) -> None:
         "--database",
         env="WIGGLE_DATABASE_URL",
         default=DEFAULT_DATABASE,
-        help="SQLAlchemy URL, sqlite:///FILE or postgresql://...",
+        help="SQLAlchemy URL, sqlite:///FILE or postgresql://... (several hosts: "
+        "postgresql://USER@/DB?host=A:5432&host=B:5432&target_session_attrs=read-write)",
     )
+    add_database_profile(p)
     flag(
         p,
         "--address",

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from wiggle.conformance._check import RunResult
+    from wiggle.engine import Engine
     from wiggle.graph import Graph
 
 __all__ = [
@@ -68,6 +69,11 @@ class RunnerOptions:
     orchestration: bool = True
     #: Run the modes of a database at once (False: one after another).
     modes_at_once: bool = True
+    #: The engines' database profile (PostgreSQL databases only; SQLite keeps the default).
+    database_profile: str = "default"
+    #: Called with each session's engine before any case runs (tests install fault injectors
+    #: on its connections here).
+    on_engine: Callable[[Engine], None] | None = None
 
 
 class Session:
@@ -84,9 +90,11 @@ class Session:
         self._stack = ExitStack()
         self.token = secrets.token_urlsafe(24)
         self.recorder = Recorder()
+        profile = self.options.database_profile if database != "sqlite" else "default"
         embedded = self._stack.enter_context(
             embedded_stack(
                 url,
+                database_profile=profile,
                 default_mode=ExecutionMode(mode),
                 token=self.token,
                 interceptors=[self.recorder],
@@ -95,6 +103,8 @@ class Session:
             )
         )
         self.engine, self.client, self.address = embedded.engine, embedded.client, embedded.address
+        if options.on_engine is not None:
+            options.on_engine(self.engine)
         self.trace = Trace(tmp / f"trace-{mode}-{uuid.uuid4().hex[:8]}.jsonl")
         self.env = {
             **os.environ,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ._engine import Engine
 from ._overview import Incident, IncidentPage, NodeCount, QueueStats
+from ._profile import DatabaseProfile
 from ._prune import PruneResult
 from ._repair import RepairResult
 from ._schema import SCHEMA_VERSION, IncompatibleSchema
@@ -37,6 +38,7 @@ from ._workers import WorkerNote
 __all__ = [
     "SCHEMA_VERSION",
     "AdvanceResult",
+    "DatabaseProfile",
     "DefinitionSummary",
     "EagerRequest",
     "Engine",
