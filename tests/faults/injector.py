@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 import socket
 import threading
-from collections import Counter
+from collections import Counter, deque
 from typing import Any
 
 import psycopg
@@ -42,12 +42,22 @@ class Injector:
         self._random = random.Random(seed)
         self._lock = threading.Lock()
         self.counts: Counter[str] = Counter()
+        self._script: deque[str] = deque()
         self.connection_class = self._connection_class()
+
+    def script(self, *fates: str) -> None:
+        """The fates of the next commits, in order, before the random draws resume."""
+        with self._lock:
+            self._script.extend(fates)
 
     def fate(self) -> str:
         with self._lock:
-            draw = self._random.random()
             self.counts["commits"] += 1
+            if self._script:
+                fate = self._script.popleft()
+                self.counts[fate] += 1
+                return fate
+            draw = self._random.random()
             if draw < self.serialization:
                 fate = "serialization"
             elif draw < self.serialization + self.drop:
