@@ -1,4 +1,10 @@
-"""Fixtures of the engine suite: an Engine on each backend and a test driver factory."""
+"""Fixtures of the engine suite: an Engine on each backend and a test driver factory.
+
+WIGGLE_TEST_DATABASE_PROFILE=distributed runs every PostgreSQL engine of the suite under that
+profile (engine/_profile.py), and WIGGLE_TEST_ISOLATION=serializable makes SERIALIZABLE the
+default isolation of each test's PostgreSQL database: the suite's rules, checked again as a
+distributed engine would run them (scripts/faults.sh does, tests/faults/test_distributed_suite.py).
+"""
 
 from __future__ import annotations
 
@@ -9,13 +15,35 @@ from typing import Any
 
 import pytest
 
-from wiggle.engine import Engine
+from tests.faults.injector import serializable
+from wiggle.engine import Engine, _engine
 
 # The test kit is a plain module next to this file (importlib import mode does not put test
 # directories on sys.path).
 sys.path.insert(0, os.path.dirname(__file__))
 
 from engine_testkit import Driver
+
+_CHOOSES_ITS_PROFILE = "tests/integration/engine/test_engine_profile.py"
+
+
+@pytest.fixture(autouse=True)
+def _profile_under_test(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    profile = os.environ.get("WIGGLE_TEST_DATABASE_PROFILE", "")
+    # test_engine_profile.py opens databases under each profile on purpose.
+    if profile and not request.node.nodeid.startswith(_CHOOSES_ITS_PROFILE):
+        real = _engine.open_database
+
+        def forced(url: str, given: str = "default") -> Any:
+            return real(url, profile if url.startswith("postgresql") else given)
+
+        monkeypatch.setattr(_engine, "open_database", forced)
+    if os.environ.get("WIGGLE_TEST_ISOLATION", "") == "serializable":
+        for name in ("database_url", "postgres_database_url"):
+            if name in request.fixturenames:
+                url = request.getfixturevalue(name)
+                if url.startswith("postgresql"):
+                    serializable(url)
 
 
 @pytest.fixture
