@@ -10,6 +10,7 @@ interceptor that can lose answers and that counts what the server refused.
 response with probability P, as a connection lost after the commit would. Every lost answer
 and every refusal with a Wiggle error code is appended to the stats file, one line each
 (`lost METHOD`, `refused CODE METHOD`), so the counts survive a kill -9.
+`--acks`: note each step the server acknowledged (acks.py) in the stats file.
 `--inject-serialization P`, `--inject-drop P`: the commit fault injector of the distributed
 simulation (injector.py) on the engine's connections; at a graceful stop the injector's counts
 (`injected FATE N`) and the engine's retries (`retried REASON N`, under the distributed profile)
@@ -30,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+from acks import ack_lines, reported, where
 from injector import Injector
 
 from wiggle.engine import Engine
@@ -39,7 +41,10 @@ REPORTS = ("CompleteTask", "FailTask", "AdvanceRun", "ReleaseTask", "ReportBatch
 
 
 class Faults(grpc.ServerInterceptor):  # type: ignore[type-arg]
-    def __init__(self, lose: float, methods: set[str], seed: int, stats: str | None) -> None:
+    def __init__(
+        self, lose: float, methods: set[str], seed: int, stats: str | None, acks: Any = None
+    ) -> None:
+        self._acks = acks  # the engine, when the steps acknowledged are to be noted (acks.py)
         self._lose = lose
         self._methods = methods
         self._random = random.Random(seed)
@@ -49,6 +54,17 @@ class Faults(grpc.ServerInterceptor):  # type: ignore[type-arg]
     def note(self, line: str) -> None:
         if self._fd is not None:
             os.write(self._fd, (line + "\n").encode())
+
+    def _before(self, name: str, request: Any) -> tuple[list[Any], dict[str, Any]]:
+        """The completing reports of `request` and where their tasks stand, when acks are
+        noted (an unreachable database notes nothing: the report fails too, or is not counted)."""
+        if self._acks is None:
+            return [], {}
+        reports = reported(name, request)
+        try:
+            return reports, where(self._acks, [r[0] for r in reports if r is not None])
+        except Exception:
+            return [], {}
 
     def _loses(self) -> bool:
         with self._lock:
@@ -64,6 +80,7 @@ class Faults(grpc.ServerInterceptor):  # type: ignore[type-arg]
         inner = handler.unary_unary
 
         def behavior(request: Any, context: grpc.ServicerContext) -> Any:
+            reports, at = self._before(name, request)
             try:
                 response = inner(request, context)
             except BaseException:
@@ -78,6 +95,12 @@ class Faults(grpc.ServerInterceptor):  # type: ignore[type-arg]
             if name in self._methods and self._loses():
                 self.note(f"lost {name}")
                 context.abort(grpc.StatusCode.UNAVAILABLE, "fault: answer lost after commit")
+            if reports:
+                ok = [True] * len(reports)
+                if name == "ReportBatch":
+                    ok = [a.WhichOneof("answer") != "error" for a in response.answers]
+                for line in ack_lines(reports, at, ok):
+                    self.note(line)
             return response
 
         return grpc.unary_unary_rpc_method_handler(
@@ -101,6 +124,7 @@ def main() -> int:
     parser.add_argument("--database-profile", default="default")
     parser.add_argument("--inject-serialization", type=float, default=0.0)
     parser.add_argument("--inject-drop", type=float, default=0.0)
+    parser.add_argument("--acks", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(process)d %(name)s: %(message)s"
@@ -118,7 +142,8 @@ def main() -> int:
     if args.inject_serialization or args.inject_drop:
         injector = Injector(args.inject_serialization, args.inject_drop, seed=args.seed)
         injector.install(engine.db.sa)
-    faults = Faults(args.lose, set(args.lose_methods.split(",")), args.seed, args.stats)
+    acks = engine if args.acks else None
+    faults = Faults(args.lose, set(args.lose_methods.split(",")), args.seed, args.stats, acks)
     server = Server(
         engine,
         ServerConfig(address=args.address, grace_s=2.0),

@@ -148,13 +148,15 @@ class Cluster:
         seed: int = 1,
         profile: str = "default",
         inject: tuple[float, float] = (0.0, 0.0),
+        acks: bool = False,
+        database: str | None = None,
     ) -> tuple[Proc, str]:
         """A fault server; `inject`: (serialisation failures, dropped COMMITs) per commit."""
         args = [
             sys.executable,
             str(HERE / "fault_server.py"),
             "--database",
-            self.database,
+            database or self.database,
             "--address",
             f"127.0.0.1:{port or 0}",
             "--lose",
@@ -170,6 +172,8 @@ class Cluster:
             args += ["--lose-methods", lose_methods]
         if profile != "default":
             args += ["--database-profile", profile]
+        if acks:
+            args.append("--acks")
         if any(inject):
             args += ["--inject-serialization", str(inject[0]), "--inject-drop", str(inject[1])]
         if node_id:
@@ -201,6 +205,18 @@ class Cluster:
         for proc in reversed(self.procs):
             if proc.proc.poll() is None:
                 proc.stop(timeout=20)
+
+
+def kill_postmaster(pid: int) -> int:
+    """kill -9 a PostgreSQL postmaster and every backend at once: no shutdown, no checkpoint,
+    nothing flushed that was not flushed already. Returns `pid`."""
+    import psutil
+
+    victims = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    for proc in victims:
+        proc.send_signal(signal.SIGKILL)
+    psutil.wait_procs(victims, timeout=30)
+    return pid
 
 
 # -- the ledger and the server's own counts ------------------------------------------------------

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import tempfile
 import time
 import warnings
@@ -23,6 +22,7 @@ from faultkit import (
     Cluster,
     deploy,
     executions_so_far,
+    kill_postmaster,
     linear_flow,
     loop_flow,
     read_stats,
@@ -54,14 +54,7 @@ class CrashablePostgres:
 
     def crash(self) -> int:
         """kill -9 the postmaster and every backend: no shutdown, no checkpoint."""
-        import psutil
-
-        pid = self.postmaster()
-        victims = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-        for proc in victims:
-            proc.send_signal(signal.SIGKILL)
-        psutil.wait_procs(victims, timeout=30)
-        return pid
+        return kill_postmaster(self.postmaster())
 
     def restart(self) -> int:
         """Start it again on the same data directory and socket (crash recovery runs)."""
