@@ -4,12 +4,15 @@ A tree (a top-level instance and its subflow children, all sharing its `root_id`
 unit, once its root ended before the cutoff and nothing in it is RUNNING: a finished child of a
 running parent is never touched, and no instance leaves a dangling parent or child behind.
 
-Each batch is one short transaction over at most `batch` trees, keyset-paged by root id, so a
-long prune never holds locks for long and never re-reads what it skipped. It is safe beside a
-running engine: every transition locks its tree's root row, and a batch locks the roots it is
-about to delete (SKIP LOCKED on PostgreSQL: a root some transaction holds, say a late report
-being refused, waits for a later run), so a finished tree is either read whole by the
-transition or found gone, which every transition already answers (no such task or instance).
+Each batch is one short transaction over at most `batch` trees, keyset-paged by (end time, root
+id) through the index of finished top-level instances by end time (schema 4), so a long prune
+never holds locks for long, never re-reads what it skipped, and reads only the entries of the
+instances it removes: removing a day of history costs the same however many days are kept.
+It is safe beside a running engine: every transition locks its tree's root row, and a batch
+locks the roots it is about to delete (SKIP LOCKED on PostgreSQL: a root some transaction holds,
+say a late report being refused, waits for a later run), so a finished tree is either read
+whole by the transition or found gone, which every transition already answers (no such task or
+instance).
 Running instances are never locked: the candidates are read by status, and only finished roots
 are locked. Nothing here runs on the hot path: pruning is a CLI command or the leader's
 retention duty (wiggle.server).
@@ -22,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, select
+from sqlalchemy import Connection, delete, func, literal, select, tuple_
 
 from . import _schema as s
 from ._db import Database
@@ -71,20 +74,27 @@ def _chunks(ids: Sequence[str]) -> Iterable[list[str]]:
         yield list(ids[start : start + _CHUNK])
 
 
-def _candidates(conn: Connection, cutoff_ms: int, after: str, limit: int) -> list[str]:
-    """Finished top-level instances that ended before the cutoff, by id after `after`."""
-    q = (
-        select(_i.c.id)
+#: Where a prune goes on from: the (end time, id) of the last candidate it read.
+Cursor = tuple[int, str]
+
+
+def candidates_stmt(cutoff_ms: int, after: Cursor, limit: int) -> Any:
+    """Finished top-level instances that ended before the cutoff, oldest first, after `after`:
+    (end time, id) rows."""
+    return (
+        select(_i.c.updated_at_ms, _i.c.id)
         .where(
-            _i.c.status.in_(_FINISHED),
-            _i.c.parent_instance_id.is_(None),
+            s.ENDED_ROOTS,  # literal: the partial index's condition
             _i.c.updated_at_ms < cutoff_ms,
-            _i.c.id > after,
+            tuple_(_i.c.updated_at_ms, _i.c.id) > tuple_(literal(after[0]), literal(after[1])),
         )
-        .order_by(_i.c.id)
+        .order_by(_i.c.updated_at_ms, _i.c.id)
         .limit(limit)
     )
-    return list(conn.execute(q).scalars())
+
+
+def _candidates(conn: Connection, cutoff_ms: int, after: Cursor, limit: int) -> list[Cursor]:
+    return [(int(at), i) for at, i in conn.execute(candidates_stmt(cutoff_ms, after, limit))]
 
 
 def _lock_roots(conn: Connection, db: Database, roots: list[str], cutoff_ms: int) -> list[str]:
@@ -146,21 +156,22 @@ def prune_batch(
     conn: Connection,
     db: Database,
     cutoff_ms: int,
-    after: str,
+    after: Cursor,
     limit: int,
     *,
     dry_run: bool = False,
-) -> tuple[PruneResult, str | None]:
-    """One batch in the caller's transaction: (what went, the id to continue after, or None
-    when no candidate is left)."""
-    candidates = _candidates(conn, cutoff_ms, after, limit)
+) -> tuple[PruneResult, Cursor | None]:
+    """One batch in the caller's transaction: (what went, where to continue, or None when no
+    candidate is left)."""
+    found = _candidates(conn, cutoff_ms, after, limit)
+    candidates = [ident for _, ident in found]
     if not candidates:
         return PruneResult(cutoff_ms=cutoff_ms, dry_run=dry_run), None
     roots = candidates if dry_run else _lock_roots(conn, db, candidates, cutoff_ms)
     trees = _trees(conn, roots)
     ids = [member for tree in trees.values() for member in tree]
     if not ids:
-        return PruneResult(cutoff_ms=cutoff_ms, dry_run=dry_run), candidates[-1]
+        return PruneResult(cutoff_ms=cutoff_ms, dry_run=dry_run), found[-1]
     act = _count if dry_run else _delete
     events, signals, tokens = (act(conn, table, ids) for table in _OWNED)
     if not dry_run:  # what repair and search keep of an instance goes with it
@@ -168,7 +179,7 @@ def prune_batch(
             _delete(conn, table, ids)
     instances = act(conn, _i, ids)
     result = PruneResult(instances, tokens, events, signals, cutoff_ms, dry_run)
-    return result, candidates[-1]
+    return result, found[-1]
 
 
 def prune(
@@ -186,7 +197,7 @@ def prune(
         raise ValueError("batch must be at least 1")
     cutoff = int(db.read(lambda c: c.execute(select(db.now)).scalar_one())) - older_than_ms
     total = PruneResult(cutoff_ms=cutoff, dry_run=dry_run)
-    after: str | None = ""
+    after: Cursor | None = (-1, "")
     while after is not None:
         one = functools.partial(
             prune_batch, db=db, cutoff_ms=cutoff, after=after, limit=batch, dry_run=dry_run

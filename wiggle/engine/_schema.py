@@ -30,6 +30,7 @@ from sqlalchemy import (
 from wiggle.errors import WiggleError
 
 __all__ = [
+    "ENDED_ROOTS",
     "HALTED_FAILED",
     "HALTED_FINAL",
     "LEASED_TOKENS",
@@ -59,7 +60,7 @@ HALTED_FAILED = "FAILED"
 HALTED_FINAL = "FINAL"
 
 #: The schema version this code writes. Bump it and add a MIGRATIONS entry for every change.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants a BIGINT identity.
 _SeqType = BigInteger().with_variant(Integer(), "sqlite")
@@ -83,6 +84,16 @@ definitions = Table(
     Column("registered_at_ms", BigInteger, nullable=False),
     Index("ix_wiggle_definitions_name", "name", "seq"),
 )
+
+
+def _where(condition: str) -> dict[str, Any]:
+    """A partial index's condition, for both databases."""
+    return {"sqlite_where": text(condition), "postgresql_where": text(condition)}
+
+
+# Finished top-level instances: what retention removes (engine/_prune.py), by when they ended.
+_ENDED = "parent_instance_id IS NULL AND status IN ('COMPLETED', 'FAILED', 'CANCELLED')"
+ENDED_ROOTS = text(_ENDED)
 
 instances = Table(
     "wiggle_instances",
@@ -109,12 +120,10 @@ instances = Table(
     Index("ix_wiggle_instances_flow", "flow", "created_at_ms", "id"),
     Index("ix_wiggle_instances_status", "status", "created_at_ms", "id"),
     Index("ix_wiggle_instances_parent", "parent_instance_id"),
+    # Since schema 4. Pruning a day of history reads that day's entries only, however long the
+    # history: an instance enters it once, when it ends.
+    Index("ix_wiggle_instances_ended", "updated_at_ms", "id", **_where(_ENDED)),
 )
-
-
-def _where(condition: str) -> dict[str, Any]:
-    """A partial index's condition, for both databases."""
-    return {"sqlite_where": text(condition), "postgresql_where": text(condition)}
 
 
 # The conditions of the partial token indexes. A query uses such an index only when its own
@@ -344,8 +353,15 @@ def _v2_to_v3(conn: Connection) -> None:
         table.create(conn)
 
 
+def _v3_to_v4(conn: Connection) -> None:
+    """Schema 4: the index of finished top-level instances by end time, for pruning."""
+    for index in instances.indexes:
+        if index.name == "ix_wiggle_instances_ended":
+            index.create(conn)
+
+
 #: MIGRATIONS[v] upgrades a database at version v to v + 1, inside the creation transaction.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 #: The table only a database created under the distributed profile has (engine/_keyed.py).

@@ -51,9 +51,7 @@ def embedded_stack(
         if database_url is None:
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="wiggle-"))
             database_url = f"sqlite:///{Path(tmp) / 'wiggle.db'}"
-        engine = Engine(
-            database_url, default_mode=default_mode, database_profile=database_profile
-        )
+        engine = Engine(database_url, default_mode=default_mode, database_profile=database_profile)
         stack.callback(engine.close)
         server_config = ServerConfig(address="127.0.0.1:0", token=token, grace_s=grace_s, **config)
         server = Server(engine, server_config, interceptors=list(interceptors))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import event, text
 
-from wiggle.engine import Engine
+from wiggle.engine import Engine, _prune
 from wiggle.engine._claims import claim_stmt, pg_claim_sql
 from wiggle.engine._leader import due_leases_stmt, due_timers_stmt
 
@@ -87,5 +87,33 @@ def test_the_leaders_scans_read_only_timed_and_leased_tokens(database_url):
         ):
             plan = _explain(engine, lambda c, stmt=stmt: c.execute(stmt, params))
             assert index in plan, plan
+    finally:
+        engine.close()
+
+
+def test_pruning_reads_only_instances_that_ended_before_the_cutoff(database_url):
+    """The prune's candidates come from the index of finished top-level instances by end time:
+    what a day of pruning reads does not grow with the days kept."""
+    engine = Engine(database_url)
+    try:
+
+        def fill(conn):
+            for n in range(0, FINISHED, 5_000):
+                conn.execute(
+                    text(
+                        "INSERT INTO wiggle_instances (id, root_id, flow, version, status, "
+                        "context, reason, mode, created_at_ms, updated_at_ms) VALUES "
+                        + ", ".join(
+                            f"('i{i}', 'i{i}', 'f', 'v', '{('COMPLETED', 'RUNNING')[i % 2]}',"
+                            f" '{{}}', '', 'SERVER', {i}, {i})"
+                            for i in range(n, n + 5_000)
+                        )
+                    )
+                )
+            conn.exec_driver_sql("ANALYZE")
+
+        engine.db.write(fill)
+        plan = _explain(engine, lambda c: c.execute(_prune.candidates_stmt(100, (-1, ""), 500)))
+        assert "ix_wiggle_instances_ended" in plan, plan
     finally:
         engine.close()

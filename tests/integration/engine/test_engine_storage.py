@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy import select, update
 
 from wiggle.compiler import load_flow
@@ -248,8 +249,15 @@ def test_a_schema_1_database_is_upgraded_keeping_its_instances(database_url):
         e.close()
 
 
+def _make_v3(conn):
+    """Turn a current database back into schema 3 (no index of ended instances)."""
+    conn.exec_driver_sql("DROP INDEX ix_wiggle_instances_ended")
+    conn.execute(update(schema.schema_version).values(version=3))
+
+
 def _make_v2(conn):
     """Turn a current database back into schema 2 (no repair or search tables)."""
+    _make_v3(conn)
     for table in ("wiggle_step_inputs", "wiggle_search", "wiggle_batches", "wiggle_batch_items"):
         conn.exec_driver_sql(f"DROP TABLE {table}")
     conn.exec_driver_sql("ALTER TABLE wiggle_tokens DROP COLUMN halted")
@@ -273,10 +281,33 @@ def test_a_schema_2_database_is_upgraded_to_3_and_its_failures_can_be_retried(da
     e = Engine(database_url)
     try:
         got = e.db.read(lambda c: c.execute(select(schema.schema_version.c.version)).scalar_one())
-        assert got == 3
+        assert got == SCHEMA_VERSION
         assert e.describe(running.instance_id).status is InstanceStatus.RUNNING
         with pytest.raises(RepairRefused, match="before this server could record"):
             e.retry(failed.instance_id)
+    finally:
+        e.close()
+
+
+def test_a_schema_3_database_is_upgraded_to_4_and_prunes_by_end_time(database_url):
+    """Schema 4 adds the index of finished top-level instances by end time, which pruning
+    reads; instances that ended before the upgrade are in it."""
+    e = Engine(database_url)
+    try:
+        e.register(LIN)
+        done = e.start("lin", {"x": 1})
+        running = e.start("lin", {"x": 2})
+        (task,) = [t for t in e.poll(["default"], "w", 2) if t.instance_id == done.instance_id]
+        e.complete(task.task_id, task.lease, {"x": 3})
+        e.db.write(_make_v3)
+    finally:
+        e.close()
+    e = Engine(database_url)
+    try:
+        indexes = e.db.read(lambda c: sa_inspect(c).get_indexes("wiggle_instances"))
+        assert "ix_wiggle_instances_ended" in {ix["name"] for ix in indexes}
+        assert e.prune(0).instances == 1
+        assert e.describe(running.instance_id).status is InstanceStatus.RUNNING
     finally:
         e.close()
 
