@@ -61,7 +61,14 @@ class Definitions:
 
         try:
             created = self.db.write(fn)
-        except IntegrityError:  # another engine registered the same version just now
+        except IntegrityError:
+            # Another engine registered the same version just now, or something else collided
+            # (a definitions sequence behind its rows): then the version is not stored.
+            stored = self.db.read(
+                lambda c: c.execute(select(_d.c.seq).where(_d.c.version == flow.version)).first()
+            )
+            if stored is None:
+                raise
             created = False
         self._graphs.setdefault(flow.version, flow.graph)
         return flow.version, created

@@ -283,3 +283,78 @@ def test_outcome_markers_are_swept_once_old(distributed, scripted):
     distributed.db.sweep()
     (left,) = _one_row(distributed, "SELECT count(*) FROM wiggle_commits")
     assert left == 0
+
+
+def test_a_deployment_moves_to_a_database_under_the_profile(postgres_url: str):
+    """docs/scaling.md, "Moving a deployment": the rows of a default database, copied table by
+    table (as `pg_dump --data-only` would) into one created under the profile, run on there: the
+    moved instances finish, and their events keep their order after the ones written there."""
+    old_url = create_database(postgres_url, prefix="wiggle_t")
+    new_url = create_database(postgres_url, prefix="wiggle_t")
+    try:
+        old = Engine(old_url)
+        try:
+            old.register(LINE)
+            moved = [old.start("line", {"i": i}).instance_id for i in range(3)]
+            _complete_all(old)  # every instance one step in, at b
+        finally:
+            old.close()
+        Engine(new_url, database_profile="distributed").close()  # the profile's tables
+        with psycopg.connect(libpq_url(old_url)) as src, psycopg.connect(libpq_url(new_url)) as dst:
+            for table in _MOVED:
+                columns = [
+                    r[0]
+                    for r in src.execute(
+                        "SELECT column_name FROM information_schema.columns "
+                        "WHERE table_name = %s ORDER BY ordinal_position",
+                        (table,),
+                    )
+                ]
+                names = ", ".join(columns)
+                dst.execute(f"DELETE FROM {table}")
+                with (
+                    src.cursor().copy(f"COPY {table} ({names}) TO STDOUT") as out,
+                    dst.cursor().copy(f"COPY {table} ({names}) FROM STDIN") as into,
+                ):
+                    for block in out:
+                        into.write(block)
+            # pg_dump --data-only carries the sequence's value too: definitions are numbered.
+            dst.execute(
+                "SELECT setval(pg_get_serial_sequence('wiggle_definitions', 'seq'), "
+                "(SELECT max(seq) FROM wiggle_definitions))"
+            )
+        new = Engine(new_url, database_profile="distributed")
+        try:
+            # A definition registered after the move gets a number of its own.
+            assert new.register(FLOW) == (FLOW.version, True)
+            while _complete_all(new):
+                pass
+            for instance in moved:
+                view = new.describe(instance, include_events=True)
+                assert view.status is InstanceStatus.COMPLETED
+                seqs = [e.seq for e in view.events]
+                assert seqs == sorted(seqs)
+                kinds = [e.kind for e in view.events]
+                assert kinds[0] == "instance_started" and kinds[-1] == "instance_completed"
+        finally:
+            new.close()
+    finally:
+        drop_database(old_url)
+        drop_database(new_url)
+
+
+#: What a move copies: every table but the schema version and the outcome markers (the new
+#: database has its own), the leader row included (it lapses).
+_MOVED = (
+    "wiggle_definitions",
+    "wiggle_instances",
+    "wiggle_tokens",
+    "wiggle_events",
+    "wiggle_signals",
+    "wiggle_workers",
+    "wiggle_step_inputs",
+    "wiggle_search",
+    "wiggle_batches",
+    "wiggle_batch_items",
+    "wiggle_leader",
+)

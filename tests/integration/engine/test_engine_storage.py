@@ -56,6 +56,27 @@ def test_register_is_idempotent_and_newest_wins(database_url):
         e.close()
 
 
+def test_a_registration_that_collides_on_its_number_is_not_reported_stored(
+    postgres_database_url,
+):
+    """A definitions sequence behind its rows (rows copied in without it) made register()
+    answer "already registered" for a version it had not stored."""
+    from sqlalchemy.exc import IntegrityError
+
+    e = Engine(postgres_database_url)
+    try:
+        e.register(LIN)
+        e.db.write(
+            lambda c: c.exec_driver_sql(
+                "SELECT setval(pg_get_serial_sequence('wiggle_definitions', 'seq'), 1, false)"
+            )
+        )
+        with pytest.raises(IntegrityError):
+            e.register(LIN2)
+    finally:
+        e.close()
+
+
 def test_start_with_an_instance_id_is_idempotent(database_url):
     e = Engine(database_url)
     try:
