@@ -15,6 +15,8 @@ The values stay below 2^53, so JavaScript reads them exactly.
 Statements. CockroachDB refuses a statement that modifies one table in two of its CTEs (unless
 all are plain INSERTs), so the transition's write (`_queries.pg_ctes`) is split in two where it
 would: the updates and deletes first, the inserts second, each table at most once per statement.
+It has no `json_to_recordset` either: the rows of each JSON array parameter come through
+`json_array_elements` (`json_rows`).
 
 Outcome markers. `wiggle_commits` holds one row per write transaction whose COMMIT may have to
 be proved after the connection dropped under it (see _distributed).
@@ -117,22 +119,33 @@ def _seq(at_ms: str, instance: str, table: str, order: str) -> str:
     )
 
 
-_EVENT_FIELDS = (
-    ("instance_id", "text"),
-    ("at_ms", "bigint"),
-    ("kind", "text"),
-    ("node_id", "text"),
-    ("attempt", "int"),
-    ("detail", "text"),
-)
+def json_rows(param: str, alias: str, columns: Sequence[str], types: dict[str, str]) -> str:
+    """Rows from ONE JSON array parameter, as `_queries._recordset` makes them, through
+    `json_array_elements` (CockroachDB has no `json_to_recordset`); `n` numbers them in array
+    order."""
+    fields = ", ".join(f"CAST(j->>'{c}' AS {types[c]}) AS {c}" for c in columns)
+    return (
+        f"(SELECT {fields}, n FROM json_array_elements(%({param})s::json) "
+        f"WITH ORDINALITY AS a(j, n)) AS {alias}"
+    )
+
+
+_EVENT_COLUMNS = ("instance_id", "at_ms", "kind", "node_id", "attempt", "detail")
+_EVENT_TYPES = {
+    "instance_id": "text",
+    "at_ms": "bigint",
+    "kind": "text",
+    "node_id": "text",
+    "attempt": "int",
+    "detail": "text",
+}
 
 #: `pg_write`'s events CTE, keyed: the rows come as one JSON array, in the order logged.
 EVENTS_CTE = (
     "ev AS (INSERT INTO wiggle_events (instance_id, seq, at_ms, kind, node_id, attempt, detail) "
     f"SELECT e.instance_id, {_seq('e.at_ms', 'e.instance_id', 'wiggle_events', 'e.n')}, "
-    "e.at_ms, e.kind, e.node_id, e.attempt, e.detail FROM (SELECT "
-    + ", ".join(f"CAST(j->>'{name}' AS {kind}) AS {name}" for name, kind in _EVENT_FIELDS)
-    + ", n FROM json_array_elements(%(e)s::json) WITH ORDINALITY AS a(j, n)) AS e)"
+    "e.at_ms, e.kind, e.node_id, e.attempt, e.detail "
+    f"FROM {json_rows('e', 'e', _EVENT_COLUMNS, _EVENT_TYPES)})"
 )
 
 #: The claim's step_started events (`_claims`), keyed: one per claimed token (CTE `c`).
@@ -166,7 +179,7 @@ _STATEMENTS: dict[tuple[bool, ...], list[str]] = {}
 def _statements(shape: tuple[bool, ...]) -> list[str]:
     got = _STATEMENTS.get(shape)
     if got is None:
-        ctes = pg_ctes(*shape, events_cte=EVENTS_CTE)
+        ctes = pg_ctes(*shape, events_cte=EVENTS_CTE, rows=json_rows)
         groups = [[n for n in _UPDATES if n in ctes], [n for n in _INSERTS if n in ctes]]
         (groups[0] or groups[1]).extend(n for n in _ANYWHERE if n in ctes)
         got = _STATEMENTS[shape] = [

@@ -8,7 +8,7 @@ those on the hot path, where a prebuilt string saves Core's per-execution work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -90,21 +90,24 @@ def pg_ctes(
     search: bool = False,
     *,
     events_cte: str | None = None,
+    rows: Callable[[str, str, Sequence[str], dict[str, str]], str] | None = None,
 ) -> dict[str, str]:
     """The data-modifying CTEs of a write of this shape, by name, in statement order.
-    `events_cte` replaces the events INSERT (the distributed profile keys its events)."""
+    `events_cte` replaces the events INSERT (the distributed profile keys its events), `rows`
+    how a JSON array parameter becomes rows (default: `json_to_recordset`)."""
+    rows = rows or _recordset
     ctes: dict[str, str] = {}
     cols = TOKEN_COLUMN_NAMES
     if new_instances:
         icols = _INSTANCE_COLUMNS
         ctes["newinst"] = (
             f"newinst AS (INSERT INTO wiggle_instances ({', '.join(icols)}) "
-            f"SELECT {', '.join(icols)} FROM {_recordset('ni', 'ni', icols, _NEW_INSTANCE_TYPES)})"
+            f"SELECT {', '.join(icols)} FROM {rows('ni', 'ni', icols, _NEW_INSTANCE_TYPES)})"
         )
     if inserts:
         ctes["ins"] = (
             f"ins AS (INSERT INTO wiggle_tokens ({', '.join(cols)}) "
-            f"SELECT {', '.join(cols)} FROM {_recordset('n', 'n', cols, _TOKEN_TYPES)})"
+            f"SELECT {', '.join(cols)} FROM {rows('n', 'n', cols, _TOKEN_TYPES)})"
         )
     if updates:
         fence_types = {f"f_{c}": _TOKEN_TYPES[c] for c in FENCE_COLUMNS}
@@ -114,7 +117,7 @@ def pg_ctes(
         fences = " AND ".join(f"(u.f_{c} IS NULL OR t.{c} = u.f_{c})" for c in FENCE_COLUMNS)
         ctes["upd"] = (
             f"upd AS (UPDATE wiggle_tokens AS t SET {sets} "
-            f"FROM {_recordset('u', 'u', every, {**_TOKEN_TYPES, **fence_types})} "
+            f"FROM {rows('u', 'u', every, {**_TOKEN_TYPES, **fence_types})} "
             f"WHERE t.id = u.id AND {fences} RETURNING 1)"
         )
     if instances:
@@ -122,13 +125,13 @@ def pg_ctes(
             "inst AS (UPDATE wiggle_instances AS i SET status = v.status, reason = v.reason, "
             "updated_at_ms = v.updated_at_ms, "
             "context = CASE WHEN v.set_context THEN v.context ELSE i.context END "
-            f"FROM {_recordset('i', 'v', _INSTANCE_SETS, _INSTANCE_TYPES)} WHERE i.id = v.id)"
+            f"FROM {rows('i', 'v', _INSTANCE_SETS, _INSTANCE_TYPES)} WHERE i.id = v.id)"
         )
     if events:
         ctes["ev"] = events_cte or (
             f"ev AS (INSERT INTO wiggle_events ({', '.join(_EVENT_COLUMNS)}) "
             f"SELECT {', '.join(_EVENT_COLUMNS)} "
-            f"FROM {_recordset('e', 'e', _EVENT_COLUMNS, _EVENT_TYPES)})"
+            f"FROM {rows('e', 'e', _EVENT_COLUMNS, _EVENT_TYPES)})"
         )
     if inputs:
         # One row per (instance, node) in a statement (the caller keeps the last visit only):
@@ -137,19 +140,19 @@ def pg_ctes(
         ctes["inp"] = (
             f"inp AS (INSERT INTO wiggle_step_inputs ({', '.join(_INPUT_COLUMNS)}) "
             f"SELECT {', '.join(_INPUT_COLUMNS)} "
-            f"FROM {_recordset('si', 'si', _INPUT_COLUMNS, _INPUT_TYPES)} "
+            f"FROM {rows('si', 'si', _INPUT_COLUMNS, _INPUT_TYPES)} "
             f"ON CONFLICT (instance_id, node_id) DO UPDATE SET {sets})"
         )
     if search:
-        rows = _recordset("sv", "sv", _SEARCH_COLUMNS, _SEARCH_TYPES)
+        values = rows("sv", "sv", _SEARCH_COLUMNS, _SEARCH_TYPES)
         ctes["sdel"] = (
             "sdel AS (DELETE FROM wiggle_search AS w USING "
-            f"{rows} WHERE w.instance_id = sv.instance_id AND w.name = sv.name "
+            f"{values} WHERE w.instance_id = sv.instance_id AND w.name = sv.name "
             "AND NOT sv.present)"
         )
         ctes["sput"] = (
             "sput AS (INSERT INTO wiggle_search (instance_id, name, text_value, num_value) "
-            f"SELECT instance_id, name, text_value, num_value FROM {rows} WHERE sv.present "
+            f"SELECT instance_id, name, text_value, num_value FROM {values} WHERE sv.present "
             "ON CONFLICT (instance_id, name) DO UPDATE SET text_value = EXCLUDED.text_value, "
             "num_value = EXCLUDED.num_value)"
         )
