@@ -35,6 +35,7 @@ class Edge:
     target: str | None  # None for a filter's false edge: it ends the token, there is no node
     role: str
     label: str = ""
+    key: str = ""  # wiggle.graph.OutEdge.key: how a coverage report names the edge
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def edges_of(node: Node) -> list[Edge]:
     """The edges to draw out of `node`, in a fixed order (the order shapes the layout): the
     graph's own (`wiggle.graph.out_edges`), labelled."""
     return [
-        Edge(e.source, e.target, e.role, e.branch or _LABELS.get(e.role, ""))
+        Edge(e.source, e.target, e.role, e.branch or _LABELS.get(e.role, ""), e.key)
         for e in out_edges(node)
     ]
 

@@ -86,7 +86,8 @@ class RunReport:
 
 def find_scenario_files(targets: Sequence[str]) -> tuple[list[Path], list[str]]:
     """Scenario files named by `targets`: a scenario file, a flow (its `NAME.scenarios.yaml`
-    beside it), or a directory (every scenario file under it). Returns (files, problems)."""
+    beside it or in a `scenarios/` folder beside it), or a directory (every scenario file
+    under it). Returns (files, problems)."""
     files: list[Path] = []
     problems: list[str] = []
     for target in targets:
@@ -108,10 +109,17 @@ def find_scenario_files(targets: Sequence[str]) -> tuple[list[Path], list[str]]:
                 problems.append(f"{target}: no such file")
         elif path.is_file():
             stem = path.name.rsplit(".", 1)[0]
-            beside = [path.with_name(stem + s) for s in SCENARIO_SUFFIXES]
+            beside = [
+                folder / (stem + suffix)
+                for folder in (path.parent, path.parent / "scenarios")
+                for suffix in SCENARIO_SUFFIXES
+            ]
             found_one = next((p for p in beside if p.is_file()), None)
             if found_one is None:
-                problems.append(f"{target}: no scenario file beside it (expected {beside[0].name})")
+                problems.append(
+                    f"{target}: no scenario file for it (expected {beside[0].name} beside it "
+                    "or in a scenarios/ folder beside it)"
+                )
             else:
                 files.append(found_one)
         else:
