@@ -104,6 +104,14 @@ class _Checker:
         return (self.base / text).resolve() if not os.path.isabs(text) else Path(text)
 
 
+def _duration_text(ms: int) -> str:
+    """`ms` in the largest unit that divides it: 7200000 -> 2h."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
 def _near(name: str, known: Sequence[str]) -> str:
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
@@ -290,7 +298,7 @@ def _timeline(
                 checker.error(
                     (*here, "at"),
                     f"at {entry['at']} is before the time the timeline already reached "
-                    f"({reached} ms after the start)",
+                    f"({_duration_text(reached)} after the start)",
                 )
             reached = max(reached, at_ms)
         advance_ms = None
