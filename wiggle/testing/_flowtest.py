@@ -8,6 +8,7 @@ advance, cancel) every step that can run has run and every timer that is due has
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +28,7 @@ from wiggle.engine import (
     VirtualClock,
 )
 from wiggle.engine._data import parse_instant_ms
+from wiggle.errors import InstanceNotRunning
 from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
 from wiggle.worker import Registry, load_handlers
 
@@ -95,6 +97,7 @@ class Harness:
         self.clock = VirtualClock(start_ms)
         self._engines: dict[str, Engine] = {}
         self._variants: dict[tuple[str, str], CompiledFlow] = {}  # (version, mode) -> variant
+        self.graphs: dict[str, Graph] = {}  # version -> graph, of every variant registered
         self._ids: dict[str, int] = {}  # runs so far per "mode name"
 
     def engine(self, mode: str) -> Engine:
@@ -113,6 +116,7 @@ class Harness:
                 variant = compiled_in_mode(flow, mode)
                 self.engine(mode).register(variant)
                 self._variants[(flow.version, mode)] = variant
+                self.graphs[variant.version] = variant.graph
             variants.append(variant)
         return variants
 
@@ -202,7 +206,9 @@ class FlowTest:
 
             answers = {**(answers or {}), **parse_results(results, [*others, main])}
         self.answers = Answers(answers or {}, _registry(handlers))
-        self.worker = InProcessWorker(self.engine, self.answers, _queues(variants))
+        self.worker = InProcessWorker(
+            self.engine, self.answers, _queues(variants), graphs=self.harness.graphs
+        )
         self.instance_id: str | None = None
 
     # -- driving ------------------------------------------------------------------------------
@@ -212,10 +218,18 @@ class FlowTest:
         if self.instance_id is not None:
             raise ScenarioError("this FlowTest has started its instance already")
         self.clock.set(self.start_ms)
+        # Eager dispatch, as a worker beside the client gets it: the first task is leased in
+        # the start's own transaction.
         result = self.engine.start(
-            self.flow.name, input, version=self.flow.version, instance_id=instance_id
+            self.flow.name,
+            input,
+            version=self.flow.version,
+            instance_id=instance_id,
+            eager=self.worker.eager,
         )
         self.instance_id = result.instance_id
+        if result.eager_task is not None:
+            self.worker.run_task(result.eager_task)
         self.settle()
         return result.instance_id
 
@@ -251,8 +265,8 @@ class FlowTest:
     def _run_until(self, target: int | None) -> None:
         self.settle()
         for _ in range(MAX_TIMERS):
-            if target is None and self.status is not InstanceStatus.RUNNING:
-                return
+            # An instance that ended has nothing armed: `due` is None then (a harness's other
+            # instances never keep timers: each run cancels its own when it closes).
             due = self.engine.next_due_ms()
             if due is None or (target is not None and due > target):
                 return
@@ -379,9 +393,9 @@ class FlowTest:
     def close(self) -> None:
         """Cancel an instance still running (so a shared harness starts clean), and close the
         engines when they are this test's own."""
-        shared = self.instance_id is not None and not self._own
-        if shared and self.status is InstanceStatus.RUNNING:
-            self.engine.cancel(self._id(), "the scenario ended")
+        if self.instance_id is not None and not self._own:
+            with contextlib.suppress(InstanceNotRunning):  # it ended: nothing to cancel
+                self.engine.cancel(self.instance_id, "the scenario ended")
         if self._own:
             self.harness.close()
 

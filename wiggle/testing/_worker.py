@@ -39,14 +39,23 @@ class InProcessWorker:
     """Runs every READY task of `queues` on `answers`, one at a time."""
 
     def __init__(
-        self, engine: Engine, answers: Answers, queues: Sequence[str], *, batch_size: int = 64
+        self,
+        engine: Engine,
+        answers: Answers,
+        queues: Sequence[str],
+        *,
+        batch_size: int = 64,
+        graphs: dict[str, Graph] | None = None,
     ) -> None:
         self.engine = engine
         self.answers = answers
         self.queues = list(queues)
         self.batch_size = batch_size
-        self._graphs: dict[str, Graph] = {}
-        self._next = EagerRequest(WORKER_ID, self.queues)
+        # Graphs by version, shared with whoever registered them (versions never change).
+        self._graphs: dict[str, Graph] = {} if graphs is None else graphs
+        #: Lease a task to this worker in the same transaction (a start's first task, the
+        #: next task after a CompleteTask), as eager dispatch does for a real worker.
+        self.eager = EagerRequest(WORKER_ID, self.queues)
 
     def run_ready(self) -> int:
         """Run tasks until none is READY; returns how many steps ran. Never moves the clock."""
@@ -98,7 +107,7 @@ class InProcessWorker:
             if out.failure is not None:
                 self.engine.fail(t.task_id, t.lease, out.failure)
                 return steps
-            _, current = self.engine.complete_and_next(t.task_id, t.lease, out.value, self._next)
+            _, current = self.engine.complete_and_next(t.task_id, t.lease, out.value, self.eager)
         return steps
 
     def _local_run(self, task: TaskActivation) -> int:
