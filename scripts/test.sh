@@ -2,8 +2,9 @@
 # Sets up a machine and runs every check: lint, types, generated-code freshness, the Go worker
 # SDK's tests and the conformance corpus with the Go worker on SQLite and PostgreSQL, the Java
 # worker SDK's build, JUnit tests and the corpus with the Java worker on SQLite and PostgreSQL,
-# and the whole Python test suite (unit, integration on SQLite and PostgreSQL, acceptance,
-# conformance with the Python worker). Exits non-zero on any failure, including a test run that
+# the scenario files of definitions/ (`wiggle test`, every edge of every flow covered), and the
+# whole Python test suite (unit, integration on SQLite and PostgreSQL, acceptance, conformance
+# with the Python worker). Exits non-zero on any failure, including a test run that
 # collected no tests (pytest exit 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,5 +35,9 @@ echo "== conformance corpus with the Java worker (SQLite, PostgreSQL)" >&2
 # in about half the time, and leaves the two cores to the server and the cases.
 "$PYTHON" -m wiggle conformance --database sqlite --database postgres \
     --worker "java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -jar sdk/java/target/wiggle-conformance-worker.jar"
+# --- the scenarios of definitions/ under every mode, every edge of every flow taken (wiggle test)
+echo "== wiggle test definitions" >&2
+"$PYTHON" -m wiggle test definitions --quiet --fail-under 100 --coverage-file "${TMPDIR:-/tmp}/wiggle-definitions-coverage.json"
+# --- end of wiggle test
 echo "== pytest" >&2
 "$PYTHON" -m pytest "$@"

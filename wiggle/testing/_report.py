@@ -47,7 +47,9 @@ def failure_lines(report: RunReport) -> Iterator[str]:
                 yield ("  - " if i == 0 else "    ") + line
         if run.status:
             reason = f" ({run.reason})" if run.reason else ""
-            yield f"  ended {run.status}{reason}; path taken: [{', '.join(run.path)}]"
+            shown = any("actual path:" in p for p in run.problems)  # no need to say it twice
+            path = "" if shown else f"; path taken: [{', '.join(run.path)}]"
+            yield f"  ended {run.status}{reason}{path}"
 
 
 def closing_line(report: RunReport) -> str:

@@ -129,10 +129,12 @@ def find_scenario_files(targets: Sequence[str]) -> tuple[list[Path], list[str]]:
 
 
 def _shown(path: Path) -> str:
+    """`path` from the working directory when it is below it, else as it is."""
     try:
-        return os.path.relpath(path)
-    except ValueError:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive
         return str(path)
+    return str(path) if relative.startswith("..") else relative
 
 
 def run_scenario(
