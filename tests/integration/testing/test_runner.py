@@ -159,3 +159,35 @@ def test_targets_find_scenario_files_beside_flows_in_folders_and_below_directori
         f"{tmp_path / 'g.yaml'}: no scenario file for it (expected g.scenarios.yaml beside it "
         "or in a scenarios/ folder beside it)"
     ]
+
+
+def test_run_to_end_false_checks_where_the_timeline_left_the_instance(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "  - name: still-waiting\n    input: {amount: 500}\n    run_to_end: false\n"
+        "    timeline: [{advance: 1d}]\n"
+        "    expect: {status: RUNNING, waiting_at: [decision], skips: [escalate]}\n"
+        "  - name: cancelled\n    input: {amount: 500}\n"
+        "    timeline: [{at: 1h, cancel: changed my mind}]\n"
+        "    expect: {status: CANCELLED, reason: changed my mind}\n",
+    )
+    runs = run_files([path]).runs
+    assert [r.problems for r in runs] == [[]] * 6
+    assert runs[0].status == "RUNNING" and runs[3].status == "CANCELLED"
+
+
+def test_a_json_scenario_file_with_results_merged_into_a_combine(tmp_path: Path) -> None:
+    (tmp_path / "fan.yaml").write_text(
+        "wiggle: 1\nname: fan\nsteps:\n  - parallel:\n      a: [{task: left}]\n"
+        "      b: [{task: right}]\n    combine: merge\n"
+    )
+    (tmp_path / "fan.scenarios.json").write_text(
+        '{"wiggle_test": 1, "flow": "fan.yaml", "scenarios": [{"name": "merged",'
+        ' "input": {"id": 7}, "activities": {"left": 1, "right": {"returns": [2]},'
+        ' "merge": {"merge": {"done": true}}},'
+        ' "expect": {"context": {"id": 7, "done": true}, "calls": {"merge": 1}}}]}'
+    )
+    files, _ = find_scenario_files([str(tmp_path / "fan.yaml")])
+    runs = run_files(files).runs
+    assert [r.passed for r in runs] == [True, True, True], runs[0].problems
+    assert runs[0].path == ["parallel-1", "left", "right", "parallel-1.join"]
