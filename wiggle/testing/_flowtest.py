@@ -16,9 +16,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from wiggle.compiler import CompiledFlow, load_flow_file, subflow_references
+from wiggle.compiler import CompiledFlow, load_flow_file
 from wiggle.compiler._durations import parse_duration
-from wiggle.conformance._flowcheck import compiled_in_mode
+from wiggle.conformance._flowcheck import _queues, compiled_in_mode
 from wiggle.engine import (
     DEFAULT_START_MS,
     Engine,
@@ -29,11 +29,12 @@ from wiggle.engine import (
 )
 from wiggle.engine._data import parse_instant_ms
 from wiggle.errors import InstanceNotRunning
-from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
+from wiggle.graph import ExecutionMode, Graph
 from wiggle.worker import Registry, load_handlers
 
 from ._answers import Answers
 from ._expect import Observed, check, path_problem
+from ._load import parse_results, subflow_files
 from ._model import Answer, Expect
 from ._trace import Trace, trace
 from ._worker import InProcessWorker
@@ -62,31 +63,6 @@ def resolve_mode(mode: str | ExecutionMode | None, flow: CompiledFlow) -> str:
     if text not in MODES:
         raise ValueError(f"unknown mode {mode!r}: choose from {', '.join(MODES)}")
     return text
-
-
-def _queues(flows: Sequence[CompiledFlow]) -> list[str]:
-    queues: set[str] = set()
-    for flow in flows:
-        for node in flow.graph:
-            if isinstance(node, Task | Predicate | Join):
-                queues.add(node.queue)
-            elif isinstance(node, Await) and node.apply is not None:
-                queues.add(node.apply.queue)
-    return sorted(queues) or ["default"]
-
-
-def subflow_files(flow_file: Path) -> list[Path]:
-    """The flows a flow file starts (transitively), found beside it as `<name>.yaml`."""
-    found: list[Path] = []
-    todo, seen = [flow_file], {flow_file}
-    while todo:
-        for ref in subflow_references(todo.pop()):
-            beside = flow_file.parent / f"{ref.flow}.yaml"
-            if beside.is_file() and beside not in seen:
-                seen.add(beside)
-                found.append(beside)
-                todo.append(beside)
-    return found
 
 
 class Harness:
@@ -191,8 +167,8 @@ class FlowTest:
         main, path = _flow(flow)
         others = [_flow(f)[0] for f in flows]
         if path is not None:
-            named = {f.name for f in others}
-            others += [f for f in map(load_flow_file, subflow_files(path)) if f.name not in named]
+            files, _ = subflow_files(path, {main.name, *(f.name for f in others)})
+            others += [load_flow_file(f) for f in files]
         self.mode = resolve_mode(mode, main)
         self._own = harness is None
         self.harness = harness or Harness()
@@ -202,12 +178,10 @@ class FlowTest:
         variants = self.harness.register([*others, main], self.mode)
         self.flow = variants[-1]
         if results is not None:
-            from ._load import parse_results
-
             answers = {**(answers or {}), **parse_results(results, [*others, main])}
         self.answers = Answers(answers or {}, _registry(handlers))
         self.worker = InProcessWorker(
-            self.engine, self.answers, _queues(variants), graphs=self.harness.graphs
+            self.engine, self.answers, sorted(_queues(variants)), graphs=self.harness.graphs
         )
         self.instance_id: str | None = None
 

@@ -13,14 +13,14 @@ import difflib
 import functools
 import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped,unused-ignore]
 
-from wiggle.compiler import CompiledFlow, load_flow_file, subflow_references
+from wiggle.compiler import CompiledFlow, SubflowRef, load_flow_file, subflow_references
 from wiggle.compiler._durations import parse_duration
 from wiggle.compiler._loader import MAX_BYTES, SourceMap, load_document
 from wiggle.compiler._loader import Path as DocPath
@@ -32,7 +32,13 @@ from wiggle.graph import Await, End, Graph, Join, Predicate, Task
 
 from ._model import Answer, Expect, Moment, Scenario, ScenarioFile, Where
 
-__all__ = ["SCENARIO_SUFFIXES", "load_scenario_file", "parse_results", "scenario_schema"]
+__all__ = [
+    "SCENARIO_SUFFIXES",
+    "load_scenario_file",
+    "parse_results",
+    "scenario_schema",
+    "subflow_files",
+]
 
 #: How a scenario file is named: beside `flow.yaml`, `flow.scenarios.yaml` (or .yml, .json).
 SCENARIO_SUFFIXES = (".scenarios.yaml", ".scenarios.yml", ".scenarios.json")
@@ -135,27 +141,41 @@ def _flows(checker: _Checker, doc: Mapping[str, Any]) -> list[CompiledFlow]:
         other = _compile(checker, text, ("flows", i))
         if other is not None:
             flows[other.name] = other
-    todo = [checker.relative(doc["flow"])]
-    seen: set[Path] = set()
-    while todo:
-        file = todo.pop()
-        if file in seen:
-            continue
-        seen.add(file)
-        for ref in subflow_references(file):
-            if ref.flow in flows or ref.flow == main.name:
-                continue
-            beside = file.parent / f"{ref.flow}.yaml"
-            if not beside.is_file():
-                checker.error(
-                    ("flow",),
-                    f"{ref.where()}: subflow {ref.flow!r} is not in `flows:` and there is no "
-                    f"{beside.name} beside the flow; list the file under `flows:`",
-                )
-                continue
-            flows[ref.flow] = load_flow_file(beside)
-            todo.append(beside)
+    files, missing = subflow_files(checker.relative(doc["flow"]), {*flows, main.name})
+    for ref in missing:
+        checker.error(
+            ("flow",),
+            f"{ref.where()}: subflow {ref.flow!r} is not in `flows:` and there is no "
+            f"{ref.flow}.yaml beside the flow; list the file under `flows:`",
+        )
+    for file in files:
+        found = load_flow_file(file)
+        flows[found.name] = found
     return [*flows.values(), main]
+
+
+def subflow_files(
+    flow_file: Path, known: Collection[str] = ()
+) -> tuple[list[Path], list[SubflowRef]]:
+    """The flow files `flow_file` starts through `subflow` steps, transitively, each found
+    beside the file naming it as `<name>.yaml` (flows named in `known` are not looked for),
+    and the references for which there is no such file."""
+    names = set(known)
+    found: list[Path] = []
+    missing: list[SubflowRef] = []
+    todo = [flow_file]
+    while todo:
+        for ref in subflow_references(todo.pop()):
+            if ref.flow in names:
+                continue
+            names.add(ref.flow)
+            beside = Path(ref.file).parent / f"{ref.flow}.yaml"
+            if beside.is_file():
+                found.append(beside)
+                todo.append(beside)
+            else:
+                missing.append(ref)
+    return found, missing
 
 
 def _handlers(checker: _Checker, text: str) -> str | None:

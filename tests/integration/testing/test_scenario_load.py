@@ -174,3 +174,20 @@ def test_every_shipped_scenario_file_loads() -> None:
     assert len(files) == 7
     for path in files:
         assert load_scenario_file(path).scenarios
+
+
+def test_subflow_targets_are_found_beside_the_flow_or_named(tmp_path: Path) -> None:
+    (tmp_path / "parent.yaml").write_text("wiggle: 1\nname: parent\nsteps:\n  - subflow: child\n")
+    path = tmp_path / "parent.scenarios.yaml"
+    path.write_text("wiggle_test: 1\nflow: parent.yaml\nscenarios: [{name: a}]\n")
+    with pytest.raises(FlowError) as caught:
+        load_scenario_file(path)
+    (only,) = caught.value.diagnostics
+    assert (only.line, only.column) == (2, 7)
+    assert only.message == (
+        f"{tmp_path / 'parent.yaml'}:4:14: subflow 'child' is not in `flows:` and there is no "
+        "child.yaml beside the flow; list the file under `flows:`"
+    )
+    (tmp_path / "child.yaml").write_text("wiggle: 1\nname: child\nsteps:\n  - task: c\n")
+    loaded = load_scenario_file(path)
+    assert [f.name for f in loaded.flows] == ["child", "parent"]
