@@ -111,9 +111,6 @@ class Engine:
         # database tells it what each committed transaction did.
         self.waiters = Waiters()
         self.db.on_commit = self.waiters.committed
-        if clock is not None:
-            # Time moved: what fell due is fired by the ticker now, not at its next wake-up.
-            clock.watch(self.waiters.ticker_needed)
         self._listener: threading.Thread | None = None
         self._listener_lock = threading.Lock()
         self.is_leader = False  # as of the last tick()
@@ -132,6 +129,9 @@ class Engine:
         except BaseException:
             self.db.dispose()
             raise
+        if clock is not None:
+            # Time moved: what fell due is fired by the ticker now, not at its next wake-up.
+            clock.watch(self.waiters.ticker_needed)
 
     def _ensure_schema(self, conn: Connection) -> None:
         if self.db.is_postgres:

@@ -6,9 +6,11 @@ import threading
 
 import pytest
 from engine_testkit import events_of
+from sqlalchemy import update
 
 from wiggle.compiler import load_flow
-from wiggle.engine import Engine, InstanceStatus, TokenState, VirtualClock
+from wiggle.engine import Engine, IncompatibleSchema, InstanceStatus, TokenState, VirtualClock
+from wiggle.engine import _schema as schema
 
 NAP = load_flow("wiggle: 1\nname: nap\nsteps:\n  - sleep: 1h\n  - await: never\n")
 SLOW = load_flow(
@@ -107,6 +109,17 @@ def test_moving_the_clock_wakes_the_ticker(timed: Engine, clock: VirtualClock) -
 def test_a_closed_engine_stops_watching_its_clock(database_url: str, clock: VirtualClock) -> None:
     eng = Engine(database_url, clock=clock)
     eng.close()
+    assert clock._watchers == []
+
+
+def test_an_engine_that_fails_to_open_never_watches_its_clock(
+    database_url: str, clock: VirtualClock
+) -> None:
+    eng = Engine(database_url)
+    eng.db.write(lambda c: c.execute(update(schema.schema_version).values(version=10**6)))
+    eng.close()
+    with pytest.raises(IncompatibleSchema):
+        Engine(database_url, clock=clock)
     assert clock._watchers == []
 
 
