@@ -2,8 +2,8 @@
 
 Installed as a `pytest11` entry point, so every project with Wiggle installed has the fixture
 without a conftest (where plugin autoloading is off: `pytest_plugins =
-["wiggle.testing.pytest_plugin"]` in a conftest). Importing this module imports nothing heavy:
-the engine comes with the first `flow_test(...)` call.
+["wiggle.testing.pytest_plugin"]` in a conftest). Importing this module does not import the
+engine: it comes with the first `flow_test(...)` call.
 
 ```python
 def test_onboarding_escalates(flow_test):
