@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from ._clock import DEFAULT_START_MS, Clock, VirtualClock
 from ._engine import Engine
 from ._overview import Incident, IncidentPage, NodeCount, QueueStats
 from ._prune import PruneResult
@@ -35,8 +36,10 @@ from ._types import (
 from ._workers import WorkerNote
 
 __all__ = [
+    "DEFAULT_START_MS",
     "SCHEMA_VERSION",
     "AdvanceResult",
+    "Clock",
     "DefinitionSummary",
     "EagerRequest",
     "Engine",
@@ -63,6 +66,7 @@ __all__ = [
     "TaskActivation",
     "TokenState",
     "TokenView",
+    "VirtualClock",
     "WorkerNote",
     "WorkerSeen",
 ]

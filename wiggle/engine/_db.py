@@ -24,6 +24,7 @@ from sqlalchemy.pool import StaticPool
 
 from wiggle.errors import InvalidRequest, Unavailable
 
+from ._clock import Clock
 from ._wakeups import Wakeups
 
 __all__ = ["NOTIFY_CHANNEL", "Database"]
@@ -36,6 +37,10 @@ NOTIFY_CHANNEL = "wiggle_ready"
 # clock_timestamp() moves within a transaction (now() does not), which is what a lease needs.
 _PG_NOW = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
 _SQLITE_NOW = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
+# A clock the engine is given (see _clock): a function on SQLite, a session setting on
+# PostgreSQL that every transaction sets first.
+_SQLITE_GIVEN_NOW = "wiggle_now()"
+_PG_GIVEN_NOW = "CAST(current_setting('wiggle.now') AS BIGINT)"
 
 _AFTER_COMMIT = "wiggle_after_commit"
 _EVENTS = "wiggle_events"
@@ -53,7 +58,7 @@ def _normalise(url: str) -> str:
 class Database:
     """One SQLAlchemy engine plus the dialect-specific pieces the engine needs."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, clock: Clock | None = None) -> None:
         self.url = _normalise(url)
         u = make_url(self.url)
         self.is_sqlite = u.get_backend_name() == "sqlite"
@@ -90,6 +95,9 @@ class Database:
         else:
             self.sa = create_engine(self.url, pool_size=64, max_overflow=64, pool_pre_ping=False)
             self.now_sql = _PG_NOW
+        self.clock = clock
+        if clock is not None:
+            self._use_clock(clock)
         self.now: ColumnElement[int] = literal_column(self.now_sql).label("now_ms")
         self.lease_id_sql = (
             "lower(hex(randomblob(16)))"
@@ -104,6 +112,25 @@ class Database:
         if got is None:
             got = self._statements[key] = build()
         return got
+
+    def _use_clock(self, clock: Clock) -> None:
+        """Read `clock` wherever the statements read the time (the clock seam, see _clock)."""
+        if self.is_sqlite:
+
+            def register(dbapi_conn: Any, _record: Any) -> None:
+                dbapi_conn.create_function("wiggle_now", 0, clock.now_ms)
+
+            event.listen(self.sa, "connect", register)
+            self.now_sql = _SQLITE_GIVEN_NOW
+            return
+
+        def set_now(conn: Connection) -> None:
+            conn.exec_driver_sql(
+                "SELECT set_config('wiggle.now', %(now)s, false)", {"now": str(clock.now_ms())}
+            )
+
+        event.listen(self.sa, "begin", set_now)
+        self.now_sql = _PG_GIVEN_NOW
 
     # -- SQLite plumbing ------------------------------------------------------------------------
 

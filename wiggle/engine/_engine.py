@@ -32,6 +32,7 @@ from . import _schema as s
 from ._batch import apply_reports
 from ._bulk_runner import BulkRunner
 from ._claims import claim, heartbeat_stmt
+from ._clock import Clock
 from ._db import Database
 from ._engine_definitions import Definitions
 from ._engine_repairs import Repairs
@@ -73,8 +74,10 @@ class Engine(Definitions, Views, Repairs):
         default_mode: ExecutionMode = ExecutionMode.SERVER,
         node_id: str | None = None,
         leader_ttl_s: float = 10.0,
+        clock: Clock | None = None,
     ) -> None:
-        self.db = Database(database_url)
+        # `clock`: None reads the database's clock (production); tests give a VirtualClock.
+        self.db = Database(database_url, clock=clock)
         self.default_mode = default_mode
         self.node_id = node_id or f"engine-{new_id()[:12]}"
         self.leader_ttl_s = leader_ttl_s
@@ -105,6 +108,9 @@ class Engine(Definitions, Views, Repairs):
         except BaseException:
             self.db.dispose()
             raise
+        if clock is not None:
+            # Time moved: what fell due is fired by the ticker now, not at its next wake-up.
+            clock.watch(self.waiters.ticker_needed)
 
     def _ensure_schema(self, conn: Connection) -> None:
         if self.db.is_postgres:
@@ -120,6 +126,8 @@ class Engine(Definitions, Views, Repairs):
     def close(self) -> None:
         """Give up leadership (so another engine takes over at once) and close connections."""
         self._stop.set()
+        if self.db.clock is not None:
+            self.db.clock.unwatch(self.waiters.ticker_needed)
         try:
             self.db.write(lambda c: c.execute(_ticker.release_stmt(), {"me": self.node_id}))
         finally:
@@ -415,3 +423,8 @@ class Engine(Definitions, Views, Repairs):
         if self._bulk.busy:
             cap = min(cap, BULK_TICK_S)
         return self.db.read(lambda c: _ticker.next_wakeup(c, self.db, cap))
+
+    def next_due_ms(self) -> int | None:
+        """The earliest armed timer or lease expiry of any instance, on the engine's clock;
+        None when nothing is armed. A driver of a virtual clock moves it there next."""
+        return self.db.read(lambda c: _ticker.next_due(c, self.db))

@@ -1,4 +1,10 @@
-"""Fixtures of the engine suite: an Engine on each backend and a test driver factory."""
+"""Fixtures of the engine suite: an Engine on each backend and a test driver factory.
+
+A test that takes `clock` gets an engine reading that virtual clock: its timers, retry
+backoffs, lease expiries and leader terms fall due when the test moves the clock (the driver
+moves it to the next one when the instance has nothing else to do), never with the wall clock.
+Other tests run on the database's clock, where time passes between two calls.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from wiggle.engine import Engine
+from wiggle.engine import Engine, VirtualClock
 
 # The test kit is a plain module next to this file (importlib import mode does not put test
 # directories on sys.path).
@@ -19,8 +25,14 @@ from engine_testkit import Driver
 
 
 @pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    eng = Engine(database_url, leader_ttl_s=5.0)
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+@pytest.fixture
+def engine(database_url: str, request: pytest.FixtureRequest) -> Iterator[Engine]:
+    given = request.getfixturevalue("clock") if "clock" in request.fixturenames else None
+    eng = Engine(database_url, leader_ttl_s=5.0, clock=given)
     try:
         yield eng
     finally:
