@@ -22,8 +22,8 @@ from sqlalchemy import select
 from wiggle.errors import WiggleError
 
 from . import _schema as s
-from ._drive import inst_from_row
 from ._eager import lease_ready, next_lease, reissue
+from ._park import inst_from_row
 from ._queries import LOCKED_INSTANCE_FIELDS, TOKEN_COLUMN_NAMES, lock_tasks_sql
 from ._reports import (
     apply_plan,

@@ -12,7 +12,8 @@ from wiggle.graph import Await, ExecutionMode, Graph
 
 from . import _describe
 from . import _schema as s
-from ._drive import deliver, finish_instance, inst_from_row, place
+from ._drive import deliver, finish_instance, place
+from ._park import inst_from_row
 from ._reports import INSTANCE_FIELDS
 from ._tx import TOKEN_COLUMNS, Inst, Tx, dumps, loads
 from ._types import (

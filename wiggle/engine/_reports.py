@@ -21,14 +21,9 @@ from wiggle.traversal import Handback, Move, classify, successor
 
 from . import _schema as s
 from ._data import type_name
-from ._drive import (
-    apply_failure,
-    fail_token_instance,
-    inst_from_row,
-    place,
-    ready_again,
-)
-from ._forks import branch_filtered
+from ._drive import branch_filtered, fail_token_instance, place
+from ._failures import apply_failure
+from ._park import inst_from_row, ready_again
 from ._search import note_context_change
 from ._tx import TOKEN_COLUMNS, Inst, Tok, Tx
 from ._types import AdvanceResult, InstanceStatus, Json, StepFailure, StepOutcome, TokenState

@@ -11,7 +11,8 @@ from sqlalchemy import Connection
 from wiggle.graph import Await, Sleep
 
 from . import _schema as s
-from ._drive import apply_failure, place, ready_again
+from ._drive import place
+from ._failures import apply_failure
 from ._leader import (
     acquire_stmt,
     due_leases_stmt,
@@ -20,6 +21,7 @@ from ._leader import (
     next_wakeup,
     release_stmt,
 )
+from ._park import ready_again
 from ._reports import read_locked
 from ._tx import FenceLost, Tx
 from ._types import InstanceStatus, StepFailure, TokenState

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from engine_testkit import events_of
 
-from tests.waiting import wait_until
 from wiggle.engine import InstanceStatus, StepFailure, StepOutcome, TokenState
 from wiggle.errors import StaleLease
 
