@@ -41,6 +41,9 @@ lint() {
     "$PYTHON" -m ruff format --check .
     "$PYTHON" -m mypy wiggle tools/render
     "$PYTHON" scripts/gen_proto.py --check
+    # Collection errors (an import error, a module fixture xdist would split) said once, plainly:
+    # under xdist they only crash a worker process.
+    "$PYTHON" -m pytest --collect-only -q -p no:cacheprovider >/dev/null
 }
 
 go_sdk() {
