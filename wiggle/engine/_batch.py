@@ -56,7 +56,7 @@ def lock_tasks(tx: Tx, task_ids: Sequence[str]) -> dict[str, tuple[Tok, Inst]]:
     postgres = tx.db.is_postgres
     sql = tx.db.cached("lock_tasks_sql", lambda: lock_tasks_sql(postgres, tx.db.now_sql))
     param: Any = {"tids": ids} if postgres else (orjson.dumps(ids).decode(),)
-    rows = tx.conn.exec_driver_sql(sql, param).all()
+    rows = tx.db.first_rows(tx.conn, sql, param)  # on PostgreSQL, the BEGIN goes with it
     if not rows:
         tx.now = int(tx.conn.execute(select(tx.db.now)).scalar_one())
         return {}

@@ -141,11 +141,22 @@ def _build_pg_write(
             "ON CONFLICT (instance_id, name) DO UPDATE SET text_value = EXCLUDED.text_value, "
             "num_value = EXCLUDED.num_value)"
         )
-    tail = "SELECT (SELECT count(*) FROM upd)" if updates else "SELECT 0"
+    # A lost fence fails the statement itself rather than returning a count for the caller to
+    # check, so that the COMMIT can be sent with it: casting the marked text to int raises and
+    # the transaction aborts. (The text depends on the count, so no constant folding raises it.)
+    tail = (
+        f"SELECT CAST(CASE WHEN c.n = %(nu)s THEN '0' ELSE '{FENCE_LOST_MARK} ' || c.n END AS int) "
+        "FROM (SELECT count(*) AS n FROM upd) AS c"
+        if updates
+        else "SELECT 0"
+    )
     return f"WITH {', '.join(ctes)} {tail}"
 
 
 _PG_WRITES: dict[tuple[bool, ...], str] = {}
+
+#: In the error PostgreSQL raises when pg_write's fenced updates did not all match.
+FENCE_LOST_MARK = "wiggle-fence-lost"
 
 
 def pg_write(
@@ -161,8 +172,8 @@ def pg_write(
     in ONE statement.
 
     An update row carries its fence as f_<column> keys (the values the row must still hold;
-    absent: not checked). The statement answers how many updates matched, which the caller
-    compares with how many it sent (a shortfall means a fence was lost). Instance rows carry
+    absent: not checked). When fewer updates match than were sent (a fence was lost), the
+    statement fails with an error naming FENCE_LOST_MARK. Instance rows carry
     status, reason, updated_at_ms and, when set_context, the context. None: nothing to write.
     """
     shape = (
@@ -192,6 +203,8 @@ def pg_write(
     for key, rows in rows_by_key:
         if rows:
             params[key] = orjson.dumps(rows).decode()
+    if updates:
+        params["nu"] = len(updates)
     return sql, params
 
 
