@@ -44,7 +44,7 @@ def test_wait_on_an_unknown_instance_is_not_found(database_url):
     engine = Engine(database_url)
     try:
         with pytest.raises(InstanceNotFound):
-            engine.wait_view("ghost", 1.0).status
+            engine.wait_view("ghost", 1.0)
     finally:
         engine.close()
 
