@@ -54,9 +54,16 @@ def lock_tasks(tx: Tx, task_ids: Sequence[str]) -> dict[str, tuple[Tok, Inst]]:
     statement; sets `tx.now` from the database clock read by that statement."""
     ids = sorted(set(task_ids))
     postgres = tx.db.is_postgres
-    sql = tx.db.cached("lock_tasks_sql", lambda: lock_tasks_sql(postgres, tx.db.now_sql))
-    param: Any = {"tids": ids} if postgres else (orjson.dumps(ids).decode(),)
-    rows = tx.conn.exec_driver_sql(sql, param).all()
+    param: Any
+    if postgres and len(ids) == 1:
+        sql = tx.db.cached(
+            "lock_task_sql", lambda: lock_tasks_sql(True, tx.db.now_sql, single=True)
+        )
+        param = {"tid": ids[0]}
+    else:
+        sql = tx.db.cached("lock_tasks_sql", lambda: lock_tasks_sql(postgres, tx.db.now_sql))
+        param = {"tids": ids} if postgres else (orjson.dumps(ids).decode(),)
+    rows = tx.db.first_rows(tx.conn, sql, param)  # on PostgreSQL, the BEGIN goes with it
     if not rows:
         tx.now = int(tx.conn.execute(select(tx.db.now)).scalar_one())
         return {}

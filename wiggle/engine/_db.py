@@ -13,7 +13,7 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import psycopg
@@ -46,6 +46,16 @@ _AFTER_COMMIT = "wiggle_after_commit"
 _EVENTS = "wiggle_events"
 
 _PG_RETRY_CODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
+
+
+@contextlib.contextmanager
+def _driver_errors(sql: str, params: Any) -> Iterator[None]:
+    """psycopg's errors as SQLAlchemy's, as if the statement had gone through SQLAlchemy: the
+    retry of transient failures (Database._retrying) and the callers see one kind of error."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise DBAPIError.instance(sql, params, exc, psycopg.Error) from exc
 
 
 def _normalise(url: str) -> str:
@@ -215,6 +225,48 @@ class Database:
             for observe in self.event_observers:
                 observe(logged)
         return result
+
+    # -- one round trip fewer at each end of a transaction (PostgreSQL) -------------------------
+
+    def first_rows(self, conn: Connection, sql: str, params: Any) -> list[tuple[Any, ...]]:
+        """The rows of `sql`, the first statement of `conn`'s transaction. On PostgreSQL the
+        transaction's BEGIN travels with it (psycopg's pipeline mode): one round trip, not two.
+        """
+        raw = self._driver(conn)
+        if raw is None or raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            return [tuple(row) for row in conn.exec_driver_sql(sql, params)]
+        cur = raw.cursor()
+        try:
+            with _driver_errors(sql, params), raw.pipeline():
+                cur.execute(sql, params)
+            rows: list[tuple[Any, ...]] = cur.fetchall()
+            return rows
+        finally:
+            cur.close()
+
+    def write_and_commit(self, conn: Connection, sql: str, params: Any) -> None:
+        """Run `sql`, the last statement of `conn`'s transaction, and commit. On PostgreSQL the
+        COMMIT travels with it: one round trip, not two. Nothing may run on `conn` afterwards
+        (it would begin another transaction); the transaction's own commit is then a no-op."""
+        raw = self._driver(conn)
+        if raw is None:
+            conn.exec_driver_sql(sql, params)
+            return
+        cur = raw.cursor()
+        try:
+            with _driver_errors(sql, params), raw.pipeline():
+                cur.execute(sql, params)
+                cur.execute("COMMIT")
+        finally:
+            cur.close()
+
+    def _driver(self, conn: Connection) -> psycopg.Connection[Any] | None:
+        """psycopg's own connection under `conn` (PostgreSQL), else None."""
+        if not self.is_postgres:
+            return None
+        raw = conn.connection.driver_connection
+        assert isinstance(raw, psycopg.Connection)
+        return raw
 
     # -- wake-ups -------------------------------------------------------------------------------
 

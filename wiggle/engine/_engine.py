@@ -158,7 +158,7 @@ class Engine(Definitions, Views, Repairs):
         def fn(conn: Connection) -> list[StartResult | WiggleError]:
             tx = Tx(conn, self.db, 0, self.graph_of, self.default_mode)
             results = apply_starts(tx, requests, self._check_input, self.default_mode)
-            tx.finish()
+            tx.finish(commit=True)  # the last statement: on PostgreSQL the COMMIT goes with it
             return results
 
         try:
@@ -295,7 +295,7 @@ class Engine(Definitions, Views, Repairs):
         def fn(conn: Connection) -> list[AdvanceResult | WiggleError]:
             tx = Tx(conn, self.db, 0, self.graph_of, self.default_mode)
             answers = apply_reports(tx, reports)
-            tx.finish()
+            tx.finish(commit=True)  # the last statement: on PostgreSQL the COMMIT goes with it
             return answers
 
         try:

@@ -92,7 +92,8 @@ def apply_starts(
     default_mode: Any,
 ) -> list[StartResult | WiggleError]:
     """Start each request's instance in `tx`; each gets its result or the error refusing it."""
-    tx.now = int(tx.conn.execute(select(tx.db.now)).scalar_one())
+    # The first statement: on PostgreSQL the transaction's BEGIN goes with it.
+    tx.now = int(tx.db.first_rows(tx.conn, f"SELECT {tx.db.now_sql}", {})[0][0])
     newest = _newest(tx, sorted({r.flow for r in requests if not r.version}))
     pinned = _pinned(tx, {(r.flow, r.version) for r in requests if r.version})
     known = _existing(tx, sorted({r.instance_id for r in requests if r.instance_id}))

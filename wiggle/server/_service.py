@@ -242,21 +242,15 @@ class WiggleService(pb_grpc.WiggleServicer):
                 "(or start it with more --threads)"
             )
         try:
-            deadline = time.monotonic() + wait
-            while True:
-                left = max(deadline - time.monotonic(), 0.0)
-                status = self._engine.wait_finished(request.instance_id, min(left, POLL_SLICE_S))
-                if (
-                    status is not InstanceStatus.RUNNING
-                    or left <= 0
-                    or self._stopping.is_set()
-                    or not context.is_active()
-                ):
-                    break
+            view = self._engine.wait_view(
+                request.instance_id,
+                wait,
+                include_events=request.include_events,
+                keep_waiting=lambda: not self._stopping.is_set() and context.is_active(),
+            )
         finally:
             if wait > 0:
                 self._waiting.release()
-        view = self._engine.describe(request.instance_id, include_events=request.include_events)
         return instance_to_pb(view)
 
     def _wait_budget(self, wait_ms: int, context: grpc.ServicerContext) -> float:
