@@ -207,5 +207,6 @@ def _build_heartbeat(db: Database) -> Any:
         )
         .values(lease_expires_at_ms=literal_column(db.now_sql) + length)
         # The clock read once: the expiry minus the length is the "now" it was computed from.
-        .returning(_t.c.lease_expires_at_ms, _t.c.lease_expires_at_ms - length)
+        # The queue: a worker credential's grant is checked against it (engine: heartbeat).
+        .returning(_t.c.lease_expires_at_ms, _t.c.lease_expires_at_ms - length, _t.c.queue)
     )
