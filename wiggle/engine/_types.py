@@ -1,4 +1,8 @@
-"""The engine's vocabulary: state enums and the plain records its API takes and returns."""
+"""The engine's vocabulary: state enums and the plain records its API takes and returns.
+
+A new field of `InstanceView` or `TokenView` also goes into the proto, the server's conversion
+and the client's records (docs/internals.md, "Where an instance or token view lives").
+"""
 
 from __future__ import annotations
 
