@@ -5,9 +5,10 @@ id order, so two batches never wait on each other in a cycle); each report is th
 applied in memory, in arrival order, through one shared identity map (a report on a token that
 an earlier report of the batch moved sees it moved); one statement writes every token and event.
 
-A report is refused (StaleLease, WrongPath, ReportOutOfOrder) before it changes anything, so a
-refused report never spoils its batch. Anything else that goes wrong aborts the whole batch,
-and the engine applies its reports one transaction each (see Engine._run_reports).
+A report is refused (PermissionDenied, StaleLease, WrongPath, ReportOutOfOrder) before it
+changes anything, so a refused report never spoils its batch. Anything else that goes wrong
+aborts the whole batch, and the engine applies its reports one transaction each (see
+Engine._run_reports).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ._reports import (
     plan_steps,
     record_seq,
     refuse_unless_current,
+    refuse_unless_granted,
     resent,
     server_outcome,
 )
@@ -102,6 +104,7 @@ def apply_reports(tx: Tx, reports: Sequence[Report]) -> list[AdvanceResult | Wig
 
 def apply_report(tx: Tx, r: Report, got: tuple[Tok, Inst] | None) -> AdvanceResult:
     tok, inst = got if got is not None else (None, None)
+    refuse_unless_granted(r, tok, inst)
     if resent(tok, inst, r.task_id, r.lease, r.seq):
         assert tok is not None and inst is not None
         again = _answer_again(tx, inst, tok, r.lease)

@@ -39,7 +39,7 @@ from . import _schema as s
 from . import _search
 from ._data import MISSING, parse_instant_ms, resolve_pointer, type_name
 from ._park import load_instance, make_ready
-from ._tx import TOKEN_COLUMNS, Inst, Tok, Tx, dumps, loads, new_id
+from ._tx import TOKEN_COLUMNS, Inst, Tok, Tx, loads, new_id
 from ._types import InstanceStatus, Json, TokenState, resolve_mode
 
 __all__ = [
@@ -191,23 +191,7 @@ def start_child(tx: Tx, inst: Inst, tok: Tok, node: Subflow) -> None:
         parent_token_id=tok.id,
     )
     tx.instances[child.id] = child
-    tx.conn.execute(
-        s.instances.insert().values(
-            id=child.id,
-            root_id=child.root_id,
-            flow=child.flow,
-            version=version,
-            status=child.status.value,
-            context=dumps(tok.context),
-            input=dumps(tok.context),
-            reason="",
-            mode=child.mode.value,
-            parent_instance_id=inst.id,
-            parent_token_id=tok.id,
-            created_at_ms=tx.now,
-            updated_at_ms=tx.now,
-        )
-    )
+    tx.conn.execute(s.instances.insert().values(child.row(tok.context, tx.now)))
     tok.state = TokenState.WAITING
     tok.wait_kind = "child"
     tok.child_instance_id = child.id

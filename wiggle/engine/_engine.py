@@ -45,6 +45,7 @@ from ._types import (
     HeartbeatResult,
     InstanceStatus,
     Json,
+    QueueGrant,
     Report,
     ReportKind,
     StartResult,
@@ -314,10 +315,13 @@ class Engine(Definitions, Views, Repairs):
             return [exc]
         return list(answers)
 
-    def heartbeat(self, task_id: str, lease: str, *, node_id: str = "") -> HeartbeatResult:
+    def heartbeat(
+        self, task_id: str, lease: str, *, node_id: str = "", grant: QueueGrant | None = None
+    ) -> HeartbeatResult:
         """Renew a lease by the task's timeout, or by the timeout of `node_id` when the worker
         says it is running that step of a local run (docs/worker-protocol.md, "Leases"); says
-        so when the instance is no longer RUNNING."""
+        so when the instance is no longer RUNNING. `grant`: PermissionDenied (nothing renewed)
+        unless it covers the task's queue."""
 
         def fn(conn: Connection) -> HeartbeatResult:
             length = self._step_timeout(conn, task_id, node_id) if node_id else None
@@ -325,13 +329,17 @@ class Engine(Definitions, Views, Repairs):
                 heartbeat_stmt(self.db), {"tid": task_id, "b_lease": lease, "length": length}
             ).first()
             if row is not None:
+                if grant is not None:  # a refusal rolls the renewal back
+                    grant.check(row[2] or "", "report on a task of")
                 return HeartbeatResult(int(row[0]), InstanceStatus.RUNNING, int(row[1]))
             i = s.instances
             seen = conn.execute(
-                select(_t.c.lease, i.c.status)
+                select(_t.c.lease, _t.c.queue, i.c.status)
                 .select_from(_t.join(i, i.c.id == _t.c.instance_id))
                 .where(_t.c.id == task_id)
             ).first()
+            if seen is not None and grant is not None:
+                grant.check(seen.queue or "", "report on a task of")
             if seen is None or seen.lease != lease or seen.status == InstanceStatus.RUNNING.value:
                 raise StaleLease(task_id)
             return HeartbeatResult(0, InstanceStatus(seen.status))
@@ -349,20 +357,6 @@ class Engine(Definitions, Views, Repairs):
         if isinstance(node, Await) and node.apply is not None:
             return node.apply.timeout_ms
         return None
-
-    def task_route(self, task_id: str) -> tuple[str, Graph] | None:
-        """Where a task is now: its queue and its instance's graph; None for no such task.
-
-        The server authorizes a report by it (a worker credential reports only on its queues).
-        """
-
-        def fn(conn: Connection) -> tuple[str, Graph] | None:
-            row = conn.execute(select(_t.c.queue, _t.c.version).where(_t.c.id == task_id)).first()
-            if row is None:
-                return None
-            return row.queue or "", self.graph_of(conn, row.version)
-
-        return self.db.read(fn)
 
     # -- wake-ups -------------------------------------------------------------------------------
 

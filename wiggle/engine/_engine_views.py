@@ -160,7 +160,7 @@ class Views:
         after: str | None = None,
     ) -> list[InstanceView]:
         """Instances ordered by id; `after` is the last id of the previous page."""
-        return self.db.read(lambda c: _instances.list_instances(c, flow, status, limit, after))
+        return self.db.read(lambda c: _listing.list_instances(c, flow, status, limit, after))
 
     # -- workers --------------------------------------------------------------------------------
 

@@ -146,23 +146,7 @@ def _start_one(
     mode = resolve_mode(graph, default_mode)
     inst = Inst(ident, ident, graph.name, version, InstanceStatus.RUNNING, mode, graph, None, None)
     tx.instances[ident] = inst
-    tx.new_instance(
-        {
-            "id": ident,
-            "root_id": ident,
-            "flow": graph.name,
-            "version": version,
-            "status": InstanceStatus.RUNNING.value,
-            "context": dumps(r.input),
-            "input": dumps(r.input),
-            "reason": "",
-            "mode": mode.value,
-            "parent_instance_id": None,
-            "parent_token_id": None,
-            "created_at_ms": tx.now,
-            "updated_at_ms": tx.now,
-        }
-    )
+    tx.new_instance(inst.row(r.input, tx.now))
     tx.event(ident, "instance_started", "", 0, version=version, mode=mode.value)
     write_initial(tx, inst, r.input)
     root = tx.new_token(inst, graph.start, r.input)
