@@ -8,11 +8,12 @@
 #       build, node tests and exports check; then the whole Python suite in parallel processes:
 #       unit, integration on SQLite and PostgreSQL, acceptance, browser, the short fault suite,
 #       and the conformance corpus once per worker (Python, Go, Java, TypeScript) and database
-#       (SQLite, PostgreSQL).
+#       (SQLite, PostgreSQL); and the scenarios of definitions/ (`wiggle test`, every edge of
+#       every shipped flow covered) beside the SDKs.
 #   bash scripts/test.sh --quick [PYTEST_ARGS...]  the edit-run loop, a few minutes: lint, types,
 #       generated Python code, the unit tests and the integration tests on SQLite.
 #
-# The first four groups of checks run side by side, each printed when it ends; then pytest runs
+# The first five groups of checks run side by side, each printed when it ends; then pytest runs
 # with pytest-xdist (WIGGLE_TEST_PROCESSES processes, default 4: most tests wait on timers,
 # leases and subprocesses rather than on the two cores). Extra arguments go to pytest. At the end:
 # the ten slowest tests, and how long each stage took.
@@ -40,6 +41,9 @@ lint() {
     "$PYTHON" -m ruff format --check .
     "$PYTHON" -m mypy wiggle tools/render
     "$PYTHON" scripts/gen_proto.py --check
+    # Collection errors (an import error, a module fixture xdist would split) said once, plainly:
+    # under xdist they only crash a worker process.
+    "$PYTHON" -m pytest --collect-only -q -p no:cacheprovider >/dev/null
 }
 
 go_sdk() {
@@ -52,6 +56,12 @@ go_sdk() {
 java_sdk() {
     bash sdk/java/gen.sh --check
     mvn -B -ntp -q -Dstyle.color=never -f sdk/java/pom.xml package
+}
+
+scenarios() {
+    # The scenarios of definitions/ under every mode, every edge of every flow taken.
+    "$PYTHON" -m wiggle test definitions --quiet --fail-under 100 \
+        --coverage-file "${TMPDIR:-/tmp}/wiggle-definitions-coverage.json"
 }
 
 typescript_sdk() {
@@ -109,7 +119,7 @@ if [ "$quick" -eq 1 ]; then
     exit "$status"
 fi
 
-side_by_side lint go_sdk java_sdk typescript_sdk
+side_by_side lint go_sdk java_sdk typescript_sdk scenarios
 if [ ${#failed[@]} -gt 0 ]; then
     summary
     exit 1

@@ -223,6 +223,10 @@ LONG_FIRST = (
 SHARED_FIXTURE_MODULES = frozenset(
     {
         "tests/browser/test_console.py",
+        "tests/browser/test_console_repair.py",
+        "tests/browser/test_console_restart.py",
+        "tests/browser/test_console_truth.py",
+        "tests/conformance/test_negative_controls_typescript.py",
         "tests/integration/definitions/test_definitions_modes.py",
         "tests/integration/fleet/test_java_tls.py",
         "tests/integration/fleet/test_mixed_fleet.py",
@@ -261,15 +265,18 @@ def _shares_a_fixture(item: pytest.Item) -> bool:
 @pytest.hookimpl(tryfirst=True)  # the marks it adds must be there when `-m` selects
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: _rank(item.nodeid))  # stable: file order within a rank
+    unlisted: set[str] = set()
     for item in items:
         if {"postgres_url", "durable_postgres_url"} & set(item.fixturenames):
             item.add_marker(pytest.mark.postgres)
         module = item.nodeid.split("::", 1)[0]
         if module not in SHARED_FIXTURE_MODULES and _shares_a_fixture(item):
-            raise pytest.UsageError(
-                f"{module} has a module-scoped fixture: add it to SHARED_FIXTURE_MODULES in "
-                "tests/conftest.py"
-            )
+            unlisted.add(module)
+    if unlisted:
+        raise pytest.UsageError(
+            "these modules have a module-scoped fixture: add them to SHARED_FIXTURE_MODULES in "
+            "tests/conftest.py: " + ", ".join(sorted(unlisted))
+        )
 
 
 class _Scheduling:

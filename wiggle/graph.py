@@ -39,6 +39,7 @@ __all__ = [
     "Graph",
     "Join",
     "Node",
+    "OutEdge",
     "Predicate",
     "Retry",
     "SearchAttribute",
@@ -46,6 +47,7 @@ __all__ = [
     "Sleep",
     "Subflow",
     "Task",
+    "out_edges",
     "successors",
 ]
 
@@ -347,3 +349,59 @@ def successors(node: Node) -> list[str]:
     if isinstance(node, Await):
         out.append(node.on_timeout)
     return [n for n in out if n]
+
+
+@dataclass(frozen=True)
+class OutEdge:
+    """One way a token can leave a node, named by what it means (`role`):
+
+    | role       | out of                     | taken when                                  |
+    |------------|----------------------------|---------------------------------------------|
+    | next       | task, join, sleep, subflow | the step, combine, timer or child is done   |
+    | true       | filter, choice arm         | the predicate returned true                 |
+    | back       | a loop's `while`           | it returned true: the body runs again       |
+    | false      | choice arm, loop's `while` | it returned false (out of a loop: the exit) |
+    | filtered   | filter                     | it returned false: the token ends (no target) |
+    | branch     | fork                       | the fork was reached; `branch` names it     |
+    | body       | foreach                    | the collection had an element               |
+    | signal     | await                      | the signal came (and `apply` ran)           |
+    | on_timeout | await                      | the deadline passed first                   |
+
+    A fork's or foreach's own join is not an edge out of it: tokens reach a join through the
+    last step of each branch.
+    """
+
+    source: str
+    target: str | None
+    role: str
+    branch: str = ""
+
+    @property
+    def key(self) -> str:
+        """A stable name: `source -role-> target` (`branch:NAME` for a branch)."""
+        role = f"branch:{self.branch}" if self.role == "branch" else self.role
+        return f"{self.source} -{role}-> {self.target or '(filtered)'}"
+
+
+def out_edges(node: Node) -> list[OutEdge]:
+    """The edges out of `node`, in a fixed order (the renderer lays them out in this order)."""
+    if isinstance(node, Task | Join | Sleep | Subflow):
+        return [OutEdge(node.id, node.next, "next")]
+    if isinstance(node, Predicate):
+        true = OutEdge(node.id, node.next, "back" if node.max_iterations is not None else "true")
+        false = (
+            OutEdge(node.id, None, "filtered")
+            if node.alt is None
+            else OutEdge(node.id, node.alt, "false")
+        )
+        return [true, false]
+    if isinstance(node, Fork):
+        return [OutEdge(node.id, first, "branch", name) for name, first in node.branches.items()]
+    if isinstance(node, ForEach):
+        return [OutEdge(node.id, node.body, "body")]
+    if isinstance(node, Await):
+        out = [OutEdge(node.id, node.next, "signal")]
+        if node.on_timeout is not None:
+            out.append(OutEdge(node.id, node.on_timeout, "on_timeout"))
+        return out
+    return []

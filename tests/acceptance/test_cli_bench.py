@@ -95,3 +95,24 @@ def test_a_verified_run_prints_its_figures(durable_database_url):
     pruned = _wiggle("prune", "--finished-before", "1d", "--database", database_url, "--json")
     assert pruned.returncode == 0, pruned.stderr
     assert json.loads(pruned.stdout)["instances"] == 30
+
+
+def test_one_in_flight_counts_what_each_instance_cost(tmp_path):
+    """`wiggle bench latency --steps`: every result checked, and each instance's RPCs as the
+    protocol says: a SERVER or LOCAL_SYNC step is one report, a LOCAL_ASYNC run one report in
+    all; one start and one wait per instance."""
+    done = _wiggle(
+        "bench", "latency", "--database", "sqlite", "--steps", "3",
+        "--instances", "3", "--warmup", "1", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = {r["mode"]: r for r in json.loads(done.stdout)["rows"]}
+    assert set(rows) == {"SERVER", "LOCAL_SYNC", "LOCAL_ASYNC"}
+    for mode, reports in (("SERVER", 3), ("LOCAL_SYNC", 3), ("LOCAL_ASYNC", 1)):
+        row = rows[mode]
+        assert row["instances"] == 3 and row["steps"] == 3
+        cost = row["per_instance"]
+        assert cost["rpc StartInstance"] == 1 and cost["rpc WaitInstance"] == 1, (mode, cost)
+        assert cost["rpc ReportBatch"] == reports, (mode, cost)
+        assert cost["transactions write"] >= reports, (mode, cost)
+        assert set(row["cpu_ms_per_step"]) == {"server", "worker", "client"}, row

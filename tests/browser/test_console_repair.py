@@ -51,10 +51,13 @@ def _click_node(driver: Any, node_id: str) -> None:
 
 
 def _picked(driver: Any) -> list[str]:
-    return [
-        g.get_attribute("data-node")
-        for g in driver.find_elements(By.CSS_SELECTOR, "svg.flow-graph g.node.picked")
-    ]
+    # Read in one script: the live part may be swapped between finding the nodes and reading
+    # their attributes (a stale element).
+    picked: list[str] = driver.execute_script(
+        "return Array.from(document.querySelectorAll('svg.flow-graph g.node.picked'))"
+        ".map(g => g.getAttribute('data-node'))"
+    )
+    return picked
 
 
 def _confirmed_batch_done(driver: Any, button: str, count: str) -> str:

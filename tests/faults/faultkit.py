@@ -183,6 +183,29 @@ class Cluster:
         address = proc.wait_for(r"listening on (\S+)").group(1)
         return proc, address
 
+    def servers(self, *node_ids: str) -> dict[str, tuple[Proc, int, str]]:
+        """One server per node id, each on a port of its own: node id -> (process, port,
+        address). `kill_the_leader` restarts the leader on its port, so workers reconnect."""
+        out: dict[str, tuple[Proc, int, str]] = {}
+        for node_id in node_ids:
+            port = free_port()
+            proc, address = self.server(port=port, node_id=node_id)
+            out[node_id] = (proc, port, address)
+        return out
+
+    def kill_the_leader(
+        self, checker: Checker, servers: dict[str, tuple[Proc, int, str]]
+    ) -> tuple[str, int]:
+        """kill -9 whichever of `servers` holds the lead now (the lead moves when a loaded
+        machine starves a renewal), then start a server in its place on its port. Returns the
+        killed leader's node id and term."""
+        holder, term = checker.leader()
+        assert holder in servers, f"the leader {holder!r} is none of {sorted(servers)}"
+        proc, port, _ = servers[holder]
+        assert proc.kill9() == -9
+        self.server(port=port, node_id=f"{holder}-again")
+        return holder, term
+
     def worker(
         self,
         address: str,

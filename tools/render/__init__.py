@@ -9,13 +9,16 @@
     render(graph, "svg", instance=states_from_instance(graph, view))
                                        ... from a DescribeInstance answer with its events (the
                                        overlay of wiggle.overlay, as the console draws it)
+    render(graph, "svg", coverage=CoverageMarks(taken, visited))
+                                       the flow with the edges no scenario took marked
+                                       (`wiggle test --coverage`)
 
 `wiggle render FLOW -o OUT` is the command-line way in.
 """
 
 from __future__ import annotations
 
-from ._diagram import to_dot
+from ._diagram import CoverageMarks, to_dot
 from ._render import (
     FORMATS,
     GraphvizNotFound,
@@ -29,6 +32,7 @@ from ._states import STATES, InstanceStates, states_from_instance, states_from_t
 __all__ = [
     "FORMATS",
     "STATES",
+    "CoverageMarks",
     "GraphvizNotFound",
     "InstanceStates",
     "RenderError",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from html import escape
 
 from wiggle.graph import ExecutionMode, Graph, Node, Predicate
@@ -11,9 +12,27 @@ from ._dotwriter import DotWriter, Html, quote
 from ._labels import node_label
 from ._layout import Edge, Group, Layout, analyse
 from ._states import InstanceStates, NodeHighlight, highlights
-from ._styles import DIM, FONT, TIMEOUT_COLOUR, kind_attrs, lane_fill, pair_colour
+from ._styles import (
+    DIM,
+    FONT,
+    TIMEOUT_COLOUR,
+    UNTAKEN_COLOUR,
+    kind_attrs,
+    lane_fill,
+    pair_colour,
+)
 
-__all__ = ["START", "filtered_id", "to_dot"]
+__all__ = ["START", "CoverageMarks", "filtered_id", "to_dot"]
+
+
+@dataclass(frozen=True)
+class CoverageMarks:
+    """What the scenarios took (`wiggle test --coverage`): edges by key, nodes by id. The
+    diagram marks every other edge as untaken and fades every other node."""
+
+    taken: frozenset[str]
+    visited: frozenset[str]
+
 
 # Pseudo-node ids. Real node ids cannot contain ':' (docs/graph.md), so these never clash.
 START = "::start"
@@ -75,6 +94,26 @@ def _edge_attrs(edge: Edge, graph: Graph, layout: Layout) -> dict[str, str]:
     return attrs
 
 
+def _untaken(attrs: dict[str, str], edge: Edge) -> dict[str, str]:
+    """An edge no scenario took: red, dashed and said so."""
+    label = f"{edge.label} · untaken" if edge.label else "untaken"
+    return {
+        **attrs,
+        "color": UNTAKEN_COLOUR,
+        "fontcolor": UNTAKEN_COLOUR,
+        "style": "dashed",
+        "penwidth": "2",
+        "label": label,
+    }
+
+
+def _unvisited(attrs: dict[str, str], node: Node) -> dict[str, str]:
+    attrs = {**attrs, "fontcolor": DIM}
+    if node.kind not in _PAIR_KINDS:
+        attrs.update(color=DIM, fillcolor="#ffffff")
+    return attrs
+
+
 def _group_attrs(group: Group) -> dict[str, str]:
     colour = pair_colour(group.colour_index)
     if group.kind == "branch":
@@ -107,22 +146,38 @@ def _placement(graph: Graph, layout: Layout) -> dict[str | None, list[str]]:
 
 
 def _write_node(
-    w: DotWriter, node_id: str, graph: Graph, layout: Layout, lit: dict[str, NodeHighlight] | None
+    w: DotWriter,
+    node_id: str,
+    graph: Graph,
+    layout: Layout,
+    lit: dict[str, NodeHighlight] | None,
+    coverage: CoverageMarks | None,
 ) -> None:
     if node_id.endswith("::filtered"):
         w.node(
             node_id, {"shape": "plaintext", "label": "filtered", "fontcolor": DIM, "fontsize": "9"}
         )
-    else:
-        w.node(node_id, _node_attrs(graph.nodes[node_id], layout, lit))
+        return
+    node = graph.nodes[node_id]
+    attrs = _node_attrs(node, layout, lit)
+    if coverage is not None and node_id not in coverage.visited and node.kind != "end":
+        attrs = _unvisited(attrs, node)
+    w.node(node_id, attrs)
 
 
-def to_dot(graph: Graph, *, instance: InstanceStates | None = None, caption: str = "") -> str:
+def to_dot(
+    graph: Graph,
+    *,
+    instance: InstanceStates | None = None,
+    caption: str = "",
+    coverage: CoverageMarks | None = None,
+) -> str:
     """The diagram of `graph` as DOT text.
 
     With `instance` (node id -> state, or node id -> {state: token count}), nodes holding tokens
     are filled with their state's colour and list their states; the others are drawn faded.
-    `caption`: a line under the title (what a diff removed, say).
+    `caption`: a line under the title (what a diff removed, say). With `coverage`, edges no
+    scenario took are drawn red and dashed, labelled untaken, and nodes none reached fade.
     """
     layout = analyse(graph)
     lit = highlights(instance, set(graph.nodes)) if instance is not None else None
@@ -158,7 +213,7 @@ def to_dot(graph: Graph, *, instance: InstanceStates | None = None, caption: str
         },
     )
     for node_id in placed.get(None, []):
-        _write_node(w, node_id, graph, layout, lit)
+        _write_node(w, node_id, graph, layout, lit, coverage)
     if layout.lanes:
         for index, queue in enumerate(layout.lanes):
             w.open(f"subgraph {quote('cluster_lane:' + queue)}")
@@ -174,7 +229,7 @@ def to_dot(graph: Graph, *, instance: InstanceStates | None = None, caption: str
                 }
             )
             for node_id in placed.get(f"lane:{queue}", []):
-                _write_node(w, node_id, graph, layout, lit)
+                _write_node(w, node_id, graph, layout, lit, coverage)
             w.close()
     else:
         children: dict[str | None, list[Group]] = defaultdict(list)
@@ -186,7 +241,7 @@ def to_dot(graph: Graph, *, instance: InstanceStates | None = None, caption: str
                 w.open(f"subgraph {quote('cluster_' + group.key)}")
                 w.attrs(_group_attrs(group))
                 for node_id in placed.get(group.key, []):
-                    _write_node(w, node_id, graph, layout, lit)
+                    _write_node(w, node_id, graph, layout, lit, coverage)
                 emit(group.key)
                 w.close()
 
@@ -194,6 +249,9 @@ def to_dot(graph: Graph, *, instance: InstanceStates | None = None, caption: str
     w.edge(START, graph.start, {})
     for edge in layout.edges:
         target = edge.target if edge.target is not None else filtered_id(edge.source)
-        w.edge(edge.source, target, _edge_attrs(edge, graph, layout))
+        attrs = _edge_attrs(edge, graph, layout)
+        if coverage is not None and edge.key not in coverage.taken:
+            attrs = _untaken(attrs, edge)
+        w.edge(edge.source, target, attrs)
     w.close()
     return w.text()

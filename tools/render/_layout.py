@@ -19,9 +19,8 @@ from wiggle.graph import (
     Join,
     Node,
     Predicate,
-    Sleep,
-    Subflow,
     Task,
+    out_edges,
 )
 
 __all__ = ["Edge", "Group", "Layout", "analyse", "edges_of", "node_queue"]
@@ -36,6 +35,7 @@ class Edge:
     target: str | None  # None for a filter's false edge: it ends the token, there is no node
     role: str
     label: str = ""
+    key: str = ""  # wiggle.graph.OutEdge.key: how a coverage report names the edge
 
 
 @dataclass(frozen=True)
@@ -70,31 +70,17 @@ def node_queue(node: Node) -> str | None:
     return None
 
 
+_LABELS = {"true": "true", "back": "true ↺", "false": "false", "filtered": "false", "body": "body"}
+_LABELS.update(signal="signal", on_timeout="on_timeout")
+
+
 def edges_of(node: Node) -> list[Edge]:
-    """The edges to draw out of `node`, in a fixed order (the order shapes the layout)."""
-    if isinstance(node, Task | Join | Sleep | Subflow):
-        return [Edge(node.id, node.next, "next")]
-    if isinstance(node, Predicate):
-        if node.max_iterations is not None:
-            return [Edge(node.id, node.next, "back", "true ↺"), _alt(node)]
-        return [Edge(node.id, node.next, "true", "true"), _alt(node)]
-    if isinstance(node, Fork):
-        return [Edge(node.id, first, "branch", name) for name, first in node.branches.items()]
-    if isinstance(node, ForEach):
-        return [Edge(node.id, node.body, "body", "body")]
-    if isinstance(node, Await):
-        out = [Edge(node.id, node.next, "signal", "signal")]
-        if node.on_timeout is not None:
-            out.append(Edge(node.id, node.on_timeout, "on_timeout", "on_timeout"))
-        return out
-    assert isinstance(node, End)
-    return []
-
-
-def _alt(node: Predicate) -> Edge:
-    if node.alt is None:
-        return Edge(node.id, None, "filtered", "false")
-    return Edge(node.id, node.alt, "false", "false")
+    """The edges to draw out of `node`, in a fixed order (the order shapes the layout): the
+    graph's own (`wiggle.graph.out_edges`), labelled."""
+    return [
+        Edge(e.source, e.target, e.role, e.branch or _LABELS.get(e.role, ""), e.key)
+        for e in out_edges(node)
+    ]
 
 
 def _successors(graph: Graph, node_id: str) -> Iterator[str]:

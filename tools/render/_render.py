@@ -11,7 +11,7 @@ import graphviz
 from wiggle.errors import WiggleError
 from wiggle.graph import Graph
 
-from ._diagram import to_dot
+from ._diagram import CoverageMarks, to_dot
 from ._states import InstanceStates
 
 __all__ = ["FORMATS", "GraphvizNotFound", "RenderError", "ensure_dot", "format_for_path", "render"]
@@ -56,13 +56,18 @@ def format_for_path(path: str | os.PathLike[str]) -> str:
 
 
 def render(
-    graph: Graph, fmt: str, *, instance: InstanceStates | None = None, caption: str = ""
+    graph: Graph,
+    fmt: str,
+    *,
+    instance: InstanceStates | None = None,
+    caption: str = "",
+    coverage: CoverageMarks | None = None,
 ) -> bytes:
-    """The diagram of `graph` in `fmt` (one of FORMATS), optionally highlighting `instance`,
-    with an optional `caption` under the title."""
+    """The diagram of `graph` in `fmt` (one of FORMATS), optionally highlighting `instance` or
+    marking what `coverage` did not take, with an optional `caption` under the title."""
     if fmt not in FORMATS:
         raise RenderError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-    source = to_dot(graph, instance=instance, caption=caption)
+    source = to_dot(graph, instance=instance, caption=caption, coverage=coverage)
     if fmt == "dot":
         return source.encode()
     ensure_dot()

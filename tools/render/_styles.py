@@ -19,6 +19,7 @@ __all__ = [
     "STATE_PRIORITY",
     "TIMEOUT_COLOUR",
     "UNKNOWN_STATE_COLOUR",
+    "UNTAKEN_COLOUR",
     "kind_attrs",
     "lane_fill",
     "pair_colour",
@@ -82,6 +83,7 @@ LANE_FILLS: tuple[str, ...] = (
 )
 
 TIMEOUT_COLOUR = "#b03a2e"
+UNTAKEN_COLOUR = "#d62728"  # `wiggle render --coverage`: an edge no scenario took
 DIM = "#a0a0a0"
 
 # Live-instance highlighting: the engine's token states plus the outcomes a node can show.

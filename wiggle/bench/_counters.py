@@ -1,4 +1,5 @@
-"""What a run costs: PostgreSQL's commit and WAL counters, and CPU time per process group.
+"""What a run costs: PostgreSQL's commit and WAL counters (and its durability settings, which
+the figures depend on), and CPU time per process group.
 
 PostgreSQL's figures come from its statistics views: `pg_stat_database.xact_commit` of the run's
 database (every committed transaction, read-only ones included) and `pg_stat_wal.wal_sync` (WAL
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import psutil
 import sqlalchemy as sa
 
-__all__ = ["PgCounters", "cpu_seconds", "pg_counters", "wait_disconnected"]
+__all__ = ["PgCounters", "cpu_seconds", "pg_counters", "pg_settings", "wait_disconnected"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,21 @@ def pg_counters(url: str) -> PgCounters:
             cpu = _postgres_cpu(int(pid))
             conn.rollback()  # a rolled-back read adds nothing to xact_commit
         return PgCounters(int(commits), int(wal_syncs), cpu)
+    finally:
+        engine.dispose()
+
+
+def pg_settings(url: str) -> str:
+    """The server's durability settings, as `fsync=on synchronous_commit=on`."""
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            got = [
+                f"{name}={conn.execute(sa.text(f'SHOW {name}')).scalar_one()}"
+                for name in ("fsync", "synchronous_commit")
+            ]
+            conn.rollback()
+            return " ".join(got)
     finally:
         engine.dispose()
 

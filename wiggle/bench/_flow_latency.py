@@ -4,7 +4,11 @@ The workload of the peers harness at `PEERS_INFLIGHT=1`: a linear flow of `--ste
 throughput benchmark's flow, each step `input + 1`), one `wiggle server` and one `wiggle worker`
 process over one database, and this process starting an instance and waiting for its result
 through WaitInstance (`Client.wait`), one at a time. Every result is checked (`n` equals the
-number of steps). Figures per mode: p50 and p99 in ms, and p50 per step.
+number of steps). Figures per mode: p50 and p99 in ms, and p50 per step; and what an instance
+costs, counted over the measured instances: the server's RPCs by method and its transactions
+(from its metrics endpoint), PostgreSQL's commits, and the CPU time of each process per step
+(server, worker, this client, and every PostgreSQL process) — counts that hold from run to run
+where times do not.
 """
 
 from __future__ import annotations
@@ -12,13 +16,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
+import subprocess
 import tempfile
 import time
+import urllib.request
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from prometheus_client.parser import text_string_to_metric_families
 
 from wiggle._postgres import create_database, drop_database, postgres_server
+from wiggle.bench._counters import cpu_seconds, pg_counters
 from wiggle.bench._processes import free_port, running, wait_serving
 from wiggle.bench._throughput import MODES, flow_source
 from wiggle.client import Client
@@ -31,10 +40,56 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _one_mode(client: Client, mode: str, steps: int, count: int, warmup: int) -> dict[str, Any]:
+@dataclass
+class _Stack:
+    """What one measurement runs on: the client, the processes, the database and its metrics."""
+
+    client: Client
+    server: list[subprocess.Popen[bytes]]
+    worker: list[subprocess.Popen[bytes]]
+    metrics_port: int
+    url: str
+    postgres: bool
+
+    def reading(self) -> dict[str, float]:
+        """Every counter at this moment: RPCs and transactions (server metrics), CPU seconds
+        per process, and on PostgreSQL its commits and CPU."""
+        got: dict[str, float] = dict(_server_counts(self.metrics_port))
+        got["cpu server"] = cpu_seconds(self.server)
+        got["cpu worker"] = cpu_seconds(self.worker)
+        got["cpu client"] = time.process_time()
+        if self.postgres:
+            pg = pg_counters(self.url)
+            got["commits"] = pg.commits
+            if pg.cpu_s is not None:
+                got["cpu postgres"] = pg.cpu_s
+        return got
+
+
+def _server_counts(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "wiggle_rpcs_total":
+                key = f"rpc {sample.labels['method']}"
+            elif sample.name == "wiggle_transaction_seconds_count":
+                key = f"transactions {sample.labels['kind']}"
+            else:
+                continue
+            out[key] = out.get(key, 0.0) + sample.value
+    return out
+
+
+def _one_mode(stack: _Stack, mode: str, steps: int, count: int, warmup: int) -> dict[str, Any]:
+    client = stack.client
     flow = client.deploy(flow_source(mode, steps).encode()).name
     latencies: list[float] = []
+    before: dict[str, float] = {}
     for i in range(warmup + count):
+        if i == warmup:
+            before = stack.reading()
         begun = time.perf_counter()
         started = client.start(flow, {"n": 0})
         view = client.wait(started.instance_id, timeout=60)
@@ -45,6 +100,8 @@ def _one_mode(client: Client, mode: str, steps: int, count: int, warmup: int) ->
             )
         if i >= warmup:
             latencies.append(took)
+    after = stack.reading()
+    spent = {k: after[k] - before.get(k, 0.0) for k in after}
     p50 = statistics.median(latencies)
     return {
         "mode": mode,
@@ -53,6 +110,14 @@ def _one_mode(client: Client, mode: str, steps: int, count: int, warmup: int) ->
         "p50_ms": round(p50, 2),
         "p99_ms": round(_pct(latencies, 0.99), 2),
         "per_step_ms": round(p50 / steps, 3),
+        "per_instance": {
+            k: round(v / count, 2) for k, v in sorted(spent.items()) if not k.startswith("cpu")
+        },
+        "cpu_ms_per_step": {
+            k.removeprefix("cpu "): round(v * 1000 / (count * steps), 3)
+            for k, v in sorted(spent.items())
+            if k.startswith("cpu")
+        },
     }
 
 
@@ -66,9 +131,19 @@ def measure_flows(args: argparse.Namespace) -> int:
         else:
             url = f"sqlite:///{stack.enter_context(tempfile.TemporaryDirectory())}/latency.db"
         address = f"127.0.0.1:{free_port()}"
-        stack.enter_context(
-            running([["server", "--database", url, "--address", address, "--log-level", "warning"]])
-        )
+        metrics_port = free_port()
+        server = [
+            "server",
+            "--database",
+            url,
+            "--address",
+            address,
+            "--metrics-address",
+            f"127.0.0.1:{metrics_port}",
+            "--log-level",
+            "warning",
+        ]
+        server_procs = stack.enter_context(running([server]))
         wait_serving(address)
         worker = [
             "worker",
@@ -81,10 +156,18 @@ def measure_flows(args: argparse.Namespace) -> int:
             "--log-level",
             "warning",
         ]
-        stack.enter_context(running([worker]))
+        worker_procs = stack.enter_context(running([worker]))
         client = stack.enter_context(Client(address))
         time.sleep(1.0)  # the worker's first poll
-        rows = [_one_mode(client, m, args.steps, args.instances, args.warmup) for m in modes]
+        on = _Stack(
+            client,
+            server_procs,
+            worker_procs,
+            metrics_port,
+            url,
+            postgres=args.database == "postgres",
+        )
+        rows = [_one_mode(on, m, args.steps, args.instances, args.warmup) for m in modes]
     if args.json:
         print(orjson.dumps({"database": args.database, "rows": rows}).decode())
         return 0
@@ -95,4 +178,9 @@ def measure_flows(args: argparse.Namespace) -> int:
     print(f"{'mode':<12} {'p50 ms':>8} {'p99 ms':>8} {'per step':>9}")
     for r in rows:
         print(f"{r['mode']:<12} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['per_step_ms']:>8.3f}")
+    print("\nper instance (measured instances only), and CPU ms per step by process:")
+    for r in rows:
+        counts = ", ".join(f"{k} {v:g}" for k, v in r["per_instance"].items())
+        cpu = ", ".join(f"{k} {v:.3f}" for k, v in r["cpu_ms_per_step"].items())
+        print(f"{r['mode']:<12} {counts}\n{'':<12} cpu: {cpu}")
     return 0

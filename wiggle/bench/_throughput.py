@@ -25,13 +25,20 @@ import orjson
 import sqlalchemy as sa
 
 from wiggle._postgres import create_database, drop_database, postgres_server, sqlalchemy_url
-from wiggle.bench._counters import PgCounters, cpu_seconds, pg_counters, wait_disconnected
-from wiggle.bench._history import fill_history
+from wiggle.bench._counters import (
+    PgCounters,
+    cpu_seconds,
+    pg_counters,
+    pg_settings,
+    wait_disconnected,
+)
 from wiggle.bench._loop import Outcome, drive
 from wiggle.bench._processes import free_port, running, wait_serving
 from wiggle.bench._report import HEADER, Figures, percentile, row
 from wiggle.bench._verify import verify
 from wiggle.client import Client
+from wiggle.engine._db import Database
+from wiggle.engine._prune import write_history
 
 __all__ = ["MODES", "flow_source", "run"]
 
@@ -64,18 +71,13 @@ class ModeRun:
     problems: list[str] = field(default_factory=list)
 
 
-def _pg_settings(url: str) -> str:
-    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+def _fill_history(url: str, version: str, steps: int, count: int) -> None:
+    """`count` finished instances of the flow (engine: write_history), before the run."""
+    db = Database(url)
     try:
-        with engine.connect() as conn:
-            got = [
-                f"{name}={conn.execute(sa.text(f'SHOW {name}')).scalar_one()}"
-                for name in ("fsync", "synchronous_commit")
-            ]
-            conn.rollback()
-            return " ".join(got)
+        write_history(db, version, count, input={"n": 0}, context={"n": steps})
     finally:
-        engine.dispose()
+        db.dispose()
 
 
 @contextlib.contextmanager
@@ -153,7 +155,7 @@ def run_mode(args: argparse.Namespace, url: str, mode: str) -> ModeRun:
         with Client(address) as client:
             flow = client.deploy(flow_source(mode, args.steps).encode())
             if args.history:
-                fill_history(url, flow.name, flow.version, mode, args.steps, args.history)
+                _fill_history(url, flow.version, args.steps, args.history)
             with running(workers) as worker_procs:
                 try:
                     warm = drive(
@@ -274,7 +276,7 @@ def _run(args: argparse.Namespace, modes: list[str]) -> int:
         for mode in modes:
             with database_for(mode) as url:
                 if not runs:
-                    settings = _pg_settings(url) if url.startswith("postgresql") else None
+                    settings = pg_settings(url) if url.startswith("postgresql") else None
                     config["postgres_settings"] = settings
                     if not args.json:
                         _introduce(args, url, settings)

@@ -14,15 +14,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
-import sqlalchemy as sa
+
+from wiggle.engine._db import Database
+from wiggle.engine._overview import Ending, run_endings
 
 __all__ = ["InstanceRow", "problems", "verify"]
 
 #: Examples quoted per kind of problem; the counts say how many there are in all.
 EXAMPLES = 3
-_CHUNK = 500  # ids per IN list: well under every driver's parameter limit
 
-InstanceRow = tuple[str, str, str, str]  # id, status, context (JSON text), reason
+InstanceRow = Ending  # id, status, context (JSON text), reason
 
 
 def problems(
@@ -91,34 +92,13 @@ def problems(
     return out
 
 
-def _chunks(ids: Sequence[str]) -> Iterable[list[str]]:
-    for start in range(0, len(ids), _CHUNK):
-        yield list(ids[start : start + _CHUNK])
-
-
 def verify(
     url: str, instance_ids: Sequence[str], expected_context: Any, step_nodes: Sequence[str]
 ) -> list[str]:
-    """Read the run's instances and their step events, then `problems`."""
-    instances_q = sa.text(
-        "SELECT id, status, context, reason FROM wiggle_instances WHERE id IN :ids"
-    ).bindparams(sa.bindparam("ids", expanding=True))
-    events_q = sa.text(
-        "SELECT instance_id, node_id, count(*) FROM wiggle_events "
-        "WHERE kind = 'step_completed' AND instance_id IN :ids GROUP BY instance_id, node_id"
-    ).bindparams(sa.bindparam("ids", expanding=True))
-    rows: list[InstanceRow] = []
-    step_events: dict[tuple[str, str], int] = {}
-    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    """Read the run's instances and their step events (engine: run_endings), then `problems`."""
+    db = Database(url)
     try:
-        with engine.connect() as conn:
-            for chunk in _chunks(instance_ids):
-                rows += [
-                    (r[0], r[1], r[2], r[3]) for r in conn.execute(instances_q, {"ids": chunk})
-                ]
-                for r in conn.execute(events_q, {"ids": chunk}):
-                    step_events[(r[0], r[1])] = int(r[2])
-            conn.rollback()
+        rows, step_events = db.read(lambda conn: run_endings(conn, instance_ids))
     finally:
-        engine.dispose()
+        db.dispose()
     return problems(instance_ids, rows, step_events, expected_context, step_nodes)

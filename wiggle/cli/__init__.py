@@ -30,6 +30,7 @@ _COMMAND_MODULES = (
     "wiggle.cli._console_command",  # console
     "wiggle.cli._prune_command",  # prune
     "wiggle.cli._conformance_command",  # conformance
+    "wiggle.cli._test_command",  # test
     "wiggle.cli._bench_command",  # bench
 )
 

@@ -128,6 +128,31 @@ def _read_states(path: str, graph: Any) -> dict[str, Any]:
     return dict(states)
 
 
+def _coverage_marks(path: str, graph: Any) -> tuple[Any, str]:
+    """What a `wiggle test --coverage` report says the scenarios took of `graph`, and a caption;
+    the report must be of this very version of the flow."""
+    from wiggle_render import CoverageMarks  # type: ignore[import-not-found, unused-ignore]
+
+    from wiggle.testing._coverage import read_coverage
+
+    try:
+        covered = read_coverage(path, graph.name)
+    except ValueError as exc:
+        raise _Usage(f"cannot use --coverage {path}: {exc}") from None
+    if covered.get("version") != graph.version:
+        raise _Usage(
+            f"cannot use --coverage {path}: it covers version {covered.get('version')} of "
+            f"{graph.name!r}, the flow is {graph.version}; run `wiggle test --coverage` again"
+        )
+    taken = frozenset(k for k, n in (covered.get("edges") or {}).items() if n)
+    visited = frozenset(k for k, n in (covered.get("nodes") or {}).items() if n)
+    caption = (
+        f"coverage: {covered.get('edges_taken')}/{covered.get('edges_total')} edges taken"
+        f" ({covered.get('percent')}%); untaken edges red and dashed"
+    )
+    return CoverageMarks(taken, visited), caption
+
+
 def _instance_picture(args: argparse.Namespace) -> tuple[Any, dict[str, dict[str, int]]]:
     """The graph of instance --instance and its node states, from the server: the overlay of
     wiggle.overlay, the same the console draws (docs/console.md)."""
@@ -172,6 +197,8 @@ def _render(args: argparse.Namespace) -> int:
             raise _Usage("give a FLOW file, --instance ID or --diff OLD NEW (one of them)")
         if args.instance and args.states:
             raise _Usage("--states is for a FLOW file; --instance reads the states itself")
+        if args.coverage and (args.instance or args.diff or args.states):
+            raise _Usage("--coverage is for a FLOW file, without --states")
         if args.format:
             fmt = args.format.lower()
             if fmt not in FORMATS:  # from WIGGLE_RENDER_FORMAT: argparse checks only the flag
@@ -187,6 +214,7 @@ def _render(args: argparse.Namespace) -> int:
         print(f"wiggle render: {exc}", file=sys.stderr)
         return 2
     states: Any = None
+    marks: Any = None
     caption = ""
     if args.instance:
         graph, states = _instance_picture(args)  # WiggleErrors: reported by main
@@ -200,14 +228,16 @@ def _render(args: argparse.Namespace) -> int:
         except FlowError as exc:
             _report(exc)
             return 1
-        if args.states:
-            try:
+        try:
+            if args.states:
                 states = _read_states(args.states, graph)
-            except _Usage as exc:
-                print(f"wiggle render: {exc}", file=sys.stderr)
-                return 2
+            if args.coverage:
+                marks, caption = _coverage_marks(args.coverage, graph)
+        except _Usage as exc:
+            print(f"wiggle render: {exc}", file=sys.stderr)
+            return 2
     try:
-        data = render(graph, fmt, instance=states, caption=caption)
+        data = render(graph, fmt, instance=states, caption=caption, coverage=marks)
     except RenderError as exc:
         print(f"wiggle render: {exc}", file=sys.stderr)
         return 1
@@ -283,6 +313,11 @@ def register(subparsers: Any) -> None:
         "--states",
         metavar="JSON_FILE",
         help="highlight node states: a JSON object of node id -> state or {state: count}",
+    )
+    render.add_argument(
+        "--coverage",
+        metavar="REPORT",
+        help="mark the edges no scenario took, from the report of `wiggle test --coverage`",
     )
     render.add_argument(
         "--instance",

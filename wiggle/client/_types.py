@@ -1,4 +1,8 @@
-"""What the client returns: plain dataclasses, never protobuf messages."""
+"""What the client returns: plain dataclasses, never protobuf messages.
+
+`Instance` and `Token` mirror the engine's views across the wire; where a new field of them
+goes is listed in docs/internals.md, "Where an instance or token view lives".
+"""
 
 from __future__ import annotations
 

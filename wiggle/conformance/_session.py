@@ -144,8 +144,9 @@ class Session:
     def worker_process(self, label: str) -> Iterator[WorkerProcess]:
         self.worker = self._process(label, MAIN_QUEUES)
         self.side = self._process(f"{label}-side", SIDE_QUEUES)
-        self._start((self.worker, MAIN_QUEUES), (self.side, SIDE_QUEUES))
         try:
+            # Inside the try: a worker that starts but never polls is stopped all the same.
+            self._start((self.worker, MAIN_QUEUES), (self.side, SIDE_QUEUES))
             yield self.worker
         finally:
             self.worker.stop()
@@ -194,8 +195,8 @@ class Session:
             WIGGLE_ADDRESS=self._tls_address,
             WIGGLE_TLS_CA=self._tls_ca,
         )
-        self._start((tls, f"{MAIN_QUEUES},{SIDE_QUEUES}"))
         try:
+            self._start((tls, f"{MAIN_QUEUES},{SIDE_QUEUES}"))
             yield
         finally:
             tls.stop()

@@ -4,12 +4,16 @@ Everything goes through `wiggle.client.Client`, as the CLI's commands do. A serv
 an RPC answers UNIMPLEMENTED: that becomes `Unsupported`, which the pages turn into a short note
 instead of an error. Older servers also ignore the newer ListInstances filters, so the same
 filters are applied again here to the page they return (a filter applied twice changes nothing).
+
+The pages read the client's own records (`Instance`, `Token`, `Event`, `DefinitionSummary`,
+`WorkerInfo`): the console keeps no copy of them, so a field the client learns reaches the pages
+without a change here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from wiggle import errors
@@ -18,6 +22,7 @@ from wiggle.client import (
     BulkPreview,
     Client,
     Definition,
+    DefinitionSummary,
     IncidentPage,
     Instance,
     InstanceStatus,
@@ -26,21 +31,15 @@ from wiggle.client import (
     Repaired,
     Started,
     TlsConfig,
+    WorkerInfo,
 )
-from wiggle.overlay import failed_node
 
 __all__ = [
     "STATUSES",
     "Backend",
-    "EventView",
-    "FlowVersion",
-    "InstanceDetail",
     "InstanceFilter",
     "InstancePage",
-    "InstanceRow",
-    "TokenView",
     "Unsupported",
-    "WorkerView",
 ]
 
 T = TypeVar("T")
@@ -66,7 +65,7 @@ class InstanceFilter:
     page_token: str = ""
     page_size: int = 50
 
-    def matches(self, row: InstanceRow) -> bool:
+    def matches(self, row: Instance) -> bool:
         return (
             (not self.flow or row.flow == self.flow)
             and (not self.status or row.status == self.status)
@@ -78,169 +77,10 @@ class InstanceFilter:
 
 
 @dataclass(frozen=True)
-class InstanceRow:
-    instance_id: str
-    flow: str
-    version: str
-    status: str
-    created_at_ms: int
-    updated_at_ms: int
-    current_node: str
-    reason: str
-    search: dict[str, Any] = field(default_factory=dict)  # its search attribute values
-
-    @property
-    def step(self) -> str:
-        """Where it is (RUNNING: the nodes of its live tokens) or where it failed."""
-        if self.status == "RUNNING":
-            return self.current_node
-        return failed_node(self.reason) if self.status == "FAILED" else ""
-
-
-@dataclass(frozen=True)
 class InstancePage:
-    rows: list[InstanceRow]
+    rows: list[Instance]
     next_page_token: str
     counts: dict[str, int] | None  # None: the server does not count
-
-
-@dataclass(frozen=True)
-class TokenView:
-    token_id: str
-    node_id: str
-    state: str
-    attempt: int
-    lease_owner: str
-    lease_expires_at_ms: int
-    wake_at_ms: int
-    branch: str
-    context: Any
-    queue: str
-    activity: str
-    wait_kind: str
-    child_instance_id: str
-    ready_at_ms: int
-    explanation: str
-    parent_token_id: str = ""
-
-    @property
-    def live(self) -> bool:
-        return self.state != "DONE"
-
-
-@dataclass(frozen=True)
-class EventView:
-    seq: int
-    at_ms: int
-    kind: str
-    node_id: str
-    attempt: int
-    detail: Any
-
-
-@dataclass(frozen=True)
-class InstanceDetail:
-    instance_id: str
-    flow: str
-    version: str
-    status: str
-    context: Any
-    input: Any
-    reason: str
-    execution_mode: str
-    parent_instance_id: str
-    child_instance_ids: list[str]
-    current_node: str
-    created_at_ms: int
-    updated_at_ms: int
-    tokens: list[TokenView] = field(default_factory=list)
-    events: list[EventView] = field(default_factory=list)
-    search: dict[str, Any] = field(default_factory=dict)
-    # node id -> {"context", "at_ms"[, "input"]}: what each top-level node got last (a reset to
-    # it rewinds to that)
-    step_inputs: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def finished(self) -> bool:
-        return self.status != "RUNNING"
-
-
-@dataclass(frozen=True)
-class FlowVersion:
-    name: str
-    version: str
-    registered_at_ms: int
-    execution_mode: str
-    counts: dict[str, int]
-
-
-@dataclass(frozen=True)
-class WorkerView:
-    worker_id: str
-    queues: list[str]
-    activities: list[str]
-    slots: int
-    sdk: str
-    first_seen_ms: int
-    last_poll_ms: int
-
-
-def _row(view: Instance) -> InstanceRow:
-    return InstanceRow(
-        view.instance_id,
-        view.flow,
-        view.version,
-        str(view.status),
-        view.created_at_ms,
-        view.updated_at_ms,
-        view.current_node,
-        view.reason,
-        dict(view.search),
-    )
-
-
-def _detail(view: Instance) -> InstanceDetail:
-    return InstanceDetail(
-        instance_id=view.instance_id,
-        flow=view.flow,
-        version=view.version,
-        status=str(view.status),
-        context=view.context,
-        input=view.input,
-        reason=view.reason,
-        execution_mode=view.execution_mode,
-        parent_instance_id=view.parent_instance_id,
-        child_instance_ids=list(view.child_instance_ids),
-        current_node=view.current_node,
-        created_at_ms=view.created_at_ms,
-        updated_at_ms=view.updated_at_ms,
-        tokens=[
-            TokenView(
-                t.token_id,
-                t.node_id,
-                str(t.state),
-                t.attempt,
-                t.lease_owner,
-                t.lease_expires_at_ms,
-                t.wake_at_ms,
-                t.branch,
-                t.context,
-                t.queue,
-                t.activity,
-                t.wait_kind,
-                t.child_instance_id,
-                t.ready_at_ms,
-                t.explanation,
-                t.parent_token_id,
-            )
-            for t in view.tokens
-        ],
-        events=[
-            EventView(e.seq, e.at_ms, e.kind, e.node_id, e.attempt, e.detail) for e in view.events
-        ],
-        search=dict(view.search),
-        step_inputs=dict(view.step_inputs),
-    )
 
 
 class Backend:
@@ -286,40 +126,19 @@ class Backend:
             page_token=query.page_token or None,
             counts=True,
         )
-        rows = [r for r in map(_row, page) if query.matches(r)]
+        rows = [r for r in page if query.matches(r)]
         counts = {name: int(n) for name, n in page.counts.items()} or None
         return InstancePage(rows, page.next_page_token, counts)
 
-    def describe(self, instance_id: str) -> InstanceDetail:
-        return _detail(self._call(self.client.describe, instance_id, events=True))
+    def describe(self, instance_id: str) -> Instance:
+        return self._call(self.client.describe, instance_id, events=True)
 
-    def list_definitions(self, name: str = "") -> list[FlowVersion]:
-        found = self._call(self.client.list_definitions, name or None, counts=True)
-        return [
-            FlowVersion(
-                d.name,
-                d.version,
-                d.registered_at_ms,
-                d.execution_mode,
-                {status: int(n) for status, n in d.instance_counts.items()},
-            )
-            for d in found
-        ]
+    def list_definitions(self, name: str = "") -> list[DefinitionSummary]:
+        return self._call(self.client.list_definitions, name or None, counts=True)
 
-    def list_workers(self) -> list[WorkerView]:
+    def list_workers(self) -> list[WorkerInfo]:
         found, _now = self._call(self.client.list_workers)
-        return [
-            WorkerView(
-                w.worker_id,
-                list(w.queues),
-                list(w.activities),
-                w.slots,
-                w.sdk,
-                w.first_seen_ms,
-                w.last_poll_ms,
-            )
-            for w in found
-        ]
+        return found
 
     def get_definition(self, name: str, version: str = "") -> Definition:
         return self._call(self.client.get_definition, name, version or None)

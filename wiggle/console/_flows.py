@@ -13,8 +13,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from wiggle import errors
-from wiggle.client import NodeCount
-from wiggle.console._backend import FlowVersion, Unsupported
+from wiggle.client import DefinitionSummary, NodeCount
+from wiggle.console._backend import Unsupported
 from wiggle.console._pages import Pages
 from wiggle.console._svg import diagram
 from wiggle.console._views import (
@@ -56,7 +56,7 @@ def _yaml(document: Any) -> str:
 def routes(pages: Pages) -> list[Route]:
     backend = pages.backend
 
-    async def _versions(name: str = "") -> tuple[list[FlowVersion], bool]:
+    async def _versions(name: str = "") -> tuple[list[DefinitionSummary], bool]:
         try:
             return await pages.call(backend.list_definitions, name), True
         except Unsupported:
@@ -64,7 +64,7 @@ def routes(pages: Pages) -> list[Route]:
 
     async def flows(request: Request) -> Response:
         versions, supported = await _versions()
-        by_name: dict[str, list[FlowVersion]] = {}
+        by_name: dict[str, list[DefinitionSummary]] = {}
         for v in versions:
             by_name.setdefault(v.name, []).append(v)
         if not supported:  # older server: the flows its newest instances ran
@@ -74,9 +74,10 @@ def routes(pages: Pages) -> list[Route]:
                 seen = by_name.setdefault(row.flow, [])
                 version = next((v for v in seen if v.version == row.version), None)
                 if version is None:
-                    version = FlowVersion(row.flow, row.version, 0, "", {})
+                    version = DefinitionSummary(row.flow, row.version, 0, "", {})
                     seen.append(version)
-                version.counts[row.status] = version.counts.get(row.status, 0) + 1
+                counts = version.instance_counts
+                counts[row.status] = counts.get(row.status, 0) + 1
         about = {name: pages.sources.about(name) for name in by_name}
         return pages.page(
             request,

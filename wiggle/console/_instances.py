@@ -13,7 +13,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from wiggle import errors
-from wiggle.console._backend import STATUSES, InstanceDetail, Unsupported
+from wiggle.client import Instance
+from wiggle.console._backend import STATUSES, Unsupported
 from wiggle.console._bulk import BulkRequest
 from wiggle.console._history import step_history
 from wiggle.console._pages import Pages
@@ -24,13 +25,14 @@ from wiggle.console._views import (
     JsonInputError,
     ListQuery,
     awaited_signals,
+    failed_at,
     list_query,
     parse_json_input,
     resolve_version,
     sort_rows,
 )
 from wiggle.graph import Graph
-from wiggle.overlay import failed_node, node_states
+from wiggle.overlay import node_states
 
 __all__ = ["routes"]
 
@@ -55,10 +57,10 @@ def _back(instance_id: str, notice: str) -> Response:
     )
 
 
-def _guess_current(view: InstanceDetail) -> str:
+def _guess_current(view: Instance) -> str:
     """For servers that do not send `current_node`: the one live token's node, else the node
     of the last event."""
-    live = {t.node_id for t in view.tokens if t.live}
+    live = {t.node_id for t in view.tokens if t.state != "DONE"}
     if len(live) == 1:
         return next(iter(live))
     for event in reversed(view.events):
@@ -132,13 +134,13 @@ def routes(pages: Pages) -> list[Route]:
         return pages.page(request, "instances.html", context)
 
     async def _instance_context(request: Request, instance_id: str) -> dict[str, Any]:
-        view: InstanceDetail = await pages.call(backend.describe, instance_id)
+        view: Instance = await pages.call(backend.describe, instance_id)
         definition = await pages.call(backend.get_definition, view.flow, view.version)
         graph = orjson.loads(definition.canonical)
         typed = Graph.from_json(graph, definition.version)
         states = node_states(typed, view.status, view.reason, view.tokens, view.events)
-        if view.finished:
-            current = failed_node(view.reason) if view.status == "FAILED" else ""
+        if view.status.finished:
+            current = failed_at(view)
         else:
             current = view.current_node or _guess_current(view)
         svg = await pages.call(diagram, definition.canonical, view.version, states, current)
@@ -156,7 +158,7 @@ def routes(pages: Pages) -> list[Route]:
             "svg": svg,
             "current": current,
             "states": states,
-            "live_tokens": [t for t in view.tokens if t.live],
+            "live_tokens": [t for t in view.tokens if t.state != "DONE"],
             "signals": ordered,
             "signal_of": {
                 node_id: node["signal"]
@@ -168,7 +170,7 @@ def routes(pages: Pages) -> list[Route]:
             "last_input": {
                 node: entry for node, entry in view.step_inputs.items() if isinstance(entry, dict)
             },
-            "ended_ms": ended if view.finished else 0,
+            "ended_ms": ended if view.status.finished else 0,
             "notice": NOTICES.get(request.query_params.get("notice", ""), ""),
             "live_url": request.url.path,
         }
@@ -236,7 +238,7 @@ def routes(pages: Pages) -> list[Route]:
         instance_id = request.path_params["instance_id"]
         form = await pages.checked_form(request)
         if form.get("confirm") != "yes":
-            view: InstanceDetail = await pages.call(backend.describe, instance_id)
+            view: Instance = await pages.call(backend.describe, instance_id)
             return pages.page(
                 request,
                 "confirm.html",

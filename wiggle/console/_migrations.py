@@ -22,8 +22,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from wiggle import errors
-from wiggle.client import Batch
-from wiggle.console._backend import FlowVersion, Unsupported
+from wiggle.client import Batch, DefinitionSummary
+from wiggle.console._backend import Unsupported
 from wiggle.console._bulk import requested_by, to_batch
 from wiggle.console._pages import Pages
 from wiggle.console._svg import diagram
@@ -74,8 +74,8 @@ def parse_map(text: str) -> tuple[dict[str, str], list[str]]:
     return mapping, problems
 
 
-def _live(versions: list[FlowVersion]) -> list[FlowVersion]:
-    return [v for v in versions if v.counts.get("RUNNING")]
+def _live(versions: list[DefinitionSummary]) -> list[DefinitionSummary]:
+    return [v for v in versions if v.instance_counts.get("RUNNING")]
 
 
 def routes(pages: Pages) -> list[Route]:
@@ -87,7 +87,7 @@ def routes(pages: Pages) -> list[Route]:
     ) -> Response:
         flow = str(values.get("flow", "")).strip()[:200]
         try:
-            versions: list[FlowVersion] = await pages.call(backend.list_definitions, "")
+            versions: list[DefinitionSummary] = await pages.call(backend.list_definitions, "")
         except Unsupported:
             versions = []
         names = sorted({v.name for v in versions})

@@ -12,8 +12,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from wiggle.client import Incident, QueueInfo
-from wiggle.console._backend import Unsupported, WorkerView
+from wiggle.client import Incident, QueueInfo, WorkerInfo
+from wiggle.console._backend import Unsupported
 from wiggle.console._pages import Pages
 
 __all__ = ["QueueRow", "queue_rows", "retry_query", "routes"]
@@ -38,7 +38,7 @@ class QueueRow:
         return self.ready > 0 and not self.workers
 
 
-def queue_rows(queues: list[QueueInfo], workers: list[WorkerView]) -> list[QueueRow]:
+def queue_rows(queues: list[QueueInfo], workers: list[WorkerInfo]) -> list[QueueRow]:
     """Every queue with work on it or a worker polling it, the unserved ones first."""
     serving: dict[str, list[str]] = {}
     for w in workers:
@@ -111,7 +111,7 @@ def routes(pages: Pages) -> list[Route]:
             return pages.page(request, "_incidents_live.html", context)
         return pages.page(request, "incidents.html", context)
 
-    async def _workers() -> tuple[list[WorkerView], bool]:
+    async def _workers() -> tuple[list[WorkerInfo], bool]:
         try:
             return await pages.call(backend.list_workers), True
         except Unsupported:

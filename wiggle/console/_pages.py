@@ -29,6 +29,7 @@ from wiggle.console._views import (
     ago,
     conditions_text,
     duration,
+    failed_at,
     format_ms,
     pretty_json,
     short_version,
@@ -80,6 +81,7 @@ class Pages:
         env.filters["iso"] = _iso
         env.filters["ago"] = ago
         env.filters["duration"] = duration
+        env.filters["failed_at"] = failed_at
         env.filters["short"] = short_version
         env.filters["pretty"] = pretty_json
         env.filters["compact"] = lambda v: orjson.dumps(v).decode()

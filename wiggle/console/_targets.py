@@ -1,6 +1,6 @@
 """Which nodes an instance can be reset to, and why the others cannot: the instance page's node
 picker (a list, and a click on the graph). Pure: the graph and what the instance recorded in, the
-offer out. The engine decides (docs/operations.md, "Rewind an instance"); this only avoids
+offer out. The engine decides (docs/operations.md, "Repairing what is running"); this only avoids
 offering what it would refuse, and says why in the same terms.
 """
 

@@ -14,7 +14,9 @@ from urllib.parse import urlencode
 import orjson
 from jsonschema.validators import validator_for  # type: ignore[import-untyped,unused-ignore]
 
-from wiggle.console._backend import STATUSES, InstanceFilter, InstanceRow
+from wiggle.client import Instance
+from wiggle.console._backend import STATUSES, InstanceFilter
+from wiggle.overlay import failed_node
 
 __all__ = [
     "SORTS",
@@ -24,6 +26,7 @@ __all__ = [
     "awaited_signals",
     "conditions_text",
     "duration",
+    "failed_at",
     "format_ms",
     "list_query",
     "parse_json_input",
@@ -340,6 +343,16 @@ def resolve_version(typed: str, versions: Sequence[str]) -> tuple[str, str]:
     return "", f"version {typed!r} is ambiguous: it starts {shown}; type more of it"
 
 
+def failed_at(view: Instance) -> str:
+    """The node a FAILED instance failed at (the one its reason names); "" for any other."""
+    return failed_node(view.reason) if view.status == "FAILED" else ""
+
+
+def _step(view: Instance) -> str:
+    """Where it is (RUNNING: the node of the token that moved last) or where it failed."""
+    return view.current_node if view.status == "RUNNING" else failed_at(view)
+
+
 def _row_key(column: str) -> Any:
     keys: dict[str, Any] = {
         "started": lambda r: (r.created_at_ms, r.instance_id),
@@ -347,12 +360,12 @@ def _row_key(column: str) -> Any:
         "instance": lambda r: r.instance_id,
         "flow": lambda r: (r.flow, r.instance_id),
         "status": lambda r: (r.status, r.instance_id),
-        "step": lambda r: (r.step, r.instance_id),
+        "step": lambda r: (_step(r), r.instance_id),
     }
     return keys[column]
 
 
-def sort_rows(rows: Sequence[InstanceRow], column: str, descending: bool) -> list[InstanceRow]:
+def sort_rows(rows: Sequence[Instance], column: str, descending: bool) -> list[Instance]:
     """The rows of one page in the order asked for ('' keeps the server's)."""
     if not column:
         return list(rows)

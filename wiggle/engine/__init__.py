@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from ._clock import DEFAULT_START_MS, Clock, VirtualClock
 from ._engine import Engine
 from ._overview import Incident, IncidentPage, NodeCount, QueueStats
 from ._profile import DatabaseProfile
@@ -22,6 +23,7 @@ from ._types import (
     InstanceStatus,
     InstanceView,
     Json,
+    QueueGrant,
     Report,
     ReportKind,
     StartResult,
@@ -36,8 +38,10 @@ from ._types import (
 from ._workers import WorkerNote
 
 __all__ = [
+    "DEFAULT_START_MS",
     "SCHEMA_VERSION",
     "AdvanceResult",
+    "Clock",
     "DatabaseProfile",
     "DefinitionSummary",
     "EagerRequest",
@@ -54,6 +58,7 @@ __all__ = [
     "Json",
     "NodeCount",
     "PruneResult",
+    "QueueGrant",
     "QueueStats",
     "RepairResult",
     "Report",
@@ -65,6 +70,7 @@ __all__ = [
     "TaskActivation",
     "TokenState",
     "TokenView",
+    "VirtualClock",
     "WorkerNote",
     "WorkerSeen",
 ]

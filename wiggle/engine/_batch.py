@@ -5,9 +5,10 @@ id order, so two batches never wait on each other in a cycle); each report is th
 applied in memory, in arrival order, through one shared identity map (a report on a token that
 an earlier report of the batch moved sees it moved); one statement writes every token and event.
 
-A report is refused (StaleLease, WrongPath, ReportOutOfOrder) before it changes anything, so a
-refused report never spoils its batch. Anything else that goes wrong aborts the whole batch,
-and the engine applies its reports one transaction each (see Engine._run_reports).
+A report is refused (PermissionDenied, StaleLease, WrongPath, ReportOutOfOrder) before it
+changes anything, so a refused report never spoils its batch. Anything else that goes wrong
+aborts the whole batch, and the engine applies its reports one transaction each (see
+Engine._run_reports).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from sqlalchemy import select
 from wiggle.errors import WiggleError
 
 from . import _schema as s
-from ._drive import inst_from_row
 from ._eager import lease_ready, next_lease, reissue
+from ._park import inst_from_row
 from ._queries import LOCKED_INSTANCE_FIELDS, TOKEN_COLUMN_NAMES, lock_tasks_sql
 from ._reports import (
     apply_plan,
@@ -31,6 +32,7 @@ from ._reports import (
     plan_steps,
     record_seq,
     refuse_unless_current,
+    refuse_unless_granted,
     resent,
     server_outcome,
 )
@@ -54,9 +56,16 @@ def lock_tasks(tx: Tx, task_ids: Sequence[str]) -> dict[str, tuple[Tok, Inst]]:
     statement; sets `tx.now` from the database clock read by that statement."""
     ids = sorted(set(task_ids))
     postgres = tx.db.is_postgres
-    sql = tx.db.cached("lock_tasks_sql", lambda: lock_tasks_sql(postgres, tx.db.now_sql))
-    param: Any = {"tids": ids} if postgres else (orjson.dumps(ids).decode(),)
-    rows = tx.conn.exec_driver_sql(sql, param).all()
+    param: Any
+    if postgres and len(ids) == 1:
+        sql = tx.db.cached(
+            "lock_task_sql", lambda: lock_tasks_sql(True, tx.db.now_sql, single=True)
+        )
+        param = {"tid": ids[0]}
+    else:
+        sql = tx.db.cached("lock_tasks_sql", lambda: lock_tasks_sql(postgres, tx.db.now_sql))
+        param = {"tids": ids} if postgres else (orjson.dumps(ids).decode(),)
+    rows = tx.db.first_rows(tx.conn, sql, param)  # on PostgreSQL, the BEGIN goes with it
     if not rows:
         tx.now = int(tx.conn.execute(select(tx.db.now)).scalar_one())
         return {}
@@ -95,6 +104,7 @@ def apply_reports(tx: Tx, reports: Sequence[Report]) -> list[AdvanceResult | Wig
 
 def apply_report(tx: Tx, r: Report, got: tuple[Tok, Inst] | None) -> AdvanceResult:
     tok, inst = got if got is not None else (None, None)
+    refuse_unless_granted(r, tok, inst)
     if resent(tok, inst, r.task_id, r.lease, r.seq):
         assert tok is not None and inst is not None
         again = _answer_again(tx, inst, tok, r.lease)

@@ -6,17 +6,32 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import BigInteger, Connection, bindparam, func, literal_column, select, update
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    ColumnElement,
+    Connection,
+    String,
+    Text,
+    any_,
+    bindparam,
+    func,
+    insert,
+    literal,
+    literal_column,
+    select,
+    update,
+)
 
 from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
 
 from . import _schema as s
 from ._db import Database
-from ._keyed import CLAIM_EVENTS
+from ._keyed import CLAIM_EVENT_SEQ
 from ._tx import loads
 from ._types import TaskActivation, TokenState, resolve_mode
 
-__all__ = ["activation", "claim", "heartbeat_stmt"]
+__all__ = ["activation", "claim", "claim_rows", "heartbeat_stmt"]
 
 _t = s.tokens
 _RETURNING = (
@@ -35,24 +50,49 @@ _RETURNING = (
 )
 
 
-def claim_stmt(db: Database, by_activity: bool) -> Any:
-    """One UPDATE leases up to `limit` READY tokens, oldest first.
+def claim_rows(conn: Connection, db: Database, params: dict[str, Any], by_activity: bool) -> Any:
+    """Run the claim (see `_build_claim`) with `params` (queues, worker, lim, acts, detail).
 
-    On PostgreSQL the inner SELECT skips rows another claimer holds (SKIP LOCKED), so racing
-    pollers never wait on or double-claim a token; every row gets a fresh lease id from the
-    database and an expiry from the database clock plus the step's timeout. `by_activity`:
-    only tokens whose activity the worker listed (or that predate activities) are taken.
-    """
-    return db.cached(f"claim:{by_activity}", lambda: _build_claim(db, by_activity))
+    On PostgreSQL the statement runs as the SQL it compiles to, compiled once per database: a
+    claim is the pollers' hot path, and the driver then gets the same text every time (psycopg
+    prepares it on the server after a few runs)."""
+    stmt = db.cached(f"claim:{by_activity}", lambda: _build_claim(db, by_activity))
+    if not db.is_postgres:
+        return conn.execute(stmt, params)
+    sql, fixed = db.cached(f"claim-sql:{by_activity}", lambda: _compiled(db, stmt))
+    return conn.exec_driver_sql(sql, {**fixed, **params})
+
+
+def _compiled(db: Database, stmt: Any) -> tuple[str, dict[str, Any]]:
+    """The statement's SQL for this database, and the values of the parameters it fixes."""
+    compiled = stmt.compile(dialect=db.sa.dialect)
+    return str(compiled), dict(compiled.params)
 
 
 def _build_claim(db: Database, by_activity: bool) -> Any:
+    """One statement leases up to `lim` READY tokens of `queues`, oldest first.
+
+    The inner SELECT skips rows another claimer holds (SKIP LOCKED on PostgreSQL; SQLite
+    serialises writers), so racing pollers never wait on or double-claim a token; every row gets
+    a fresh lease id from the database and an expiry from the database clock plus the step's
+    timeout. `by_activity`: only tokens whose activity the worker listed (or that predate
+    activities) are taken. On PostgreSQL the same statement also writes each task's
+    step_started event (one round trip); SQLite cannot write in a WITH, so `claim` inserts them.
+    """
+
+    def among(column: Any, name: str) -> Any:
+        # PostgreSQL: one array parameter, so the text (and its prepared plan) is the same
+        # whatever the list's length. SQLite: the list expanded into IN (...).
+        if db.is_postgres:
+            return column == any_(bindparam(name, type_=ARRAY(String)))
+        return column.in_(bindparam(name, expanding=True))
+
     conds: list[Any] = [
         s.READY_TOKENS,  # literal: the partial ready index's condition
-        _t.c.queue.in_(bindparam("queues", expanding=True)),
+        among(_t.c.queue, "queues"),
     ]
     if by_activity:
-        conds.append(_t.c.activity.is_(None) | _t.c.activity.in_(bindparam("acts", expanding=True)))
+        conds.append(_t.c.activity.is_(None) | among(_t.c.activity, "acts"))
     pick = (
         select(_t.c.id)
         .where(*conds)
@@ -60,55 +100,40 @@ def _build_claim(db: Database, by_activity: bool) -> Any:
         .limit(bindparam("lim"))
         .with_for_update(skip_locked=True)
     )
-    return (
-        update(_t)
-        .where(_t.c.id.in_(pick.scalar_subquery()), _t.c.state == TokenState.READY.value)
-        .values(
-            state=TokenState.LEASED.value,
-            lease=literal_column(db.lease_id_sql),
-            lease_owner=bindparam("worker"),
-            lease_expires_at_ms=literal_column(db.now_sql) + _t.c.timeout_ms,
-            report_seq=0,
-        )
-        .returning(*_RETURNING)
+    lease = update(_t).values(
+        state=TokenState.LEASED.value,
+        lease=literal_column(db.lease_id_sql),
+        lease_owner=bindparam("worker"),
+        lease_expires_at_ms=literal_column(db.now_sql) + _t.c.timeout_ms,
+        report_seq=0,
     )
-
-
-# PostgreSQL: the claim and its step_started events in one round trip. The picked rows are
-# locked with SKIP LOCKED, so racing pollers never wait on, or double-claim, a token.
-_PG_CLAIM = """
-WITH pick AS (
-    SELECT id FROM wiggle_tokens
-    WHERE state = 'READY' AND queue = ANY(%(queues)s) {by_activity}
-    ORDER BY ready_at_ms LIMIT %(lim)s
-    FOR UPDATE SKIP LOCKED
-), c AS (
-    UPDATE wiggle_tokens AS t
-    SET state = 'LEASED', lease = {lease}, lease_owner = %(worker)s,
-        lease_expires_at_ms = {now} + t.timeout_ms, report_seq = 0
-    FROM pick WHERE t.id = pick.id
-    RETURNING t.id, t.lease, t.lease_expires_at_ms, t.instance_id, t.version, t.node_id,
-              t.queue, t.attempt, t.context, t.input, t.loop_counts, t.timeout_ms
-), ev AS (
-    {events}
-)
-SELECT * FROM c
-"""
-_PG_CLAIM_EVENTS = """INSERT INTO wiggle_events (instance_id, at_ms, kind, node_id, attempt, detail)
-    SELECT instance_id, lease_expires_at_ms - timeout_ms, 'step_started', node_id, attempt,
-           %(detail)s
-    FROM c"""
-
-
-def pg_claim_sql(db: Database, by_activity: bool) -> str:
-    """PostgreSQL's claim statement (parameters queues, lim, worker, detail, and acts when
-    `by_activity`)."""
-    return _PG_CLAIM.format(
-        lease=db.lease_id_sql,
-        now=db.now_sql,
-        by_activity="AND (activity IS NULL OR activity = ANY(%(acts)s))" if by_activity else "",
-        events=CLAIM_EVENTS if db.distributed else _PG_CLAIM_EVENTS,
+    if not db.is_postgres:
+        return lease.where(
+            _t.c.id.in_(pick.scalar_subquery()), _t.c.state == TokenState.READY.value
+        ).returning(*_RETURNING)
+    picked = pick.cte("pick")
+    claimed = lease.where(_t.c.id == picked.c.id).returning(*_RETURNING).cte("c")
+    event = _step_started(claimed.c, bindparam("detail", type_=Text))
+    if db.distributed:
+        event["seq"] = literal_column(CLAIM_EVENT_SEQ)  # keyed events (engine/_keyed.py)
+    started = insert(s.events).from_select(
+        list(event),
+        select(*(v if isinstance(v, ColumnElement) else literal(v) for v in event.values())),
     )
+    return select(claimed).add_cte(started.cte("ev"))
+
+
+def _step_started(task: Any, detail: Any) -> dict[str, Any]:
+    """The step_started event of a claimed task (a claimed row's columns, or an activation):
+    at the lease's start, its expiry minus the step's timeout."""
+    return {
+        "instance_id": task.instance_id,
+        "at_ms": task.lease_expires_at_ms - task.timeout_ms,
+        "kind": "step_started",
+        "node_id": task.node_id,
+        "attempt": task.attempt,
+        "detail": detail,
+    }
 
 
 def claim(
@@ -121,34 +146,19 @@ def claim(
     default_mode: ExecutionMode,
     activities: Sequence[str] = (),
 ) -> list[TaskActivation]:
+    detail = '{"worker":' + _json_str(worker_id) + "}"
     params: dict[str, Any] = {"queues": list(queues), "worker": worker_id, "lim": limit}
     by_activity = bool(activities)
     if by_activity:
         params["acts"] = list(activities)
-    detail = '{"worker":' + _json_str(worker_id) + "}"
     if db.is_postgres:
-        sql = db.cached(f"pg-claim:{by_activity}", lambda: pg_claim_sql(db, by_activity))
-        rows = conn.exec_driver_sql(sql, {**params, "detail": detail}).all()
-        if not rows:
-            db.wrote_nothing(conn)
-    else:
-        rows = conn.execute(claim_stmt(db, by_activity), params).all()
+        params["detail"] = detail
+    rows = claim_rows(conn, db, params, by_activity).all()
+    if not rows:
+        db.wrote_nothing(conn)  # the distributed profile then writes no outcome marker
     tasks = [activation(r._mapping, graph_of(conn, r.version), default_mode) for r in rows]
     if tasks and not db.is_postgres:
-        conn.execute(
-            s.events.insert(),
-            [
-                {
-                    "instance_id": a.instance_id,
-                    "at_ms": a.lease_expires_at_ms - a.timeout_ms,
-                    "kind": "step_started",
-                    "node_id": a.node_id,
-                    "attempt": a.attempt,
-                    "detail": detail,
-                }
-                for a in tasks
-            ],
-        )
+        conn.execute(s.events.insert(), [_step_started(a, detail) for a in tasks])
     tasks.sort(key=lambda a: a.lease_expires_at_ms - a.timeout_ms)
     return tasks
 
@@ -202,5 +212,6 @@ def _build_heartbeat(db: Database) -> Any:
         )
         .values(lease_expires_at_ms=literal_column(db.now_sql) + length)
         # The clock read once: the expiry minus the length is the "now" it was computed from.
-        .returning(_t.c.lease_expires_at_ms, _t.c.lease_expires_at_ms - length)
+        # The queue: a worker credential's grant is checked against it (engine: heartbeat).
+        .returning(_t.c.lease_expires_at_ms, _t.c.lease_expires_at_ms - length, _t.c.queue)
     )

@@ -55,11 +55,13 @@ def _event(row: Any) -> EventView:
     )
 
 
-def _read_events(conn: Connection, instance_id: str, everything: bool) -> list[EventView]:
+def _read_events(
+    conn: Connection, instance_id: str, everything: bool, recent: int = RECENT_EVENTS
+) -> list[EventView]:
     q = select(*_e.c).where(_e.c.instance_id == instance_id)
     if everything:
         return [_event(r) for r in conn.execute(q.order_by(_e.c.seq))]
-    rows = conn.execute(q.order_by(_e.c.seq.desc()).limit(RECENT_EVENTS)).all()
+    rows = conn.execute(q.order_by(_e.c.seq.desc()).limit(recent)).all()
     return [_event(r) for r in reversed(rows)]
 
 
@@ -148,7 +150,10 @@ def describe(
     rows = conn.execute(
         select(*TOKEN_COLUMNS).where(_t.c.instance_id == instance_id).order_by(_t.c.seq, _t.c.id)
     ).all()
-    events = _read_events(conn, instance_id, include_events)
+    live = [r for r in rows if r.state != TokenState.DONE.value]
+    # The recent events explain the live tokens; with none live (an instance that ended with
+    # every token done, what WaitInstance mostly reads) only the newest one counts (updated_at).
+    events = _read_events(conn, instance_id, include_events, RECENT_EVENTS if live else 1)
     if include_events:
         events = _with_signal_payloads(conn, instance_id, events)
     clues = _Clues(events)
@@ -158,7 +163,6 @@ def describe(
         .order_by(_i.c.created_at_ms, _i.c.id)
     ).all()
     child_flow = {c.id: c.flow for c in children}
-    live = [r for r in rows if r.state != TokenState.DONE.value]
     workers: list[WorkerSeen] = []
     if any(r.state == TokenState.READY.value for r in live):
         workers = recent_workers(conn)

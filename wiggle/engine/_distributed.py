@@ -40,6 +40,7 @@ from sqlalchemy.exc import DBAPIError
 
 from wiggle.errors import InvalidRequest, Unavailable
 
+from ._clock import Clock
 from ._db import _AFTER_COMMIT, _EVENTS, Database
 from ._keyed import COMMITS, KEYED_CONSTRAINTS
 from ._rows import new_id
@@ -97,8 +98,8 @@ class DistributedDatabase(Database):
 
     distributed = True
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
+    def __init__(self, url: str, *, clock: Clock | None = None) -> None:
+        super().__init__(url, clock=clock)
         if not self.is_postgres:
             self.dispose()
             raise InvalidRequest(

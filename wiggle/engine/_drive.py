@@ -3,21 +3,28 @@
 `place` moves a token onto a node and keeps going through the nodes the server handles itself
 (fork, foreach, join arrival, sleep, await, subflow, end) until the token parks: READY for a
 worker, WAITING on a timer or a child, AWAITING a signal, JOINED at a barrier, or DONE. The
-token tree of fork / for_each / join lives in `_forks`; the end of an instance (and what it
-means for its children and its parent) in `finish_instance` here.
+end of an instance (and what it means for its children and its parent) is `finish_instance`.
+
+The token tree (below `fork`): a forking token parks JOINED at its fork (or foreach) with
+`pending` set to its number of branches; each branch is a child token carrying the parent's id
+and its branch key (branch name, list index or object key) and a copy of the context. A branch
+that reaches the join parks JOINED there with its final context; a filtered branch ends DONE
+with no result. Each arrival decrements the parent; the last one turns the parent into the
+combine step at the join, with `{"context": <context at the fork>, "results": ...}`. Nesting
+needs nothing more: a branch token may itself fork. for_each with `max_concurrency` writes the
+elements over the limit as held (WAITING, wait_kind "held") and releases the next one, in order,
+as each element finishes. Parking a token READY is `_park.make_ready`; a failed attempt is
+`_failures.apply_failure`.
 
 All of it runs under the root instance's lock, inside the caller's transaction.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import select, update
 
 from wiggle.graph import (
     Await,
-    ExecutionMode,
     ForEach,
     Fork,
     Join,
@@ -28,85 +35,25 @@ from wiggle.graph import (
     Task,
 )
 
-from . import _forks, _search
 from . import _schema as s
-from ._data import MISSING, parse_instant_ms, resolve_pointer
-from ._tx import Inst, Tok, Tx, dumps, loads, new_id
-from ._types import InstanceStatus, Json, StepFailure, TokenState, resolve_mode
+from . import _search
+from ._data import MISSING, parse_instant_ms, resolve_pointer, type_name
+from ._park import load_instance, make_ready
+from ._tx import TOKEN_COLUMNS, Inst, Tok, Tx, loads, new_id
+from ._types import InstanceStatus, Json, TokenState, resolve_mode
 
 __all__ = [
-    "apply_failure",
+    "arrive",
+    "branch_filtered",
+    "deliver",
+    "fail_token_instance",
     "finish_instance",
-    "load_instance",
-    "make_ready",
+    "foreach",
+    "fork",
     "place",
-    "ready_again",
-    "retry_of",
     "start_child",
+    "take_signal",
 ]
-
-_INSTANCE_COLUMNS = [c for c in s.instances.c]
-
-
-def load_instance(tx: Tx, instance_id: str) -> Inst | None:
-    if instance_id in tx.instances:
-        return tx.instances[instance_id]
-    row = tx.conn.execute(select(*_INSTANCE_COLUMNS).where(s.instances.c.id == instance_id)).first()
-    return None if row is None else inst_from_row(tx, row._mapping)
-
-
-def inst_from_row(tx: Tx, m: Any) -> Inst:
-    inst = Inst(
-        id=m["id"],
-        root_id=m["root_id"],
-        flow=m["flow"],
-        version=m["version"],
-        status=InstanceStatus(m["status"]),
-        mode=ExecutionMode(m["mode"]),
-        graph=tx.graph_of(tx.conn, m["version"]),
-        parent_instance_id=m["parent_instance_id"],
-        parent_token_id=m["parent_token_id"],
-    )
-    tx.instances[inst.id] = inst
-    return inst
-
-
-def make_ready(
-    tx: Tx,
-    tok: Tok,
-    queue: str,
-    timeout_ms: int,
-    input: Json = MISSING,
-    *,
-    activity: str | None,
-) -> None:
-    tok.state = TokenState.READY
-    tok.queue = queue
-    tok.activity = activity
-    tok.timeout_ms = timeout_ms
-    tok.ready_at_ms = tx.now
-    tok.wake_at_ms = None
-    tok.wait_kind = None
-    tok.lease = None
-    tok.lease_owner = None
-    tok.lease_expires_at_ms = None
-    tok.has_input = input is not MISSING
-    tok.input = input if tok.has_input else None
-    tx.save(tok)
-    tx.wakeups.task_ready(queue)
-
-
-def ready_again(tx: Tx, tok: Tok) -> None:
-    """The same step READY once more (a retry, a handback): queue, timeout and input kept."""
-    queue = tok.queue or "default"
-    make_ready(
-        tx,
-        tok,
-        queue,
-        tok.timeout_ms,
-        tok.input if tok.has_input else MISSING,
-        activity=tok.activity,
-    )
 
 
 def place(tx: Tx, inst: Inst, tok: Tok) -> None:
@@ -122,13 +69,13 @@ def place(tx: Tx, inst: Inst, tok: Tok) -> None:
         if isinstance(node, Join):
             tok.state = TokenState.JOINED
             tx.save(tok)
-            _forks.arrive(tx, inst, tok.parent_token_id, tok)
+            arrive(tx, inst, tok.parent_token_id, tok)
             return
         if isinstance(node, Fork):
-            _forks.fork(tx, inst, tok, node)
+            fork(tx, inst, tok, node)
             return
         if isinstance(node, ForEach):
-            _forks.foreach(tx, inst, tok, node)
+            foreach(tx, inst, tok, node)
             return
         if isinstance(node, Sleep):
             wake = _wake_at(tx, inst, tok, node)
@@ -246,23 +193,7 @@ def start_child(tx: Tx, inst: Inst, tok: Tok, node: Subflow) -> None:
         parent_token_id=tok.id,
     )
     tx.instances[child.id] = child
-    tx.conn.execute(
-        s.instances.insert().values(
-            id=child.id,
-            root_id=child.root_id,
-            flow=child.flow,
-            version=version,
-            status=child.status.value,
-            context=dumps(tok.context),
-            input=dumps(tok.context),
-            reason="",
-            mode=child.mode.value,
-            parent_instance_id=inst.id,
-            parent_token_id=tok.id,
-            created_at_ms=tx.now,
-            updated_at_ms=tx.now,
-        )
-    )
+    tx.conn.execute(s.instances.insert().values(child.row(tok.context, tx.now)))
     tok.state = TokenState.WAITING
     tok.wait_kind = "child"
     tok.child_instance_id = child.id
@@ -273,48 +204,6 @@ def start_child(tx: Tx, inst: Inst, tok: Tok, node: Subflow) -> None:
     _search.write_initial(tx, child, tok.context)
     root = tx.new_token(child, graph.start, tok.context)
     place(tx, child, root)
-
-
-def retry_of(node: Node) -> Any:
-    if isinstance(node, Await):
-        assert node.apply is not None
-        return node.apply.retry
-    assert isinstance(node, Task | Predicate | Join)
-    return node.retry
-
-
-def apply_failure(tx: Tx, inst: Inst, tok: Tok, failure: StepFailure) -> None:
-    """A failed attempt of the step at `tok.node_id`: retry after the backoff, or fail."""
-    node = inst.graph.nodes[tok.node_id]
-    retry = retry_of(node)
-    tx.event(
-        inst.id,
-        "step_failed",
-        tok.node_id,
-        tok.attempt,
-        message=failure.message,
-        error_type=failure.error_type,
-        non_retryable=failure.non_retryable,
-        **({"branch": tok.branch} if tok.branch is not None else {}),
-    )
-    tok.lease_owner = None
-    if failure.non_retryable or tok.attempt >= retry.max_attempts:
-        tries = "" if failure.non_retryable else f" after {tok.attempt} attempt(s)"
-        fail_token_instance(tx, inst, tok, f"step {tok.node_id!r} failed{tries}: {failure.message}")
-        return
-    delay = retry.delay_ms(tok.attempt)
-    tok.attempt += 1
-    tx.event(inst.id, "step_retried", tok.node_id, tok.attempt, delay_ms=delay)
-    if delay <= 0:
-        ready_again(tx, tok)
-        return
-    tok.state = TokenState.WAITING
-    tok.wait_kind = "retry"
-    tok.wake_at_ms = tx.now + delay
-    tx.wakeups.timer_armed = True
-    tok.lease = None
-    tok.lease_expires_at_ms = None
-    tx.save(tok)
 
 
 def fail_token_instance(
@@ -422,3 +311,151 @@ def _tell_parent(tx: Tx, child: Inst, status: InstanceStatus, reason: str, conte
         f"subflow {node.id!r}: child instance {child.id} ({child.flow}) is "
         f"{status.value}: {reason}",
     )
+
+
+# -- the token tree: fork, for_each, join ------------------------------------------------------
+
+
+def fork(tx: Tx, inst: Inst, tok: Tok, node: Fork) -> None:
+    tok.state = TokenState.JOINED
+    tok.pending = len(node.branches)
+    tok.aux = {"shape": "branches"}
+    tx.save(tok)
+    children = [
+        tx.new_token(
+            inst,
+            first,
+            tok.context,  # contexts are never mutated in place: sharing is an isolated copy
+            parent_token_id=tok.id,
+            branch=name,
+            seq=i,
+            loop_counts=dict(tok.loop_counts),
+        )
+        for i, (name, first) in enumerate(node.branches.items())
+    ]
+    for child in children:
+        place(tx, inst, child)
+
+
+def foreach(tx: Tx, inst: Inst, tok: Tok, node: ForEach) -> None:
+    items = resolve_pointer(tok.context, node.items)
+    if isinstance(items, list):
+        entries: list[tuple[str, Json]] = [(str(i), v) for i, v in enumerate(items)]
+        shape = "list"
+    elif isinstance(items, dict):
+        entries = list(items.items())
+        shape = "object"
+    else:
+        what = "is missing from the context" if items is MISSING else f"is {type_name(items)}"
+        fail_token_instance(
+            tx, inst, tok, f"for_each {node.id!r}: {node.items} {what}, not a list or an object"
+        )
+        return
+    tok.aux = {"shape": shape}
+    if not entries:
+        _combine(tx, inst, tok, [] if shape == "list" else {})
+        return
+    tok.state = TokenState.JOINED
+    tok.pending = len(entries)
+    tx.save(tok)
+    limit = node.max_concurrency or len(entries)
+    children = [
+        tx.new_token(
+            inst,
+            node.body,
+            value,
+            parent_token_id=tok.id,
+            branch=key,
+            seq=i,
+            loop_counts=dict(tok.loop_counts),
+        )
+        for i, (key, value) in enumerate(entries)
+    ]
+    # Held elements are written before any element runs: an element that finishes at once
+    # releases the next held one, which must already be a row.
+    for child in children[limit:]:
+        child.wait_kind = "held"
+    if len(children) > limit:
+        tx.flush()
+    for child in children[:limit]:
+        place(tx, inst, child)
+
+
+def arrive(tx: Tx, inst: Inst, parent_id: str | None, _branch: Tok | None) -> None:
+    """A branch finished (arrived at the join, or filtered): count it, maybe combine."""
+    assert parent_id is not None, "a top-level token cannot arrive at a join"
+    parent = tx.load_token(parent_id)
+    assert parent is not None
+    parent.pending -= 1
+    tx.save(parent)
+    if parent.pending > 0:
+        _release_held(tx, inst, parent)
+        return
+    tx.flush()
+    t = s.tokens
+    rows = tx.conn.execute(
+        select(t.c.id, t.c.branch, t.c.context)
+        .where(t.c.parent_token_id == parent.id, t.c.state == TokenState.JOINED.value)
+        .order_by(t.c.seq)
+    ).all()
+    shape = (parent.aux or {}).get("shape", "branches")
+    results: Json
+    if shape == "list":
+        results = [loads(r.context) for r in rows]
+    else:
+        results = {r.branch: loads(r.context) for r in rows}
+    tx.conn.execute(
+        update(t)
+        .where(t.c.parent_token_id == parent.id, t.c.state == TokenState.JOINED.value)
+        .values(state=TokenState.DONE.value)
+    )
+    for r in rows:
+        known = tx.tokens.get(r.id)
+        if known is not None:
+            known.state = TokenState.DONE
+    _combine(tx, inst, parent, results)
+
+
+def _release_held(tx: Tx, inst: Inst, parent: Tok) -> None:
+    """for_each with max_concurrency: start the next held element, if any."""
+    tx.flush()
+    t = s.tokens
+    row = tx.conn.execute(
+        select(*TOKEN_COLUMNS)
+        .where(
+            t.c.parent_token_id == parent.id,
+            t.c.state == TokenState.WAITING.value,
+            t.c.wait_kind == "held",
+        )
+        .order_by(t.c.seq)
+        .limit(1)
+    ).first()
+    if row is not None:
+        child = tx.adopt(row)
+        child.wait_kind = None
+        place(tx, inst, child)
+
+
+def _combine(tx: Tx, inst: Inst, parent: Tok, results: Json) -> None:
+    """Every branch is in: the fork token becomes the combine step at the join."""
+    node = inst.graph.nodes[parent.node_id]
+    assert isinstance(node, Fork | ForEach)
+    join = inst.graph.nodes[node.join]
+    assert isinstance(join, Join)
+    parent.node_id = join.id
+    parent.attempt = 1
+    parent.pending = 0
+    combine_input = {"context": parent.context, "results": results}
+    tx.entered(parent, combine_input)
+    make_ready(tx, parent, join.queue, join.timeout_ms, combine_input, activity=join.activity)
+
+
+def branch_filtered(tx: Tx, inst: Inst, tok: Tok) -> None:
+    """A filter was false: the instance completes, or inside a branch that branch ends."""
+    tok.state = TokenState.DONE
+    tx.save(tok)
+    if tok.parent_token_id is None:
+        finish_instance(tx, inst, InstanceStatus.COMPLETED, "filtered", tok.context)
+    else:
+        tx.event(inst.id, "branch_filtered", tok.node_id, tok.attempt, branch=tok.branch)
+        arrive(tx, inst, tok.parent_token_id, tok)

@@ -32,6 +32,7 @@ from . import _schema as s
 from ._batch import apply_reports
 from ._bulk_runner import BulkRunner
 from ._claims import claim, heartbeat_stmt
+from ._clock import Clock
 from ._db import Database
 from ._engine_definitions import Definitions
 from ._engine_repairs import Repairs
@@ -45,6 +46,7 @@ from ._types import (
     HeartbeatResult,
     InstanceStatus,
     Json,
+    QueueGrant,
     Report,
     ReportKind,
     StartResult,
@@ -75,8 +77,10 @@ class Engine(Definitions, Views, Repairs):
         node_id: str | None = None,
         leader_ttl_s: float = 10.0,
         database_profile: DatabaseProfile | str = DatabaseProfile.DEFAULT,
+        clock: Clock | None = None,
     ) -> None:
-        self.db: Database = open_database(database_url, database_profile)
+        # `clock`: None reads the database's clock (production); tests give a VirtualClock.
+        self.db: Database = open_database(database_url, database_profile, clock=clock)
         self.default_mode = default_mode
         self.node_id = node_id or f"engine-{new_id()[:12]}"
         self.leader_ttl_s = leader_ttl_s
@@ -107,6 +111,9 @@ class Engine(Definitions, Views, Repairs):
         except BaseException:
             self.db.dispose()
             raise
+        if clock is not None:
+            # Time moved: what fell due is fired by the ticker now, not at its next wake-up.
+            clock.watch(self.waiters.ticker_needed)
 
     def _create_schema(self) -> None:
         """Create, upgrade or check the schema. Under the distributed profile, which takes no
@@ -132,6 +139,8 @@ class Engine(Definitions, Views, Repairs):
     def close(self) -> None:
         """Give up leadership (so another engine takes over at once) and close connections."""
         self._stop.set()
+        if self.db.clock is not None:
+            self.db.clock.unwatch(self.waiters.ticker_needed)
         try:
             self.db.write(lambda c: c.execute(_ticker.release_stmt(), {"me": self.node_id}))
         finally:
@@ -162,7 +171,7 @@ class Engine(Definitions, Views, Repairs):
         def fn(conn: Connection) -> list[StartResult | WiggleError]:
             tx = Tx(conn, self.db, 0, self.graph_of, self.default_mode)
             results = apply_starts(tx, requests, self._check_input, self.default_mode)
-            tx.finish()
+            tx.finish(commit=True)  # the last statement: on PostgreSQL the COMMIT goes with it
             return results
 
         try:
@@ -299,7 +308,7 @@ class Engine(Definitions, Views, Repairs):
         def fn(conn: Connection) -> list[AdvanceResult | WiggleError]:
             tx = Tx(conn, self.db, 0, self.graph_of, self.default_mode)
             answers = apply_reports(tx, reports)
-            tx.finish()
+            tx.finish(commit=True)  # the last statement: on PostgreSQL the COMMIT goes with it
             return answers
 
         try:
@@ -320,10 +329,13 @@ class Engine(Definitions, Views, Repairs):
             return [exc]
         return list(answers)
 
-    def heartbeat(self, task_id: str, lease: str, *, node_id: str = "") -> HeartbeatResult:
+    def heartbeat(
+        self, task_id: str, lease: str, *, node_id: str = "", grant: QueueGrant | None = None
+    ) -> HeartbeatResult:
         """Renew a lease by the task's timeout, or by the timeout of `node_id` when the worker
         says it is running that step of a local run (docs/worker-protocol.md, "Leases"); says
-        so when the instance is no longer RUNNING."""
+        so when the instance is no longer RUNNING. `grant`: PermissionDenied (nothing renewed)
+        unless it covers the task's queue."""
 
         def fn(conn: Connection) -> HeartbeatResult:
             length = self._step_timeout(conn, task_id, node_id) if node_id else None
@@ -331,13 +343,17 @@ class Engine(Definitions, Views, Repairs):
                 heartbeat_stmt(self.db), {"tid": task_id, "b_lease": lease, "length": length}
             ).first()
             if row is not None:
+                if grant is not None:  # a refusal rolls the renewal back
+                    grant.check(row[2] or "", "report on a task of")
                 return HeartbeatResult(int(row[0]), InstanceStatus.RUNNING, int(row[1]))
             i = s.instances
             seen = conn.execute(
-                select(_t.c.lease, i.c.status)
+                select(_t.c.lease, _t.c.queue, i.c.status)
                 .select_from(_t.join(i, i.c.id == _t.c.instance_id))
                 .where(_t.c.id == task_id)
             ).first()
+            if seen is not None and grant is not None:
+                grant.check(seen.queue or "", "report on a task of")
             if seen is None or seen.lease != lease or seen.status == InstanceStatus.RUNNING.value:
                 raise StaleLease(task_id)
             return HeartbeatResult(0, InstanceStatus(seen.status))
@@ -355,20 +371,6 @@ class Engine(Definitions, Views, Repairs):
         if isinstance(node, Await) and node.apply is not None:
             return node.apply.timeout_ms
         return None
-
-    def task_route(self, task_id: str) -> tuple[str, Graph] | None:
-        """Where a task is now: its queue and its instance's graph; None for no such task.
-
-        The server authorizes a report by it (a worker credential reports only on its queues).
-        """
-
-        def fn(conn: Connection) -> tuple[str, Graph] | None:
-            row = conn.execute(select(_t.c.queue, _t.c.version).where(_t.c.id == task_id)).first()
-            if row is None:
-                return None
-            return row.queue or "", self.graph_of(conn, row.version)
-
-        return self.db.read(fn)
 
     # -- wake-ups -------------------------------------------------------------------------------
 
@@ -429,3 +431,8 @@ class Engine(Definitions, Views, Repairs):
         if self._bulk.busy:
             cap = min(cap, BULK_TICK_S)
         return self.db.read(lambda c: _ticker.next_wakeup(c, self.db, cap))
+
+    def next_due_ms(self) -> int | None:
+        """The earliest armed timer or lease expiry of any instance, on the engine's clock;
+        None when nothing is armed. A driver of a virtual clock moves it there next."""
+        return self.db.read(lambda c: _ticker.next_due(c, self.db))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
@@ -26,9 +25,6 @@ from ._types import (
 )
 from ._wakeups import Waiters
 from ._workers import POLLING_WINDOW_MS, WorkerBook, WorkerNote
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["FINISH_RECHECK_S", "Views"]
 
@@ -101,32 +97,47 @@ class Views:
         """Tokens READY for a worker now, per queue (metrics)."""
         return self.db.read(_listing.ready_by_queue)
 
-    def wait_finished(self, instance_id: str, timeout_s: float) -> InstanceStatus:
-        """The instance's status once it is no longer RUNNING, or as it is after `timeout_s`.
+    def wait_view(
+        self,
+        instance_id: str,
+        timeout_s: float,
+        *,
+        include_events: bool = False,
+        keep_waiting: Callable[[], bool] = lambda: True,
+    ) -> InstanceView:
+        """The instance once it is no longer RUNNING, or as it is after `timeout_s` (or as soon
+        as `keep_waiting()`, asked every FINISH_RECHECK_S, says no). Reads only, never a write.
 
-        Woken at once when this process commits its end; an end committed by another process
-        is seen at the next re-read (every FINISH_RECHECK_S). Reads only, never a write.
+        Woken at once when this process commits its end, and then the view is read straight
+        away (the wake-up says the end committed: no status read before it). An end committed
+        by another process is seen at the next shared re-read (every FINISH_RECHECK_S).
         """
+        if timeout_s <= 0:
+            return self.describe(instance_id, include_events=include_events)
         deadline = time.monotonic() + timeout_s
         event = self.waiters.watch(instance_id)  # before the first read: no end slips between
         try:
-            while True:
-                status = self.db.read(lambda c: _instances.status_of(c, instance_id))
-                if status is None:
-                    raise InstanceNotFound(instance_id)
+            status = self.db.read(lambda c: _instances.status_of(c, instance_id))
+            if status is None:
+                raise InstanceNotFound(instance_id)
+            while status is InstanceStatus.RUNNING and not self._stop.is_set():
                 left = deadline - time.monotonic()
-                if status is not InstanceStatus.RUNNING or left <= 0 or self._stop.is_set():
-                    return status
-                # Woken by this process's commit of the end, or by the shared re-read seeing
-                # it ended elsewhere; each waiter does not read on its own while it waits.
-                while not event.wait(min(left, FINISH_RECHECK_S)):
-                    left = deadline - time.monotonic()
-                    if left <= 0 or self._stop.is_set():
-                        break
-                    self._recheck_waited_instances()
-                event.clear()
+                if left <= 0:
+                    break
+                if event.wait(min(left, FINISH_RECHECK_S)):
+                    event.clear()
+                    view = self.describe(instance_id, include_events=include_events)
+                    if view.status is not InstanceStatus.RUNNING:
+                        return view
+                    continue  # woken for an end that a retry or reset has undone since
+                if not keep_waiting():
+                    break
+                # Each waiter does not read on its own while it waits: one shared re-read
+                # wakes those whose instance another process ended.
+                self._recheck_waited_instances()
         finally:
             self.waiters.unwatch(instance_id, event)
+        return self.describe(instance_id, include_events=include_events)
 
     def _recheck_waited_instances(self) -> None:
         """One read for every instance this process's waiters wait for, at most once per
@@ -149,7 +160,7 @@ class Views:
         after: str | None = None,
     ) -> list[InstanceView]:
         """Instances ordered by id; `after` is the last id of the previous page."""
-        return self.db.read(lambda c: _instances.list_instances(c, flow, status, limit, after))
+        return self.db.read(lambda c: _listing.list_instances(c, flow, status, limit, after))
 
     # -- workers --------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Instance-level operations: create, signal, cancel, describe, list."""
+"""Instance-level operations: signal, cancel, and an instance's status."""
 
 from __future__ import annotations
 
@@ -8,17 +8,17 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, select
 
 from wiggle.errors import InstanceNotFound, InstanceNotRunning, SignalNotAwaited
-from wiggle.graph import Await, ExecutionMode, Graph
+from wiggle.graph import Await, Graph
 
 from . import _describe
 from . import _schema as s
-from ._drive import deliver, finish_instance, inst_from_row, place
+from ._drive import deliver, finish_instance, place
 from ._keyed import signal_seq
+from ._park import inst_from_row
 from ._reports import INSTANCE_FIELDS
-from ._tx import TOKEN_COLUMNS, Inst, Tx, dumps, loads
+from ._tx import TOKEN_COLUMNS, Inst, Tx, dumps
 from ._types import (
     InstanceStatus,
-    InstanceView,
     Json,
     TokenState,
 )
@@ -26,7 +26,7 @@ from ._types import (
 if TYPE_CHECKING:
     from ._engine import Engine
 
-__all__ = ["awaited_signals", "cancel", "list_instances", "signal", "status_of"]
+__all__ = ["awaited_signals", "cancel", "signal", "status_of"]
 
 _i = s.instances
 _r = s.instances.alias("root")
@@ -122,21 +122,6 @@ def cancel(eng: Engine, conn: Connection, instance_id: str, reason: str) -> Inst
     return InstanceStatus.CANCELLED
 
 
-def _view(m: Any) -> InstanceView:
-    return InstanceView(
-        instance_id=m["id"],
-        flow=m["flow"],
-        version=m["version"],
-        status=InstanceStatus(m["status"]),
-        context=loads(m["context"]),
-        reason=m["reason"],
-        execution_mode=ExecutionMode(m["mode"]),
-        parent_instance_id=m["parent_instance_id"] or "",
-        created_at_ms=int(m["created_at_ms"]),
-        updated_at_ms=int(m["updated_at_ms"]),
-    )
-
-
 def status_of(conn: Connection, instance_id: str) -> InstanceStatus | None:
     row = conn.execute(select(_i.c.status).where(_i.c.id == instance_id)).scalar()
     return None if row is None else InstanceStatus(row)
@@ -150,21 +135,3 @@ def ended_among(conn: Connection, instance_ids: Sequence[str]) -> list[str]:
         q = select(_i.c.id).where(_i.c.id.in_(chunk), _i.c.status != InstanceStatus.RUNNING.value)
         ended.extend(conn.execute(q).scalars())
     return ended
-
-
-def list_instances(
-    conn: Connection,
-    flow: str | None,
-    status: InstanceStatus | None,
-    limit: int,
-    after: str | None,
-) -> list[InstanceView]:
-    q = select(*_i.c)
-    if flow:
-        q = q.where(_i.c.flow == flow)
-    if status is not None:
-        q = q.where(_i.c.status == status.value)
-    if after:
-        q = q.where(_i.c.id > after)
-    rows = conn.execute(q.order_by(_i.c.id).limit(max(1, limit))).all()
-    return [_view(r._mapping) for r in rows]

@@ -47,7 +47,7 @@ from . import _schema as s
 from ._queries import PARAM_KEYS, pg_ctes, pg_write, with_ctes
 
 __all__ = [
-    "CLAIM_EVENTS",
+    "CLAIM_EVENT_SEQ",
     "COMMITS",
     "KEYED_CONSTRAINTS",
     "SEQ_SCALE",
@@ -148,12 +148,10 @@ EVENTS_CTE = (
     f"FROM {json_rows('e', 'e', _EVENT_COLUMNS, _EVENT_TYPES)})"
 )
 
-#: The claim's step_started events (`_claims`), keyed: one per claimed token (CTE `c`).
-_CLAIMED_AT = "lease_expires_at_ms - timeout_ms"
-CLAIM_EVENTS = (
-    "INSERT INTO wiggle_events (instance_id, seq, at_ms, kind, node_id, attempt, detail) "
-    f"SELECT instance_id, {_seq(_CLAIMED_AT, 'c.instance_id', 'wiggle_events', 'c.id')}, "
-    f"{_CLAIMED_AT}, 'step_started', node_id, attempt, %(detail)s FROM c"
+#: The key of the claim's step_started events (`_claims`): one per claimed token, the claimed
+#: rows being CTE `c`.
+CLAIM_EVENT_SEQ = _seq(
+    "c.lease_expires_at_ms - c.timeout_ms", "c.instance_id", "wiggle_events", "c.id"
 )
 
 
@@ -199,15 +197,13 @@ def keyed_write(
     new_instances: Sequence[dict[str, Any]],
     inputs: Sequence[dict[str, Any]],
     search: Sequence[dict[str, Any]],
-) -> int:
+) -> None:
     """`_queries.pg_write` under the profile: keyed events, each table modified at most once
-    per statement. Returns how many fenced updates matched."""
+    per statement. A lost fence fails the statement that updates the tokens, as there."""
     got = pg_write(inserts, updates, events, instances, new_instances, inputs, search)
     if got is None:
-        return 0
+        return
     params = got[1]
     shape = tuple(key in params for key in PARAM_KEYS)
-    matched = 0
     for sql in _statements(shape):
-        matched += int(conn.exec_driver_sql(sql, params).scalar_one())
-    return matched
+        conn.exec_driver_sql(sql, params)

@@ -15,7 +15,14 @@ from sqlalchemy import Connection, bindparam, case, exists, func, literal_column
 from . import _schema as s
 from ._db import Database
 
-__all__ = ["acquire_stmt", "due_leases_stmt", "due_timers_stmt", "wakeup_stmt"]
+__all__ = [
+    "acquire_stmt",
+    "due_leases_stmt",
+    "due_timers_stmt",
+    "next_due",
+    "next_wakeup",
+    "wakeup_stmt",
+]
 
 _t = s.tokens
 _l = s.leader
@@ -87,6 +94,12 @@ def wakeup_stmt(db: Database) -> Any:
     timers = select(func.min(_t.c.wake_at_ms)).where(s.TIMED_TOKENS).scalar_subquery()
     leases = select(func.min(_t.c.lease_expires_at_ms)).where(s.LEASED_TOKENS).scalar_subquery()
     return select(timers.label("timer"), leases.label("lease"), db.now)
+
+
+def next_due(conn: Connection, db: Database) -> int | None:
+    row = conn.execute(wakeup_stmt(db)).one()
+    soonest = [int(v) for v in (row.timer, row.lease) if v is not None]
+    return min(soonest) if soonest else None
 
 
 def next_wakeup(conn: Connection, db: Database, cap_s: float) -> float:

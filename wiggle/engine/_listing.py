@@ -25,7 +25,13 @@ from ._types import (
     TokenState,
 )
 
-__all__ = ["find_instances", "list_definitions", "page_token", "ready_by_queue"]
+__all__ = [
+    "find_instances",
+    "list_definitions",
+    "list_instances",
+    "page_token",
+    "ready_by_queue",
+]
 
 _i = s.instances
 _d = s.definitions
@@ -89,6 +95,25 @@ def _view(m: Any) -> InstanceView:
         updated_at_ms=int(m["updated_at_ms"]),
         input=None if m["input"] is None else loads(m["input"]),
     )
+
+
+def list_instances(
+    conn: Connection,
+    flow: str | None,
+    status: InstanceStatus | None,
+    limit: int,
+    after: str | None,
+) -> list[InstanceView]:
+    """Instances ordered by id, after the id `after` (Engine.list_instances)."""
+    q = select(*_i.c)
+    if flow:
+        q = q.where(_i.c.flow == flow)
+    if status is not None:
+        q = q.where(_i.c.status == status.value)
+    if after:
+        q = q.where(_i.c.id > after)
+    rows = conn.execute(q.order_by(_i.c.id).limit(max(1, limit))).all()
+    return [_view(r._mapping) for r in rows]
 
 
 def find_instances(

@@ -29,9 +29,9 @@ from wiggle.migration import TokenPos, fingerprint, plan_instance
 from . import _schema as s
 from ._bulk_runner import ACTION_FUNCTIONS, Defer, Skip
 from ._data import MISSING, parse_instant_ms, resolve_pointer
-from ._drive import load_instance
 from ._instances import lock_instance
 from ._migrate import buffered_signals
+from ._park import load_instance
 from ._search import values_of
 from ._tx import TOKEN_COLUMNS, Inst, Tok, Tx
 from ._types import InstanceStatus, Json, TokenState

@@ -1,11 +1,13 @@
 """Read-only aggregates for operators: queues with work on them, where a version's instances
-stand, and failures grouped alike (the console's queues, heat map and incidents pages).
+stand, and failures grouped alike (the console's queues, heat map and incidents pages); and for
+a benchmark's check, how given instances ended and how often each of their steps completed.
 
 Each is one or two grouped queries over indexes the engine already keeps; none writes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +19,7 @@ from . import _schema as s
 from ._types import InstanceStatus, TokenState
 
 __all__ = [
+    "Ending",
     "Incident",
     "IncidentPage",
     "NodeCount",
@@ -24,11 +27,14 @@ __all__ = [
     "incidents",
     "node_counts",
     "queue_stats",
+    "run_endings",
 ]
 
 _i = s.instances
 _t = s.tokens
 
+#: Instance ids per IN list: well under every driver's parameter limit.
+_CHUNK = 500
 #: How many of the newest failed instances are read to name examples of each incident.
 _EXAMPLES_FROM = 2000
 _EXAMPLES_PER_INCIDENT = 5
@@ -165,3 +171,31 @@ def incidents(
         for f, reason, count, first, last in groups
     ]
     return IncidentPage(found, int(total))
+
+
+#: An instance as a check sees it: id, status, context (JSON text), reason.
+Ending = tuple[str, str, str, str]
+
+
+def run_endings(
+    conn: Connection, instance_ids: Sequence[str]
+) -> tuple[list[Ending], dict[tuple[str, str], int]]:
+    """The given instances (those found), and the number of step_completed events of each
+    (instance, node) they have."""
+    e = s.events
+    found: list[Ending] = []
+    steps: dict[tuple[str, str], int] = {}
+    for start in range(0, len(instance_ids), _CHUNK):
+        chunk = list(instance_ids[start : start + _CHUNK])
+        rows = conn.execute(
+            select(_i.c.id, _i.c.status, _i.c.context, _i.c.reason).where(_i.c.id.in_(chunk))
+        )
+        found += [(r.id, r.status, r.context, r.reason) for r in rows]
+        counts = conn.execute(
+            select(e.c.instance_id, e.c.node_id, func.count())
+            .where(e.c.kind == "step_completed", e.c.instance_id.in_(chunk))
+            .group_by(e.c.instance_id, e.c.node_id)
+        )
+        for instance_id, node_id, n in counts:
+            steps[(instance_id, node_id)] = int(n)
+    return found, steps

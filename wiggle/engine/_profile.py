@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from ._clock import Clock
 from ._db import Database
 
 __all__ = ["DatabaseProfile", "open_database"]
@@ -30,11 +31,16 @@ class DatabaseProfile(StrEnum):
     DISTRIBUTED = "distributed"  #: what distributed SQL engines share with PostgreSQL
 
 
-def open_database(url: str, profile: DatabaseProfile | str = DatabaseProfile.DEFAULT) -> Database:
+def open_database(
+    url: str,
+    profile: DatabaseProfile | str = DatabaseProfile.DEFAULT,
+    *,
+    clock: Clock | None = None,
+) -> Database:
     """The database layer for `url` under `profile` (InvalidRequest for the distributed
-    profile on SQLite)."""
+    profile on SQLite), reading `clock` when given (engine/_clock.py)."""
     if DatabaseProfile(profile) is DatabaseProfile.DISTRIBUTED:
         from ._distributed import DistributedDatabase
 
-        return DistributedDatabase(url)
-    return Database(url)
+        return DistributedDatabase(url, clock=clock)
+    return Database(url, clock=clock)

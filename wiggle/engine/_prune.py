@@ -16,6 +16,9 @@ instance).
 Running instances are never locked: the candidates are read by status, and only finished roots
 are locked. Nothing here runs on the hot path: pruning is a CLI command or the leader's
 retention duty (wiggle.server).
+
+The other way round, `write_history` writes finished instances in bulk, as a finished run of a
+linear flow leaves them (a benchmark's long history; the same rows prune removes).
 """
 
 from __future__ import annotations
@@ -25,13 +28,35 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, literal, select, tuple_
+import orjson
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Connection,
+    Integer,
+    String,
+    Text,
+    bindparam,
+    cast,
+    column,
+    delete,
+    func,
+    insert,
+    literal,
+    select,
+    true,
+    tuple_,
+    values,
+)
+
+from wiggle.graph import Graph, Task
 
 from . import _schema as s
 from ._db import Database
-from ._types import InstanceStatus
+from ._rows import Inst, Tok, dumps, new_id
+from ._types import InstanceStatus, Json, TokenState
 
-__all__ = ["BATCH", "PruneResult", "prune", "prune_batch"]
+__all__ = ["BATCH", "HISTORY_BATCH", "PruneResult", "prune", "prune_batch", "write_history"]
 
 #: Trees per transaction.
 BATCH = 500
@@ -207,3 +232,108 @@ def prune(
         if after is not None and between is not None and not between():
             break
     return total
+
+
+#: Instances `write_history` writes per transaction (each brings 2 + 2 x steps events).
+HISTORY_BATCH = 5000
+_DAY_MS = 86_400_000
+
+
+def write_history(db: Database, version: str, count: int, input: Json, context: Json) -> None:
+    """Write `count` finished instances of the registered linear flow `version`, as a run that
+    started with `input` and ended with `context` leaves them: the COMPLETED instance, its one
+    DONE token at `end`, its events (instance_started, step_started and step_completed per
+    step, instance_completed). Each ended two days before now (the database's clock), so
+    `prune` of what finished a day ago removes exactly them.
+
+    The database makes the rows itself (INSERT ... SELECT over a generated series), a few
+    thousand instances per transaction; the rows are those of `Inst.row` and `Tok.row` with
+    only the ids and times varied, so a new column reaches them without a change here.
+    """
+    graph = db.read(lambda c: _graph(c, version))
+    steps = _linear_steps(graph)
+    statements = _history_statements(db, graph, steps, input, context)
+    now = int(db.read(lambda c: c.execute(select(db.now)).scalar_one()))
+    t0 = now - 2 * _DAY_MS - count - 1000
+    for lo in range(1, count + 1, HISTORY_BATCH):
+        hi = min(count, lo + HISTORY_BATCH - 1)
+
+        def write(conn: Connection, lo: int = lo, hi: int = hi) -> None:
+            for statement in statements:
+                conn.execute(statement, {"lo": lo, "hi": hi, "t0": t0})
+
+        db.write(write)
+    if db.is_postgres:  # what autovacuum would do by itself after a while
+        tables = (_i, s.tokens, s.events)
+        db.write(lambda c: [c.exec_driver_sql(f"ANALYZE {t.name}") for t in tables])
+
+
+def _graph(conn: Connection, version: str) -> Graph:
+    canonical = conn.execute(
+        select(s.definitions.c.canonical).where(s.definitions.c.version == version)
+    ).scalar()
+    if canonical is None:
+        raise ValueError(f"no flow version {version!r} is registered")
+    return Graph.from_json(orjson.loads(canonical), version)
+
+
+def _linear_steps(graph: Graph) -> list[Task]:
+    steps: list[Task] = []
+    node = graph.nodes[graph.start]
+    while isinstance(node, Task):
+        steps.append(node)
+        node = graph.nodes[node.next]
+    if node.kind != "end" or not steps:
+        raise ValueError(f"flow {graph.name!r} is not a linear flow of tasks")
+    return steps
+
+
+def _history_statements(
+    db: Database, graph: Graph, steps: list[Task], input: Json, context: Json
+) -> list[Any]:
+    """The INSERT ... SELECTs of one batch. The series `g(i)` numbers its instances (:lo..:hi)
+    and `s(k, node)` the flow's steps; ids and times vary with them, every other column is the
+    template row's value."""
+    lo, hi = bindparam("lo", type_=BigInteger), bindparam("hi", type_=BigInteger)
+    if db.is_postgres:
+        g = select(func.generate_series(lo, hi).label("i")).cte("g")
+    else:
+        g = select(lo.label("i")).cte("g", recursive=True)
+        g = g.union_all(select(g.c.i + 1).where(g.c.i < hi))
+    nodes = values(column("k", Integer), column("node", String), name="s")
+    k = nodes.data([(n, step.id) for n, step in enumerate(steps, start=1)]).cte("s")
+    t0 = bindparam("t0", type_=BigInteger)
+    started, ended = t0 + g.c.i, t0 + g.c.i + 1000
+    iid = literal(f"history-{new_id()[:8]}-", String) + cast(g.c.i, Text)
+    mode, done = graph.execution, InstanceStatus.COMPLETED
+    inst = Inst("", "", graph.name, graph.version, done, mode, graph, None, None)
+    instance = inst.row(input, 0) | {"context": dumps(context), "id": iid, "root_id": iid}
+    instance |= {"created_at_ms": started, "updated_at_ms": ended}
+    last = steps[-1]  # the DONE token keeps the last step's queue, activity and timeout
+    tok = Tok("", "", graph.version, "end", TokenState.DONE, context, queue=last.queue)
+    tok.activity, tok.timeout_ms = last.activity, last.timeout_ms
+    token = tok.row() | {"id": iid + "-t", "instance_id": iid, "ready_at_ms": ended}
+
+    def events(kind: str, at: Any, node: Any, attempt: int, detail: Json, per_step: bool) -> Any:
+        row = {"instance_id": iid, "at_ms": at, "kind": kind, "node_id": node}
+        row |= {"attempt": attempt, "detail": dumps(detail)}
+        return _insert_select(s.events, row, g.join(k, true()) if per_step else g)
+
+    return [
+        _insert_select(_i, instance, g),
+        _insert_select(s.tokens, token, g),
+        events("instance_started", started, "", 0, {"version": graph.version, "mode": mode}, False),
+        events("step_started", started + k.c.k, k.c.node, 1, {}, True),
+        events("step_completed", started + k.c.k, k.c.node, 1, {}, True),
+        events("instance_completed", ended, "", 0, {"reason": ""}, False),
+    ]
+
+
+def _insert_select(table: Any, row: dict[str, Any], source: Any) -> Any:
+    """INSERT INTO `table` one row per row of `source`: `row` maps each column to an SQL
+    expression over `source`, or to a constant every row shares."""
+    exprs = [
+        v if isinstance(v, ColumnElement) else literal(v, table.c[name].type)
+        for name, v in row.items()
+    ]
+    return insert(table).from_select(list(row), select(*exprs).select_from(source))

@@ -80,6 +80,10 @@ _SEARCH_TYPES = {
 }
 
 
+#: In the error PostgreSQL raises when a write's fenced updates did not all match.
+FENCE_LOST_MARK = "wiggle-fence-lost"
+
+
 def pg_ctes(
     inserts: bool,
     updates: bool,
@@ -160,8 +164,19 @@ def pg_ctes(
 
 
 def with_ctes(ctes: Sequence[str], *, counts_updates: bool) -> str:
-    """One statement of `ctes`, answering how many fenced updates matched (0 without `upd`)."""
-    tail = "SELECT (SELECT count(*) FROM upd)" if counts_updates else "SELECT 0"
+    """One statement of `ctes`. With `counts_updates` (an `upd` CTE among them), the statement
+    fails when fewer fenced updates matched than were sent (parameter `nu`).
+
+    A lost fence fails the statement itself rather than returning a count for the caller to
+    check, so that the COMMIT can be sent with it: casting the marked text to int raises and
+    the transaction aborts. (The text depends on the count, so no constant folding raises it.)
+    """
+    tail = (
+        f"SELECT CAST(CASE WHEN c.n = %(nu)s THEN '0' ELSE '{FENCE_LOST_MARK} ' || c.n END AS int) "
+        "FROM (SELECT count(*) AS n FROM upd) AS c"
+        if counts_updates
+        else "SELECT 0"
+    )
     return f"WITH {', '.join(ctes)} {tail}"
 
 
@@ -188,8 +203,8 @@ def pg_write(
     in ONE statement.
 
     An update row carries its fence as f_<column> keys (the values the row must still hold;
-    absent: not checked). The statement answers how many updates matched, which the caller
-    compares with how many it sent (a shortfall means a fence was lost). Instance rows carry
+    absent: not checked). When fewer updates match than were sent (a fence was lost), the
+    statement fails with an error naming FENCE_LOST_MARK. Instance rows carry
     status, reason, updated_at_ms and, when set_context, the context. None: nothing to write.
     """
     shape = (
@@ -211,6 +226,8 @@ def pg_write(
     for key, rows in zip(PARAM_KEYS, rows_by_key, strict=True):
         if rows:
             params[key] = orjson.dumps(rows).decode()
+    if updates:
+        params["nu"] = len(updates)
     return sql, params
 
 
@@ -229,16 +246,20 @@ LOCKED_INSTANCE_FIELDS = (
 )
 
 
-def lock_tasks_sql(postgres: bool, now_sql: str) -> str:
+def lock_tasks_sql(postgres: bool, now_sql: str, *, single: bool = False) -> str:
     """Tokens by id (every token column, then the instance fields of their root instance, the
     token's own instance id and the database clock), locking each root instance row once, in
     root id order so two batches never wait on each other in a cycle.
 
-    PostgreSQL takes the ids as one text[] parameter `tids`; SQLite as one JSON array (its
-    write lock already serialises writers, so it locks nothing)."""
+    PostgreSQL takes the ids as one text[] parameter `tids`, or `single`, one id as `tid` (a
+    lone report's: a text binds for less client CPU than an array); SQLite as one JSON array
+    (its write lock already serialises writers, so it locks nothing)."""
     token_cols = ", ".join(f"t.{c}" for c in TOKEN_COLUMN_NAMES)
     root_cols = ", ".join(f"root.{c}" for c in LOCKED_INSTANCE_FIELDS)
-    ids = "t.id = ANY(%(tids)s)" if postgres else "t.id IN (SELECT value FROM json_each(?))"
+    if postgres:
+        ids = "t.id = %(tid)s" if single else "t.id = ANY(%(tids)s)"
+    else:
+        ids = "t.id IN (SELECT value FROM json_each(?))"
     lock = " FOR UPDATE OF root" if postgres else ""
     return (
         f"SELECT {token_cols}, {root_cols}, i.id, {now_sql} "

@@ -23,8 +23,9 @@ from wiggle.errors import InvalidRequest, RepairRefused
 from wiggle.graph import Await, End, Join, Predicate, Task
 
 from . import _schema as s
-from ._drive import finish_instance, load_instance, make_ready, place
+from ._drive import finish_instance, place
 from ._instances import lock_instance
+from ._park import load_instance, make_ready
 from ._search import refresh_search
 from ._tx import TOKEN_COLUMNS, Inst, Tok, Tx, loads
 from ._types import InstanceStatus, TokenState

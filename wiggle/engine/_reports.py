@@ -21,17 +21,21 @@ from wiggle.traversal import Handback, Move, classify, successor
 
 from . import _schema as s
 from ._data import type_name
-from ._drive import (
-    apply_failure,
-    fail_token_instance,
-    inst_from_row,
-    place,
-    ready_again,
-)
-from ._forks import branch_filtered
+from ._drive import branch_filtered, fail_token_instance, place
+from ._failures import apply_failure
+from ._park import inst_from_row, ready_again
 from ._search import note_context_change
 from ._tx import TOKEN_COLUMNS, Inst, Tok, Tx
-from ._types import AdvanceResult, InstanceStatus, Json, StepFailure, StepOutcome, TokenState
+from ._types import (
+    AdvanceResult,
+    InstanceStatus,
+    Json,
+    Report,
+    ReportKind,
+    StepFailure,
+    StepOutcome,
+    TokenState,
+)
 
 __all__ = [
     "apply_plan",
@@ -39,6 +43,8 @@ __all__ = [
     "lock_token",
     "plan_steps",
     "record_seq",
+    "refuse_unless_current",
+    "refuse_unless_granted",
     "resent",
 ]
 
@@ -282,6 +288,21 @@ def server_outcome(tok: Tok, inst: Inst, result: Json) -> StepOutcome:
             return StepOutcome(tok.node_id, predicate=result)
         return StepOutcome(tok.node_id, context=result)  # plan_steps turns it into a failure
     return StepOutcome(tok.node_id, context=result)
+
+
+def refuse_unless_granted(r: Report, tok: Tok | None, inst: Inst | None) -> None:
+    """PermissionDenied unless the sender's grant covers the task's queue and, for a run of
+    locally run steps, the queue of every step in it. Read under the task's lock, before the
+    report changes anything; an unknown task is left to `refuse_unless_current` (answered alike
+    whoever asks)."""
+    if r.grant is None or tok is None or inst is None:
+        return
+    r.grant.check(tok.queue or "", "report on a task of")
+    if r.kind is ReportKind.ADVANCE:
+        for step in r.steps:
+            node = inst.graph.nodes.get(step.node_id)
+            if isinstance(node, Task | Predicate):
+                r.grant.check(node.queue, "report a step of")
 
 
 def refuse_unless_current(tok: Tok | None, inst: Inst | None, task_id: str, lease: str) -> bool:

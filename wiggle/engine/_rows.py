@@ -46,6 +46,24 @@ class Inst:
     parent_instance_id: str | None
     parent_token_id: str | None
 
+    def row(self, input: Json, now_ms: int) -> dict[str, Any]:
+        """Its new wiggle_instances row (every column), started with `input` at `now_ms`."""
+        return {
+            "id": self.id,
+            "root_id": self.root_id,
+            "flow": self.flow,
+            "version": self.version,
+            "status": self.status.value,
+            "context": dumps(input),
+            "input": dumps(input),
+            "reason": "",
+            "mode": self.mode.value,
+            "parent_instance_id": self.parent_instance_id,
+            "parent_token_id": self.parent_token_id,
+            "created_at_ms": now_ms,
+            "updated_at_ms": now_ms,
+        }
+
 
 @dataclass
 class Tok:

@@ -92,7 +92,8 @@ def apply_starts(
     default_mode: Any,
 ) -> list[StartResult | WiggleError]:
     """Start each request's instance in `tx`; each gets its result or the error refusing it."""
-    tx.now = int(tx.conn.execute(select(tx.db.now)).scalar_one())
+    # The first statement: on PostgreSQL the transaction's BEGIN goes with it.
+    tx.now = int(tx.db.first_rows(tx.conn, f"SELECT {tx.db.now_sql}", {})[0][0])
     newest = _newest(tx, sorted({r.flow for r in requests if not r.version}))
     pinned = _pinned(tx, {(r.flow, r.version) for r in requests if r.version})
     known = _existing(tx, sorted({r.instance_id for r in requests if r.instance_id}))
@@ -145,23 +146,7 @@ def _start_one(
     mode = resolve_mode(graph, default_mode)
     inst = Inst(ident, ident, graph.name, version, InstanceStatus.RUNNING, mode, graph, None, None)
     tx.instances[ident] = inst
-    tx.new_instance(
-        {
-            "id": ident,
-            "root_id": ident,
-            "flow": graph.name,
-            "version": version,
-            "status": InstanceStatus.RUNNING.value,
-            "context": dumps(r.input),
-            "input": dumps(r.input),
-            "reason": "",
-            "mode": mode.value,
-            "parent_instance_id": None,
-            "parent_token_id": None,
-            "created_at_ms": tx.now,
-            "updated_at_ms": tx.now,
-        }
-    )
+    tx.new_instance(inst.row(r.input, tx.now))
     tx.event(ident, "instance_started", "", 0, version=version, mode=mode.value)
     write_initial(tx, inst, r.input)
     root = tx.new_token(inst, graph.start, r.input)

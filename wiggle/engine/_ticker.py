@@ -11,8 +11,17 @@ from sqlalchemy import Connection
 from wiggle.graph import Await, Sleep
 
 from . import _schema as s
-from ._drive import apply_failure, place, ready_again
-from ._leader import acquire_stmt, due_leases_stmt, due_timers_stmt, next_wakeup, release_stmt
+from ._drive import place
+from ._failures import apply_failure
+from ._leader import (
+    acquire_stmt,
+    due_leases_stmt,
+    due_timers_stmt,
+    next_due,
+    next_wakeup,
+    release_stmt,
+)
+from ._park import ready_again
 from ._reports import read_locked
 from ._tx import FenceLost, Tx
 from ._types import InstanceStatus, StepFailure, TokenState
@@ -20,7 +29,7 @@ from ._types import InstanceStatus, StepFailure, TokenState
 if TYPE_CHECKING:
     from ._engine import Engine
 
-__all__ = ["next_wakeup", "release_stmt", "tick"]
+__all__ = ["next_due", "next_wakeup", "release_stmt", "tick"]
 
 _t = s.tokens
 _BATCH = 256

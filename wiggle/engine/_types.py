@@ -1,4 +1,8 @@
-"""The engine's vocabulary: state enums and the plain records its API takes and returns."""
+"""The engine's vocabulary: state enums and the plain records its API takes and returns.
+
+A new field of `InstanceView` or `TokenView` also goes into the proto, the server's conversion
+and the client's records (docs/internals.md, "Where an instance or token view lives").
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from wiggle._limits import quote
+from wiggle.errors import PermissionDenied
 from wiggle.filters import Condition
 from wiggle.graph import ExecutionMode, Graph
 
@@ -21,6 +27,7 @@ __all__ = [
     "InstanceStatus",
     "InstanceView",
     "Json",
+    "QueueGrant",
     "Report",
     "ReportKind",
     "StartResult",
@@ -154,10 +161,25 @@ class ReportKind(StrEnum):
 
 
 @dataclass(frozen=True)
+class QueueGrant:
+    """The queues the sender of a report may touch (a `worker:QUEUES` credential's), checked in
+    the report's own transaction; `holder` names the sender in a refusal."""
+
+    queues: frozenset[str]
+    holder: str
+
+    def check(self, queue: str, what: str) -> None:
+        """PermissionDenied unless `queue` is one of the granted queues."""
+        if queue not in self.queues:
+            raise PermissionDenied(f"{self.holder} may not {what} queue {quote(queue)}")
+
+
+@dataclass(frozen=True)
 class Report:
     """One report on a leased task: its identity (task, lease, seq) and what it says.
 
     `seq` numbers the reports under one lease from 1; 0 means the worker sent no identity.
+    `grant` None: the sender may report on any queue.
     """
 
     kind: ReportKind
@@ -170,6 +192,7 @@ class Report:
     final: bool = True  # ADVANCE: hand back (the others always do)
     reason: str = ""  # ADVANCE, RELEASE: why the worker stopped
     next: EagerRequest | None = None  # COMPLETE: lease the instance's next task to the worker
+    grant: QueueGrant | None = None
 
 
 @dataclass(frozen=True)

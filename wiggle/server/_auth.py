@@ -14,9 +14,11 @@ Then the credential's scopes must allow the call (docs/security.md):
     worker:QUEUES    poll those queues, and report, heartbeat or release tasks on them; fetch
                      definitions; end its polls
 
-A report names a task, not a queue: the task's queue is looked up (and, for a batch of locally
-run steps, the queue of every step in it), so a worker credential can touch nothing outside its
-queues. Refusals are PERMISSION_DENIED; unknown credentials UNAUTHENTICATED.
+A report names a task, not a queue: a worker credential's queues travel with the report as a
+grant (`GRANT`, read by the service), and the engine checks the task's queue (and, for a batch of
+locally run steps, the queue of every step in it) in the report's own transaction, under the
+task's lock, so a worker credential can touch nothing outside its queues and a report costs no
+extra read. Refusals are PERMISSION_DENIED; unknown credentials UNAUTHENTICATED.
 """
 
 from __future__ import annotations
@@ -29,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from wiggle._limits import quote
-from wiggle.graph import Graph, Predicate, Task
+from wiggle.engine._types import QueueGrant
 from wiggle.server._credentials import Credential, CredentialStore
 from wiggle.wire import AUTHORIZATION_KEY, ERROR_CODE_KEY, unbatched
 
-__all__ = ["CALLER", "Auth", "is_loopback"]
+__all__ = ["CALLER", "GRANT", "Auth", "is_loopback"]
 
 _EXEMPT_PREFIXES = ("/grpc.health.v1.Health/",)
 _SERVICES = ("/wiggle.v1.Wiggle/", "/wiggle.v1.WiggleAdmin/")
@@ -41,6 +43,11 @@ _SERVICES = ("/wiggle.v1.Wiggle/", "/wiggle.v1.WiggleAdmin/")
 #: The credential name of the call this thread is handling ("" without credentials): who asked,
 #: for the record a bulk action keeps.
 CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("wiggle_caller", default="")
+#: The queues the call's credential is limited to (a `worker:QUEUES` scope), for the engine to
+#: check a report's task against; None: any queue (or no credentials at all).
+GRANT: contextvars.ContextVar[QueueGrant | None] = contextvars.ContextVar(
+    "wiggle_grant", default=None
+)
 
 #: What a `client` scope may call.
 CLIENT_METHODS = frozenset(
@@ -70,7 +77,6 @@ WORKER_METHODS = frozenset(
         "ReportBatch",
     }
 )
-_TASK_METHODS = frozenset({"CompleteTask", "FailTask", "ReleaseTask", "Heartbeat", "AdvanceRun"})
 #: What an `operator` scope may call: every repair, and reading what to repair.
 OPERATOR_METHODS = frozenset(
     {
@@ -93,9 +99,6 @@ OPERATOR_METHODS = frozenset(
         "ListWorkers",
     }
 )
-
-#: Where a task is now: its queue and its instance's graph; None for an unknown task.
-Route = Callable[[str], "tuple[str, Graph] | None"]
 
 
 class Denied(Exception):
@@ -126,12 +129,22 @@ def _unauthenticated(message: str) -> Denied:
     return Denied(grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED", message)
 
 
+def _holder(cred: Credential) -> str:
+    return f"credential {cred.name!r} ({cred.scopes})"
+
+
 def _forbidden(cred: Credential, what: str) -> Denied:
     return Denied(
-        grpc.StatusCode.PERMISSION_DENIED,
-        "PERMISSION_DENIED",
-        f"credential {cred.name!r} ({cred.scopes}) may not {what}",
+        grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED", f"{_holder(cred)} may not {what}"
     )
+
+
+def grant_of(cred: Credential) -> QueueGrant | None:
+    """The queues `cred` may report on, or None when it may report on any."""
+    scopes = cred.scopes
+    if scopes.admin or scopes.queues is None:
+        return None
+    return QueueGrant(scopes.queues, _holder(cred))
 
 
 def _identities(context: grpc.ServicerContext) -> list[str]:
@@ -155,9 +168,8 @@ else:  # generic only in the type stubs
 
 
 class Auth(_Interceptor):
-    def __init__(self, store: CredentialStore, route: Route | None = None) -> None:
+    def __init__(self, store: CredentialStore) -> None:
         self._store = store
-        self._route = route
 
     # -- authentication -----------------------------------------------------------------------
 
@@ -201,6 +213,7 @@ class Auth(_Interceptor):
                     f"missing bearer token, and the {who} has no credential on this server"
                 )
         CALLER.set(cred.name)
+        GRANT.set(grant_of(cred))
         if name and request is not None:
             self.authorize(name, request, cred)
 
@@ -219,8 +232,9 @@ class Auth(_Interceptor):
             return
         if method in WORKER_METHODS and scopes.worker:
             if method == "ReportBatch":
-                # The batch as a whole is refused if any report in it would be: one worker's
-                # batch only carries reports on the queues it serves.
+                # The batch as a whole is refused if any report in it asks for what the
+                # credential may not (a `next` task from another queue). The queue of each
+                # report's task is the engine's to check, report by report (see GRANT).
                 for rpc, report in filter(None, map(unbatched, request.reports)):
                     self.authorize(rpc, report, cred)
                 return
@@ -228,8 +242,6 @@ class Auth(_Interceptor):
                 self._serves(cred, _queues_or_default(request.queues), "poll")
             elif method == "CompleteTask" and request.HasField("next") and request.next.worker_id:
                 self._serves(cred, _queues_or_default(request.next.queues), "lease a task from")
-            if method in _TASK_METHODS:
-                self._task_allowed(method, request, cred)
             return
         raise _forbidden(cred, f"call {method}")
 
@@ -237,21 +249,6 @@ class Auth(_Interceptor):
         for queue in queues:
             if not cred.scopes.serves(queue):
                 raise _forbidden(cred, f"{verb} queue {quote(queue)}")
-
-    def _task_allowed(self, method: str, request: Any, cred: Credential) -> None:
-        if self._route is None:
-            return
-        route = self._route(request.task_id)
-        if route is None:
-            return  # no such task: the service answers that, to everyone alike
-        queue, graph = route
-        if not cred.scopes.serves(queue):
-            raise _forbidden(cred, f"report on a task of queue {quote(queue)}")
-        if method == "AdvanceRun":
-            for step in request.steps:
-                node = graph.nodes.get(step.node_id)
-                if isinstance(node, Task | Predicate) and not cred.scopes.serves(node.queue):
-                    raise _forbidden(cred, f"report a step of queue {quote(node.queue)}")
 
 
 def _guarded(

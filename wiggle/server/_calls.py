@@ -13,7 +13,7 @@ import grpc
 
 from wiggle.errors import StaleLease
 from wiggle.server._edges import check_request
-from wiggle.server._errors import abort_with
+from wiggle.server._errors import abort_with, status_name
 from wiggle.server._metrics import ServerMetrics
 
 __all__ = ["CallTracker", "rpc_handler"]
@@ -57,18 +57,24 @@ def rpc_handler(
     """Check the request's identifiers, count the call as running, and map every exception a
     handler raises to a status (see _errors)."""
 
+    name = method.__name__
+
     @functools.wraps(method)
     def wrapper(self: S, request: Req, context: grpc.ServicerContext) -> Resp:
         self.calls.enter()
+        code = "OK"
         try:
-            check_request(method.__name__, request)
+            check_request(name, request)
             return method(self, request, context)
         except Exception as exc:
+            code = status_name(exc)
             if self.calls.metrics is not None and isinstance(exc, StaleLease):
                 self.calls.metrics.stale_reports.inc()
             abort_with(context, exc)
             raise  # unreachable: abort_with raises
         finally:
             self.calls.leave()
+            if self.calls.metrics is not None:
+                self.calls.metrics.rpcs.labels(name, code).inc()
 
     return wrapper

@@ -7,6 +7,7 @@ constructors accept names.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -22,6 +23,7 @@ from wiggle.engine import (
     InstanceStatus,
     InstanceView,
     NodeCount,
+    QueueGrant,
     QueueStats,
     Report,
     ReportKind,
@@ -32,6 +34,7 @@ from wiggle.engine import (
     WorkerSeen,
 )
 from wiggle.errors import InvalidRequest, PayloadTooLarge, WiggleError
+from wiggle.wire import status_for
 
 __all__ = [
     "ResultRefused",
@@ -39,6 +42,7 @@ __all__ = [
     "decode_json",
     "decode_result",
     "definition_to_pb",
+    "error_answer_to_pb",
     "failure_from_pb",
     "incident_to_pb",
     "instance_to_pb",
@@ -264,9 +268,17 @@ ReportMessage = (
 )
 
 
-def report_from_pb(msg: ReportMessage, limit: int, *, allow_next: bool = True) -> Report:
+def report_from_pb(
+    msg: ReportMessage, limit: int, *, allow_next: bool = True, grant: QueueGrant | None = None
+) -> Report:
     """The engine's Report for a report message; InvalidRequest / PayloadTooLarge when its
-    JSON is bad. `allow_next`: honour CompleteTask's `next` (not while the server stops)."""
+    JSON is bad. `allow_next`: honour CompleteTask's `next` (not while the server stops).
+    `grant`: the queues the caller's credential is limited to, for the engine to check."""
+    report = _report_of(msg, limit, allow_next)
+    return report if grant is None else replace(report, grant=grant)
+
+
+def _report_of(msg: ReportMessage, limit: int, allow_next: bool) -> Report:
     if isinstance(msg, pb.CompleteTaskRequest):
         try:
             result = decode_result(msg.result, f"the result of step {quote(msg.task_id)}", limit)
@@ -315,3 +327,12 @@ def answer_to_pb(
     if answer.next_task is not None:
         response.next_task.CopyFrom(task_to_pb(answer.next_task, limits))
     return response
+
+
+def error_answer_to_pb(exc: WiggleError) -> pb.TaskReportAnswer:
+    """A batched report's refusal: the status and error code its own RPC would have failed with."""
+    code, reason = status_for(exc)
+    message = str(exc) or type(exc).__name__
+    return pb.TaskReportAnswer(
+        error=pb.ReportError(status_code=code.value[0], error_code=reason, message=message)
+    )

@@ -63,6 +63,13 @@ def _message(exc: BaseException) -> str:
     return f"{cut}... ({len(text)} characters in all)"
 
 
+def status_name(exc: BaseException) -> str:
+    """The name of the status code `abort_with` ends a call with for `exc`."""
+    if isinstance(exc, errors.WiggleError):
+        return str(status_for(exc)[0].name)
+    return "INTERNAL"
+
+
 def abort_with(context: grpc.ServicerContext, exc: BaseException) -> None:
     """End the call with the status `exc` maps to; always raises."""
     if isinstance(exc, errors.WiggleError):

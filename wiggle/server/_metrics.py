@@ -132,6 +132,12 @@ class ServerMetrics:
         self.cancels = Counter(
             "wiggle_instances_cancelled", "Instances cancelled", ["flow"], registry=r
         )
+        self.rpcs = Counter(
+            "wiggle_rpcs",
+            "gRPC calls answered, by method and status code",
+            ["method", "code"],
+            registry=r,
+        )
         r.register(_ReadyTokens(engine))
         r.register(_BulkPending(engine))
 

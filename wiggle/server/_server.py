@@ -195,7 +195,7 @@ class Server:
         store = config.credential_store()
         chain: list[grpc.ServerInterceptor[Any, Any]] = []
         if store is not None:
-            chain.append(Auth(store, getattr(engine, "task_route", None)))
+            chain.append(Auth(store))
         self._grpc = grpc.server(
             futures.ThreadPoolExecutor(
                 max_workers=config.max_workers, thread_name_prefix="wiggle-rpc"

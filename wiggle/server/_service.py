@@ -19,6 +19,7 @@ from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.engine import Engine, InstanceFilter, InstanceStatus, Report, ReportKind, WorkerNote
 from wiggle.errors import InvalidRequest, PayloadTooLarge, StaleLease, Unavailable, WiggleError
 from wiggle.filters import parse_filter
+from wiggle.server._auth import GRANT
 from wiggle.server._calls import CallTracker, rpc_handler
 from wiggle.server._convert import (
     ReportMessage,
@@ -26,6 +27,7 @@ from wiggle.server._convert import (
     decode_json,
     definition_to_pb,
     eager_from_pb,
+    error_answer_to_pb,
     incident_to_pb,
     instance_to_pb,
     node_count_to_pb,
@@ -35,7 +37,6 @@ from wiggle.server._convert import (
     worker_to_pb,
 )
 from wiggle.server._edges import check_request
-from wiggle.server._errors import status_for
 from wiggle.server._metrics import ServerMetrics
 from wiggle.wire import unbatched
 
@@ -242,21 +243,15 @@ class WiggleService(pb_grpc.WiggleServicer):
                 "(or start it with more --threads)"
             )
         try:
-            deadline = time.monotonic() + wait
-            while True:
-                left = max(deadline - time.monotonic(), 0.0)
-                status = self._engine.wait_finished(request.instance_id, min(left, POLL_SLICE_S))
-                if (
-                    status is not InstanceStatus.RUNNING
-                    or left <= 0
-                    or self._stopping.is_set()
-                    or not context.is_active()
-                ):
-                    break
+            view = self._engine.wait_view(
+                request.instance_id,
+                wait,
+                include_events=request.include_events,
+                keep_waiting=lambda: not self._stopping.is_set() and context.is_active(),
+            )
         finally:
             if wait > 0:
                 self._waiting.release()
-        view = self._engine.describe(request.instance_id, include_events=request.include_events)
         return instance_to_pb(view)
 
     def _wait_budget(self, wait_ms: int, context: grpc.ServicerContext) -> float:
@@ -422,7 +417,8 @@ class WiggleService(pb_grpc.WiggleServicer):
         return self._report_one(request)  # type: ignore[return-value]
 
     def _report_one(self, request: ReportMessage) -> pb.TaskReportResponse | pb.AdvanceRunResponse:
-        report = report_from_pb(request, self._limit, allow_next=not self._stopping.is_set())
+        allow_next = not self._stopping.is_set()
+        report = report_from_pb(request, self._limit, allow_next=allow_next, grant=GRANT.get())
         self._count_report(report)
         answer = self._engine.report(report)
         if report.next is not None:
@@ -440,18 +436,20 @@ class WiggleService(pb_grpc.WiggleServicer):
         """Each report is answered as its own RPC would be; refusals are per report."""
         answers: list[pb.TaskReportAnswer | None] = [None] * len(request.reports)
         todo: list[tuple[int, Report]] = []
-        allow_next = not self._stopping.is_set()
+        allow_next, grant = not self._stopping.is_set(), GRANT.get()
         for n, item in enumerate(request.reports):
             carried = unbatched(item)
             if carried is None:
-                answers[n] = _error_answer(InvalidRequest(f"report {n + 1} of the batch is empty"))
+                empty = InvalidRequest(f"report {n + 1} of the batch is empty")
+                answers[n] = error_answer_to_pb(empty)
                 continue
             rpc, message = carried
             try:
                 check_request(rpc, message)
-                todo.append((n, report_from_pb(message, self._limit, allow_next=allow_next)))
+                report = report_from_pb(message, self._limit, allow_next=allow_next, grant=grant)
+                todo.append((n, report))
             except WiggleError as exc:
-                answers[n] = _error_answer(exc)
+                answers[n] = error_answer_to_pb(exc)
         for _, report in todo:
             self._count_report(report)
         got = self._engine.report_many([r for _, r in todo]) if todo else []
@@ -459,7 +457,7 @@ class WiggleService(pb_grpc.WiggleServicer):
             if isinstance(answer, WiggleError):
                 if self._metrics is not None and isinstance(answer, StaleLease):
                     self._metrics.stale_reports.inc()
-                answers[n] = _error_answer(answer)
+                answers[n] = error_answer_to_pb(answer)
             else:
                 if report.next is not None:
                     self._eager_counted("next", answer.next_task is not None)
@@ -474,7 +472,9 @@ class WiggleService(pb_grpc.WiggleServicer):
     def Heartbeat(
         self, request: pb.HeartbeatRequest, context: grpc.ServicerContext
     ) -> pb.HeartbeatResponse:
-        result = self._engine.heartbeat(request.task_id, request.lease, node_id=request.node_id)
+        result = self._engine.heartbeat(
+            request.task_id, request.lease, node_id=request.node_id, grant=GRANT.get()
+        )
         return pb.HeartbeatResponse(
             lease_expires_at_ms=result.lease_expires_at_ms,
             instance_status=_status(result.instance_status),
@@ -490,11 +490,3 @@ class _OpenPoll:
     def __init__(self) -> None:
         self.wake = threading.Event()
         self.ended = False
-
-
-def _error_answer(exc: WiggleError) -> pb.TaskReportAnswer:
-    code, reason = status_for(exc)
-    message = str(exc) or type(exc).__name__
-    return pb.TaskReportAnswer(
-        error=pb.ReportError(status_code=code.value[0], error_code=reason, message=message)
-    )

@@ -210,7 +210,7 @@ def run_handler(
     except NonRetryable as exc:
         return Outcome(failure=Failure(exc.message, non_retryable=True, error_type="NonRetryable"))
     except Exception as exc:
-        return Outcome(failure=_failure_of(exc))
+        return Outcome(failure=_failure_of(exc, name, info))
     finally:
         _current.reset(token)
     if predicate:
@@ -242,10 +242,21 @@ def run_handler(
     return Outcome(context=encoded, value=result)
 
 
-def _failure_of(exc: BaseException) -> Failure:
-    # The message alone travels (it becomes the instance's reason when retries run out); the
-    # traceback goes to the worker's log, where an operator looks for it.
-    _log.warning("activity failed", exc_info=exc)
-    return Failure(
+def _failure_of(exc: BaseException, name: str, info: StepInfo) -> Failure:
+    # The message alone travels (it becomes the instance's reason when retries run out). A
+    # failure the retry policy absorbs is routine, so the log gets one line per failed attempt;
+    # the traceback, for whoever hunts a bug in the handler, only at DEBUG.
+    failure = Failure(
         str(exc) or type(exc).__name__, non_retryable=False, error_type=type(exc).__name__
     )
+    _log.warning(
+        "step %s of instance %s failed (activity %r, attempt %d): %s: %s",
+        info.node_id,
+        info.instance_id,
+        name,
+        info.attempt,
+        failure.error_type,
+        failure.message,
+    )
+    _log.debug("traceback of activity %r, attempt %d", name, info.attempt, exc_info=exc)
+    return failure

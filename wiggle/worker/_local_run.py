@@ -258,7 +258,7 @@ class LocalRun:
             outcome = run_handler(env.registry.get(activity), activity, ctx, info, predicate=False)
             if self.lease.lost:
                 # Lost while the step ran: no report may follow, not even a size flush of what
-                # was buffered before it (docs/worker-protocol.md, "Lost lease and the loop").
+                # was buffered before it (docs/worker-protocol.md, "The loop").
                 _log.info("local run of task %s ends: %s", task.task_id, self.lease.lost_reason)
                 self.handback = Handback.NOT_RUNNING
                 return

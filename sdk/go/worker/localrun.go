@@ -62,7 +62,7 @@ func (r *localRun) run(ctx context.Context) {
 		out := runHandler(WithStep(ctx, info), h, found, activity, in, isPredicate)
 		if why := r.l.lost(); why != "" {
 			// Lost while the step ran: no report may follow, not even a size flush of what was
-			// buffered before it (docs/worker-protocol.md, "Lost lease and the loop").
+			// buffered before it (docs/worker-protocol.md, "The loop").
 			w.log.Info("local run ends", "task", t.GetTaskId(), "why", why)
 			r.handback = string(traversal.NotRunning)
 			return

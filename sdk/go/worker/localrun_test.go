@@ -268,8 +268,7 @@ func TestALostAnswerIsResentWithTheSameSeq(t *testing.T) {
 }
 
 // A lease lost while a step runs ends the run with no report at all: not even the size flush
-// that the step's result would otherwise make due (docs/worker-protocol.md, "Lost lease and the
-// loop").
+// that the step's result would otherwise make due (docs/worker-protocol.md, "The loop").
 func TestALeaseLostDuringAStepEndsTheRunWithoutASizeFlush(t *testing.T) {
 	f := newFake()
 	// 300 ms steps: heartbeats every 100 ms.

@@ -1,5 +1,10 @@
 """Fixtures of the engine suite: an Engine on each backend and a test driver factory.
 
+A test that takes `clock` gets an engine reading that virtual clock: its timers, retry
+backoffs, lease expiries and leader terms fall due when the test moves the clock (the driver
+moves it to the next one when the instance has nothing else to do), never with the wall clock.
+Other tests run on the database's clock, where time passes between two calls.
+
 WIGGLE_TEST_DATABASE_PROFILE=distributed runs every PostgreSQL engine of the suite under that
 profile (engine/_profile.py), and WIGGLE_TEST_ISOLATION=serializable makes SERIALIZABLE the
 default isolation of each test's PostgreSQL database: the suite's rules, checked again as a
@@ -16,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.faults.injector import serializable
-from wiggle.engine import Engine, _engine
+from wiggle.engine import Engine, VirtualClock, _engine
 
 # The test kit is a plain module next to this file (importlib import mode does not put test
 # directories on sys.path).
@@ -34,8 +39,8 @@ def _profile_under_test(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
     if profile and not request.node.nodeid.startswith(_CHOOSES_ITS_PROFILE):
         real = _engine.open_database
 
-        def forced(url: str, given: str = "default") -> Any:
-            return real(url, profile if url.startswith("postgresql") else given)
+        def forced(url: str, given: str = "default", **kw: Any) -> Any:
+            return real(url, profile if url.startswith("postgresql") else given, **kw)
 
         monkeypatch.setattr(_engine, "open_database", forced)
     if os.environ.get("WIGGLE_TEST_ISOLATION", "") == "serializable":
@@ -47,8 +52,14 @@ def _profile_under_test(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
 
 
 @pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    eng = Engine(database_url, leader_ttl_s=5.0)
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+@pytest.fixture
+def engine(database_url: str, request: pytest.FixtureRequest) -> Iterator[Engine]:
+    given = request.getfixturevalue("clock") if "clock" in request.fixturenames else None
+    eng = Engine(database_url, leader_ttl_s=5.0, clock=given)
     try:
         yield eng
     finally:

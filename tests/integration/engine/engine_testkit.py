@@ -20,6 +20,7 @@ from wiggle.engine import (
     StepFailure,
     StepOutcome,
     TaskActivation,
+    VirtualClock,
 )
 from wiggle.graph import Graph, Predicate, Task
 from wiggle.traversal import advance
@@ -150,7 +151,9 @@ class Driver:
         timeout: float = 30.0,
         until: Callable[[InstanceView], bool] | None = None,
     ) -> InstanceView:
-        """Drive (poll + tick) until the instance finishes or `until` holds."""
+        """Drive (poll + tick) until the instance finishes or `until` holds. On an engine with
+        a virtual clock, idle means the clock moves to just past the next timer or lease
+        expiry (a lease is reclaimed once strictly past it)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.engine.tick()
@@ -162,8 +165,17 @@ class Driver:
             elif view.status is not InstanceStatus.RUNNING:
                 return self.engine.describe(instance_id, include_events=True)
             if not worked:
-                time.sleep(min(0.02, max(0.0, self.engine.next_wakeup_s())))
+                self.idle()
         raise AssertionError(f"instance {instance_id} did not get there in {timeout}s: {view}")
+
+    def idle(self) -> None:
+        """Nothing to run: move a virtual clock to what falls due next, or nap briefly."""
+        clock = self.engine.db.clock
+        due = self.engine.next_due_ms() if isinstance(clock, VirtualClock) else None
+        if isinstance(clock, VirtualClock) and due is not None:
+            clock.advance(max(0, due + 1 - clock.now_ms()))
+            return
+        time.sleep(min(0.02, max(0.0, self.engine.next_wakeup_s())))
 
 
 def events_of(view: InstanceView, kind: str) -> list[Any]:

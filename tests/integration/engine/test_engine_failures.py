@@ -27,7 +27,7 @@ steps:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("backoff", ["fixed", "exponential"])
-def test_retries_until_success_with_backoff_timers(make_driver, mode, backoff):
+def test_retries_until_success_with_backoff_timers(make_driver, mode, backoff, clock):
     attempts: list[int] = []
 
     def flaky(c, task):
@@ -44,11 +44,16 @@ def test_retries_until_success_with_backoff_timers(make_driver, mode, backoff):
     assert attempts == [1, 2, 3]
     delays = [e.detail["delay_ms"] for e in events_of(view, "step_retried")]
     assert delays == ([50, 50] if backoff == "fixed" else [50, 80])
+    retried = [e.at_ms for e in view.events if e.kind in ("step_retried", "step_started")]
+    # Each retry starts when its backoff ends on the virtual clock, not a moment earlier.
+    assert [b - a for a, b in zip(retried[1::2], retried[2::2], strict=False)] == [
+        d + 1 for d in delays
+    ]
     assert len(events_of(view, "step_failed")) == 2
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_exhausted_retries_fail_the_instance_with_the_step_error(make_driver, mode):
+def test_exhausted_retries_fail_the_instance_with_the_step_error(make_driver, mode, clock):
     def always(c):
         raise Fail("still broken")
 
@@ -84,7 +89,7 @@ def test_a_predicate_returning_a_non_boolean_fails_clearly(make_driver, mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_failing_combine_is_retried_with_its_input(make_driver, mode):
+def test_a_failing_combine_is_retried_with_its_input(make_driver, mode, clock):
     seen: list[object] = []
 
     def merge(i, task):

@@ -1,4 +1,8 @@
-"""The leader: election with a strictly increasing term, failover, exactly-once timers."""
+"""The leader: election with a strictly increasing term, failover, exactly-once timers.
+
+The engines share a virtual clock: a timer falls due, or a term lapses, when the test moves the
+clock (the last test keeps real threads racing real time on purpose).
+"""
 
 from __future__ import annotations
 
@@ -28,16 +32,16 @@ def timer_events(engine: Engine, instance_id: str) -> int:
     return len(events_of(view, "timer_fired"))
 
 
-def test_one_leader_at_a_time_and_the_term_grows(database_url):
-    a = Engine(database_url, node_id="a", leader_ttl_s=30)
-    b = Engine(database_url, node_id="b", leader_ttl_s=30)
+def test_one_leader_at_a_time_and_the_term_grows(database_url, clock):
+    a = Engine(database_url, node_id="a", leader_ttl_s=30, clock=clock)
+    b = Engine(database_url, node_id="b", leader_ttl_s=30, clock=clock)
     try:
         a.register(NAP)
         r = a.start("nap", {})
         a.tick()
         t1, holder = term_and_holder(a)
         assert holder == "a"
-        time.sleep(0.25)  # the sleep is due now
+        clock.advance(100)  # the sleep is due now
         assert b.tick() == 0  # not the leader: fires nothing
         assert a.tick() == 1
         assert term_and_holder(a) == (t1, "a")  # renewal keeps the term
@@ -50,20 +54,20 @@ def test_one_leader_at_a_time_and_the_term_grows(database_url):
         b.close()
 
 
-def test_failover_keeps_timers_firing_exactly_once(database_url):
-    a = Engine(database_url, node_id="a", leader_ttl_s=0.4)
-    b = Engine(database_url, node_id="b", leader_ttl_s=0.4)
+def test_failover_keeps_timers_firing_exactly_once(database_url, clock):
+    a = Engine(database_url, node_id="a", leader_ttl_s=0.4, clock=clock)
+    b = Engine(database_url, node_id="b", leader_ttl_s=0.4, clock=clock)
     try:
         a.register(NAP)
         ids = [a.start("nap", {"i": i}).instance_id for i in range(20)]
         a.tick()  # a leads, then dies without stepping down (no close, no more ticks)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            b.tick()
-            views = [b.describe(i) for i in ids]
-            if all(any(t.state is TokenState.AWAITING for t in v.tokens) for v in views):
-                break
-            time.sleep(0.02)
+        clock.advance(100)  # the sleeps fall due while a's term still runs
+        assert b.tick() == 0
+        clock.advance(400)  # a's term lapses: b takes over and fires every sleep once
+        while b.tick():
+            pass
+        views = [b.describe(i) for i in ids]
+        assert all(any(t.state is TokenState.AWAITING for t in v.tokens) for v in views)
         assert term_and_holder(b)[1] == "b"
         assert [timer_events(b, i) for i in ids] == [1] * 20
     finally:
@@ -111,14 +115,14 @@ def test_two_engines_ticking_concurrently_fire_each_timer_once(database_url):
             e.close()
 
 
-def test_a_timer_raced_by_two_engines_fires_once(database_url):
+def test_a_timer_raced_by_two_engines_fires_once(database_url, clock):
     """Bypass the election: both engines run the fire transaction for the same timer."""
-    a = Engine(database_url, node_id="a")
-    b = Engine(database_url, node_id="b")
+    a = Engine(database_url, node_id="a", clock=clock)
+    b = Engine(database_url, node_id="b", clock=clock)
     try:
         a.register(NAP)
         r = a.start("nap", {})
-        time.sleep(0.2)
+        clock.advance(100)
         (tok,) = a.describe(r.instance_id).tokens
         assert tok.state is TokenState.WAITING
         barrier = threading.Barrier(2)
@@ -144,9 +148,9 @@ def test_a_timer_raced_by_two_engines_fires_once(database_url):
         b.close()
 
 
-def test_next_wakeup_tracks_the_earliest_timer(database_url):
-    e = Engine(database_url, leader_ttl_s=30)
-    follower = Engine(database_url, node_id="follower", leader_ttl_s=30)
+def test_next_wakeup_tracks_the_earliest_timer(database_url, clock):
+    e = Engine(database_url, leader_ttl_s=30, clock=clock)
+    follower = Engine(database_url, node_id="follower", leader_ttl_s=30, clock=clock)
     try:
         e.tick()
         follower.tick()
@@ -156,8 +160,8 @@ def test_next_wakeup_tracks_the_earliest_timer(database_url):
         assert 0 < e.next_wakeup_s() <= 10.0
         e.register(NAP)
         e.start("nap", {})
-        assert e.next_wakeup_s() <= 0.11
-        time.sleep(0.2)
+        assert e.next_wakeup_s() == 0.101  # a hair after the sleep of 100 ms
+        clock.advance(200)
         assert e.next_wakeup_s() == 0.0  # overdue
         assert follower.next_wakeup_s() == 10.0  # only the leader fires it: no spinning
     finally:

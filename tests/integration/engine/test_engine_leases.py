@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from engine_testkit import events_of
 
-from tests.waiting import wait_until
 from wiggle.engine import InstanceStatus, StepFailure, StepOutcome, TokenState
 from wiggle.errors import StaleLease
 
@@ -22,25 +19,28 @@ steps:
 """
 
 
-def wait_for(cond, timeout=15.0, engine=None):
-    """`cond()`'s first truthy value, the leader ticked before each check when given."""
+def wait_for(cond, engine, clock):
+    """Move the virtual clock from one due timer or lease expiry to the next, ticking the
+    leader, until `cond` holds; fail when nothing is left to fall due."""
+    while True:
+        engine.tick()
+        got = cond()
+        if got:
+            return got
+        due = engine.next_due_ms()
+        if due is None:
+            raise AssertionError("condition not reached, and nothing left to fall due")
+        clock.advance(max(0, due + 1 - clock.now_ms()))
 
-    def ticked():
-        if engine is not None:
-            engine.tick()
-        return cond()
 
-    return wait_until(ticked, timeout, "the condition")
-
-
-def test_an_expired_lease_is_redelivered_with_a_new_lease(make_driver):
+def test_an_expired_lease_is_redelivered_with_a_new_lease(make_driver, clock):
     d = make_driver({})
     d.deploy(SHORT % 3)
     r = d.engine.start("short", {"n": 1})
     (first,) = d.engine.poll(["default"], "w1", 5)
     assert first.attempt == 1 and first.timeout_ms == 250
     assert first.lease_expires_at_ms > 0
-    second = wait_for(lambda: d.engine.poll(["default"], "w2", 5), engine=d.engine)[0]
+    second = wait_for(lambda: d.engine.poll(["default"], "w2", 5), d.engine, clock)[0]
     assert second.task_id == first.task_id
     assert second.attempt == 2
     assert second.lease != first.lease
@@ -56,14 +56,15 @@ def test_an_expired_lease_is_redelivered_with_a_new_lease(make_driver):
     assert expired.detail["worker"] == "w1"
 
 
-def test_an_expired_last_attempt_fails_the_instance(make_driver):
+def test_an_expired_last_attempt_fails_the_instance(make_driver, clock):
     d = make_driver({})
     d.deploy(SHORT % 1)
     r = d.engine.start("short", {})
     (task,) = d.engine.poll(["default"], "w1", 5)
     view = wait_for(
         lambda: (v := d.engine.describe(r.instance_id)).status is InstanceStatus.FAILED and v,
-        engine=d.engine,
+        d.engine,
+        clock,
     )
     assert (
         view.reason
@@ -73,20 +74,19 @@ def test_an_expired_last_attempt_fails_the_instance(make_driver):
     assert d.engine.complete(task.task_id, task.lease, {}) is InstanceStatus.FAILED
 
 
-def test_heartbeats_keep_the_lease(make_driver):
+def test_heartbeats_keep_the_lease(make_driver, clock):
     d = make_driver({})
     d.deploy((SHORT % 1).replace("250ms", "1s"))
     r = d.engine.start("short", {})
     (task,) = d.engine.poll(["default"], "w1", 5)
     expiry = task.lease_expires_at_ms
-    deadline = time.monotonic() + 3.0
-    while time.monotonic() < deadline:  # three lease lengths, renewed every ~50 ms
+    for _ in range(10):  # three lease lengths, renewed every 300 ms
+        clock.advance(300)
         d.engine.tick()
         hb = d.engine.heartbeat(task.task_id, task.lease)
         assert hb.instance_status is InstanceStatus.RUNNING
-        assert hb.lease_expires_at_ms >= expiry
+        assert hb.lease_expires_at_ms == clock.now_ms() + 1000 > expiry
         expiry = hb.lease_expires_at_ms
-        time.sleep(0.05)
     d.engine.complete(task.task_id, task.lease, {"done": True})
     view = d.engine.describe(r.instance_id, include_events=True)
     assert events_of(view, "lease_expired") == []
@@ -123,7 +123,7 @@ def test_advance_run_renews_the_lease_and_keeps_the_token(make_driver):
         d.engine.advance_run(task.task_id, task.lease, [StepOutcome("c", context=3)], final=True)
 
 
-def test_a_failure_inside_a_batch_applies_the_prefix_then_the_retry_policy(make_driver):
+def test_a_failure_inside_a_batch_applies_the_prefix_then_the_retry_policy(make_driver, clock):
     d = make_driver({})
     d.deploy(
         "wiggle: 1\nname: run\nsteps:\n  - task: a\n  - task: b\n"
@@ -134,7 +134,7 @@ def test_a_failure_inside_a_batch_applies_the_prefix_then_the_retry_policy(make_
     batch = [StepOutcome("a", context={"v": 1}), StepOutcome("b", failure=StepFailure("nope"))]
     res = d.engine.advance_run(task.task_id, task.lease, batch, final=True)
     assert not res.keep_going and res.instance_status is InstanceStatus.RUNNING
-    retry = wait_for(lambda: d.engine.poll(["default"], "w", 1), engine=d.engine)[0]
+    retry = wait_for(lambda: d.engine.poll(["default"], "w", 1), d.engine, clock)[0]
     assert (retry.node_id, retry.attempt, retry.input) == ("b", 2, {"v": 1})
 
 

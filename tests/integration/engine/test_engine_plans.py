@@ -3,10 +3,11 @@ scanned: a claim reads only READY tokens, the leader's scans only timed or lease
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import event, text
 
 from wiggle.engine import Engine, _prune
-from wiggle.engine._claims import claim_stmt, pg_claim_sql
+from wiggle.engine._claims import claim_rows
 from wiggle.engine._leader import due_leases_stmt, due_timers_stmt
 
 FINISHED = 20_000
@@ -61,16 +62,15 @@ def _explain(engine: Engine, run) -> str:
     return "\n".join(str(r[0] if engine.db.is_postgres else r[-1]) for r in rows)
 
 
-def test_the_claim_reads_only_ready_tokens(database_url):
+@pytest.mark.parametrize("by_activity", [False, True])
+def test_the_claim_reads_only_ready_tokens(database_url, by_activity):
     engine = Engine(database_url)
     try:
         _fill(engine)
-        params = {"queues": ["default"], "lim": 16, "worker": "w"}
+        params = {"queues": ["default"], "lim": 16, "worker": "w", "acts": ["a"]}
         if engine.db.is_postgres:
-            sql = pg_claim_sql(engine.db, False)
-            plan = _explain(engine, lambda c: c.exec_driver_sql(sql, {**params, "detail": "{}"}))
-        else:
-            plan = _explain(engine, lambda c: c.execute(claim_stmt(engine.db, False), params))
+            params["detail"] = "{}"
+        plan = _explain(engine, lambda c: claim_rows(c, engine.db, params, by_activity))
         assert "ix_wiggle_tokens_ready" in plan, plan
     finally:
         engine.close()

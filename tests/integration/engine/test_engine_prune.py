@@ -11,6 +11,8 @@ from sqlalchemy import func, select, update
 
 from wiggle.engine import Engine, InstanceStatus
 from wiggle.engine import _schema as s
+from wiggle.engine._overview import run_endings
+from wiggle.engine._prune import write_history
 from wiggle.errors import InstanceNotFound, StaleLease
 
 DAY_MS = 86_400_000
@@ -156,6 +158,33 @@ def test_a_late_report_on_a_pruned_instance_is_refused_cleanly(d):
     with pytest.raises(StaleLease):
         engine.heartbeat(task.task_id, task.lease)
     assert _gone(engine, iid)
+
+
+def test_written_history_is_a_finished_run_and_exactly_what_prune_removes(d):
+    """write_history (a benchmark's --history) leaves what a run of the flow leaves: the run's
+    check finds each instance COMPLETED with one step_completed event per step, and a prune of
+    what ended a day ago removes exactly those instances with their tokens and events."""
+    flow = d.deploy(WORK)
+    live = _completed(d)
+    write_history(d.engine.db, flow.version, 7, {}, {"a": 1, "b": 1})
+    ids = d.engine.db.read(
+        lambda c: list(
+            c.execute(select(s.instances.c.id).where(s.instances.c.id.like("history-%"))).scalars()
+        )
+    )
+    assert len(ids) == 7
+    endings, steps = d.engine.db.read(lambda c: run_endings(c, ids))
+    assert {(status, context) for _, status, context, _ in endings} == {
+        ("COMPLETED", '{"a":1,"b":1}')
+    }
+    assert steps == {(i, node): 1 for i in ids for node in ("a", "b")}
+    assert d.engine.describe(ids[0]).status is InstanceStatus.COMPLETED
+
+    result = d.engine.prune(DAY_MS)
+    # Per instance: one token; instance_started, two step_started, two step_completed and
+    # instance_completed.
+    assert (result.instances, result.tokens, result.events) == (7, 7, 7 * 6)
+    assert not _gone(d.engine, live)
 
 
 def test_batch_must_be_positive(engine):

@@ -1,4 +1,4 @@
-"""Engine.wait_finished (WaitInstance): woken by this process's finish after its commit, and by
+"""Engine.wait_view (WaitInstance): woken by this process's finish after its commit, and by
 another process's finish through the bounded re-read; never a write."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ GATE = load_flow("wiggle: 1\nname: gate\nsteps:\n  - await: go\n")
 
 def _wait_in_thread(engine: Engine, iid: str) -> tuple[threading.Thread, list[InstanceStatus]]:
     got: list[InstanceStatus] = []
-    thread = threading.Thread(target=lambda: got.append(engine.wait_finished(iid, 60.0)))
+    thread = threading.Thread(target=lambda: got.append(engine.wait_view(iid, 60.0).status))
     thread.start()
     return thread, got
 
@@ -28,7 +28,7 @@ def test_wait_returns_when_the_instance_ends(database_url, same_engine):
     try:
         waiter.register(GATE)
         iid = waiter.start("gate", None).instance_id
-        assert waiter.wait_finished(iid, 0.0) is InstanceStatus.RUNNING
+        assert waiter.wait_view(iid, 0.0).status is InstanceStatus.RUNNING
         thread, got = _wait_in_thread(waiter, iid)
         finisher.signal(iid, "go", None)
         thread.join(30)
@@ -44,7 +44,7 @@ def test_wait_on_an_unknown_instance_is_not_found(database_url):
     engine = Engine(database_url)
     try:
         with pytest.raises(InstanceNotFound):
-            engine.wait_finished("ghost", 1.0)
+            engine.wait_view("ghost", 1.0)
     finally:
         engine.close()
 

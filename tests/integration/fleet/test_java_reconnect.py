@@ -55,7 +55,14 @@ def serves_a_restarted_server(tmp_path: Path, worker_command: list[str]) -> None
 
     log_path = tmp_path / "worker.log"
     log = log_path.open("wb")
-    env = {**os.environ, "WIGGLE_ADDRESS": address, "WIGGLE_CONFORMANCE_TRACE": ""}
+    # At info level the workers log their stop (the TypeScript worker logs warnings only by
+    # default).
+    env = {
+        **os.environ,
+        "WIGGLE_ADDRESS": address,
+        "WIGGLE_CONFORMANCE_TRACE": "",
+        "WIGGLE_LOG_LEVEL": "info",
+    }
     worker = subprocess.Popen(
         worker_command,
         env=env,

@@ -4,12 +4,14 @@ deploy or cancel, an admin does everything, and the file is re-read without a re
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from pathlib import Path
 
 import grpc
 import pytest
+from sqlalchemy import event
 
 from wiggle import errors
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
@@ -101,6 +103,21 @@ def start(stub, token: str = "token-client") -> str:
     return reply.instance_id  # type: ignore[no-any-return]
 
 
+def run_a(task: pb.Task) -> pb.AdvanceRunRequest:
+    """Both qa steps run locally, then handed back (the next step is qb's)."""
+    return pb.AdvanceRunRequest(
+        task_id=task.task_id,
+        lease=task.lease,
+        steps=[
+            pb.StepResult(node_id="a1", context=b"{}"),
+            pb.StepResult(node_id="a2", context=b"{}"),
+        ],
+        final=True,
+        handback_reason="other_queue",
+        seq=1,
+    )
+
+
 def test_a_worker_credential_cannot_poll_another_queue(secured):
     _, stub, _ = secured
     start(stub)
@@ -127,25 +144,18 @@ def test_a_worker_credential_cannot_report_on_another_queues_task(secured):
     _, stub, _ = secured
     instance_id = start(stub)
     a = poll(stub, "token-worker-a", "qa")
-    stub.AdvanceRun(
-        pb.AdvanceRunRequest(
-            task_id=a.task_id,
-            lease=a.lease,
-            steps=[
-                pb.StepResult(node_id="a1", context=b"{}"),
-                pb.StepResult(node_id="a2", context=b"{}"),
-            ],
-            final=True,
-            handback_reason="other_queue",
-            seq=1,
-        ),
-        metadata=as_("token-worker-a"),
-    )
+    stub.AdvanceRun(run_a(a), metadata=as_("token-worker-a"))
     b = poll(stub, "token-worker-b", "qb")
+    before = stub.DescribeInstance(
+        pb.DescribeInstanceRequest(instance_id=instance_id, include_events=True),
+        metadata=as_("token-client"),
+    )
     forged = pb.CompleteTaskRequest(task_id=b.task_id, lease=b.lease, result=b'"forged"', seq=1)
+    refusal = "credential 'worker-a' (worker:qa) may not report on a task of queue 'qb'"
     for call, request in (
         (stub.CompleteTask, forged),
         (stub.FailTask, pb.FailTaskRequest(task_id=b.task_id, lease=b.lease, seq=1)),
+        (stub.ReleaseTask, pb.ReleaseTaskRequest(task_id=b.task_id, lease=b.lease, seq=1)),
         (stub.Heartbeat, pb.HeartbeatRequest(task_id=b.task_id, lease=b.lease)),
         (
             stub.AdvanceRun,
@@ -157,11 +167,27 @@ def test_a_worker_credential_cannot_report_on_another_queues_task(secured):
                 seq=1,
             ),
         ),
-        (stub.ReportBatch, pb.ReportBatchRequest(reports=[pb.TaskReport(complete=forged)])),
     ):
         exc = denied(call, request, "token-worker-a")
         assert exc.code() is grpc.StatusCode.PERMISSION_DENIED, exc.details()
-        assert "'qb'" in exc.details()
+        assert code(exc) == "PERMISSION_DENIED"
+        assert exc.details() == refusal
+    # In a batch, the report is refused as its own call would have been (the batch itself
+    # answers: one report's refusal spoils no other).
+    reply = stub.ReportBatch(
+        pb.ReportBatchRequest(reports=[pb.TaskReport(complete=forged)]),
+        metadata=as_("token-worker-a"),
+        timeout=30,
+    )
+    (answer,) = reply.answers
+    assert answer.error.status_code == grpc.StatusCode.PERMISSION_DENIED.value[0]
+    assert (answer.error.error_code, answer.error.message) == ("PERMISSION_DENIED", refusal)
+    # Nothing changed: no event, and the lease is worker-b's still.
+    after = stub.DescribeInstance(
+        pb.DescribeInstanceRequest(instance_id=instance_id, include_events=True),
+        metadata=as_("token-client"),
+    )
+    assert after.events == before.events and after.tokens == before.tokens
     stub.CompleteTask(
         pb.CompleteTaskRequest(task_id=b.task_id, lease=b.lease, result=b'{"ok": 1}', seq=1),
         metadata=as_("token-worker-b"),
@@ -176,19 +202,8 @@ def test_a_worker_credential_reports_in_batches_on_its_own_queue(secured):
     _, stub, _ = secured
     instance_id = start(stub)
     a = poll(stub, "token-worker-a", "qa")
-    advance = pb.AdvanceRunRequest(
-        task_id=a.task_id,
-        lease=a.lease,
-        steps=[
-            pb.StepResult(node_id="a1", context=b"{}"),
-            pb.StepResult(node_id="a2", context=b"{}"),
-        ],
-        final=True,
-        handback_reason="other_queue",
-        seq=1,
-    )
     reply = stub.ReportBatch(
-        pb.ReportBatchRequest(reports=[pb.TaskReport(advance=advance)]),
+        pb.ReportBatchRequest(reports=[pb.TaskReport(advance=run_a(a))]),
         metadata=as_("token-worker-a"),
         timeout=30,
     )
@@ -215,6 +230,37 @@ def test_a_batch_cannot_carry_steps_of_another_queue(secured):
     exc = denied(stub.AdvanceRun, batch, "token-worker-a")
     assert exc.code() is grpc.StatusCode.PERMISSION_DENIED
     assert "step of queue 'qb'" in exc.details()
+
+
+def _statements_on(engine, task_id: str, call) -> list[tuple[bool, str]]:
+    """The statements `call()` sends that name `task_id` (read-only transaction?, SQL)."""
+    seen: list[tuple[bool, str]] = []
+
+    def spy(conn, cursor, statement, parameters, context, executemany):
+        if task_id in repr(parameters):
+            seen.append((bool(conn.get_execution_options().get("wiggle_read")), statement))
+
+    event.listen(engine.db.sa, "before_cursor_execute", spy)
+    try:
+        call()
+    finally:
+        event.remove(engine.db.sa, "before_cursor_execute", spy)
+    return seen
+
+
+def test_a_worker_credentials_report_costs_no_extra_read(secured, engine):
+    """The queue is checked inside the report's own transaction: a report under a worker
+    credential sends exactly the statements an admin's does, and no read of its own."""
+    _, stub, _ = secured
+    counted = {}
+    for token in ("token-worker-a", "token-admin"):
+        start(stub)
+        task = poll(stub, token, "qa")
+        call = functools.partial(stub.AdvanceRun, run_a(task), metadata=as_(token), timeout=30)
+        counted[token] = _statements_on(engine, task.task_id, call)
+    worker, admin = counted["token-worker-a"], counted["token-admin"]
+    assert [read for read, _ in worker] == [False] * len(worker), worker
+    assert len(worker) == len(admin), (worker, admin)
 
 
 def test_what_a_client_may_and_may_not_do(secured):

@@ -78,6 +78,14 @@ def test_metrics_count_steps_failures_eager_polls_and_ready_tokens(metered, flow
     assert after[("wiggle_stale_reports_refused_total", ())] == 1
     assert after[("wiggle_poll_wait_seconds_count", (("outcome", "tasks"),))] == 1
     assert after[("wiggle_transaction_seconds_count", (("kind", "write"),))] >= 3
+    # Every call answered, by method and code (the two starts came before the metrics were
+    # scraped: counted too).
+    rpcs = {k[1]: v for k, v in after.items() if k[0] == "wiggle_rpcs_total"}
+    assert rpcs[(("code", "OK"), ("method", "StartInstance"))] == 2
+    assert rpcs[(("code", "OK"), ("method", "PollTasks"))] == 1
+    assert rpcs[(("code", "OK"), ("method", "FailTask"))] == 1
+    assert rpcs[(("code", "OK"), ("method", "CompleteTask"))] == 1
+    assert rpcs[(("code", "FAILED_PRECONDITION"), ("method", "CompleteTask"))] == 1
 
 
 def test_local_runs_count_batches_and_handbacks(metered):

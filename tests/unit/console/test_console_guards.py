@@ -9,11 +9,15 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from wiggle.client import Instance, InstanceStatus, Token, TokenState
 from wiggle.console import ConsoleSettings, create_app, settings_for
-from wiggle.console._backend import InstanceDetail, InstancePage, InstanceRow, TokenView
+from wiggle.console._backend import InstancePage
 from wiggle.errors import InstanceNotFound, InvalidRequest
 
-ROW = InstanceRow("i-1", "greet", "sha256:" + "a" * 64, "RUNNING", 1, 2, "hello", "")
+ROW = Instance(
+    "i-1", "greet", "sha256:" + "a" * 64, InstanceStatus.RUNNING, {}, "", "SERVER", "", 1, 2,
+    current_node="hello",
+)  # fmt: skip
 
 
 class FakeBackend:
@@ -25,7 +29,7 @@ class FakeBackend:
     def list_instances(self, query: Any) -> InstancePage:
         return InstancePage([ROW], "", {"RUNNING": 1})
 
-    def describe(self, instance_id: str) -> InstanceDetail:
+    def describe(self, instance_id: str) -> Instance:
         raise InstanceNotFound(instance_id)
 
     def signal(self, instance_id: str, name: str, payload: Any) -> bool:
@@ -156,39 +160,33 @@ def test_explanations_token_contexts_and_links_are_shown_when_the_server_sends_t
     from wiggle.compiler import load_flow
 
     flow = load_flow(b"wiggle: 1\nname: gate\nsteps:\n  - task: prep\n  - await: approve\n")
-    token = TokenView(
+    token = Token(
         "t",
         "approve",
-        "AWAITING",
+        TokenState.AWAITING,
         1,
         "",
         0,
         0,
         "",
         {"score": 7},
-        "",
-        "",
-        "",
-        "",
-        0,
-        "waiting for signal `approve` since 12:00",
+        explanation="waiting for signal `approve` since 12:00",
     )
-    detail = InstanceDetail(
+    detail = Instance(
         "i-1",
         "gate",
         flow.version,
-        "RUNNING",
+        InstanceStatus.RUNNING,
         {"score": 7},
-        {},
         "",
         "SERVER",
         "p-9",
-        ["c-1"],
-        "approve",
         1,
         2,
-        [token],
-        [],
+        tokens=[token],
+        input={},
+        child_instance_ids=["c-1"],
+        current_node="approve",
     )
     client, backend = _client()
     backend.describe = lambda instance_id: detail  # type: ignore[method-assign]

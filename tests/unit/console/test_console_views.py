@@ -6,12 +6,13 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from urllib.parse import parse_qsl
 
-from wiggle.console._backend import InstanceRow
+from wiggle.client import Instance, InstanceStatus
 from wiggle.console._svg import _clean
 from wiggle.console._views import (
     ago,
     awaited_signals,
     duration,
+    failed_at,
     list_query,
     parse_json_input,
     resolve_version,
@@ -86,14 +87,20 @@ def test_a_short_version_names_the_one_registered_version_it_starts():
 
 
 def test_rows_sort_within_the_page():
+    def row(instance_id, status, created, updated, current, reason):
+        status = InstanceStatus(status)
+        return Instance(instance_id, "f", "v", status, {}, reason, "SERVER", "", created, updated,
+                        current_node=current)  # fmt: skip
+
     rows = [
-        InstanceRow("b", "f", "v", "RUNNING", 2, 9, "x", ""),
-        InstanceRow("a", "f", "v", "FAILED", 3, 5, "", "step 'y' failed: no"),
-        InstanceRow("c", "f", "v", "COMPLETED", 1, 7, "", ""),
+        row("b", "RUNNING", 2, 9, "x", ""),
+        row("a", "FAILED", 3, 5, "", "step 'y' failed: no"),
+        row("c", "COMPLETED", 1, 7, "", ""),
     ]
     assert [r.instance_id for r in sort_rows(rows, "updated", True)] == ["b", "c", "a"]
     assert [r.instance_id for r in sort_rows(rows, "started", False)] == ["c", "b", "a"]
-    assert [r.step for r in sort_rows(rows, "instance", False)] == ["y", "x", ""]
+    assert [r.instance_id for r in sort_rows(rows, "step", False)] == ["c", "b", "a"]
+    assert [failed_at(r) for r in sort_rows(rows, "instance", False)] == ["y", "", ""]
     assert sort_rows(rows, "", True) == rows
 
 

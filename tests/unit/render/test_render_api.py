@@ -11,6 +11,7 @@ from wiggle.errors import WiggleError
 
 def test_public_names_are_pinned():
     assert sorted(wiggle_render.__all__) == [
+        "CoverageMarks",
         "FORMATS",
         "GraphvizNotFound",
         "InstanceStates",

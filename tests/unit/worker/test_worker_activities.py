@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import textwrap
 
@@ -139,6 +140,26 @@ def test_outcomes_of_results_and_exceptions():
     assert pred is not None and "expected a bool" in pred.message
     missing = run_handler(None, "nope", 1, INFO, predicate=False).failure
     assert missing is not None and "no activity named 'nope'" in missing.message
+
+
+def test_a_failed_attempt_is_logged_as_one_line_and_its_traceback_only_at_debug(caplog):
+    reg = Registry()
+
+    @reg.activity("authorise")
+    def flaky(ctx):
+        raise TimeoutError("card network timed out")
+
+    caplog.set_level(logging.DEBUG, logger="wiggle.worker")
+    out = run_handler(reg.get("authorise"), "authorise", {}, INFO, predicate=False)
+    assert out.failure is not None and out.failure.message == "card network timed out"
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.getMessage() for r in warnings] == [
+        "step validate of instance i-1 failed (activity 'authorise', attempt 2): "
+        "TimeoutError: card network timed out"
+    ]
+    assert warnings[0].exc_info is None  # one line: no traceback at WARNING
+    (debug,) = [r for r in caplog.records if r.levelno == logging.DEBUG]
+    assert debug.exc_info is not None and debug.exc_info[0] is TimeoutError
 
 
 def test_predicates_return_booleans():

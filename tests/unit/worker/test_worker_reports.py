@@ -274,7 +274,7 @@ def test_a_longer_next_step_renews_the_lease_by_its_timeout_first(harness):
 def test_a_lease_lost_during_a_step_ends_the_run_without_a_size_flush(harness):
     # s1's result does not fit in the request beside s0's: a size flush of s0 would be due.
     # But the lease was lost while s1 ran (a heartbeat said so): no report at all may follow,
-    # not even the non-final flush (docs/worker-protocol.md, "Lost lease and the loop").
+    # not even the non-final flush (docs/worker-protocol.md, "The loop").
     limit = 4096
     leases: list[Lease] = []
     reg = Registry()
