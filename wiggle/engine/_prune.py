@@ -314,18 +314,23 @@ def _history_statements(
     tok.activity, tok.timeout_ms = last.activity, last.timeout_ms
     token = tok.row() | {"id": iid + "-t", "instance_id": iid, "ready_at_ms": ended}
 
-    def events(kind: str, at: Any, node: Any, attempt: int, detail: Json, per_step: bool) -> Any:
+    def events(
+        kind: str, at: Any, node: Any, attempt: int, detail: Json, per_step: bool, seq: Any
+    ) -> Any:
         row = {"instance_id": iid, "at_ms": at, "kind": kind, "node_id": node}
         row |= {"attempt": attempt, "detail": dumps(detail)}
+        if db.distributed:
+            row["seq"] = seq  # keyed events (engine/_keyed.py): the instance's own order
         return _insert_select(s.events, row, g.join(k, true()) if per_step else g)
 
+    begun = {"version": graph.version, "mode": mode}
     return [
         _insert_select(_i, instance, g),
         _insert_select(s.tokens, token, g),
-        events("instance_started", started, "", 0, {"version": graph.version, "mode": mode}, False),
-        events("step_started", started + k.c.k, k.c.node, 1, {}, True),
-        events("step_completed", started + k.c.k, k.c.node, 1, {}, True),
-        events("instance_completed", ended, "", 0, {"reason": ""}, False),
+        events("instance_started", started, "", 0, begun, False, literal(1, BigInteger)),
+        events("step_started", started + k.c.k, k.c.node, 1, {}, True, 2 * k.c.k),
+        events("step_completed", started + k.c.k, k.c.node, 1, {}, True, 2 * k.c.k + 1),
+        events("instance_completed", ended, "", 0, {"reason": ""}, False, 2 * len(steps) + 2),
     ]
 
 
