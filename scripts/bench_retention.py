@@ -5,10 +5,10 @@
     python scripts/bench_retention.py --database postgresql://user@host/db
 
 For each size N: a fresh database (a throwaway PostgreSQL from pgserver unless --database, with
-fsync on), N finished instances written straight into the tables (an instance row with random
-id, its DONE token, its four events: started, step started and completed, completed), their ends
-spread evenly over --days days; then `Engine.prune` of everything older than days - 1 (the
-oldest day, N / days instances), and a second round that finds nothing (what the server's
+fsync on), N finished instances of a one-step flow written by the engine in bulk
+(write_history: the instance row, its DONE token, its four events), their ends spread evenly
+over --days days; then `Engine.prune` of everything older than days - 1 (the oldest day,
+N / days instances), and a second round that finds nothing (what the server's
 retention does every minute once it has caught up). Per round: seconds, instances and rows
 removed, and PostgreSQL's own counts over it (pg_statio / pg_stat_user_tables deltas: index and
 heap blocks touched, rows read by sequential scans), which a loaded machine does not distort.
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -30,27 +29,11 @@ import psycopg
 from wiggle._postgres import create_database, drop_database, libpq_url, postgres_server
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine
+from wiggle.engine._prune import write_history
 
 DAY_MS = 86_400_000
-BATCH = 50_000
 FLOW = load_flow("wiggle: 1\nname: retained\nsteps:\n  - task: a\n")
 
-_FILL = [
-    "INSERT INTO wiggle_instances (id, root_id, flow, version, status, context, reason, mode, "
-    "parent_instance_id, parent_token_id, created_at_ms, updated_at_ms, input) "
-    "SELECT md5(%(tag)s || i), md5(%(tag)s || i), 'retained', %(version)s, 'COMPLETED', '{}', "
-    "'', 'SERVER', NULL, NULL, %(t0)s + i * %(gap)s - 100, %(t0)s + i * %(gap)s, '{}' "
-    "FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) AS i",
-    "INSERT INTO wiggle_tokens (id, instance_id, version, node_id, state, context, attempt, "
-    "queue, timeout_ms, seq, pending, loop_counts, activity, report_seq) "
-    "SELECT md5(%(tag)s || i || 't'), md5(%(tag)s || i), %(version)s, 'end', 'DONE', '{}', 1, "
-    "'default', 60000, 0, 0, '{}', 'a', 0 FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) i",
-    "INSERT INTO wiggle_events (instance_id, at_ms, kind, node_id, attempt, detail) "
-    "SELECT md5(%(tag)s || i), %(t0)s + i * %(gap)s - 100 + k, "
-    "(ARRAY['instance_started', 'step_started', 'step_completed', 'instance_completed'])[k], "
-    "CASE WHEN k IN (2, 3) THEN 'a' ELSE '' END, 1, '{}' "
-    "FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) i CROSS JOIN generate_series(1, 4) k",
-]
 
 _COUNTS = """
 SELECT coalesce(sum(heap_blks_read + heap_blks_hit), 0),
@@ -75,20 +58,11 @@ def _given(url: str) -> Iterator[str]:
     yield url
 
 
-def fill(url: str, version: str, count: int, days: int) -> None:
-    now = int(time.time() * 1000)
-    params: dict[str, Any] = {
-        "tag": uuid.uuid4().hex,
-        "version": version,
-        "t0": now - days * DAY_MS,
-        "gap": days * DAY_MS // count,
-    }
-    with psycopg.connect(libpq_url(url)) as conn:
-        for lo in range(1, count + 1, BATCH):
-            for sql in _FILL:
-                conn.execute(sql, {**params, "lo": lo, "hi": min(count, lo + BATCH - 1)})
-            conn.commit()
-        conn.autocommit = True
+def fill(engine: Engine, url: str, version: str, count: int, days: int) -> None:
+    """`count` finished instances whose ends are spread over the last `days` days (the engine
+    writes them: write_history), then what autovacuum would do after a while."""
+    write_history(engine.db, version, count, {}, {}, ended_over_ms=days * DAY_MS)
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
 
 
@@ -131,7 +105,7 @@ def run(url: str | None, count: int, days: int) -> dict[str, Any]:
         try:
             version, _ = engine.register(FLOW)
             began = time.perf_counter()
-            fill(made, version, count, days)
+            fill(engine, made, version, count, days)
             filled = time.perf_counter() - began
             one_day = prune_round(engine, made, (days - 1) * DAY_MS)
             nothing = prune_round(engine, made, (days - 1) * DAY_MS)

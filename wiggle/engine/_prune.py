@@ -239,12 +239,21 @@ HISTORY_BATCH = 5000
 _DAY_MS = 86_400_000
 
 
-def write_history(db: Database, version: str, count: int, input: Json, context: Json) -> None:
+def write_history(
+    db: Database,
+    version: str,
+    count: int,
+    input: Json,
+    context: Json,
+    *,
+    ended_over_ms: int = 0,
+) -> None:
     """Write `count` finished instances of the registered linear flow `version`, as a run that
     started with `input` and ended with `context` leaves them: the COMPLETED instance, its one
     DONE token at `end`, its events (instance_started, step_started and step_completed per
     step, instance_completed). Each ended two days before now (the database's clock), so
-    `prune` of what finished a day ago removes exactly them.
+    `prune` of what finished a day ago removes exactly them; with `ended_over_ms`, their ends
+    are spread evenly over that much time up to now instead (a history kept for that long).
 
     The database makes the rows itself (INSERT ... SELECT over a generated series), a few
     thousand instances per transaction; the rows are those of `Inst.row` and `Tok.row` with
@@ -254,13 +263,17 @@ def write_history(db: Database, version: str, count: int, input: Json, context: 
     steps = _linear_steps(graph)
     statements = _history_statements(db, graph, steps, input, context)
     now = int(db.read(lambda c: c.execute(select(db.now)).scalar_one()))
-    t0 = now - 2 * _DAY_MS - count - 1000
+    if ended_over_ms > 0:
+        gap = max(1, ended_over_ms // count)
+        t0 = now - ended_over_ms - 1000
+    else:
+        gap, t0 = 1, now - 2 * _DAY_MS - count - 1000
     for lo in range(1, count + 1, HISTORY_BATCH):
         hi = min(count, lo + HISTORY_BATCH - 1)
 
         def write(conn: Connection, lo: int = lo, hi: int = hi) -> None:
             for statement in statements:
-                conn.execute(statement, {"lo": lo, "hi": hi, "t0": t0})
+                conn.execute(statement, {"lo": lo, "hi": hi, "t0": t0, "gap": gap})
 
         db.write(write)
     if db.is_postgres:  # what autovacuum would do by itself after a while
@@ -302,8 +315,9 @@ def _history_statements(
         g = g.union_all(select(g.c.i + 1).where(g.c.i < hi))
     nodes = values(column("k", Integer), column("node", String), name="s")
     k = nodes.data([(n, step.id) for n, step in enumerate(steps, start=1)]).cte("s")
-    t0 = bindparam("t0", type_=BigInteger)
-    started, ended = t0 + g.c.i, t0 + g.c.i + 1000
+    t0, gap = bindparam("t0", type_=BigInteger), bindparam("gap", type_=BigInteger)
+    started = t0 + g.c.i * gap
+    ended = started + 1000
     iid = literal(f"history-{new_id()[:8]}-", String) + cast(g.c.i, Text)
     mode, done = graph.execution, InstanceStatus.COMPLETED
     inst = Inst("", "", graph.name, graph.version, done, mode, graph, None, None)
