@@ -52,7 +52,9 @@ stamp=".venv/.wiggle-$(sha1sum pyproject.toml | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
     echo "setup: installing the wiggle Python package into .venv" >&2
     .venv/bin/python -m pip install -q --upgrade pip setuptools
-    .venv/bin/python -m pip install -q -e ".[test]"
+    # setuptools warns on every editable install that a folder named like the package (wiggle/,
+    # the package itself here) may shadow it: true of any src-less project, so not shown.
+    PYTHONWARNINGS="ignore::UserWarning" .venv/bin/python -m pip install -q -e ".[test]"
     rm -f .venv/.wiggle-*
     touch "$stamp"
 fi
