@@ -64,8 +64,10 @@ def flow(name: str, mode: str, prefix: str = "") -> str:
 
 
 def crash_flow(name: str, mode: str) -> str:
-    """A Java chain with a slow step in the middle, where the Java worker is killed."""
-    fast = {"timeout": "1s", "retry": {"backoff": "fixed", "initial": "50ms", "max_attempts": 5}}
+    """A Java chain with a slow step in the middle, where the Java worker is killed. The steps'
+    3 s lease outlasts a JVM that is starting on a loaded machine (1 s once expired there between
+    j1 and j2, and j1 ran a third time)."""
+    fast = {"timeout": "3s", "retry": {"backoff": "fixed", "initial": "50ms", "max_attempts": 5}}
     steps = [
         {"task": "append", "id": "p1", "queue": "py"},
         {"task": "append", "id": "j1", "queue": "java", **fast},
