@@ -75,13 +75,16 @@ class Load:
                 break
             time.sleep(0.02)
 
+    def refused_since(self, moment: float) -> list[float]:
+        return [t for t in list(self.refused) if t > moment]
+
     def answered_since(self, moment: float) -> list[float]:
         return [t for _, t in list(self.acked) if t > moment]
 
     def outage(self, killed_at: float) -> tuple[float, float]:
         """(when the first start after `killed_at` went unanswered, when the first one after
         that was answered): the outage as the load saw it."""
-        down = next(t for t in list(self.refused) if t > killed_at)
+        down = self.refused_since(killed_at)[0]
         return down, self.answered_since(down)[0]
 
     def stop(self) -> list[str]:
@@ -125,7 +128,8 @@ def test_primary_killed_and_standby_promoted_under_load(pair, ledger):
     wait_until(lambda: executions_so_far(cluster.ledger) >= 40, 120, "steps run before the kill")
     killed_at = time.monotonic()
     old = pg.crash_primary()
-    time.sleep(1.0)  # the failover manager noticing
+    # A failover manager promotes once it sees the primary gone: here, once a start is refused.
+    wait_until(lambda: load.refused_since(killed_at), 60, "a start refused after the kill")
     promoted_at = pg.promote()
     wait_until(lambda: load.answered_since(promoted_at), 120, "a start answered after promotion")
     down_at, recovered_at = load.outage(killed_at)
