@@ -44,7 +44,7 @@ from sqlalchemy import (
 )
 
 from . import _schema as s
-from ._queries import PARAM_KEYS, pg_ctes, pg_write, with_ctes
+from ._queries import EVENT_COLUMNS, EVENT_TYPES, PARAM_KEYS, pg_ctes, pg_write, with_ctes
 
 __all__ = [
     "CLAIM_EVENT_SEQ",
@@ -130,22 +130,12 @@ def json_rows(param: str, alias: str, columns: Sequence[str], types: dict[str, s
     )
 
 
-_EVENT_COLUMNS = ("instance_id", "at_ms", "kind", "node_id", "attempt", "detail")
-_EVENT_TYPES = {
-    "instance_id": "text",
-    "at_ms": "bigint",
-    "kind": "text",
-    "node_id": "text",
-    "attempt": "int",
-    "detail": "text",
-}
-
 #: `pg_write`'s events CTE, keyed: the rows come as one JSON array, in the order logged.
 EVENTS_CTE = (
     "ev AS (INSERT INTO wiggle_events (instance_id, seq, at_ms, kind, node_id, attempt, detail) "
     f"SELECT e.instance_id, {_seq('e.at_ms', 'e.instance_id', 'wiggle_events', 'e.n')}, "
     "e.at_ms, e.kind, e.node_id, e.attempt, e.detail "
-    f"FROM {json_rows('e', 'e', _EVENT_COLUMNS, _EVENT_TYPES)})"
+    f"FROM {json_rows('e', 'e', EVENT_COLUMNS, EVENT_TYPES)})"
 )
 
 #: The key of the claim's step_started events (`_claims`): one per claimed token, the claimed

@@ -42,8 +42,10 @@ def _pg_type(name: str, table: Any = s.tokens) -> str:
 
 
 _TOKEN_TYPES = {name: _pg_type(name) for name in TOKEN_COLUMN_NAMES}
-_EVENT_COLUMNS = ("instance_id", "at_ms", "kind", "node_id", "attempt", "detail")
-_EVENT_TYPES = {name: _pg_type(name, s.events) for name in _EVENT_COLUMNS}
+#: The events a write inserts, column by column, and their PostgreSQL types (the distributed
+#: profile's keyed insert, engine/_keyed.py, reads the same rows).
+EVENT_COLUMNS = ("instance_id", "at_ms", "kind", "node_id", "attempt", "detail")
+EVENT_TYPES = {name: _pg_type(name, s.events) for name in EVENT_COLUMNS}
 
 
 def _recordset(param: str, alias: str, columns: Sequence[str], types: dict[str, str]) -> str:
@@ -133,9 +135,9 @@ def pg_ctes(
         )
     if events:
         ctes["ev"] = events_cte or (
-            f"ev AS (INSERT INTO wiggle_events ({', '.join(_EVENT_COLUMNS)}) "
-            f"SELECT {', '.join(_EVENT_COLUMNS)} "
-            f"FROM {rows('e', 'e', _EVENT_COLUMNS, _EVENT_TYPES)})"
+            f"ev AS (INSERT INTO wiggle_events ({', '.join(EVENT_COLUMNS)}) "
+            f"SELECT {', '.join(EVENT_COLUMNS)} "
+            f"FROM {rows('e', 'e', EVENT_COLUMNS, EVENT_TYPES)})"
         )
     if inputs:
         # One row per (instance, node) in a statement (the caller keeps the last visit only):
