@@ -72,14 +72,14 @@ _NEW_INSTANCE_TYPES = {name: _pg_type(name, s.instances) for name in _INSTANCE_C
 
 _INPUT_COLUMNS = ("instance_id", "node_id", "context", "input", "loop_counts", "at_ms")
 _INPUT_TYPES = {name: _pg_type(name, s.step_inputs) for name in _INPUT_COLUMNS}
-_SEARCH_COLUMNS = ("instance_id", "name", "text_value", "num_value", "present")
+_SEARCH_COLUMNS = ("instance_id", "name", "text_value", "num_value")
 _SEARCH_TYPES = {
     "instance_id": "text",
     "name": "text",
     "text_value": "text",
     "num_value": "double precision",
-    "present": "boolean",
 }
+_SEARCH_KEY = _SEARCH_COLUMNS[:2]
 
 
 #: In the error PostgreSQL raises when a write's fenced updates did not all match.
@@ -93,7 +93,8 @@ def pg_ctes(
     instances: bool,
     new_instances: bool,
     inputs: bool = False,
-    search: bool = False,
+    search_put: bool = False,
+    search_gone: bool = False,
     *,
     events_cte: str | None = None,
     rows: Callable[[str, str, Sequence[str], dict[str, str]], str] | None = None,
@@ -149,16 +150,19 @@ def pg_ctes(
             f"FROM {rows('si', 'si', _INPUT_COLUMNS, _INPUT_TYPES)} "
             f"ON CONFLICT (instance_id, node_id) DO UPDATE SET {sets})"
         )
-    if search:
-        values = rows("sv", "sv", _SEARCH_COLUMNS, _SEARCH_TYPES)
+    # Values that became absent and values that are set go in separate parameters, so that a
+    # step that only sets a value (the common case) runs no DELETE at all.
+    if search_gone:
         ctes["sdel"] = (
             "sdel AS (DELETE FROM wiggle_search AS w USING "
-            f"{values} WHERE w.instance_id = sv.instance_id AND w.name = sv.name "
-            "AND NOT sv.present)"
+            f"{rows('sd', 'sd', _SEARCH_KEY, _SEARCH_TYPES)} "
+            "WHERE w.instance_id = sd.instance_id AND w.name = sd.name)"
         )
+    if search_put:
         ctes["sput"] = (
             "sput AS (INSERT INTO wiggle_search (instance_id, name, text_value, num_value) "
-            f"SELECT instance_id, name, text_value, num_value FROM {values} WHERE sv.present "
+            "SELECT instance_id, name, text_value, num_value "
+            f"FROM {rows('sv', 'sv', _SEARCH_COLUMNS, _SEARCH_TYPES)} "
             "ON CONFLICT (instance_id, name) DO UPDATE SET text_value = EXCLUDED.text_value, "
             "num_value = EXCLUDED.num_value)"
         )
@@ -189,7 +193,7 @@ def _build_pg_write(*shape: bool) -> str:
 _PG_WRITES: dict[tuple[bool, ...], str] = {}
 
 #: `pg_write`'s parameter names, in the order of `pg_ctes`' shape flags.
-PARAM_KEYS = ("n", "u", "e", "i", "ni", "si", "sv")
+PARAM_KEYS = ("n", "u", "e", "i", "ni", "si", "sv", "sd")
 
 
 def pg_write(
@@ -207,8 +211,12 @@ def pg_write(
     An update row carries its fence as f_<column> keys (the values the row must still hold;
     absent: not checked). When fewer updates match than were sent (a fence was lost), the
     statement fails with an error naming FENCE_LOST_MARK. Instance rows carry
-    status, reason, updated_at_ms and, when set_context, the context. None: nothing to write.
+    status, reason, updated_at_ms and, when set_context, the context. A search row is
+    instance_id, name, text_value, num_value and `present` (False: the value is gone).
+    None: nothing to write.
     """
+    search_put = [{k: r[k] for k in _SEARCH_COLUMNS} for r in search if r["present"]]
+    search_gone = [{k: r[k] for k in _SEARCH_KEY} for r in search if not r["present"]]
     shape = (
         bool(inserts),
         bool(updates),
@@ -216,7 +224,8 @@ def pg_write(
         bool(instances),
         bool(new_instances),
         bool(inputs),
-        bool(search),
+        bool(search_put),
+        bool(search_gone),
     )
     if not any(shape):
         return None
@@ -224,7 +233,16 @@ def pg_write(
     if sql is None:
         sql = _PG_WRITES[shape] = _build_pg_write(*shape)
     params: dict[str, Any] = {}
-    rows_by_key = (inserts, updates, events, instances, new_instances, inputs, search)
+    rows_by_key = (
+        inserts,
+        updates,
+        events,
+        instances,
+        new_instances,
+        inputs,
+        search_put,
+        search_gone,
+    )
     for key, rows in zip(PARAM_KEYS, rows_by_key, strict=True):
         if rows:
             params[key] = orjson.dumps(rows).decode()

@@ -60,7 +60,7 @@ HALTED_FAILED = "FAILED"
 HALTED_FINAL = "FINAL"
 
 #: The schema version this code writes. Bump it and add a MIGRATIONS entry for every change.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants a BIGINT identity.
 _SeqType = BigInteger().with_variant(Integer(), "sqlite")
@@ -259,8 +259,10 @@ search_values = Table(
     Column("name", String(64), primary_key=True),
     Column("text_value", String(256)),
     Column("num_value", Float(precision=53)),
-    Index("ix_wiggle_search_text", "name", "text_value"),
-    Index("ix_wiggle_search_num", "name", "num_value"),
+    # Partial since schema 5: a row has one of the two values, so each index holds only the
+    # rows it can find, and a row's update writes one value index entry, not two.
+    Index("ix_wiggle_search_text", "name", "text_value", **_where("text_value IS NOT NULL")),
+    Index("ix_wiggle_search_num", "name", "num_value", **_where("num_value IS NOT NULL")),
 )
 
 # Since schema 3. Bulk actions (and migrations): what was asked, by whom, and how far it got.
@@ -360,8 +362,20 @@ def _v3_to_v4(conn: Connection) -> None:
             index.create(conn)
 
 
+def _v4_to_v5(conn: Connection) -> None:
+    """Schema 5: the search value indexes become partial (each holds the rows with its value)."""
+    for index in search_values.indexes:
+        conn.exec_driver_sql(f"DROP INDEX {index.name}")
+        index.create(conn)
+
+
 #: MIGRATIONS[v] upgrades a database at version v to v + 1, inside the creation transaction.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+    3: _v3_to_v4,
+    4: _v4_to_v5,
+}
 
 
 #: The table only a database created under the distributed profile has (engine/_keyed.py).

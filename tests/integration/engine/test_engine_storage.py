@@ -270,8 +270,27 @@ def test_a_schema_1_database_is_upgraded_keeping_its_instances(database_url):
         e.close()
 
 
+def _make_v4(conn):
+    """Turn a current database back into schema 4 (search value indexes not partial)."""
+    for name, column in (("text", "text_value"), ("num", "num_value")):
+        conn.exec_driver_sql(f"DROP INDEX ix_wiggle_search_{name}")
+        conn.exec_driver_sql(
+            f"CREATE INDEX ix_wiggle_search_{name} ON wiggle_search (name, {column})"
+        )
+    conn.execute(update(schema.schema_version).values(version=4))
+
+
+def _index_sql(conn, name: str) -> str:
+    if conn.dialect.name == "sqlite":
+        query = "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?"
+    else:
+        query = "SELECT indexdef FROM pg_indexes WHERE indexname = %s"
+    return str(conn.exec_driver_sql(query, (name,)).scalar_one())
+
+
 def _make_v3(conn):
     """Turn a current database back into schema 3 (no index of ended instances)."""
+    _make_v4(conn)
     conn.exec_driver_sql("DROP INDEX ix_wiggle_instances_ended")
     conn.execute(update(schema.schema_version).values(version=3))
 
@@ -331,6 +350,47 @@ def test_a_schema_3_database_is_upgraded_to_4_and_prunes_by_end_time(database_ur
         assert e.describe(running.instance_id).status is InstanceStatus.RUNNING
     finally:
         e.close()
+
+
+SEARCHED = load_flow(
+    "wiggle: 1\nname: keyed\nsearch: {order: /order, total: {pointer: /total, type: number}}\n"
+    "steps:\n  - task: a\n"
+)
+
+
+def test_a_schema_4_database_is_upgraded_to_5_and_still_finds_by_search_values(database_url):
+    """Schema 5 makes the search value indexes partial (each holds the rows with its value);
+    values written before the upgrade are found through them."""
+    from wiggle.engine import InstanceFilter
+    from wiggle.filters import parse_filter
+
+    e = Engine(database_url)
+    try:
+        e.register(SEARCHED)
+        e.start("keyed", {"order": "A-1", "total": 10}, instance_id="k1")
+        e.start("keyed", {"order": "A-2", "total": 20}, instance_id="k2")
+        e.db.write(_make_v4)
+        assert "WHERE" not in _index_sql_of(e, "ix_wiggle_search_num").upper()
+    finally:
+        e.close()
+    e = Engine(database_url)
+    try:
+        for name, column in (("text", "text_value"), ("num", "num_value")):
+            assert f"{column} IS NOT NULL" in _index_sql_of(e, f"ix_wiggle_search_{name}")
+
+        def found(*where: str) -> list[str]:
+            page = e.find_instances(InstanceFilter(where=parse_filter(where)), limit=10)
+            return sorted(v.instance_id for v in page.instances)
+
+        assert found("order=A-2") == ["k2"]
+        assert found("total>15") == ["k2"]
+        assert found("total<=20") == ["k1", "k2"]
+    finally:
+        e.close()
+
+
+def _index_sql_of(engine: Engine, name: str) -> str:
+    return engine.db.read(lambda c: _index_sql(c, name))
 
 
 def test_a_database_url_with_an_invalid_host_name_is_a_clear_error():
