@@ -55,7 +55,8 @@ _KIND_EXTRA: Mapping[str, Mapping[str, str]] = {
     "sleep": {"style": "filled", "fillcolor": "#eef3fb"},
     # The cds outline eats into its box, so the label needs more room than the default margin.
     "await": {"style": "filled", "fillcolor": "#f3e5f5", "margin": "0.25,0.1"},
-    "subflow": {"style": "filled", "fillcolor": "#e8f5e9"},
+    # The box3d face drawn along its top and right edges sits on the label: more room there.
+    "subflow": {"style": "filled", "fillcolor": "#e8f5e9", "margin": "0.18,0.18"},
     "end": {"style": "filled", "fillcolor": "#eeeeee", "width": "0.3"},
 }
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 from wiggle_render import ensure_dot, render, to_dot
@@ -93,3 +95,31 @@ def test_the_committed_diagram_exists_and_is_for_this_flow(stem, compiled):
         "stale diagram: re-run scripts/render_definitions.py"
     )
     assert _names(compiled[stem].graph) <= texts
+
+
+def _label_clearance(node: dict[str, Any], *, face: int = 1) -> float:
+    """Points between the top of a node's first text line (its baseline plus 0.75 of its size,
+    about Helvetica's cap height) and the `face`-th highest edge of its outline."""
+    ys = sorted({y for op in node["_draw_"] if op["op"] in "PpBb" for _, y in op["points"]})
+    size, first = 0.0, None
+    for op in node["_ldraw_"]:
+        if op["op"] == "F":
+            size = op["size"]
+        if op["op"] == "T" and first is None:
+            first = op["pt"][1] + 0.75 * size
+    assert first is not None
+    return ys[-face] - first
+
+
+def test_a_subflow_caption_clears_the_top_face_of_its_box(compiled):
+    """The box3d outline draws a face along the node's top edge, and the small "subflow"
+    caption sat against it. Laid out by the real `dot`, the caption is at least as far below
+    the front face as a two-line task's first line is below its box's top."""
+    source = to_dot(compiled["nightly-batch"].graph)
+    done = subprocess.run(
+        [ensure_dot(), "-Tjson"], input=source, capture_output=True, text=True, check=True
+    )
+    nodes = {o.get("name"): o for o in json.loads(done.stdout)["objects"]}
+    task = _label_clearance(nodes["snapshot_ledger"])  # its name, then "timeout 10m"
+    subflow = _label_clearance(nodes["nightly-batch-item"], face=2)  # below the back face's edge
+    assert subflow >= task, (subflow, task)
