@@ -13,19 +13,32 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import quote
 
+import orjson
 from starlette.datastructures import FormData, QueryParams
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from wiggle import errors
-from wiggle.client import Batch, BulkPreview
+from wiggle.client import Batch, BulkPreview, Definition
 from wiggle.console import _security as sec
 from wiggle.console._backend import STATUSES
 from wiggle.console._pages import Pages
+from wiggle.console._targets import BulkResetNodes, bulk_reset_nodes
 from wiggle.console._views import JsonInputError, parse_json_input
+from wiggle.filters import parse_filter
+from wiggle.graph import Graph
 
-__all__ = ["ACTIONS", "BulkRequest", "bulk_request", "requested_by", "routes", "to_batch"]
+__all__ = [
+    "ACTIONS",
+    "BulkRequest",
+    "bulk_request",
+    "named_flow",
+    "requested_by",
+    "reset_nodes",
+    "routes",
+    "to_batch",
+]
 
 ACTIONS = ("retry", "cancel", "reset", "signal")
 #: Batch states in which it still moves (or may again).
@@ -122,6 +135,34 @@ def to_batch(batch_id: str, notice: str = "started") -> Response:
     return RedirectResponse(f"/batches/{quote(batch_id, safe='')}?notice={notice}", status_code=303)
 
 
+def named_flow(where: list[str]) -> tuple[str, str] | None:
+    """(flow, version or '') when the filter names exactly one flow (`flow=NAME`, and perhaps
+    `version=V`), else None."""
+    try:
+        conditions = parse_filter(where)
+    except errors.InvalidRequest:
+        return None  # the preview says what is wrong with it
+    flows = {c.value for c in conditions if c.field == "flow" and c.op == "="}
+    versions = {c.value for c in conditions if c.field == "version" and c.op == "="}
+    if len(flows) != 1 or len(versions) > 1:
+        return None
+    return flows.pop(), next(iter(versions), "")
+
+
+async def reset_nodes(pages: Pages, where: list[str]) -> BulkResetNodes | None:
+    """The nodes a bulk reset over `where` may name, when it names one flow (its version, or
+    its newest): the form offers them instead of a free text field."""
+    named = named_flow(where)
+    if named is None:
+        return None
+    flow, version = named
+    try:
+        found: Definition = await pages.call(pages.backend.get_definition, flow, version)
+    except (errors.NotFound, errors.InvalidRequest):
+        return None  # no such flow (the preview matches nothing) or a version prefix
+    return bulk_reset_nodes(flow, Graph.from_json(orjson.loads(found.canonical), found.version))
+
+
 def _where(values: QueryParams | FormData) -> list[str]:
     return [str(w).strip()[:1000] for w in values.getlist("where") if str(w).strip()][:20]
 
@@ -140,6 +181,11 @@ def routes(pages: Pages) -> list[Route]:
         """The preview of `req` over `where`, or why there is none (`problems`: the request
         cannot be previewed); `refused`: why starting it was refused (the preview still shows)."""
         preview: BulkPreview | None = None
+        choices = await reset_nodes(pages, where)
+        if req.action == "reset" and req.node and choices is not None and not problems:
+            problem = choices.problem(req.node)
+            if problem:
+                problems, status_code = [problem], 400
         if where and not problems:
             try:
                 preview = await pages.call(backend.preview_bulk, where)
@@ -155,6 +201,7 @@ def routes(pages: Pages) -> list[Route]:
             "problems": [*problems, refused] if refused else problems,
             "preview": preview,
             "statuses": STATUSES,
+            "reset_nodes": choices.nodes if choices is not None else [],
         }
         return pages.page(request, "bulk.html", context, status_code)
 
@@ -167,6 +214,10 @@ def routes(pages: Pages) -> list[Route]:
         form = await pages.checked_form(request)
         req, problems = bulk_request(form)
         where = _where(form)
+        if req.action == "reset" and not problems:
+            choices = await reset_nodes(pages, where)
+            if choices is not None and choices.problem(req.node):
+                problems = [choices.problem(req.node)]
         if problems or not where:
             return await _preview_page(request, where, req, problems, 400)
         confirmed = str(form.get("matched", ""))

@@ -15,7 +15,7 @@ from starlette.routing import Route
 from wiggle import errors
 from wiggle.client import Instance
 from wiggle.console._backend import STATUSES, Unsupported
-from wiggle.console._bulk import BulkRequest
+from wiggle.console._bulk import BulkRequest, reset_nodes
 from wiggle.console._history import step_history
 from wiggle.console._pages import Pages
 from wiggle.console._svg import diagram
@@ -111,6 +111,7 @@ def routes(pages: Pages) -> list[Route]:
             return pages.page(request, "instances.html", context, 400)
         counts = result.counts
         bulk_where, bulk_problem = query.bulk_conditions(version)
+        choices = await reset_nodes(pages, bulk_where) if bulk_where else None
         total = None
         if counts is not None:
             total = counts.get(query.status, 0) if query.status else sum(counts.values())
@@ -128,6 +129,7 @@ def routes(pages: Pages) -> list[Route]:
             search_names=sorted({name for r in result.rows for name in r.search}),
             bulk_where=bulk_where,
             bulk_problem=bulk_problem,
+            reset_nodes=choices.nodes if choices is not None else [],
         )
         if pages.fragment(request):
             return pages.page(request, "_instances_live.html", context)

@@ -12,7 +12,7 @@ from typing import Any
 
 from wiggle.graph import End, Graph
 
-__all__ = ["ResetOffer", "ResetTarget", "reset_offer"]
+__all__ = ["BulkResetNodes", "ResetOffer", "ResetTarget", "bulk_reset_nodes", "reset_offer"]
 
 
 @dataclass(frozen=True)
@@ -77,3 +77,39 @@ def reset_offer(
             )
     targets.sort(key=lambda t: (t.at_ms, t.node_id))
     return ResetOffer(targets, why_not)
+
+
+@dataclass(frozen=True)
+class BulkResetNodes:
+    """The nodes of one flow version a bulk reset may name (in the flow's order), and why each
+    other node may not be named."""
+
+    flow: str
+    nodes: list[str]
+    why_not: dict[str, str]
+
+    def problem(self, node_id: str) -> str:
+        """'' when a bulk reset may name `node_id`, else why not, as the form says it."""
+        if node_id in self.nodes:
+            return ""
+        why = self.why_not.get(node_id)
+        if why:
+            return f"cannot reset to {node_id}: {why}"
+        return f"flow {self.flow} has no node {node_id!r}: reset to one of {', '.join(self.nodes)}"
+
+
+def bulk_reset_nodes(flow: str, graph: Graph) -> BulkResetNodes:
+    """What a bulk reset over instances of `graph` may target: each instance is checked again
+    when the batch reaches it (it must have passed the node); this rules out the nodes no
+    instance could be reset to."""
+    nodes: list[str] = []
+    why_not: dict[str, str] = {}
+    for node_id, node in graph.nodes.items():
+        note = _block_note(graph, node_id)
+        if note:
+            why_not[node_id] = note
+        elif isinstance(node, End):
+            why_not[node_id] = "the end of the flow is not a step to reset to"
+        else:
+            nodes.append(node_id)
+    return BulkResetNodes(flow, nodes, why_not)

@@ -268,6 +268,38 @@ def test_bulk_refusals_are_messages(stack):
     assert empty.status_code == 400 and "give the filter" in empty.text
 
 
+def test_a_bulk_reset_over_one_flow_offers_its_nodes_and_refuses_the_others(stack):
+    """The node of a bulk reset was typed, and a node the flow does not have (or one inside a
+    parallel block) was only found out instance by instance, as each item of the batch failed.
+    With one flow in the filter the form lists the nodes a reset may name and refuses others
+    before anything is previewed or started."""
+    st, console = stack
+    iid = st.client.start("fan", {"order_id": "A-1"}).instance_id
+    _run(st, "a")
+    listed = console.get("/instances", params={"flow": "fan"}).text
+    form = _section(listed, 'id="bulk-form"', "</form>")
+    offered = re.findall(r'<option value="([^"]+)"', _section(form, 'id="bulk-node"', "</select>"))
+    graph = st.client.get_definition("fan").graph
+    top_level = [n for n, node in graph["nodes"].items() if node["kind"] != "end"]
+    assert offered and set(offered) <= set(top_level)
+    assert {"a", "d"} <= set(offered) and not {"b", "c"} & set(offered)
+    other = console.get("/instances", params={"status": "RUNNING"}).text  # no flow: typed
+    assert '<input name="node" id="bulk-node"' in _section(other, 'id="bulk-form"', "</form>")
+
+    where = [("where", "flow=fan")]
+    inside = console.get("/bulk", params=[("action", "reset"), ("node", "b"), *where])
+    assert inside.status_code == 400 and "inside parallel block" in unescape(inside.text)
+    missing = console.get("/bulk", params=[("action", "reset"), ("node", "zz"), *where])
+    assert missing.status_code == 400 and "flow fan has no node 'zz'" in unescape(missing.text)
+    fine = console.get("/bulk", params=[("action", "reset"), ("node", "a"), *where])
+    assert fine.status_code == 200 and '<b id="matched">1</b>' in fine.text
+    data = {"csrf": _csrf(console), "action": "reset", "node": "b", "where": ["flow=fan"]}
+    refused = console.post("/bulk/start", data={**data, "matched": "1", "confirm_count": "1"})
+    assert refused.status_code == 400 and "inside parallel block" in unescape(refused.text)
+    assert st.client.list_batches(action="reset") == []
+    assert st.client.describe(iid).status == "RUNNING"
+
+
 def test_a_batch_pauses_resumes_and_cancels_from_its_page(stack):
     st, console = stack
     for _ in range(3):
