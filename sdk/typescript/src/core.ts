@@ -26,11 +26,35 @@ import {
   RpcError,
   sleep,
   type CallOptions,
+  type StartInstanceResponse,
   type Task,
   unanswered,
   type WiggleApi,
 } from "./rpc.js";
 import { WorkerStoppingError, type Step } from "./step.js";
+import { encode, type Json } from "./json.js";
+
+/** What {@link Core.startInstance} is told besides the flow and its input. */
+export interface StartOptions {
+  /** The version to start (the full `sha256:...`); default the newest registered. */
+  readonly version?: string;
+  /** A caller-chosen id: starting it again with the same flow and input returns the first. */
+  readonly instanceId?: string;
+  /** Ask for the first task in the start's answer, to run it here (default true). */
+  readonly eager?: boolean;
+  /** The call's deadline; default the worker's `callTimeoutMs`. */
+  readonly timeoutMs?: number;
+}
+
+/** What a start did. */
+export interface Started {
+  readonly instanceId: string;
+  readonly version: string;
+  /** False when `instanceId` already named an instance of this flow and input. */
+  readonly created: boolean;
+  /** True when the first task came back with the answer and runs on this worker. */
+  readonly eager: boolean;
+}
 
 /** What PollTasksRequest.sdk says. */
 export const SDK = "wiggle-typescript/0.2.0";
@@ -81,6 +105,8 @@ export class Core {
   private started = false;
   private noNewTasks = false;
   private pollerDone: Promise<void> = Promise.resolve();
+  /** True while a PollTasks call is open (it holds the slots it asked tasks for). */
+  private polling = false;
   private stopping: Promise<void> | null = null;
   private markStopped: () => void = () => undefined;
   /** Resolves when the worker has stopped (a drain finished). */
@@ -90,6 +116,8 @@ export class Core {
 
   /** The server; reports of concurrent tasks share ReportBatch calls (batching.ts). */
   readonly api: ReportBatcher;
+  /** The server's calls as given (StartInstance is not a report). */
+  private readonly server: WiggleApi;
 
   constructor(
     api: WiggleApi,
@@ -98,6 +126,7 @@ export class Core {
   ) {
     this.log = opts.logger;
     this.api = new ReportBatcher(api, this.log);
+    this.server = api;
     this.slots = new Slots(opts.concurrency);
     this.outage = new Outage(this.log);
     this.drainSignal = this.drainController.signal;
@@ -149,6 +178,7 @@ export class Core {
         return;
       }
       let tasks: Task[];
+      this.polling = true;
       try {
         const resp = await this.api.pollTasks(
           {
@@ -166,6 +196,7 @@ export class Core {
         tasks = resp.tasks;
         this.outage.succeeded();
       } catch (e) {
+        this.polling = false;
         this.slots.give(taken);
         const err = RpcError.of(e);
         if (signal.aborted || this.draining) {
@@ -179,6 +210,7 @@ export class Core {
         await sleep(backoff.next(), signal);
         continue;
       }
+      this.polling = false;
       backoff.reset();
       if (this.draining) {
         this.slots.give(taken);
@@ -194,6 +226,77 @@ export class Core {
         this.startTask(t, i < taken);
       });
     }
+  }
+
+  // ---- eager start -------------------------------------------------------------------------
+
+  /**
+   * Starts an instance and, when this worker serves the first step, runs it here with no poll
+   * (docs/worker-protocol.md, "Eager dispatch"): a slot is reserved first (a free one, or one
+   * borrowed from the open poll, which holds every free slot while it waits), the server leases
+   * the first task to this worker in the start's own transaction, and the task runs on that
+   * slot. Without a slot, a started worker, or a first task here, it is a plain start.
+   */
+  async startInstance(flow: string, input: Json, options: StartOptions): Promise<Started> {
+    const start = this.server.startInstance?.bind(this.server);
+    if (start === undefined) {
+      throw new Error("this connection cannot start instances (its API has no startInstance)");
+    }
+    const body = Buffer.from(encode(input).text, "utf8"); // a value with no JSON form throws here
+    const reserved = options.eager !== false && this.reserveEagerSlot();
+    let resp: StartInstanceResponse;
+    try {
+      resp = await start(
+        {
+          flow,
+          version: options.version ?? "",
+          input: body,
+          instanceId: options.instanceId ?? "",
+          eager: reserved ? this.eagerDispatch() : null,
+        },
+        { timeoutMs: options.timeoutMs ?? this.opts.callTimeoutMs },
+      );
+    } catch (e) {
+      if (reserved) {
+        this.slots.give(1);
+      }
+      throw RpcError.of(e);
+    }
+    let eager = false;
+    if (reserved) {
+      const task = resp.eagerTask;
+      if (task === null) {
+        this.slots.give(1);
+      } else {
+        // The drain may have begun since the reservation: the task is then given back unrun
+        // (no attempt spent). startTask gives the slot back itself when it refuses.
+        const draining = this.draining;
+        if (draining) {
+          this.slots.give(1);
+        }
+        eager = !draining && this.startTask(task, true);
+        if (!eager) {
+          this.log.info("eager task released: the worker is draining", { task: task.taskId });
+          await this.releaseAll([task]);
+        }
+      }
+    }
+    return { instanceId: resp.instanceId, version: resp.version, created: resp.created, eager };
+  }
+
+  /** A slot for an eager task, or false (not serving, draining, or every slot busy running). */
+  private reserveEagerSlot(): boolean {
+    if (!this.started || this.draining || this.stopping !== null) {
+      return false;
+    }
+    if (this.slots.tryTake()) {
+      return true;
+    }
+    if (this.polling) {
+      this.slots.takeOver();
+      return true;
+    }
+    return false;
   }
 
   /** Gives back tasks the worker will not run, each with reason shutdown. */

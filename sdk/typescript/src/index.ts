@@ -32,7 +32,8 @@ export {
   connectionFromEnv,
   DEFAULT_ADDRESS,
   type ConnectionOptions,
+  RpcError,
   type TlsOptions,
 } from "./rpc.js";
 export { stderrLogger, type Logger, type LogLevel } from "./log.js";
-export { SDK } from "./core.js";
+export { SDK, type StartOptions, type Started } from "./core.js";

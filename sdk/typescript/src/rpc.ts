@@ -24,6 +24,8 @@ import type { PollTasksResponse__Output } from "./gen/proto/wiggle/v1/PollTasksR
 import type { ReleaseTaskRequest } from "./gen/proto/wiggle/v1/ReleaseTaskRequest.js";
 import type { ReportBatchRequest } from "./gen/proto/wiggle/v1/ReportBatchRequest.js";
 import type { ReportBatchResponse__Output } from "./gen/proto/wiggle/v1/ReportBatchResponse.js";
+import type { StartInstanceRequest } from "./gen/proto/wiggle/v1/StartInstanceRequest.js";
+import type { StartInstanceResponse__Output } from "./gen/proto/wiggle/v1/StartInstanceResponse.js";
 import type { TaskReportResponse__Output } from "./gen/proto/wiggle/v1/TaskReportResponse.js";
 
 export type { Task__Output as Task } from "./gen/proto/wiggle/v1/Task.js";
@@ -38,6 +40,7 @@ export type {
   PollTasksRequest,
   ReleaseTaskRequest,
   ReportBatchRequest,
+  StartInstanceRequest,
 };
 export type {
   AdvanceRunResponse__Output as AdvanceRunResponse,
@@ -46,6 +49,7 @@ export type {
   HeartbeatResponse__Output as HeartbeatResponse,
   PollTasksResponse__Output as PollTasksResponse,
   ReportBatchResponse__Output as ReportBatchResponse,
+  StartInstanceResponse__Output as StartInstanceResponse,
   TaskReportResponse__Output as TaskReportResponse,
 };
 export type { TaskReportAnswer__Output as TaskReportAnswer } from "./gen/proto/wiggle/v1/TaskReportAnswer.js";
@@ -78,6 +82,8 @@ export interface WiggleApi {
   advanceRun(req: AdvanceRunRequest, opts: CallOptions): Promise<AdvanceRunResponse__Output>;
   /** Several reports in one call (optional: without it, each report goes alone). */
   reportBatch?(req: ReportBatchRequest, opts: CallOptions): Promise<ReportBatchResponse__Output>;
+  /** Starts an instance (optional: only {@link Worker.startInstance} uses it). */
+  startInstance?(req: StartInstanceRequest, opts: CallOptions): Promise<StartInstanceResponse__Output>;
   close(): void;
 }
 
@@ -379,6 +385,9 @@ export class GrpcApi implements WiggleApi {
   }
   reportBatch(req: ReportBatchRequest, opts: CallOptions): Promise<ReportBatchResponse__Output> {
     return this.call("ReportBatch", req, opts);
+  }
+  startInstance(req: StartInstanceRequest, opts: CallOptions): Promise<StartInstanceResponse__Output> {
+    return this.call("StartInstance", req, opts);
   }
   close(): void {
     this.client.close();

@@ -28,6 +28,24 @@ export class Slots {
     });
   }
 
+  /** Takes one slot if one is free now, without waiting. */
+  tryTake(): boolean {
+    if (this.free > 0) {
+      this.free--;
+      return true;
+    }
+    return false;
+  }
+
+  /**
+   * Takes one slot even when none is free (the count goes below zero until it is given back):
+   * an eager start borrows from an open poll, which then starts at most one task more than
+   * the concurrency rather than let a leased task wait for its lease to lapse.
+   */
+  takeOver(): void {
+    this.free--;
+  }
+
   /** Takes every slot free now; how many. */
   takeFree(): number {
     const n = this.free;

@@ -1,6 +1,7 @@
 /** The public worker: options, handler registration, start / stop / run. */
 import { badActivityName, type Activity, type Handler, type Predicate } from "./activity.js";
-import { Core, DEFAULTS, defaultWorkerId } from "./core.js";
+import { Core, DEFAULTS, defaultWorkerId, type StartOptions, type Started } from "./core.js";
+import type { Json } from "./json.js";
 import { stderrLogger, type Logger } from "./log.js";
 import { connectionFromEnv, GrpcApi, type ConnectionOptions, type WiggleApi } from "./rpc.js";
 
@@ -173,6 +174,17 @@ export class Worker {
       );
     }
     return this.core;
+  }
+
+  /**
+   * Starts an instance of `flow` with `input` through this worker's connection. When the worker
+   * is serving and its first step is one this worker runs, the server hands that task back with
+   * the answer and it runs here at once, with no poll in between (`eager` in the result; turn it
+   * off with `{ eager: false }`). Rejects with an `RpcError` the server's refusal (an unknown
+   * flow, an input its schema refuses, an id already taken by another flow or input).
+   */
+  startInstance(flow: string, input: Json = null, options: StartOptions = {}): Promise<Started> {
+    return this.coreOf().startInstance(flow, input, options);
   }
 
   /** Starts polling in the background (opening the connection). */

@@ -20,6 +20,8 @@ import {
   type PollTasksRequest,
   type PollTasksResponse,
   type ReleaseTaskRequest,
+  type StartInstanceRequest,
+  type StartInstanceResponse,
   type StepResult,
   type Task,
   type TaskReportResponse,
@@ -148,6 +150,15 @@ export class FakeApi implements WiggleApi {
         const now = Date.now();
         return { instanceStatus: "RUNNING", leaseExpiresAtMs: now + 60_000, keepGoing: req.final !== true, serverNowMs: now };
       },
+      opts,
+    );
+  }
+
+  startInstance(req: StartInstanceRequest, opts?: CallOptions): Promise<StartInstanceResponse> {
+    return this.next(
+      "StartInstance",
+      req,
+      (): StartInstanceResponse => ({ instanceId: req.instanceId || "i-1", version: req.version || "sha256:0", eagerTask: null, created: true }),
       opts,
     );
   }

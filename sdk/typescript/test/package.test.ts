@@ -37,6 +37,7 @@ it("require() and import give the same API, conformance subpath included, and no
     "MAX_DEPTH",
     "NonRetryableError",
     "NotJsonError",
+    "RpcError",
     "SDK",
     "TooDeepError",
     "Worker",
