@@ -114,8 +114,7 @@ def _build_claim(db: Database, by_activity: bool) -> Any:
     picked = pick.cte("pick")
     claimed = lease.where(_t.c.id == picked.c.id).returning(*_RETURNING).cte("c")
     event = _step_started(claimed.c, bindparam("detail", type_=Text))
-    if db.distributed:
-        event["seq"] = literal_column(CLAIM_EVENT_SEQ)  # keyed events (engine/_keyed.py)
+    event |= db.keyed(literal_column(CLAIM_EVENT_SEQ))  # keyed events (engine/_keyed.py)
     started = insert(s.events).from_select(
         list(event),
         select(*(v if isinstance(v, ColumnElement) else literal(v) for v in event.values())),

@@ -7,8 +7,9 @@ reaches a caller. PostgreSQL: READ COMMITTED, row locks, a retry on deadlock or 
 failure, and LISTEN/NOTIFY to wake pollers in other processes.
 
 The distributed database profile (`_distributed.DistributedDatabase`) overrides the seams marked
-"profile seam" below: how one transaction runs and commits, what is transient, what a commit
-wakes, how other processes' tasks are noticed, how schema creation is serialised.
+"profile seam" below: how one transaction runs and commits, how a transition's rows are written
+and which event and signal rows carry their key, what is transient, what a commit wakes, how
+other processes' tasks are noticed, how schema creation is serialised.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -30,6 +31,7 @@ from wiggle._postgres import libpq_url
 from wiggle.errors import InvalidRequest, Unavailable
 
 from ._clock import Clock
+from ._queries import pg_write
 from ._wakeups import Waiters, Wakeups
 
 __all__ = ["NOTIFY_CHANNEL", "Database"]
@@ -267,6 +269,27 @@ class Database:
             return rows
         finally:
             cur.close()
+
+    def write_rows(
+        self, conn: Connection, *rows: Sequence[dict[str, Any]], commit: bool = False
+    ) -> None:
+        """A transition's rows on PostgreSQL, in `_queries.pg_write`'s order (token inserts,
+        fenced token updates, events, instance ends, new instances, step inputs, search values):
+        one statement, with the COMMIT when `commit` (profile seam)."""
+        statement = pg_write(*rows)
+        if statement is None:
+            return
+        sql, params = statement
+        if commit:
+            self.write_and_commit(conn, sql, params)
+        else:
+            conn.exec_driver_sql(sql, params)
+
+    def keyed(self, seq: Any) -> dict[str, Any]:
+        """The key columns of a new event or signal row besides its instance: none here (the
+        database numbers them); `seq`, the SQL that orders them, under the distributed
+        profile (profile seam)."""
+        return {}
 
     def write_and_commit(self, conn: Connection, sql: str, params: Any) -> None:
         """Run `sql`, the last statement of `conn`'s transaction, and commit. On PostgreSQL the

@@ -32,7 +32,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection
@@ -42,7 +42,7 @@ from wiggle.errors import InvalidRequest, Unavailable
 
 from ._clock import Clock
 from ._db import _AFTER_COMMIT, _EVENTS, Database
-from ._keyed import COMMITS, KEYED_CONSTRAINTS
+from ._keyed import COMMITS, KEYED_CONSTRAINTS, keyed_write
 from ._rows import new_id
 from ._wakeups import Waiters, Wakeups
 
@@ -124,6 +124,16 @@ class DistributedDatabase(Database):
 
     def write(self, fn: Callable[[Connection], T], *, idempotent: bool = False) -> T:
         return self._run(_Unit(fn, idempotent), read=False)
+
+    def write_rows(
+        self, conn: Connection, *rows: Sequence[dict[str, Any]], commit: bool = False
+    ) -> None:
+        # Keyed events, each table modified once per statement; no COMMIT sent with the
+        # write: the transaction writes its outcome marker last (see _transaction).
+        keyed_write(conn, *rows)
+
+    def keyed(self, seq: Any) -> dict[str, Any]:
+        return {"seq": seq}
 
     def wrote_nothing(self, conn: Connection) -> None:
         conn.info[_NOTHING] = True

@@ -78,7 +78,7 @@ def signal(eng: Engine, conn: Connection, instance_id: str, name: str, payload: 
             target = (tx.adopt(row), node)
             break
     consumed = None if target is None else tx.now
-    keyed = {"seq": signal_seq(inst.id, eng.db.now_sql)} if eng.db.distributed else {}
+    keyed = eng.db.keyed(signal_seq(inst.id, eng.db.now_sql))
     seq = conn.execute(
         s.signals.insert()
         .values(

@@ -333,8 +333,7 @@ def _history_statements(
     ) -> Any:
         row = {"instance_id": iid, "at_ms": at, "kind": kind, "node_id": node}
         row |= {"attempt": attempt, "detail": dumps(detail)}
-        if db.distributed:
-            row["seq"] = seq  # keyed events (engine/_keyed.py): the instance's own order
+        row |= db.keyed(seq)  # keyed events (engine/_keyed.py): the instance's own order
         return _insert_select(s.events, row, g.join(k, true()) if per_step else g)
 
     begun = {"version": graph.version, "mode": mode}

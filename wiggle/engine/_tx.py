@@ -20,8 +20,7 @@ from wiggle.graph import ExecutionMode, Graph
 
 from . import _schema as s
 from ._db import Database
-from ._keyed import keyed_write
-from ._queries import FENCE_LOST_MARK, pg_write
+from ._queries import FENCE_LOST_MARK
 from ._rows import TOKEN_COLUMNS, Inst, Tok, dumps, loads, new_id
 from ._types import InstanceStatus, Json, TokenState
 from ._wakeups import Wakeups
@@ -354,23 +353,11 @@ class Tx:
         search = list(self._search.values())
         self._search.clear()
         try:
-            if self.db.distributed:
-                # No COMMIT sent with the write: the profile's transaction writes its outcome
-                # marker last (engine/_distributed.py).
-                keyed_write(
-                    self.conn, inserts, updates, events, instances, new_instances, inputs, search
-                )
-            else:
-                statement = pg_write(
-                    inserts, updates, events, instances, new_instances, inputs, search
-                )
-                if statement is None:
-                    return
-                sql, params = statement
-                if commit:
-                    self.db.write_and_commit(self.conn, sql, params)
-                else:
-                    self.conn.exec_driver_sql(sql, params)
+            self.db.write_rows(
+                self.conn,
+                *(inserts, updates, events, instances, new_instances, inputs, search),
+                commit=commit,
+            )
         except DBAPIError as exc:
             if FENCE_LOST_MARK not in str(exc.orig):
                 raise
