@@ -157,8 +157,10 @@ def main() -> int:
     print(f"listening on {server.address}", flush=True)
     while not stop.wait(0.5):
         pass
-    retries = dict(getattr(engine.db, "retries", {}))
     server.stop()
+    # Both counts after the stop: the drain and the leader's goodbye are transactions too, and
+    # a failure injected into one of them is retried (and counted) while the server stops.
+    retries = dict(getattr(engine.db, "retries", {}))
     for fate, n in sorted((injector.counts if injector else {}).items()):
         faults.note(f"injected {fate} {n}")
     for reason, n in sorted(retries.items()):
