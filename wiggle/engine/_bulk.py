@@ -25,6 +25,7 @@ from wiggle.filters import Condition, parse_filter
 
 from . import _schema as s
 from ._filtering import filter_clauses
+from ._repair import reset_target_problem
 from ._tx import dumps, loads, new_id
 from ._types import InstanceStatus, Json
 
@@ -145,6 +146,24 @@ def check_params(action: str, params: dict[str, Json]) -> None:
         raise InvalidRequest("a bulk signal needs the signal's name")
 
 
+def _check_reset_target(eng: Engine, conn: Connection, clauses: Sequence[Any], node: str) -> None:
+    """Refuse a bulk reset that no matched instance could take: the node is missing from, the
+    end of, or inside a block of every version they run. (Where some versions have it, the
+    others' items fail one by one, each saying why.)"""
+    versions = conn.execute(
+        select(_i.c.flow, _i.c.version).where(*clauses).group_by(_i.c.flow, _i.c.version)
+    ).all()
+    problems = [
+        reset_target_problem(eng.graph_of(conn, version), f"flow {flow!r} ({version[:19]})", node)
+        for flow, version in versions
+    ]
+    if problems and all(problems):
+        also = f" (and {len(problems) - 1} more versions alike)" if len(problems) > 1 else ""
+        raise InvalidRequest(
+            f"no instance the filter matches can be reset to {node[:200]!r}: {problems[0]}{also}"
+        )
+
+
 def create_batch(
     eng: Engine,
     conn: Connection,
@@ -180,6 +199,8 @@ def create_batch(
                 f"the filter matches more than {MAX_BATCH} instances; narrow it (age, flow) "
                 "and run several"
             )
+        if action == "reset":
+            _check_reset_target(eng, conn, clauses, str(params["node"]))
         items = [(iid, None) for iid in ids]
     now = int(conn.execute(select(eng.db.now)).scalar_one())
     batch_id = new_id()

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, select, update
 
 from wiggle.errors import InvalidRequest, RepairRefused
-from wiggle.graph import Await, End, Join, Predicate, Task
+from wiggle.graph import Await, End, Graph, Join, Predicate, Task
 
 from . import _schema as s
 from ._drive import finish_instance, place
@@ -33,7 +33,7 @@ from ._types import InstanceStatus, TokenState
 if TYPE_CHECKING:
     from ._engine import Engine
 
-__all__ = ["RepairResult", "reset", "retry"]
+__all__ = ["RepairResult", "reset", "reset_target_problem", "retry"]
 
 _i = s.instances
 _t = s.tokens
@@ -218,6 +218,25 @@ def _missing() -> Any:
 # -- reset --------------------------------------------------------------------------------------
 
 
+def reset_target_problem(graph: Graph, flow: str, node_id: str) -> str:
+    """Why no instance of `graph` (named `flow` in the message) can be reset to `node_id`, or
+    '' when a reset may target it (an instance must still have passed it)."""
+    node = graph.nodes.get(node_id)
+    if node is None:
+        known = ", ".join(sorted(n for n, v in graph.nodes.items() if not isinstance(v, End)))
+        return f"{flow} has no node {node_id[:200]!r}; its nodes: {known}"
+    if isinstance(node, End):
+        return f"{node_id!r} is the end of the flow, not a step to reset to"
+    blocks = graph.scopes.get(node_id, ())
+    if blocks:
+        block = "parallel" if graph.nodes[blocks[0]].kind == "fork" else "for_each"
+        return (
+            f"node {node_id!r} is inside {block} block {blocks[0]!r}: "
+            f"a reset rewinds the whole instance; reset to {blocks[0]!r} instead"
+        )
+    return ""
+
+
 def reset(
     eng: Engine, conn: Connection, instance_id: str, node_id: str, *, by: str = ""
 ) -> RepairResult:
@@ -233,22 +252,10 @@ def reset(
             f"{_label(inst)} is a subflow child of {inst.parent_instance_id!r} and has ended; "
             "reset the parent to its subflow step instead"
         )
-    node = graph.nodes.get(node_id)
-    if node is None:
-        known = ", ".join(sorted(n for n, v in graph.nodes.items() if not isinstance(v, End)))
-        raise InvalidRequest(
-            f"flow {inst.flow!r} ({inst.version[:19]}) has no node {node_id[:200]!r}; "
-            f"its nodes: {known}"
-        )
-    if isinstance(node, End):
-        raise InvalidRequest(f"{node_id!r} is the end of the flow, not a step to reset to")
-    blocks = graph.scopes.get(node_id, ())
-    if blocks:
-        block = "parallel" if graph.nodes[blocks[0]].kind == "fork" else "for_each"
-        raise InvalidRequest(
-            f"node {node_id!r} is inside {block} block {blocks[0]!r}: "
-            f"a reset rewinds the whole instance; reset to {blocks[0]!r} instead"
-        )
+    problem = reset_target_problem(graph, f"flow {inst.flow!r} ({inst.version[:19]})", node_id)
+    if problem:
+        raise InvalidRequest(problem)
+    node = graph.nodes[node_id]
     row = conn.execute(
         select(_si.c.context, _si.c.input, _si.c.loop_counts).where(
             _si.c.instance_id == inst.id, _si.c.node_id == node_id

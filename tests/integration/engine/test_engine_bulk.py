@@ -110,6 +110,45 @@ def test_a_bulk_action_that_matches_nothing_or_is_malformed_is_refused(make_driv
     assert e.list_batches() == []
 
 
+PARALLEL = """
+wiggle: 1
+name: branches
+steps:
+  - task: work
+  - parallel:
+      left:
+        - task: inner
+      right:
+        - task: other
+    combine: merge
+  - task: last
+"""
+
+PARALLEL_V2 = PARALLEL.replace("  - task: last\n", "  - task: last\n  - task: audit\n")
+
+
+def test_a_bulk_reset_no_matched_instance_could_take_is_refused_before_the_batch(make_driver):
+    """A bulk reset to a node the flow lacks (or one inside a block, or the end) was recorded
+    as a batch whose every item then failed; it is refused at once, saying why, and nothing is
+    recorded. A node that some matched versions have is accepted."""
+    d = make_driver({})
+    d.deploy(PARALLEL)
+    e = d.engine
+    e.start("branches", {})
+    for node, why in (
+        ("nope", "flow 'branches' .* has no node 'nope'; its nodes: .*work"),
+        ("inner", "inside parallel block 'parallel-1'.*reset to 'parallel-1' instead"),
+        ("end", "the end of the flow"),
+    ):
+        with pytest.raises(InvalidRequest, match=f"no instance the filter matches .*{why}"):
+            e.start_bulk("reset", ["flow=branches"], params={"node": node})
+    assert e.list_batches() == []
+    d.deploy(PARALLEL_V2)
+    e.start("branches", {})  # the new version has `audit`, the first does not
+    batch = e.start_bulk("reset", ["flow=branches"], params={"node": "audit"})
+    assert batch.matched == 2
+
+
 def test_pause_resume_and_cancel_a_batch(make_driver):
     d = _fleet(make_driver, [False])
     e = d.engine
