@@ -16,17 +16,7 @@ import grpc
 
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
-from wiggle.engine import (
-    EagerRequest,
-    Engine,
-    InstanceFilter,
-    InstanceStatus,
-    Report,
-    ReportKind,
-    StartResult,
-    TaskActivation,
-    WorkerNote,
-)
+from wiggle.engine import Engine, InstanceFilter, InstanceStatus, Report, ReportKind, WorkerNote
 from wiggle.errors import InvalidRequest, PayloadTooLarge, StaleLease, Unavailable, WiggleError
 from wiggle.filters import parse_filter
 from wiggle.server._auth import GRANT
@@ -48,7 +38,6 @@ from wiggle.server._convert import (
 )
 from wiggle.server._edges import check_request
 from wiggle.server._metrics import ServerMetrics
-from wiggle.server._polls import OpenPoll, OpenPolls, PollWorker
 from wiggle.wire import unbatched
 
 __all__ = ["CallTracker", "WiggleService", "rpc_handler"]
@@ -95,7 +84,8 @@ class WiggleService(pb_grpc.WiggleServicer):
         self._limit = max_payload_bytes
         self._limits = (max_payload_bytes, max_request_bytes)
         # Open long polls by worker id, so EndPolls can end a draining worker's poll at once.
-        self._polls = OpenPolls()
+        self._polls: dict[str, set[_OpenPoll]] = {}
+        self._polls_lock = threading.Lock()
         self._max_wait = max_poll_wait_s
         self._stopping = stopping
         self._max_waiting = max_waiting_polls
@@ -157,25 +147,21 @@ class WiggleService(pb_grpc.WiggleServicer):
         if not request.flow:
             raise InvalidRequest("StartInstance needs a flow name")
         value = self._json(request.input, "the start input")
-
-        def start(eager: EagerRequest | None) -> StartResult:
-            version, instance_id = request.version or None, request.instance_id or None
-            return self._engine.start(
-                request.flow, value, version=version, instance_id=instance_id, eager=eager
-            )
-
+        eager = None
         if request.HasField("eager") and request.eager.worker_id:
-            result = start(eager_from_pb(request.eager))
-            self._eager_counted("start", result.eager_task is not None)
-        else:
-            # No worker of the caller's own: a worker parked in a long poll here may take the
-            # first task straight from the start's transaction, sparing its claim (_polls).
-            result, handed = self._polls.start(start, self._release_unsent)
-            if handed is not None:
-                self._eager_counted("poll", handed)
+            eager = eager_from_pb(request.eager)
+        result = self._engine.start(
+            request.flow,
+            value,
+            version=request.version or None,
+            instance_id=request.instance_id or None,
+            eager=eager,
+        )
         response = pb.StartInstanceResponse(
             instance_id=result.instance_id, version=result.version, created=result.created
         )
+        if eager is not None and self._metrics is not None:
+            self._eager_counted("start", result.eager_task is not None)
         if result.eager_task is not None:
             response.eager_task.CopyFrom(task_to_pb(result.eager_task, self._limits))
         return response
@@ -318,8 +304,9 @@ class WiggleService(pb_grpc.WiggleServicer):
                 f"this server already holds {self._max_waiting} long polls; retry later "
                 "(or start it with more --threads)"
             )
-        poll = OpenPoll(PollWorker(request.worker_id, queues, tuple(request.activities)))
-        self._polls.add(poll)
+        poll = _OpenPoll()
+        with self._polls_lock:
+            self._polls.setdefault(request.worker_id, set()).add(poll)
         began = time.monotonic()
         try:
             response = self._long_poll(request, context, queues, max_tasks, wait, poll)
@@ -328,7 +315,12 @@ class WiggleService(pb_grpc.WiggleServicer):
                 self._metrics.poll_wait.labels(outcome).observe(time.monotonic() - began)
             return response
         finally:
-            self._polls.remove(poll)
+            with self._polls_lock:
+                mine = self._polls.get(request.worker_id)
+                if mine is not None:
+                    mine.discard(poll)
+                    if not mine:
+                        del self._polls[request.worker_id]
             if wait > 0:
                 self._waiting.release()
 
@@ -339,7 +331,7 @@ class WiggleService(pb_grpc.WiggleServicer):
         queues: tuple[str, ...],
         max_tasks: int,
         wait: float,
-        poll: OpenPoll,
+        poll: _OpenPoll,
     ) -> pb.PollTasksResponse:
         deadline = time.monotonic() + wait
         note = WorkerNote(
@@ -351,45 +343,30 @@ class WiggleService(pb_grpc.WiggleServicer):
         )
         while True:
             self._note(note)  # every slice: a worker inside a long poll stays "polling"
-            # Tasks a start handed this poll need no claim of their own.
-            tasks = poll.take() or self._engine.poll(
+            tasks = self._engine.poll(
                 queues, request.worker_id, max_tasks, activities=note.activities
             )
+            if tasks:
+                if not context.is_active():
+                    # The caller went away while we claimed: give the tasks back at once (no
+                    # attempt consumed) rather than leave them leased to nobody.
+                    for task in tasks:
+                        self._engine.release(task.task_id, task.lease, seq=1, reason="poll_gone")
+                    return pb.PollTasksResponse()
+                return pb.PollTasksResponse(tasks=[task_to_pb(t, self._limits) for t in tasks])
             left = deadline - time.monotonic()
-            # A caller that went away must not be handed tasks (_answer gives them back): they
-            # would sit leased to nobody until the lease expired.
-            if tasks or left <= 0 or poll.ended or self._stopping.is_set():
-                return self._answer(poll, context, tasks, max_tasks)
-            if not context.is_active():
-                return self._answer(poll, context, [], max_tasks)
+            # A caller that went away must not be handed tasks: they would sit leased to
+            # nobody until the lease expired.
+            if left <= 0 or poll.ended or self._stopping.is_set() or not context.is_active():
+                return pb.PollTasksResponse()
             poll.wake.clear()
             if poll.ended:  # EndPolls between the check above and the clear
-                return self._answer(poll, context, [], max_tasks)
-            poll.park(True)
-            try:
-                self._engine.wait_for_tasks(queues, min(left, POLL_SLICE_S), waiter=poll.wake)
-            finally:
-                poll.park(False)
+                return pb.PollTasksResponse()
+            self._engine.wait_for_tasks(queues, min(left, POLL_SLICE_S), waiter=poll.wake)
             # After a shutdown began the engine may be closing under us: claim nothing more.
             # A poll ended by EndPolls claims nothing more either: its worker is draining.
             if self._stopping.is_set() or poll.ended:
-                return self._answer(poll, context, [], max_tasks)
-
-    def _answer(
-        self, poll: OpenPoll, context: grpc.ServicerContext, tasks: list[TaskActivation], most: int
-    ) -> pb.PollTasksResponse:
-        """Close the poll; answer `tasks` and what starts handed it. A caller that went away gets
-        nothing: its tasks go back at once (no attempt consumed), as do handed ones past `most`."""
-        send, unsent = poll.close(tasks, most, context.is_active())
-        self._release_unsent(unsent)
-        return pb.PollTasksResponse(tasks=[task_to_pb(t, self._limits) for t in send])
-
-    def _release_unsent(self, tasks: list[TaskActivation]) -> None:
-        for task in tasks:
-            try:
-                self._engine.release(task.task_id, task.lease, seq=1, reason="poll_gone")
-            except WiggleError as exc:  # its lease then expires and the task is redelivered
-                _log.warning("could not give back task %s: %s", task.task_id, exc)
+                return pb.PollTasksResponse()
 
     def _eager_counted(self, kind: str, hit: bool) -> None:
         if self._metrics is not None:
@@ -408,7 +385,12 @@ class WiggleService(pb_grpc.WiggleServicer):
     ) -> pb.EndPollsResponse:
         if not request.worker_id:
             raise InvalidRequest("EndPolls needs a worker id")
-        return pb.EndPollsResponse(ended=self._polls.end(request.worker_id))
+        with self._polls_lock:
+            open_polls = list(self._polls.get(request.worker_id, ()))
+        for poll in open_polls:
+            poll.ended = True
+            poll.wake.set()
+        return pb.EndPollsResponse(ended=len(open_polls))
 
     @_rpc
     def CompleteTask(
@@ -498,3 +480,13 @@ class WiggleService(pb_grpc.WiggleServicer):
             instance_status=_status(result.instance_status),
             server_now_ms=result.server_now_ms,
         )
+
+
+class _OpenPoll:
+    """One waiting PollTasks call: the event it parks on, and whether EndPolls ended it."""
+
+    __slots__ = ("ended", "wake")
+
+    def __init__(self) -> None:
+        self.wake = threading.Event()
+        self.ended = False

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 import orjson
@@ -106,52 +105,3 @@ def test_worker_runs_each_mode_end_to_end(client, worker, flows, mode):
         assert view.execution_mode == mode and view.version == deployed.version
         assert view.context["hello"] and view.context["bye"]
     assert time.monotonic() - began < 30
-
-
-def _parked_poll(stub, server, worker_id: str, results: list) -> threading.Thread:
-    """A PollTasks of `worker_id` in a thread, returned once the server holds it open."""
-    request = pb.PollTasksRequest(worker_id=worker_id, queues=["default"], wait_ms=10_000)
-    poller = threading.Thread(target=lambda: results.append(stub.PollTasks(request)))
-    poller.start()
-    deadline = time.monotonic() + 10
-    while not server._service._polls.parked():
-        assert time.monotonic() < deadline, "the poll never parked"
-        time.sleep(0.005)
-    return poller
-
-
-def test_a_plain_start_hands_its_first_task_to_a_parked_poll(client, stub, server, flows):
-    """A client with no worker of its own starts an instance while a worker waits in a long
-    poll on this server: the first task is leased to that worker in the start's own
-    transaction and the poll answers with it, with no claim of its own."""
-    client.deploy(flows["greet"])
-    results: list = []
-    poller = _parked_poll(stub, server, "w-parked", results)
-    started = client.start("greet", {"name": "ada"})
-    poller.join(10)
-    (answer,) = results
-    (task,) = answer.tasks
-    assert (task.instance_id, task.node_id) == (started.instance_id, "hello")
-    assert not started.eager  # the start's caller runs nothing: the poll's worker does
-    view = client.describe(started.instance_id, events=True)
-    assert [(t.node_id, t.state, t.lease_owner) for t in view.tokens] == [
-        ("hello", "LEASED", "w-parked")
-    ]
-    first = next(e for e in view.events if e.kind == "step_started")
-    assert first.detail == {"worker": "w-parked", "eager": True}
-    # An ordinary task from here on: its worker completes it under the lease it was given.
-    stub.CompleteTask(
-        pb.CompleteTaskRequest(task_id=task.task_id, lease=task.lease, result=b"{}", seq=1)
-    )
-    assert [t.node_id for t in client.describe(started.instance_id).tokens] == ["bye"]
-
-
-def test_a_start_whose_first_task_is_elsewhere_leaves_the_poll_waiting(client, stub, server):
-    client.deploy(b"wiggle: 1\nname: away\nsteps:\n  - {task: far, queue: other}\n")
-    results: list = []
-    poller = _parked_poll(stub, server, "w-parked", results)
-    started = client.start("away", {})
-    assert [t.state for t in client.describe(started.instance_id).tokens] == ["READY"]
-    stub.EndPolls(pb.EndPollsRequest(worker_id="w-parked"))
-    poller.join(10)
-    assert [len(r.tasks) for r in results] == [0]
