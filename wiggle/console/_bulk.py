@@ -216,8 +216,8 @@ def routes(pages: Pages) -> list[Route]:
         where = _where(form)
         if req.action == "reset" and not problems:
             choices = await reset_nodes(pages, where)
-            if choices is not None and choices.problem(req.node):
-                problems = [choices.problem(req.node)]
+            problem = choices.problem(req.node) if choices is not None else ""
+            problems = [problem] if problem else problems
         if problems or not where:
             return await _preview_page(request, where, req, problems, 400)
         confirmed = str(form.get("matched", ""))

@@ -81,8 +81,8 @@ def reset_offer(
 
 @dataclass(frozen=True)
 class BulkResetNodes:
-    """The nodes of one flow version a bulk reset may name (in the flow's order), and why each
-    other node may not be named."""
+    """The nodes of one flow version a bulk reset may name (by node id, the graph's order), and
+    why each other node may not be named."""
 
     flow: str
     nodes: list[str]

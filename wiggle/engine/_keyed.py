@@ -186,11 +186,14 @@ def keyed_write(
     instances: Sequence[dict[str, Any]],
     new_instances: Sequence[dict[str, Any]],
     inputs: Sequence[dict[str, Any]],
-    search: Sequence[dict[str, Any]],
+    search_put: Sequence[dict[str, Any]],
+    search_gone: Sequence[dict[str, Any]],
 ) -> None:
     """`_queries.pg_write` under the profile: keyed events, each table modified at most once
     per statement. A lost fence fails the statement that updates the tokens, as there."""
-    got = pg_write(inserts, updates, events, instances, new_instances, inputs, search)
+    got = pg_write(
+        inserts, updates, events, instances, new_instances, inputs, search_put, search_gone
+    )
     if got is None:
         return
     params = got[1]

@@ -203,7 +203,8 @@ def pg_write(
     instances: Sequence[dict[str, Any]] = (),
     new_instances: Sequence[dict[str, Any]] = (),
     inputs: Sequence[dict[str, Any]] = (),
-    search: Sequence[dict[str, Any]] = (),
+    search_put: Sequence[dict[str, Any]] = (),
+    search_gone: Sequence[dict[str, Any]] = (),
 ) -> tuple[str, dict[str, Any]] | None:
     """PostgreSQL: new instances and tokens, fenced token updates, instance ends and events,
     in ONE statement.
@@ -211,12 +212,10 @@ def pg_write(
     An update row carries its fence as f_<column> keys (the values the row must still hold;
     absent: not checked). When fewer updates match than were sent (a fence was lost), the
     statement fails with an error naming FENCE_LOST_MARK. Instance rows carry
-    status, reason, updated_at_ms and, when set_context, the context. A search row is
-    instance_id, name, text_value, num_value and `present` (False: the value is gone).
+    status, reason, updated_at_ms and, when set_context, the context. A search value set is
+    instance_id, name, text_value, num_value; one now absent is instance_id, name.
     None: nothing to write.
     """
-    search_put = [{k: r[k] for k in _SEARCH_COLUMNS} for r in search if r["present"]]
-    search_gone = [{k: r[k] for k in _SEARCH_KEY} for r in search if not r["present"]]
     shape = (
         bool(inserts),
         bool(updates),

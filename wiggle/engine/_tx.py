@@ -97,7 +97,7 @@ class Tx:
         # The input of each node a top-level token entered (the last visit per node), and the
         # search attribute values that changed: written with the tokens.
         self._inputs: dict[tuple[str, str], dict[str, Any]] = {}
-        self._search: dict[tuple[str, str], dict[str, Any]] = {}
+        self._search: dict[tuple[str, str], tuple[str | None, float | None] | None] = {}
 
     # -- tokens ---------------------------------------------------------------------------------
 
@@ -172,14 +172,20 @@ class Tx:
         """Search attribute values that changed: name -> (text, number), or None when the value
         is now absent (see _search)."""
         for name, value in values.items():
-            text, number = value if value is not None else (None, None)
-            self._search[(instance_id, name)] = {
-                "instance_id": instance_id,
-                "name": name,
-                "text_value": text,
-                "num_value": number,
-                "present": value is not None,
-            }
+            self._search[(instance_id, name)] = value
+
+    def _take_search(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The search rows to write, once: the values set, and the keys of those now absent."""
+        put: list[dict[str, Any]] = []
+        gone: list[dict[str, Any]] = []
+        for (instance_id, name), value in self._search.items():
+            key = {"instance_id": instance_id, "name": name}
+            if value is None:
+                gone.append(key)
+            else:
+                put.append({**key, "text_value": value[0], "num_value": value[1]})
+        self._search.clear()
+        return put, gone
 
     def new_instance(self, row: dict[str, Any]) -> None:
         """A new instance row (every column of wiggle_instances), written at the next flush."""
@@ -263,25 +269,21 @@ class Tx:
                 list(self._inputs.values()),
             )
             self._inputs.clear()
-        if self._search:
-            rows = list(self._search.values())
-            self._search.clear()
-            gone = [r for r in rows if not r["present"]]
-            kept = [{k: v for k, v in r.items() if k != "present"} for r in rows if r["present"]]
-            w = s.search_values
-            for r in gone:
-                self.conn.execute(
-                    delete(w).where(w.c.instance_id == r["instance_id"], w.c.name == r["name"])
-                )
-            if kept:
-                ins = sqlite_insert(w)
-                self.conn.execute(
-                    ins.on_conflict_do_update(
-                        index_elements=["instance_id", "name"],
-                        set_={c: ins.excluded[c] for c in ("text_value", "num_value")},
-                    ),
-                    kept,
-                )
+        put, gone = self._take_search()
+        w = s.search_values
+        for r in gone:
+            self.conn.execute(
+                delete(w).where(w.c.instance_id == r["instance_id"], w.c.name == r["name"])
+            )
+        if put:
+            ins = sqlite_insert(w)
+            self.conn.execute(
+                ins.on_conflict_do_update(
+                    index_elements=["instance_id", "name"],
+                    set_={c: ins.excluded[c] for c in ("text_value", "num_value")},
+                ),
+                put,
+            )
 
     # -- events and wake-ups --------------------------------------------------------------------
 
@@ -350,12 +352,12 @@ class Tx:
         self._instance_inserts = {}
         inputs = list(self._inputs.values())
         self._inputs.clear()
-        search = list(self._search.values())
-        self._search.clear()
+        search_put, search_gone = self._take_search()
         try:
             self.db.write_rows(
                 self.conn,
-                *(inserts, updates, events, instances, new_instances, inputs, search),
+                *(inserts, updates, events, instances, new_instances, inputs),
+                *(search_put, search_gone),
                 commit=commit,
             )
         except DBAPIError as exc:

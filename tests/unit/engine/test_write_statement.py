@@ -7,20 +7,18 @@ import orjson
 from wiggle.engine._queries import pg_write
 
 
-def _search_row(name: str, number: float | None) -> dict[str, object]:
-    return {
-        "instance_id": "i1",
-        "name": name,
-        "text_value": None,
-        "num_value": number,
-        "present": number is not None,
-    }
+def _set(name: str, number: float) -> dict[str, object]:
+    return {"instance_id": "i1", "name": name, "text_value": None, "num_value": number}
+
+
+def _gone(name: str) -> dict[str, object]:
+    return {"instance_id": "i1", "name": name}
 
 
 def test_a_search_value_that_is_set_runs_no_delete():
     """A value that changed (the case of every step whose key moves) is one upsert; the
     DELETE of values that became absent is not in the statement."""
-    got = pg_write([], [], [], search=[_search_row("n", 3.0)])
+    got = pg_write([], [], [], search_put=[_set("n", 3.0)])
     assert got is not None
     sql, params = got
     assert "DELETE" not in sql and "INSERT INTO wiggle_search" in sql
@@ -31,7 +29,7 @@ def test_a_search_value_that_is_set_runs_no_delete():
 
 
 def test_a_search_value_that_became_absent_is_deleted_and_not_upserted():
-    got = pg_write([], [], [], search=[_search_row("n", None), _search_row("m", 1.0)])
+    got = pg_write([], [], [], search_put=[_set("m", 1.0)], search_gone=[_gone("n")])
     assert got is not None
     sql, params = got
     assert "DELETE FROM wiggle_search" in sql and "INSERT INTO wiggle_search" in sql
