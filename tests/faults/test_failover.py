@@ -141,7 +141,7 @@ def test_primary_killed_and_standby_promoted_under_load(pair, ledger):
     ids = load.stop()
     checker.wait_finished(ids, timeout=scale(180, 400))
 
-    acked, lost = lost_acks(cluster.stats, checker.sa)
+    acked, lost, again = lost_acks(cluster.stats, checker.sa)
     tally = checker.tally(
         "PostgreSQL failover (kill -9 primary, promote sync standby)",
         ids,
@@ -151,7 +151,8 @@ def test_primary_killed_and_standby_promoted_under_load(pair, ledger):
             f"primary {old} killed; standby promoted {promoted_at - killed_at:.1f} s later; "
             f"starts unanswered from {down_at - killed_at:.1f} s to "
             f"{recovered_at - killed_at:.1f} s after the kill; "
-            f"{acked} acknowledged steps, {lost} of them lost"
+            f"{acked} acknowledged steps, {lost} of them lost; "
+            f"{again} reports answered again (applied before an answer that was lost)"
         ),
     )
     ledger(tally)

@@ -11,6 +11,7 @@ proxy that resets every connection every 0.2-0.6 s.
 from __future__ import annotations
 
 import pytest
+from acks import lost_acks
 from faultkit import (
     MODES,
     ResettingProxy,
@@ -29,7 +30,7 @@ TARGET = 6
 
 @pytest.mark.parametrize("mode", MODES)
 def test_lost_answers_are_never_applied_twice(cluster, checker, ledger, mode):
-    _, address = cluster.server(lose=0.15, seed=11)
+    _, address = cluster.server(lose=0.15, seed=11, acks=True)
     loop, line = deploy(
         address,
         loop_flow(f"lost-loop-{mode.lower()}", mode, target=TARGET),
@@ -43,11 +44,20 @@ def test_lost_answers_are_never_applied_twice(cluster, checker, ledger, mode):
     checker.wait_finished(ids, timeout=scale(120, 300))
 
     lost = read_stats(cluster.stats)["lost"]
+    acked, unheld, again = lost_acks(cluster.stats, checker.sa)
     tally = checker.tally(
-        f"lost answers, {mode}", ids, cluster.ledger, cluster.stats, fault=f"{lost} answers lost"
+        f"lost answers, {mode}",
+        ids,
+        cluster.ledger,
+        cluster.stats,
+        fault=f"{lost} answers lost; {again} reports answered again; "
+        f"{acked} acknowledged steps, {unheld} of them not held",
     )
     ledger(tally)
     assert lost >= 3, "too few answers were lost to prove anything"
+    # Each resend is answered from what its first copy did, and every step answered "done" is
+    # in the history (a resend must not be taken for the step its task reached since).
+    assert again >= 1 and unheld == 0, tally.line()
     contexts = checker.contexts(ids[:n])
     assert all(ctx["n"] == TARGET for ctx, _reason in contexts.values()), contexts
 
