@@ -7,7 +7,10 @@ Pure: events in, attempts out. Per step (a task, predicate, combine or apply ste
 - `step_failed` closes it failed (detail `message`, `error_type`), after `lease_expired` (detail
   `worker`) when no report came in time; `step_retried` (detail `delay_ms`) says when the next
   attempt may start;
-- `handed_back` with the attempt's number closes it given back unrun (detail `reason`).
+- `handed_back` with the attempt's number closes it given back unrun (detail `reason`);
+- the instance's end (`instance_cancelled`, `instance_failed`, `instance_completed`) and a reset
+  (`instance_reset`) close every attempt still open as `cut off`: its worker's report, if it
+  comes, is refused, so the step did not complete here whatever the worker did.
 
 A worker running steps back to back in a local run (LOCAL_SYNC, LOCAL_ASYNC) leases the first
 only: the others have no `step_started`, so their start is the end of the step before them in
@@ -53,14 +56,15 @@ class Attempt:
     attempt: int
     branch: str = ""
     started_ms: int = 0  # 0: not recorded
-    ended_ms: int = 0  # 0: not ended (still running, or cut off by the instance's end)
+    ended_ms: int = 0  # 0: not ended (still running)
     worker: str = ""
-    outcome: str = "running"  # running | completed | failed | lease expired | handed back
+    outcome: str = "running"  # running | completed | failed | lease expired | handed back | cut off
     error: str = ""
     error_type: str = ""
     predicate: bool | None = None
     retry_in_ms: int | None = None  # set when a failure was retried after this pause
     handed_back: str = ""  # the reason a worker gave it back
+    cut_off_by: str = ""  # what ended it while it ran: "instance cancelled", "instance reset", ...
     chained: bool = False  # started by the worker right after the step before it (local run)
     input: Any = None  # the context the step received (once the engine records it)
     output: Any = None  # the context it returned (once the engine records it)
@@ -123,6 +127,23 @@ class _Builder:
         if "output" in detail:
             a.output = detail["output"]
 
+    def cut_off(self, ev: EventLike, by: str) -> None:
+        """Close every attempt still open: the instance ended or was reset while they ran."""
+        for waiting in self.open.values():
+            for a in waiting:
+                self.end(ev, a, "cut off")
+                a.cut_off_by = by
+        self.open.clear()
+
+
+#: Events after which no attempt open before them can end: its lease is fenced.
+_CUTTING = {
+    "instance_cancelled": "instance cancelled",
+    "instance_failed": "instance failed",
+    "instance_completed": "instance completed",
+    "instance_reset": "instance reset",
+}
+
 
 def _worker(ev: EventLike) -> str:
     return str(_detail(ev).get("worker", ""))
@@ -157,4 +178,6 @@ def step_history(events: Iterable[EventLike]) -> list[Step]:
             a = b.closing(ev)
             b.end(ev, a, "handed back")
             a.handed_back = str(detail.get("reason", ""))
+        elif ev.kind in _CUTTING:
+            b.cut_off(ev, _CUTTING[ev.kind])
     return list(b.steps.values())

@@ -145,6 +145,19 @@ def test_the_instance_page_moves_its_updated_time_and_drops_its_actions_when_it_
     assert 'id="actions"' not in ended and "data-finished" in ended
 
 
+def test_a_step_leased_when_the_instance_was_cancelled_is_drawn_cut_off(stack):
+    """The history showed a step whose worker was fenced off by a cancel as still running."""
+    st, console = stack
+    iid = st.client.start("gate", {}).instance_id
+    (task,) = st.engine.poll(["nobody"], "w1", 1)
+    st.client.cancel(iid, "enough")
+    page = console.get(f"/instances/{iid}").text
+    history = page[page.index('id="history"') :].split("</table>", 1)[0]
+    row = history[history.index('<tr data-node="prepare"') :].split("</tr>", 1)[0]
+    assert 'data-outcome="cut off"' in row and "(instance cancelled)" in row
+    assert "running" not in row
+
+
 def test_step_history_and_signal_payloads(stack):
     st, console = stack
     iid = st.client.start("gate", {}).instance_id

@@ -69,3 +69,44 @@ def test_steps_a_worker_chained_start_when_the_one_before_them_ended():
     done, given_back = classify.attempts
     assert (done.branch, done.started_ms, done.duration_ms) == ("0", 300, 20)
     assert (given_back.outcome, given_back.handed_back) == ("handed back", "shutdown")
+
+
+def test_a_step_running_when_the_instance_was_cancelled_or_reset_is_cut_off_not_running():
+    events = [
+        Ev(100, "step_started", "ocr", 1, {"worker": "w1"}),
+        Ev(110, "step_started", "ocr", 1, {"worker": "w2"}),
+        Ev(150, "step_completed", "ocr", 1, {"branch": "0"}),
+        Ev(200, "instance_reset", "ocr", 0, {"from": ["ocr"], "to": "ocr"}),
+        Ev(210, "step_started", "ocr", 1, {"worker": "w1"}),
+        Ev(400, "instance_cancelled", "", 0, {"reason": "cancelled: wrong file"}),
+    ]
+    (ocr,) = step_history(events)
+    done, reset, cancelled = ocr.attempts
+    assert (done.outcome, done.ended_ms) == ("completed", 150)
+    assert (reset.outcome, reset.cut_off_by, reset.worker, reset.duration_ms) == (
+        "cut off",
+        "instance reset",
+        "w2",
+        90,
+    )
+    assert (cancelled.outcome, cancelled.cut_off_by, cancelled.duration_ms) == (
+        "cut off",
+        "instance cancelled",
+        190,
+    )
+
+
+def test_a_branch_still_running_when_another_failed_the_instance_is_cut_off():
+    events = [
+        Ev(100, "step_started", "left", 1, {"worker": "w1"}),
+        Ev(100, "step_started", "right", 1, {"worker": "w2"}),
+        Ev(300, "step_failed", "left", 1, {"message": "boom", "error_type": "E"}),
+        Ev(300, "instance_failed", "", 0, {"reason": "step left failed"}),
+    ]
+    left, right = step_history(events)
+    assert left.last.outcome == "failed"
+    assert (right.last.outcome, right.last.cut_off_by, right.last.ended_ms) == (
+        "cut off",
+        "instance failed",
+        300,
+    )
