@@ -113,10 +113,18 @@ class AdminCalls:
         )
         return Repaired(r.instance_id, r.status, list(r.instances), list(r.nodes))
 
-    def preview_bulk(self, where: Sequence[str]) -> BulkPreview:
-        r = self._call(
-            self._admin.PreviewBulk, apb.PreviewBulkRequest(where=list(where)), idempotent=True
-        )
+    def preview_bulk(
+        self, where: Sequence[str], action: str = "", params: dict[str, Any] | None = None
+    ) -> BulkPreview:
+        """What `where` matches now. With `action` (and `params`, as `start_bulk`'s), refused
+        as `start_bulk` would refuse them: the preview of a run that cannot start says so."""
+        request = apb.PreviewBulkRequest(where=list(where), action=action)
+        if action:
+            try:
+                request.params = orjson.dumps(params or {})
+            except TypeError as exc:
+                raise errors.InvalidRequest(f"bulk parameters are not JSON: {exc}") from None
+        r = self._call(self._admin.PreviewBulk, request, idempotent=True)
         return BulkPreview(r.matched, dict(r.by_status), list(r.first_ids))
 
     def start_bulk(

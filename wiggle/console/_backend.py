@@ -176,8 +176,10 @@ class Backend:
     def reset(self, instance_id: str, node_id: str) -> Repaired:
         return self._call(self.client.reset, instance_id, node_id)
 
-    def preview_bulk(self, where: Sequence[str]) -> BulkPreview:
-        return self._call(self.client.preview_bulk, list(where))
+    def preview_bulk(
+        self, where: Sequence[str], action: str = "", params: dict[str, Any] | None = None
+    ) -> BulkPreview:
+        return self._call(self.client.preview_bulk, list(where), action, params)
 
     def start_bulk(
         self,

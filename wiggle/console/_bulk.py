@@ -188,7 +188,9 @@ def routes(pages: Pages) -> list[Route]:
                 problems, status_code = [problem], 400
         if where and not problems:
             try:
-                preview = await pages.call(backend.preview_bulk, where)
+                # With the action: the server refuses here what it would refuse at the start
+                # (a reset node no matched version could take, when no one flow is named).
+                preview = await pages.call(backend.preview_bulk, where, req.action, req.params())
             except _REFUSALS as exc:
                 problems = [*problems, str(exc)]
                 status_code = 400

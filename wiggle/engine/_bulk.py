@@ -124,8 +124,17 @@ def preview(
     where: Sequence[Condition],
     graph_of: Callable[[Connection, str], Any],
     now_sql: str,
+    action: str = "",
+    params: dict[str, Json] | None = None,
 ) -> BulkPreview:
+    """What `where` matches now. With `action`, it and `params` are checked as a start of
+    that bulk action checks them: the preview refuses what the run would."""
     clauses = _matching(conn, where, graph_of, now_sql)
+    if action:
+        args = params or {}
+        check_params(action, args)
+        if action == "reset":
+            _check_reset_target(graph_of, conn, clauses, str(args["node"]))
     by_status = {str(st): 0 for st in InstanceStatus}
     for status, n in conn.execute(
         select(_i.c.status, func.count()).where(*clauses).group_by(_i.c.status)
@@ -146,7 +155,12 @@ def check_params(action: str, params: dict[str, Json]) -> None:
         raise InvalidRequest("a bulk signal needs the signal's name")
 
 
-def _check_reset_target(eng: Engine, conn: Connection, clauses: Sequence[Any], node: str) -> None:
+def _check_reset_target(
+    graph_of: Callable[[Connection, str], Any],
+    conn: Connection,
+    clauses: Sequence[Any],
+    node: str,
+) -> None:
     """Refuse a bulk reset that no matched instance could take: the node is missing from, the
     end of, or inside a block of every version they run. (Where some versions have it, the
     others' items fail one by one, each saying why.)"""
@@ -154,7 +168,7 @@ def _check_reset_target(eng: Engine, conn: Connection, clauses: Sequence[Any], n
         select(_i.c.flow, _i.c.version).where(*clauses).group_by(_i.c.flow, _i.c.version)
     ).all()
     problems = [
-        reset_target_problem(eng.graph_of(conn, version), f"flow {flow!r} ({version[:19]})", node)
+        reset_target_problem(graph_of(conn, version), f"flow {flow!r} ({version[:19]})", node)
         for flow, version in versions
     ]
     if problems and all(problems):
@@ -200,7 +214,7 @@ def create_batch(
                 "and run several"
             )
         if action == "reset":
-            _check_reset_target(eng, conn, clauses, str(params["node"]))
+            _check_reset_target(eng.graph_of, conn, clauses, str(params["node"]))
         items = [(iid, None) for iid in ids]
     now = int(conn.execute(select(eng.db.now)).scalar_one())
     batch_id = new_id()

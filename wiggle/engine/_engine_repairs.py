@@ -50,10 +50,17 @@ class Repairs:
 
     # -- bulk actions -------------------------------------------------------------------------
 
-    def preview_bulk(self, where: Sequence[str]) -> _bulk.BulkPreview:
-        """How many instances a filter matches now, per status, and the first ids."""
+    def preview_bulk(
+        self, where: Sequence[str], action: str = "", params: dict[str, Json] | None = None
+    ) -> _bulk.BulkPreview:
+        """How many instances a filter matches now, per status, and the first ids. With
+        `action`: refused, as start_bulk would refuse it, when it or `params` cannot run."""
         conditions = parse_filter(where)
-        return self.db.read(lambda c: _bulk.preview(c, conditions, self.graph_of, self.db.now_sql))
+        return self.db.read(
+            lambda c: _bulk.preview(
+                c, conditions, self.graph_of, self.db.now_sql, action, dict(params or {})
+            )
+        )
 
     def start_bulk(
         self,

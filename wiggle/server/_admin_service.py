@@ -88,7 +88,10 @@ class AdminService(apb_grpc.WiggleAdminServicer):
     def PreviewBulk(
         self, request: apb.PreviewBulkRequest, context: grpc.ServicerContext
     ) -> apb.PreviewBulkResponse:
-        p = self._engine.preview_bulk(list(request.where))
+        params = decode_json(request.params, "the bulk action's parameters", self._limit)
+        if request.action and not isinstance(params, dict | None):
+            raise InvalidRequest("a bulk action's parameters are a JSON object")
+        p = self._engine.preview_bulk(list(request.where), request.action, params or {})
         return apb.PreviewBulkResponse(
             matched=p.matched, by_status=p.by_status, first_ids=p.first_ids
         )

@@ -149,7 +149,7 @@ def test_a_step_leased_when_the_instance_was_cancelled_is_drawn_cut_off(stack):
     """The history showed a step whose worker was fenced off by a cancel as still running."""
     st, console = stack
     iid = st.client.start("gate", {}).instance_id
-    (task,) = st.engine.poll(["nobody"], "w1", 1)
+    (_task,) = st.engine.poll(["nobody"], "w1", 1)
     st.client.cancel(iid, "enough")
     page = console.get(f"/instances/{iid}").text
     history = page[page.index('id="history"') :].split("</table>", 1)[0]

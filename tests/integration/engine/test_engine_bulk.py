@@ -142,6 +142,14 @@ def test_a_bulk_reset_no_matched_instance_could_take_is_refused_before_the_batch
     ):
         with pytest.raises(InvalidRequest, match=f"no instance the filter matches .*{why}"):
             e.start_bulk("reset", ["flow=branches"], params={"node": node})
+        # The preview of that run refuses it the same way (it said "matches 1" before).
+        with pytest.raises(InvalidRequest, match=f"no instance the filter matches .*{why}"):
+            e.preview_bulk(["flow=branches"], "reset", {"node": node})
+    with pytest.raises(InvalidRequest, match="needs the node"):
+        e.preview_bulk(["flow=branches"], "reset", {})
+    with pytest.raises(InvalidRequest, match="unknown bulk action 'rewind'"):
+        e.preview_bulk(["flow=branches"], "rewind", {})
+    assert e.preview_bulk(["flow=branches"], "reset", {"node": "work"}).matched == 1
     assert e.list_batches() == []
     d.deploy(PARALLEL_V2)
     e.start("branches", {})  # the new version has `audit`, the first does not

@@ -3,6 +3,8 @@ through `wiggle.client.Client`; refusals as their classes and status codes; who 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import grpc
@@ -109,6 +111,23 @@ def test_refusals_arrive_as_their_classes(stack):
         client.preview_bulk(["colour=red"])
     with pytest.raises(errors.InvalidRequest, match="rate"):
         client.start_bulk("cancel", ["flow=order"], rate_per_s=-1)
+    # A preview for an action refuses what starting it would (it counted the matches before).
+    with pytest.raises(errors.InvalidRequest, match=r"can be reset to 'nope'.*has no node"):
+        client.preview_bulk(["flow=order"], "reset", {"node": "nope"})
+    assert client.preview_bulk(["flow=order"], "reset", {"node": "ship"}).matched == 1
+
+
+def test_the_cli_preview_of_a_bulk_reset_refuses_a_node_no_instance_could_take(stack):
+    client, _engine = stack
+    client.start("order", {"order_id": "A-3"})
+    address = client.address
+    cli = [sys.executable, "-m", "wiggle", "reset", "--filter", "flow=order", "--address", address]
+    bad = subprocess.run([*cli, "--to", "nope"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert "no instance the filter matches can be reset to 'nope'" in bad.stderr
+    good = subprocess.run([*cli, "--to", "ship"], capture_output=True, text=True, timeout=60)
+    assert good.returncode == 0, good.stderr
+    assert "reset to ship: the filter matches 1 instance(s)" in good.stdout
 
 
 def test_the_status_codes_of_repair_refusals(stack, engine):

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15wiggle/v1/admin.proto\x12\twiggle.v1\"+\n\x14RetryInstanceRequest\x12\x13\n\x0binstance_id\x18\x01 \x01(\t\"<\n\x14ResetInstanceRequest\x12\x13\n\x0binstance_id\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\t\"W\n\x0eRepairResponse\x12\x13\n\x0binstance_id\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x11\n\tinstances\x18\x03 \x03(\t\x12\r\n\x05nodes\x18\x04 \x03(\t\"#\n\x12PreviewBulkRequest\x12\r\n\x05where\x18\x01 \x03(\t\"\xab\x01\n\x13PreviewBulkResponse\x12\x0f\n\x07matched\x18\x01 \x01(\x03\x12?\n\tby_status\x18\x02 \x03(\x0b\x32,.wiggle.v1.PreviewBulkResponse.ByStatusEntry\x12\x11\n\tfirst_ids\x18\x03 \x03(\t\x1a/\n\rByStatusEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"k\n\x10StartBulkRequest\x12\x0e\n\x06\x61\x63tion\x18\x01 \x01(\t\x12\r\n\x05where\x18\x02 \x03(\t\x12\x0e\n\x06params\x18\x03 \x01(\x0c\x12\x12\n\nrate_per_s\x18\x04 \x01(\x01\x12\x14\n\x0crequested_by\x18\x05 \x01(\t\"O\n\tBatchItem\x12\x13\n\x0binstance_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\r\n\x05\x61t_ms\x18\x04 \x01(\x03\"\xac\x02\n\x05\x42\x61tch\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x0e\n\x06params\x18\x03 \x01(\x0c\x12\r\n\x05where\x18\x04 \x03(\t\x12\x14\n\x0crequested_by\x18\x05 \x01(\t\x12\r\n\x05state\x18\x06 \x01(\t\x12\x12\n\nrate_per_s\x18\x07 \x01(\x01\x12\x0f\n\x07matched\x18\x08 \x01(\x03\x12\x0c\n\x04\x64one\x18\t \x01(\x03\x12\x0f\n\x07skipped\x18\n \x01(\x03\x12\x0e\n\x06\x66\x61iled\x18\x0b \x01(\x03\x12\x15\n\rcreated_at_ms\x18\x0c \x01(\x03\x12\x15\n\rupdated_at_ms\x18\r \x01(\x03\x12\x16\n\x0e\x66inished_at_ms\x18\x0e \x01(\x03\x12#\n\x05items\x18\x0f \x03(\x0b\x32\x14.wiggle.v1.BatchItem\"#\n\x0fGetBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\"3\n\x12ListBatchesRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\"8\n\x13ListBatchesResponse\x12!\n\x07\x62\x61tches\x18\x01 \x03(\x0b\x32\x10.wiggle.v1.Batch\"5\n\x12UpdateBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\"\xd2\x01\n\x14PlanMigrationRequest\x12\x0c\n\x04\x66low\x18\x01 \x01(\t\x12\n\n\x02to\x18\x02 \x01(\t\x12\x0c\n\x04\x66rom\x18\x03 \x03(\t\x12\r\n\x05where\x18\x04 \x03(\t\x12\x35\n\x03map\x18\x05 \x03(\x0b\x32(.wiggle.v1.PlanMigrationRequest.MapEntry\x12\x0e\n\x06timers\x18\x06 \x01(\t\x12\x10\n\x08\x63hildren\x18\x07 \x01(\x08\x1a*\n\x08MapEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"%\n\x15PlanMigrationResponse\x12\x0c\n\x04plan\x18\x01 \x01(\x0c\"t\n\x15\x41pplyMigrationRequest\x12\x0c\n\x04plan\x18\x01 \x01(\x0c\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\x12\n\nrate_per_s\x18\x03 \x01(\x01\x12\x14\n\x0cskip_changed\x18\x04 \x01(\x08\x12\x14\n\x0crequested_by\x18\x05 \x01(\t\"i\n\x18RollbackMigrationRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\x11\n\tplan_hash\x18\x04 \x01(\t\x12\x12\n\nrate_per_s\x18\x02 \x01(\x01\x12\x14\n\x0crequested_by\x18\x03 \x01(\t2\xdf\x05\n\x0bWiggleAdmin\x12K\n\rRetryInstance\x12\x1f.wiggle.v1.RetryInstanceRequest\x1a\x19.wiggle.v1.RepairResponse\x12K\n\rResetInstance\x12\x1f.wiggle.v1.ResetInstanceRequest\x1a\x19.wiggle.v1.RepairResponse\x12L\n\x0bPreviewBulk\x12\x1d.wiggle.v1.PreviewBulkRequest\x1a\x1e.wiggle.v1.PreviewBulkResponse\x12:\n\tStartBulk\x12\x1b.wiggle.v1.StartBulkRequest\x1a\x10.wiggle.v1.Batch\x12\x38\n\x08GetBatch\x12\x1a.wiggle.v1.GetBatchRequest\x1a\x10.wiggle.v1.Batch\x12L\n\x0bListBatches\x12\x1d.wiggle.v1.ListBatchesRequest\x1a\x1e.wiggle.v1.ListBatchesResponse\x12>\n\x0bUpdateBatch\x12\x1d.wiggle.v1.UpdateBatchRequest\x1a\x10.wiggle.v1.Batch\x12R\n\rPlanMigration\x12\x1f.wiggle.v1.PlanMigrationRequest\x1a .wiggle.v1.PlanMigrationResponse\x12\x44\n\x0e\x41pplyMigration\x12 .wiggle.v1.ApplyMigrationRequest\x1a\x10.wiggle.v1.Batch\x12J\n\x11RollbackMigration\x12#.wiggle.v1.RollbackMigrationRequest\x1a\x10.wiggle.v1.BatchB]\n\x13\x64\x65v.wiggle.proto.v1B\nAdminProtoP\x01Z8github.com/wiggle-engine/wiggle/sdk/go/wigglepb;wigglepbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15wiggle/v1/admin.proto\x12\twiggle.v1\"+\n\x14RetryInstanceRequest\x12\x13\n\x0binstance_id\x18\x01 \x01(\t\"<\n\x14ResetInstanceRequest\x12\x13\n\x0binstance_id\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\t\"W\n\x0eRepairResponse\x12\x13\n\x0binstance_id\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x11\n\tinstances\x18\x03 \x03(\t\x12\r\n\x05nodes\x18\x04 \x03(\t\"C\n\x12PreviewBulkRequest\x12\r\n\x05where\x18\x01 \x03(\t\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x0e\n\x06params\x18\x03 \x01(\x0c\"\xab\x01\n\x13PreviewBulkResponse\x12\x0f\n\x07matched\x18\x01 \x01(\x03\x12?\n\tby_status\x18\x02 \x03(\x0b\x32,.wiggle.v1.PreviewBulkResponse.ByStatusEntry\x12\x11\n\tfirst_ids\x18\x03 \x03(\t\x1a/\n\rByStatusEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"k\n\x10StartBulkRequest\x12\x0e\n\x06\x61\x63tion\x18\x01 \x01(\t\x12\r\n\x05where\x18\x02 \x03(\t\x12\x0e\n\x06params\x18\x03 \x01(\x0c\x12\x12\n\nrate_per_s\x18\x04 \x01(\x01\x12\x14\n\x0crequested_by\x18\x05 \x01(\t\"O\n\tBatchItem\x12\x13\n\x0binstance_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\r\n\x05\x61t_ms\x18\x04 \x01(\x03\"\xac\x02\n\x05\x42\x61tch\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x0e\n\x06params\x18\x03 \x01(\x0c\x12\r\n\x05where\x18\x04 \x03(\t\x12\x14\n\x0crequested_by\x18\x05 \x01(\t\x12\r\n\x05state\x18\x06 \x01(\t\x12\x12\n\nrate_per_s\x18\x07 \x01(\x01\x12\x0f\n\x07matched\x18\x08 \x01(\x03\x12\x0c\n\x04\x64one\x18\t \x01(\x03\x12\x0f\n\x07skipped\x18\n \x01(\x03\x12\x0e\n\x06\x66\x61iled\x18\x0b \x01(\x03\x12\x15\n\rcreated_at_ms\x18\x0c \x01(\x03\x12\x15\n\rupdated_at_ms\x18\r \x01(\x03\x12\x16\n\x0e\x66inished_at_ms\x18\x0e \x01(\x03\x12#\n\x05items\x18\x0f \x03(\x0b\x32\x14.wiggle.v1.BatchItem\"#\n\x0fGetBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\"3\n\x12ListBatchesRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\"8\n\x13ListBatchesResponse\x12!\n\x07\x62\x61tches\x18\x01 \x03(\x0b\x32\x10.wiggle.v1.Batch\"5\n\x12UpdateBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\"\xd2\x01\n\x14PlanMigrationRequest\x12\x0c\n\x04\x66low\x18\x01 \x01(\t\x12\n\n\x02to\x18\x02 \x01(\t\x12\x0c\n\x04\x66rom\x18\x03 \x03(\t\x12\r\n\x05where\x18\x04 \x03(\t\x12\x35\n\x03map\x18\x05 \x03(\x0b\x32(.wiggle.v1.PlanMigrationRequest.MapEntry\x12\x0e\n\x06timers\x18\x06 \x01(\t\x12\x10\n\x08\x63hildren\x18\x07 \x01(\x08\x1a*\n\x08MapEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"%\n\x15PlanMigrationResponse\x12\x0c\n\x04plan\x18\x01 \x01(\x0c\"t\n\x15\x41pplyMigrationRequest\x12\x0c\n\x04plan\x18\x01 \x01(\x0c\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\x12\n\nrate_per_s\x18\x03 \x01(\x01\x12\x14\n\x0cskip_changed\x18\x04 \x01(\x08\x12\x14\n\x0crequested_by\x18\x05 \x01(\t\"i\n\x18RollbackMigrationRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\x11\n\tplan_hash\x18\x04 \x01(\t\x12\x12\n\nrate_per_s\x18\x02 \x01(\x01\x12\x14\n\x0crequested_by\x18\x03 \x01(\t2\xdf\x05\n\x0bWiggleAdmin\x12K\n\rRetryInstance\x12\x1f.wiggle.v1.RetryInstanceRequest\x1a\x19.wiggle.v1.RepairResponse\x12K\n\rResetInstance\x12\x1f.wiggle.v1.ResetInstanceRequest\x1a\x19.wiggle.v1.RepairResponse\x12L\n\x0bPreviewBulk\x12\x1d.wiggle.v1.PreviewBulkRequest\x1a\x1e.wiggle.v1.PreviewBulkResponse\x12:\n\tStartBulk\x12\x1b.wiggle.v1.StartBulkRequest\x1a\x10.wiggle.v1.Batch\x12\x38\n\x08GetBatch\x12\x1a.wiggle.v1.GetBatchRequest\x1a\x10.wiggle.v1.Batch\x12L\n\x0bListBatches\x12\x1d.wiggle.v1.ListBatchesRequest\x1a\x1e.wiggle.v1.ListBatchesResponse\x12>\n\x0bUpdateBatch\x12\x1d.wiggle.v1.UpdateBatchRequest\x1a\x10.wiggle.v1.Batch\x12R\n\rPlanMigration\x12\x1f.wiggle.v1.PlanMigrationRequest\x1a .wiggle.v1.PlanMigrationResponse\x12\x44\n\x0e\x41pplyMigration\x12 .wiggle.v1.ApplyMigrationRequest\x1a\x10.wiggle.v1.Batch\x12J\n\x11RollbackMigration\x12#.wiggle.v1.RollbackMigrationRequest\x1a\x10.wiggle.v1.BatchB]\n\x13\x64\x65v.wiggle.proto.v1B\nAdminProtoP\x01Z8github.com/wiggle-engine/wiggle/sdk/go/wigglepb;wigglepbb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,35 +43,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REPAIRRESPONSE']._serialized_start=143
   _globals['_REPAIRRESPONSE']._serialized_end=230
   _globals['_PREVIEWBULKREQUEST']._serialized_start=232
-  _globals['_PREVIEWBULKREQUEST']._serialized_end=267
-  _globals['_PREVIEWBULKRESPONSE']._serialized_start=270
-  _globals['_PREVIEWBULKRESPONSE']._serialized_end=441
-  _globals['_PREVIEWBULKRESPONSE_BYSTATUSENTRY']._serialized_start=394
-  _globals['_PREVIEWBULKRESPONSE_BYSTATUSENTRY']._serialized_end=441
-  _globals['_STARTBULKREQUEST']._serialized_start=443
-  _globals['_STARTBULKREQUEST']._serialized_end=550
-  _globals['_BATCHITEM']._serialized_start=552
-  _globals['_BATCHITEM']._serialized_end=631
-  _globals['_BATCH']._serialized_start=634
-  _globals['_BATCH']._serialized_end=934
-  _globals['_GETBATCHREQUEST']._serialized_start=936
-  _globals['_GETBATCHREQUEST']._serialized_end=971
-  _globals['_LISTBATCHESREQUEST']._serialized_start=973
-  _globals['_LISTBATCHESREQUEST']._serialized_end=1024
-  _globals['_LISTBATCHESRESPONSE']._serialized_start=1026
-  _globals['_LISTBATCHESRESPONSE']._serialized_end=1082
-  _globals['_UPDATEBATCHREQUEST']._serialized_start=1084
-  _globals['_UPDATEBATCHREQUEST']._serialized_end=1137
-  _globals['_PLANMIGRATIONREQUEST']._serialized_start=1140
-  _globals['_PLANMIGRATIONREQUEST']._serialized_end=1350
-  _globals['_PLANMIGRATIONREQUEST_MAPENTRY']._serialized_start=1308
-  _globals['_PLANMIGRATIONREQUEST_MAPENTRY']._serialized_end=1350
-  _globals['_PLANMIGRATIONRESPONSE']._serialized_start=1352
-  _globals['_PLANMIGRATIONRESPONSE']._serialized_end=1389
-  _globals['_APPLYMIGRATIONREQUEST']._serialized_start=1391
-  _globals['_APPLYMIGRATIONREQUEST']._serialized_end=1507
-  _globals['_ROLLBACKMIGRATIONREQUEST']._serialized_start=1509
-  _globals['_ROLLBACKMIGRATIONREQUEST']._serialized_end=1614
-  _globals['_WIGGLEADMIN']._serialized_start=1617
-  _globals['_WIGGLEADMIN']._serialized_end=2352
+  _globals['_PREVIEWBULKREQUEST']._serialized_end=299
+  _globals['_PREVIEWBULKRESPONSE']._serialized_start=302
+  _globals['_PREVIEWBULKRESPONSE']._serialized_end=473
+  _globals['_PREVIEWBULKRESPONSE_BYSTATUSENTRY']._serialized_start=426
+  _globals['_PREVIEWBULKRESPONSE_BYSTATUSENTRY']._serialized_end=473
+  _globals['_STARTBULKREQUEST']._serialized_start=475
+  _globals['_STARTBULKREQUEST']._serialized_end=582
+  _globals['_BATCHITEM']._serialized_start=584
+  _globals['_BATCHITEM']._serialized_end=663
+  _globals['_BATCH']._serialized_start=666
+  _globals['_BATCH']._serialized_end=966
+  _globals['_GETBATCHREQUEST']._serialized_start=968
+  _globals['_GETBATCHREQUEST']._serialized_end=1003
+  _globals['_LISTBATCHESREQUEST']._serialized_start=1005
+  _globals['_LISTBATCHESREQUEST']._serialized_end=1056
+  _globals['_LISTBATCHESRESPONSE']._serialized_start=1058
+  _globals['_LISTBATCHESRESPONSE']._serialized_end=1114
+  _globals['_UPDATEBATCHREQUEST']._serialized_start=1116
+  _globals['_UPDATEBATCHREQUEST']._serialized_end=1169
+  _globals['_PLANMIGRATIONREQUEST']._serialized_start=1172
+  _globals['_PLANMIGRATIONREQUEST']._serialized_end=1382
+  _globals['_PLANMIGRATIONREQUEST_MAPENTRY']._serialized_start=1340
+  _globals['_PLANMIGRATIONREQUEST_MAPENTRY']._serialized_end=1382
+  _globals['_PLANMIGRATIONRESPONSE']._serialized_start=1384
+  _globals['_PLANMIGRATIONRESPONSE']._serialized_end=1421
+  _globals['_APPLYMIGRATIONREQUEST']._serialized_start=1423
+  _globals['_APPLYMIGRATIONREQUEST']._serialized_end=1539
+  _globals['_ROLLBACKMIGRATIONREQUEST']._serialized_start=1541
+  _globals['_ROLLBACKMIGRATIONREQUEST']._serialized_end=1646
+  _globals['_WIGGLEADMIN']._serialized_start=1649
+  _globals['_WIGGLEADMIN']._serialized_end=2384
 # @@protoc_insertion_point(module_scope)

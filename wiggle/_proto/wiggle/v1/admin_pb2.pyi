@@ -33,10 +33,14 @@ class RepairResponse(_message.Message):
     def __init__(self, instance_id: _Optional[str] = ..., status: _Optional[str] = ..., instances: _Optional[_Iterable[str]] = ..., nodes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PreviewBulkRequest(_message.Message):
-    __slots__ = ("where",)
+    __slots__ = ("where", "action", "params")
     WHERE_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
     where: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, where: _Optional[_Iterable[str]] = ...) -> None: ...
+    action: str
+    params: bytes
+    def __init__(self, where: _Optional[_Iterable[str]] = ..., action: _Optional[str] = ..., params: _Optional[bytes] = ...) -> None: ...
 
 class PreviewBulkResponse(_message.Message):
     __slots__ = ("matched", "by_status", "first_ids")
