@@ -103,10 +103,12 @@ def test_one_in_flight_counts_what_each_instance_cost(tmp_path):
     all; one start and one wait per instance."""
     done = _wiggle(
         "bench", "latency", "--database", "sqlite", "--steps", "3",
-        "--instances", "3", "--warmup", "1", "--json",
+        "--instances", "3", "--warmup", "1", "--workers", "2", "--concurrency", "4", "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    rows = {r["mode"]: r for r in json.loads(done.stdout)["rows"]}
+    got = json.loads(done.stdout)
+    assert (got["workers"], got["concurrency"]) == (2, 4)
+    rows = {r["mode"]: r for r in got["rows"]}
     assert set(rows) == {"SERVER", "LOCAL_SYNC", "LOCAL_ASYNC"}
     for mode, reports in (("SERVER", 3), ("LOCAL_SYNC", 3), ("LOCAL_ASYNC", 1)):
         row = rows[mode]

@@ -1,8 +1,9 @@
 """One flow's result as fast as its commits allow: start to result with one instance in flight.
 
 The workload of the peers harness at `PEERS_INFLIGHT=1`: a linear flow of `--steps` tasks (the
-throughput benchmark's flow, each step `input + 1`), one `wiggle server` and one `wiggle worker`
-process over one database, and this process starting an instance and waiting for its result
+throughput benchmark's flow, each step `input + 1`), one `wiggle server` and, as the harness's
+slot runs them, `--workers` (4) `wiggle worker` processes of `--concurrency` (16) slots over one
+database, and this process starting an instance and waiting for its result
 through WaitInstance (`Client.wait`), one at a time. Every result is checked (`n` equals the
 number of steps). Figures per mode: p50 and p99 in ms, and p50 per step; and what an instance
 costs, counted over the measured instances: the server's RPCs by method and its transactions
@@ -152,11 +153,11 @@ def measure_flows(args: argparse.Namespace) -> int:
             "--address",
             address,
             "--concurrency",
-            "16",
+            str(args.concurrency),
             "--log-level",
             "warning",
         ]
-        worker_procs = stack.enter_context(running([worker]))
+        worker_procs = stack.enter_context(running([worker] * max(1, args.workers)))
         client = stack.enter_context(Client(address))
         time.sleep(1.0)  # the worker's first poll
         on = _Stack(
@@ -169,11 +170,13 @@ def measure_flows(args: argparse.Namespace) -> int:
         )
         rows = [_one_mode(on, m, args.steps, args.instances, args.warmup) for m in modes]
     if args.json:
-        print(orjson.dumps({"database": args.database, "rows": rows}).decode())
+        shape = {"workers": args.workers, "concurrency": args.concurrency}
+        print(orjson.dumps({"database": args.database, **shape, "rows": rows}).decode())
         return 0
     print(
         f"one instance in flight, {args.steps} steps, {args.instances} instances per mode "
-        f"(+{args.warmup} warm-up), {args.database}, start to result through WaitInstance"
+        f"(+{args.warmup} warm-up), {args.database}, {args.workers} worker(s) of "
+        f"{args.concurrency} slots, start to result through WaitInstance"
     )
     print(f"{'mode':<12} {'p50 ms':>8} {'p99 ms':>8} {'per step':>9}")
     for r in rows:

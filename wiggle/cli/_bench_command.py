@@ -110,6 +110,15 @@ def _latency_arguments(parser: argparse.ArgumentParser) -> None:
         "--mode", dest="modes", action="append", help="with --steps: only this mode (repeatable)"
     )
     parser.add_argument("--json", action="store_true", help="with --steps: one JSON document")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=4,
+        help="with --steps: wiggle worker processes (the peers harness's slot runs 4)",
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=16, help="with --steps: slots per worker (harness: 16)"
+    )
 
 
 def _plan_arguments(parser: argparse.ArgumentParser) -> None:
