@@ -65,6 +65,14 @@ def test_a_declined_order_draws_the_failed_step_failed_and_the_cut_branch_cancel
     failed_row = _css(browser, '#history tr[data-node="authorise"]')
     assert failed_row.get_attribute("data-outcome") == "failed"
     assert "card declined by the issuer" in failed_row.text
+    # A step of the branch the failure cut off, if a worker had leased it, was drawn "running"
+    # in the step history of the ended instance.
+    outcomes = {
+        row.get_attribute("data-node"): row.get_attribute("data-outcome")
+        for row in browser.find_elements(By.CSS_SELECTOR, "#history tr[data-outcome]")
+    }
+    assert "running" not in outcomes.values(), outcomes
+    assert outcomes.get("reserve_stock", "cut off") == "cut off", outcomes
     shot(browser, "instance-failed")
 
 
