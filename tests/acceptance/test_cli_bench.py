@@ -103,11 +103,12 @@ def test_one_in_flight_counts_what_each_instance_cost(tmp_path):
     all; one start and one wait per instance."""
     done = _wiggle(
         "bench", "latency", "--database", "sqlite", "--steps", "3",
-        "--instances", "3", "--warmup", "1", "--workers", "2", "--concurrency", "4", "--json",
+        "--instances", "3", "--warmup", "1", "--workers", "2", "--concurrency", "4",
+        "--rounds", "2", "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
-    assert (got["workers"], got["concurrency"]) == (2, 4)
+    assert (got["workers"], got["concurrency"], got["rounds"]) == (2, 4, 2)
     rows = {r["mode"]: r for r in got["rows"]}
     assert set(rows) == {"SERVER", "LOCAL_SYNC", "LOCAL_ASYNC"}
     for mode, reports in (("SERVER", 3), ("LOCAL_SYNC", 3), ("LOCAL_ASYNC", 1)):
@@ -118,3 +119,5 @@ def test_one_in_flight_counts_what_each_instance_cost(tmp_path):
         assert cost["rpc ReportBatch"] == reports, (mode, cost)
         assert cost["transactions write"] >= reports, (mode, cost)
         assert set(row["cpu_ms_per_step"]) == {"server", "worker", "client"}, row
+        p50s = sorted(r["p50_ms"] for r in row["rounds"])
+        assert len(p50s) == 2 and row["p50_ms"] == round((p50s[0] + p50s[1]) / 2, 2), row

@@ -122,6 +122,28 @@ def _one_mode(stack: _Stack, mode: str, steps: int, count: int, warmup: int) -> 
     }
 
 
+def _combined(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One mode's rounds as one row: the median p50 and p99 (times move between runs on a
+    shared machine), the counts and CPU averaged (they hold), and every round's own figures."""
+    first = runs[0]
+    p50 = statistics.median(r["p50_ms"] for r in runs)
+
+    def mean_of(key: str) -> dict[str, float]:
+        # A counter first used in a later round is missing from the earlier ones: 0 there.
+        keys = runs[-1][key]
+        return {k: round(statistics.mean(r[key].get(k, 0.0) for r in runs), 3) for k in keys}
+
+    return {
+        **first,
+        "p50_ms": round(p50, 2),
+        "p99_ms": round(statistics.median(r["p99_ms"] for r in runs), 2),
+        "per_step_ms": round(p50 / first["steps"], 3),
+        "per_instance": mean_of("per_instance"),
+        "cpu_ms_per_step": mean_of("cpu_ms_per_step"),
+        "rounds": [{"p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"]} for r in runs],
+    }
+
+
 def measure_flows(args: argparse.Namespace) -> int:
     modes = [m.upper() for m in (args.modes or MODES)]
     with contextlib.ExitStack() as stack:
@@ -168,9 +190,15 @@ def measure_flows(args: argparse.Namespace) -> int:
             url,
             postgres=args.database == "postgres",
         )
-        rows = [_one_mode(on, m, args.steps, args.instances, args.warmup) for m in modes]
+        rounds = max(1, args.rounds)
+        runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+        for n in range(rounds):
+            # Each round starts with another mode, so no mode always runs first or last.
+            for m in modes[n % len(modes) :] + modes[: n % len(modes)]:
+                runs[m].append(_one_mode(on, m, args.steps, args.instances, args.warmup))
+        rows = [_combined(runs[m]) for m in modes]
     if args.json:
-        shape = {"workers": args.workers, "concurrency": args.concurrency}
+        shape = {"workers": args.workers, "concurrency": args.concurrency, "rounds": rounds}
         print(orjson.dumps({"database": args.database, **shape, "rows": rows}).decode())
         return 0
     print(
@@ -178,9 +206,15 @@ def measure_flows(args: argparse.Namespace) -> int:
         f"(+{args.warmup} warm-up), {args.database}, {args.workers} worker(s) of "
         f"{args.concurrency} slots, start to result through WaitInstance"
     )
-    print(f"{'mode':<12} {'p50 ms':>8} {'p99 ms':>8} {'per step':>9}")
+    if rounds > 1:
+        print(f"medians of {rounds} rounds (each mode's rounds interleaved with the others')")
+    print(f"{'mode':<12} {'p50 ms':>8} {'p99 ms':>8} {'per step':>9}  p50 of each round")
     for r in rows:
-        print(f"{r['mode']:<12} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['per_step_ms']:>8.3f}")
+        each = ", ".join(f"{x['p50_ms']:.1f}" for x in r["rounds"])
+        print(
+            f"{r['mode']:<12} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['per_step_ms']:>8.3f}"
+            f"  {each}"
+        )
     print("\nper instance (measured instances only), and CPU ms per step by process:")
     for r in rows:
         counts = ", ".join(f"{k} {v:g}" for k, v in r["per_instance"].items())

@@ -119,6 +119,13 @@ def _latency_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--concurrency", type=int, default=16, help="with --steps: slots per worker (harness: 16)"
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="with --steps: rounds per mode, interleaved; the figures are their medians "
+        "(as the harness's)",
+    )
 
 
 def _plan_arguments(parser: argparse.ArgumentParser) -> None:
