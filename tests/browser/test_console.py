@@ -14,6 +14,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from tests.browser.live import live_text
+
 pytestmark = pytest.mark.timeout(120)
 
 WAIT = 20  # seconds: a generous bound for a loaded two-core machine, not an expected time
@@ -44,7 +46,7 @@ def test_the_list_shows_started_instances_and_refreshes_keeping_its_filters(stac
     broken = stack.client.start("breaks", {"message": "no funds"}).instance_id
     stack.wait(broken, lambda v: v.status.finished)
     browser.get(f"{stack.console_url}/instances")
-    rows = _css(browser, "#instances").text
+    rows = live_text(browser, "#instances")
     assert first in rows and broken in rows
     shot(browser, "instances")
 
@@ -54,15 +56,15 @@ def test_the_list_shows_started_instances_and_refreshes_keeping_its_filters(stac
     field.send_keys("approval")
     _css(browser, "#filters button[type=submit]").click()
     _wait(browser).until(ec.url_contains("flow=approval"))
-    assert first in _css(browser, "#instances").text
-    assert broken not in _css(browser, "#instances").text
+    assert first in live_text(browser, "#instances")
+    assert broken not in live_text(browser, "#instances")
 
     # An instance started after the page loaded appears without a reload, filter still applied.
     later = _awaiting(stack)
     _wait(browser).until(
         ec.presence_of_element_located((By.CSS_SELECTOR, f'tr[data-instance="{later}"]'))
     )
-    assert broken not in _css(browser, "#instances").text
+    assert broken not in live_text(browser, "#instances")
     assert "flow=approval" in browser.current_url
     assert _css(browser, "#filters input[name=flow]").get_attribute("value") == "approval"
 

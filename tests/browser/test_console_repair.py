@@ -17,6 +17,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from tests.browser.live import live_text
+
 pytestmark = pytest.mark.timeout(180)
 
 WAIT = 20  # seconds: a generous bound for a loaded two-core machine, not an expected time
@@ -156,7 +158,7 @@ def test_a_bulk_retry_by_filter_previews_asks_for_the_count_and_shows_its_progre
         for r in browser.find_elements(By.CSS_SELECTOR, "#instances tbody tr[data-instance]")
     }
     assert rows == failed
-    assert "key=bulk-" in _css(browser, "#instances").text  # the search values, per row
+    assert "key=bulk-" in live_text(browser, "#instances")  # the search values, per row
     shot(browser, "instances-search")
 
     _css(browser, "#bulk summary").click()

@@ -1,0 +1,17 @@
+"""Reading the console's live parts from a browser test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def live_text(driver: Any, selector: str) -> str:
+    """The rendered text of the element `selector` names, read in one script: the console's
+    live parts are swapped while the page is open, so an element found first and read after
+    may be stale by then."""
+    text: str = driver.execute_script(
+        "const e = document.querySelector(arguments[0]); return e === null ? null : e.innerText;",
+        selector,
+    )
+    assert text is not None, f"nothing matches {selector}"
+    return text
