@@ -15,3 +15,16 @@ def live_text(driver: Any, selector: str) -> str:
     )
     assert text is not None, f"nothing matches {selector}"
     return text
+
+
+def live_attr(driver: Any, selector: str, name: str) -> str | None:
+    """Attribute `name` of the element `selector` names, read in one script (see live_text)."""
+    found: list[Any] = driver.execute_script(
+        "const e = document.querySelector(arguments[0]);"
+        " return e === null ? [false, null] : [true, e.getAttribute(arguments[1])];",
+        selector,
+        name,
+    )
+    assert found[0], f"nothing matches {selector}"
+    value: str | None = found[1]
+    return value

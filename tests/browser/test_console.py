@@ -14,7 +14,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from tests.browser.live import live_text
+from tests.browser.live import live_attr, live_text
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -72,17 +72,15 @@ def test_the_list_shows_started_instances_and_refreshes_keeping_its_filters(stac
 def test_the_instance_page_draws_the_graph_with_the_current_node_highlighted(stack, browser, shot):
     instance_id = _awaiting(stack)
     browser.get(f"{stack.console_url}/instances/{instance_id}")
-    current = _css(browser, "svg.flow-graph g.node.current")
-    assert current.get_attribute("data-node") == "approve"
-    assert current.get_attribute("data-state") == "AWAITING"
-    prepared = _css(browser, 'svg.flow-graph g.node[data-node="prepare"]')
-    assert prepared.get_attribute("data-state") == "DONE"
-    assert _css(browser, "#status").text == "RUNNING"
-    assert '"prepared": true' in _css(browser, "#context").text  # the latest, not the input
-    assert "step_completed" in _css(browser, "#timeline").text
-    assert (
-        _css(browser, '#tokens li[data-node="approve"]').get_attribute("data-state") == "AWAITING"
-    )
+    current = "svg.flow-graph g.node.current"
+    assert live_attr(browser, current, "data-node") == "approve"
+    assert live_attr(browser, current, "data-state") == "AWAITING"
+    prepared = 'svg.flow-graph g.node[data-node="prepare"]'
+    assert live_attr(browser, prepared, "data-state") == "DONE"
+    assert live_text(browser, "#status") == "RUNNING"
+    assert '"prepared": true' in live_text(browser, "#context")  # the latest, not the input
+    assert "step_completed" in live_text(browser, "#timeline")
+    assert live_attr(browser, '#tokens li[data-node="approve"]', "data-state") == "AWAITING"
     shot(browser, "instance")
 
 
@@ -110,7 +108,7 @@ def test_a_signal_sent_from_the_page_moves_the_instance_on(stack, browser, shot)
     _css(browser, "#confirm-button").click()
 
     _wait(browser).until(ec.text_to_be_present_in_element((By.ID, "status"), "COMPLETED"))
-    assert '"settled": true' in _css(browser, "#context").text
+    assert '"settled": true' in live_text(browser, "#context")
     assert stack.client.describe(instance_id).status == "COMPLETED"
 
 
@@ -124,7 +122,7 @@ def test_cancel_from_the_page_asks_first_then_cancels(stack, browser, shot):
     assert stack.client.describe(instance_id).status == "RUNNING"
     _css(browser, "#confirm-button").click()
     _wait(browser).until(ec.text_to_be_present_in_element((By.ID, "status"), "CANCELLED"))
-    assert "customer withdrew" in _css(browser, "#reason").text
+    assert "customer withdrew" in live_text(browser, "#reason")
     assert "actions" not in {
         e.get_attribute("id") for e in browser.find_elements(By.TAG_NAME, "section")
     }
