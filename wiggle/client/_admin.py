@@ -120,10 +120,7 @@ class AdminCalls:
         as `start_bulk` would refuse them: the preview of a run that cannot start says so."""
         request = apb.PreviewBulkRequest(where=list(where), action=action)
         if action:
-            try:
-                request.params = orjson.dumps(params or {})
-            except TypeError as exc:
-                raise errors.InvalidRequest(f"bulk parameters are not JSON: {exc}") from None
+            request.params = _bulk_params(params)
         r = self._call(self._admin.PreviewBulk, request, idempotent=True)
         return BulkPreview(r.matched, dict(r.by_status), list(r.first_ids))
 
@@ -138,14 +135,10 @@ class AdminCalls:
     ) -> Batch:
         """Start a durable bulk action (cancel, retry, reset {node}, signal {name, payload})
         over what `where` matches now; see `preview_bulk` first."""
-        try:
-            encoded = orjson.dumps(params or {})
-        except TypeError as exc:
-            raise errors.InvalidRequest(f"bulk parameters are not JSON: {exc}") from None
         request = apb.StartBulkRequest(
             action=action,
             where=list(where),
-            params=encoded,
+            params=_bulk_params(params),
             rate_per_s=rate_per_s,
             requested_by=requested_by,
         )
@@ -225,3 +218,11 @@ class AdminCalls:
             batch_id=batch_id, plan_hash=plan_hash, rate_per_s=rate_per_s, requested_by=requested_by
         )
         return batch_from_pb(self._call(self._admin.RollbackMigration, request, idempotent=False))
+
+
+def _bulk_params(params: dict[str, Any] | None) -> bytes:
+    """A bulk action's parameters on the wire (JSON), or a clear refusal."""
+    try:
+        return orjson.dumps(params or {})
+    except TypeError as exc:
+        raise errors.InvalidRequest(f"bulk parameters are not JSON: {exc}") from None

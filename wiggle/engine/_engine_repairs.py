@@ -57,9 +57,7 @@ class Repairs:
         `action`: refused, as start_bulk would refuse it, when it or `params` cannot run."""
         conditions = parse_filter(where)
         return self.db.read(
-            lambda c: _bulk.preview(
-                c, conditions, self.graph_of, self.db.now_sql, action, dict(params or {})
-            )
+            lambda c: _bulk.preview(c, conditions, self.graph_of, self.db.now_sql, action, params)
         )
 
     def start_bulk(

@@ -3,6 +3,8 @@ actions. Decode, call the engine, encode; errors map to statuses as in the Wiggl
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 
 from wiggle._proto.wiggle.v1 import admin_pb2 as apb
@@ -84,25 +86,28 @@ class AdminService(apb_grpc.WiggleAdminServicer):
             raise InvalidRequest("ResetInstance needs an instance id and the node to reset to")
         return _repaired(self._engine.reset(request.instance_id, request.node_id, by=_who("")))
 
+    def _bulk_params(self, raw: bytes) -> dict[str, Any]:
+        """A bulk action's parameters: a JSON object (empty: none)."""
+        params = decode_json(raw, "the bulk action's parameters", self._limit)
+        if params is None:
+            return {}
+        if not isinstance(params, dict):
+            raise InvalidRequest("a bulk action's parameters are a JSON object")
+        return params
+
     @rpc_handler
     def PreviewBulk(
         self, request: apb.PreviewBulkRequest, context: grpc.ServicerContext
     ) -> apb.PreviewBulkResponse:
-        params = decode_json(request.params, "the bulk action's parameters", self._limit)
-        if request.action and not isinstance(params, dict | None):
-            raise InvalidRequest("a bulk action's parameters are a JSON object")
-        p = self._engine.preview_bulk(list(request.where), request.action, params or {})
+        params = self._bulk_params(request.params) if request.action else None
+        p = self._engine.preview_bulk(list(request.where), request.action, params)
         return apb.PreviewBulkResponse(
             matched=p.matched, by_status=p.by_status, first_ids=p.first_ids
         )
 
     @rpc_handler
     def StartBulk(self, request: apb.StartBulkRequest, context: grpc.ServicerContext) -> apb.Batch:
-        params = decode_json(request.params, "the bulk action's parameters", self._limit)
-        if params is None:
-            params = {}
-        if not isinstance(params, dict):
-            raise InvalidRequest("a bulk action's parameters are a JSON object")
+        params = self._bulk_params(request.params)
         rate = _rate(request.rate_per_s)
         view = self._engine.start_bulk(
             request.action,
