@@ -18,6 +18,7 @@ from faultkit import (
     deploy,
     linear_flow,
     loop_flow,
+    read_ledger,
     read_stats,
     scale,
     start_many,
@@ -90,3 +91,30 @@ def test_a_flaky_network_applies_nothing_twice(cluster, checker, ledger):
     assert resets >= 3
     contexts = checker.contexts(loops)
     assert all(ctx["n"] == TARGET for ctx, _reason in contexts.values()), contexts
+
+
+def test_a_lost_poll_answer_costs_an_attempt_never_the_step(cluster, checker, ledger):
+    """A poll's answer lost after its commit leaves its tasks leased to a worker that never saw
+    them: each lease expires (a failed attempt) and the step runs on its next attempt."""
+    _, address = cluster.server(lose=0.5, lose_methods="PollTasks", seed=5)
+    (flow,) = deploy(address, linear_flow("lost-poll", "SERVER", steps=3, timeout="1s"))
+    cluster.worker(address, concurrency=4, batch=4)
+    ids = start_many(address, flow, [{}] * scale(20, 60))
+    checker.wait_finished(ids, timeout=scale(120, 300))
+    expired = checker.events(ids, ["lease_expired"])
+    tally = checker.tally(
+        "lost poll answers",
+        ids,
+        cluster.ledger,
+        cluster.stats,
+        fault=f"{read_stats(cluster.stats)['lost']} poll answers lost; {len(expired)} leases expired",
+    )
+    ledger(tally)
+    assert expired, "no poll that leased a task lost its answer: the fault did not fire"
+    # Each step whose lease expired unseen ran on a later attempt.
+    ran = read_ledger(cluster.ledger)
+    for e in expired:
+        assert any(
+            (r.instance, r.node) == (e.instance_id, e.node_id) and r.attempt > e.attempt
+            for r in ran
+        ), f"{e.instance_id} {e.node_id}: attempt {e.attempt} expired and no later one ran"
