@@ -102,12 +102,13 @@ def test_a_lost_poll_answer_costs_an_attempt_never_the_step(cluster, checker, le
     ids = start_many(address, flow, [{}] * scale(20, 60))
     checker.wait_finished(ids, timeout=scale(120, 300))
     expired = checker.events(ids, ["lease_expired"])
+    lost = read_stats(cluster.stats)["lost"]
     tally = checker.tally(
         "lost poll answers",
         ids,
         cluster.ledger,
         cluster.stats,
-        fault=f"{read_stats(cluster.stats)['lost']} poll answers lost; {len(expired)} leases expired",
+        fault=f"{lost} poll answers lost; {len(expired)} leases expired",
     )
     ledger(tally)
     assert expired, "no poll that leased a task lost its answer: the fault did not fire"
