@@ -116,8 +116,7 @@ def test_bulk_retry_survives_a_kill9_of_the_leading_server(cluster, checker, led
         cluster.stats,
         fault=f"kill -9 of the leader ({holder}, term {term}) with {at_kill} of {n} items done;"
         f" retried once {len(retried) - len(twice)}, twice {len(twice)}, never {len(never)};"
-        f" {expired} leases expired"
-        + (f"; not completed: {histories}" if not_completed else ""),
+        f" {expired} leases expired" + (f"; not completed: {histories}" if not_completed else ""),
     )
     ledger(tally)
     assert 0 < at_kill < n, "the kill landed inside the batch"
