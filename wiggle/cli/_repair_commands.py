@@ -128,7 +128,9 @@ def bulk_or_single(
             if args.json:
                 print(dump({"preview": preview.__dict__, "started": False}))
             else:
-                print(_preview_text(_label(action, params), preview))
+                from wiggle.client import describe_bulk_action
+
+                print(_preview_text(describe_bulk_action(action, params), preview))
             if preview.matched == 0:
                 raise InvalidRequest("the filter matches no instance: nothing to do")
             return 0
@@ -144,15 +146,6 @@ def bulk_or_single(
             if batch.state in ("RUNNING", "PAUSED"):
                 print(f"follow it: wiggle batch status {batch.batch_id}")
     return 0
-
-
-def _label(action: str, params: dict[str, Any]) -> str:
-    """The action as the preview names it: with its node or signal."""
-    if action == "reset":
-        return f"reset to {params.get('node', '')}"
-    if action == "signal":
-        return f"send signal {params.get('name', '')}"
-    return action
 
 
 def _me() -> str:

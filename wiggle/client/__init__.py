@@ -3,7 +3,7 @@ repair them (retry, reset, bulk actions)."""
 
 from __future__ import annotations
 
-from wiggle.client._admin import Batch, BatchItem, BulkPreview, Repaired
+from wiggle.client._admin import Batch, BatchItem, BulkPreview, Repaired, describe_bulk_action
 from wiggle.client._client import Client, EagerWorker
 from wiggle.client._types import (
     Definition,
@@ -47,6 +47,7 @@ __all__ = [
     "Token",
     "TokenState",
     "WorkerInfo",
+    "describe_bulk_action",
     "open_channel",
     "token_metadata",
 ]

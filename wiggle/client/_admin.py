@@ -12,7 +12,7 @@ import orjson
 from wiggle import errors
 from wiggle._proto.wiggle.v1 import admin_pb2 as apb
 
-__all__ = ["AdminCalls", "Batch", "BatchItem", "BulkPreview", "Repaired"]
+__all__ = ["AdminCalls", "Batch", "BatchItem", "BulkPreview", "Repaired", "describe_bulk_action"]
 
 T = TypeVar("T")
 
@@ -34,6 +34,16 @@ class BulkPreview:
     matched: int
     by_status: dict[str, int]
     first_ids: list[str]
+
+
+def describe_bulk_action(action: str, params: dict[str, Any]) -> str:
+    """A bulk action in a few words, as previews and batch lists name it: `reset to notify`,
+    `send signal approve`, `retry`."""
+    if action == "reset":
+        return f"reset to {params.get('node', '')}"
+    if action == "signal":
+        return f"send signal {params.get('name', '')}"
+    return action
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from wiggle import errors
-from wiggle.client import Batch, BulkPreview, Definition
+from wiggle.client import Batch, BulkPreview, Definition, describe_bulk_action
 from wiggle.console import _security as sec
 from wiggle.console._backend import STATUSES
 from wiggle.console._pages import Pages
@@ -82,11 +82,7 @@ class BulkRequest:
 
     def describe(self) -> str:
         """The action in a few words: `reset to notify`, `signal approve`."""
-        if self.action == "reset":
-            return f"reset to {self.node}"
-        if self.action == "signal":
-            return f"send signal {self.signal}"
-        return self.action
+        return describe_bulk_action(self.action, {"node": self.node, "name": self.signal})
 
 
 def bulk_request(values: Mapping[str, Any]) -> tuple[BulkRequest, list[str]]:
