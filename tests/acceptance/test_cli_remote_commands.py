@@ -70,6 +70,40 @@ def test_deploy_start_signal_cancel_status(server, work):
     assert "CANCELLED" in human.stdout and "changed my mind" in human.stdout
 
 
+def test_start_count_starts_numbered_instances_once(server, work):
+    address, _ = server
+    assert wiggle(address, "deploy", "gate.yaml", cwd=work).returncode == 0
+    many = wiggle(address, "start", "gate", "--count", "3", "--id", "c-{n}", cwd=work)
+    assert many.returncode == 0, many.stderr
+    assert many.stdout.split() == ["c-1", "c-2", "c-3"]
+    listed = wiggle(address, "list", "--id-contains", "c-", "--json", cwd=work)
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(i["instance_id"] for i in json.loads(listed.stdout)["instances"]) == [
+        "c-1",
+        "c-2",
+        "c-3",
+    ]
+    # The same command again starts nothing new: each numbered id is already that instance.
+    again = wiggle(address, "start", "gate", "--count", "4", "--id", "c-{n}", "--json", cwd=work)
+    assert again.returncode == 0, again.stderr
+    assert [s["instance_id"] for s in json.loads(again.stdout)["started"]] == [
+        "c-1",
+        "c-2",
+        "c-3",
+        "c-4",
+    ]
+    listed = wiggle(address, "list", "--id-contains", "c-", "--json", cwd=work)
+    assert len(json.loads(listed.stdout)["instances"]) == 4
+    unnumbered = wiggle(address, "start", "gate", "--count", "2", "--id", "same", cwd=work)
+    assert unnumbered.returncode == 1 and "put {n} in the id" in unnumbered.stderr
+    waiting = wiggle(address, "start", "gate", "--count", "2", "--wait", cwd=work)
+    assert waiting.returncode == 1 and "--wait waits for one instance" in waiting.stderr
+    for result in (unnumbered, waiting):
+        assert "Traceback" not in result.stderr
+    listed = wiggle(address, "list", "--flow", "gate", "--json", cwd=work)
+    assert len(json.loads(listed.stdout)["instances"]) == 4, "a refused --count started nothing"
+
+
 def test_worker_runs_what_start_waits_for(server, work):
     address, _ = server
     assert wiggle(address, "deploy", "greet.yaml", cwd=work).returncode == 0

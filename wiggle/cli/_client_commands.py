@@ -110,6 +110,8 @@ def _deploy(args: argparse.Namespace) -> int:
 
 def _start(args: argparse.Namespace) -> int:
     value = parse_json(args.input, "--input")
+    if args.count != 1:
+        return _start_many(args, value)
     with make_client(args) as client:
         started = client.start(args.flow, value, version=args.version, instance_id=args.id)
         if not args.wait:
@@ -125,6 +127,30 @@ def _start(args: argparse.Namespace) -> int:
         print(f"{view.instance_id} {view.status}{reason}")
         print(dump(view.context))
     return 0 if view.status == "COMPLETED" else 1
+
+
+def _start_many(args: argparse.Namespace, value: Any) -> int:
+    """`--count N`: N instances with the same input, in one connection; `{n}` in --id is 1..N."""
+    if args.count < 1:
+        raise InvalidRequest(f"--count must be at least 1, not {args.count}")
+    if args.wait:
+        raise InvalidRequest("--wait waits for one instance: use it without --count")
+    if args.id and "{n}" not in args.id:
+        raise InvalidRequest(
+            f"--count {args.count} with --id {args.id!r} would start one id {args.count} times:"
+            " put {n} in the id (--id 'order-{n}'), numbered from 1"
+        )
+    started = []
+    with make_client(args) as client:
+        for n in range(1, args.count + 1):
+            ident = args.id.replace("{n}", str(n)) if args.id else None
+            one = client.start(args.flow, value, version=args.version, instance_id=ident)
+            started.append(one)
+            if not args.json:
+                print(one.instance_id, flush=True)
+    if args.json:
+        print(dump({"started": [asdict(one) for one in started]}))
+    return 0
 
 
 def _signal(args: argparse.Namespace) -> int:
@@ -184,7 +210,16 @@ def register(subparsers: Any) -> None:
         "--id",
         env="WIGGLE_INSTANCE_ID",
         help="instance id (the same flow and input again is a no-op; another flow or input "
-        "with that id is refused)",
+        "with that id is refused); with --count, {n} in it is the instance's number, from 1",
+    )
+    flag(
+        p,
+        "--count",
+        env="WIGGLE_COUNT",
+        type=int,
+        default=1,
+        help="start this many instances with the same input, one id per line (--json: one "
+        "document); the same command again starts nothing new when --id numbers them",
     )
     flag(
         p,
