@@ -15,8 +15,9 @@ Pure: events in, attempts out. Per step (a task, predicate, combine or apply ste
 A worker running steps back to back in a local run (LOCAL_SYNC, LOCAL_ASYNC) leases the first
 only: the others have no `step_started`, so their start is the end of the step before them in
 the same branch, marked `chained` (in LOCAL_ASYNC every step of the run is reported at once, so
-their times are the report's). Where several branches run one node at once (a for_each), a
-node's starts and ends are paired oldest first.
+their times are the report's). A branch's events name their branch (a fork's name, a for_each
+item's index), starts included, so where several branches run one node at once a node's starts
+and ends are paired by branch (oldest first for starts recorded before they named it).
 
 The engine keeps each top-level node's last input (what a reset to it rewinds to), which the
 page shows under the step's last attempt (DescribeInstance's `step_inputs`); it does not record
@@ -102,7 +103,10 @@ class _Builder:
         return a
 
     def start(self, ev: EventLike) -> None:
-        a = self._add(Attempt(ev.node_id, ev.attempt, started_ms=ev.at_ms, worker=_worker(ev)))
+        branch = str(_detail(ev).get("branch", ""))
+        a = self._add(
+            Attempt(ev.node_id, ev.attempt, branch, started_ms=ev.at_ms, worker=_worker(ev))
+        )
         self.open.setdefault((ev.node_id, ev.attempt), []).append(a)
 
     def closing(self, ev: EventLike) -> Attempt:
@@ -110,7 +114,10 @@ class _Builder:
         waiting = self.open.get((ev.node_id, ev.attempt))
         branch = str(_detail(ev).get("branch", ""))
         if waiting:
-            a = waiting.pop(0)
+            # The start of the same branch, when starts name theirs; else the oldest.
+            same = [a for a in waiting if a.branch == branch]
+            a = same[0] if same else waiting[0]
+            waiting.remove(a)
             a.branch = branch
             return a
         started = self.last_end.get(branch, 0)

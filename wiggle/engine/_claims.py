@@ -15,6 +15,8 @@ from sqlalchemy import (
     Text,
     any_,
     bindparam,
+    case,
+    cast,
     func,
     insert,
     literal,
@@ -22,6 +24,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 
 from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
 
@@ -47,6 +50,7 @@ _RETURNING = (
     _t.c.input,
     _t.c.loop_counts,
     _t.c.timeout_ms,
+    _t.c.branch,
 )
 
 
@@ -113,7 +117,13 @@ def _build_claim(db: Database, by_activity: bool) -> Any:
         ).returning(*_RETURNING)
     picked = pick.cte("pick")
     claimed = lease.where(_t.c.id == picked.c.id).returning(*_RETURNING).cte("c")
-    event = _step_started(claimed.c, bindparam("detail", type_=Text))
+    # A branch's step names its branch (a fork's name, a for_each item's index), as its end
+    # event does: the step history tells apart the items running one node at once.
+    detail = bindparam("detail", type_=Text)
+    with_branch = cast(
+        cast(detail, JSONB).op("||")(func.jsonb_build_object("branch", claimed.c.branch)), Text
+    )
+    event = _step_started(claimed.c, case((claimed.c.branch.is_(None), detail), else_=with_branch))
     event |= db.keyed(literal_column(CLAIM_EVENT_SEQ))  # keyed events (engine/_keyed.py)
     started = insert(s.events).from_select(
         list(event),
@@ -157,9 +167,22 @@ def claim(
         db.wrote_nothing(conn)  # the distributed profile then writes no outcome marker
     tasks = [activation(r._mapping, graph_of(conn, r.version), default_mode) for r in rows]
     if tasks and not db.is_postgres:
-        conn.execute(s.events.insert(), [_step_started(a, detail) for a in tasks])
+        conn.execute(
+            s.events.insert(),
+            [
+                _step_started(a, _branch_detail(detail, worker_id, r.branch))
+                for a, r in zip(tasks, rows, strict=True)
+            ],
+        )
     tasks.sort(key=lambda a: a.lease_expires_at_ms - a.timeout_ms)
     return tasks
+
+
+def _branch_detail(detail: str, worker_id: str, branch: str | None) -> str:
+    """SQLite's step_started detail: `detail` (the worker), with the token's branch if any."""
+    if branch is None:
+        return detail
+    return orjson.dumps({"worker": worker_id, "branch": branch}).decode()
 
 
 def _json_str(text: str) -> str:

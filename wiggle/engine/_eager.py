@@ -50,8 +50,15 @@ def lease_ready(
         # Leased before anyone could see it READY: no poller needs waking for it.
         tx.wakeups.task_taken()
         tx.save(tok)
+        where = {"branch": tok.branch} if tok.branch is not None else {}
         tx.event(
-            inst.id, "step_started", tok.node_id, tok.attempt, worker=worker.worker_id, eager=True
+            inst.id,
+            "step_started",
+            tok.node_id,
+            tok.attempt,
+            worker=worker.worker_id,
+            eager=True,
+            **where,
         )
         return activation(
             {**tok.row(), "lease_expires_at_ms": tok.lease_expires_at_ms},

@@ -171,3 +171,59 @@ def test_eager_start_claims_the_first_task_in_the_same_transaction(make_driver):
     d.engine.complete(task.task_id, task.lease, {"x": 3})
     (b,) = d.engine.poll(["default"], "w", 1)
     assert b.input == {"x": 3}
+
+
+FORK = """
+wiggle: 1
+name: fork
+steps:
+  - parallel:
+      left:
+        - task: x
+        - task: x2
+      right:
+        - task: y
+    combine: merge
+  - for_each: /pages
+    steps:
+      - task: ocr
+    combine: merge
+"""
+
+
+def test_a_branch_step_started_event_names_its_branch(make_driver):
+    """Polled, handed over as a report's next task, or a for_each item: a branch's start
+    event says which branch (the console's step history pairs starts and ends by it)."""
+    from wiggle.engine import EagerRequest
+
+    d = make_driver({})
+    d.deploy(FORK)
+    r = d.engine.start("fork", {"pages": ["p1", "p2"]})
+    polled = {t.node_id: t for t in d.engine.poll(["default"], "w1", 5)}
+    assert sorted(polled) == ["x", "y"]
+    _, handed = d.engine.complete_and_next(
+        polled["x"].task_id, polled["x"].lease, {}, EagerRequest("w2", ["default"])
+    )
+    assert handed is not None and handed.node_id == "x2"
+    d.engine.complete(handed.task_id, handed.lease, {})
+    d.engine.complete(polled["y"].task_id, polled["y"].lease, {"pages": ["p1", "p2"]})
+    (combine,) = d.engine.poll(["default"], "w1", 5)
+    d.engine.complete(combine.task_id, combine.lease, {"pages": ["p1", "p2"]})
+    items = d.engine.poll(["default"], "w3", 5)
+    assert [t.node_id for t in items] == ["ocr", "ocr"]
+    view = d.engine.describe(r.instance_id, include_events=True)
+    started = [
+        (e.node_id, e.detail.get("branch"), e.detail["worker"])
+        for e in events_of(view, "step_started")
+    ]
+    assert sorted(started, key=str) == sorted(
+        [
+            ("x", "left", "w1"),
+            ("y", "right", "w1"),
+            ("x2", "left", "w2"),
+            ("parallel-1.join", None, "w1"),
+            ("ocr", "0", "w3"),
+            ("ocr", "1", "w3"),
+        ],
+        key=str,
+    )

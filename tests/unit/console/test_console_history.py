@@ -110,3 +110,20 @@ def test_a_branch_still_running_when_another_failed_the_instance_is_cut_off():
         "instance failed",
         300,
     )
+
+
+def test_starts_that_name_their_branch_pair_with_their_own_ends_and_keep_it_when_cut_off():
+    events = [
+        Ev(100, "step_started", "ocr", 1, {"worker": "w1", "branch": "0"}),
+        Ev(110, "step_started", "ocr", 1, {"worker": "w2", "branch": "1"}),
+        Ev(120, "step_started", "ocr", 1, {"worker": "w1", "branch": "2"}),
+        # Item 1 ends first: it is paired with its own start, not the oldest one.
+        Ev(200, "step_completed", "ocr", 1, {"branch": "1"}),
+        Ev(300, "instance_cancelled", "", 0, {"reason": "cancelled"}),
+    ]
+    (ocr,) = step_history(events)
+    assert [(a.branch, a.worker, a.outcome, a.ended_ms) for a in ocr.attempts] == [
+        ("0", "w1", "cut off", 300),
+        ("1", "w2", "completed", 200),
+        ("2", "w1", "cut off", 300),
+    ]
