@@ -166,13 +166,12 @@ def _execute_run(session: Session, case: Case, run: Run, version: str) -> RunRes
             except InstanceNotRunning as exc:
                 result.problems.append(f"the cancel came too late: {exc}")
             cancel = None
-        view = client.describe(root)
+        counts, view = look(watch, client, root)
         pending = bool(signals or faults or cancel is not None)
         if view.status.finished:
             break
         now = time.monotonic()
         if expect.status == "RUNNING" and not pending and now - t0 > 0.5:
-            counts = watch.counts()
             # Parked: the steps have run and no token is leased (its report is not in yet).
             parked = not any(str(t.state) == "LEASED" for t in view.tokens)
             if parked and all(counts.get(k, 0) >= c.min for k, c in expected_steps.items()):
@@ -230,6 +229,15 @@ def _execute_run(session: Session, case: Case, run: Run, version: str) -> RunRes
     if result.problems and session.options.verbose:
         result.problems += _evidence(watch, t0, reports)
     return result
+
+
+def look(watch: Watch, client: Any, root: str) -> tuple[dict[str, int], Any]:
+    """The steps the trace shows and the instance's view, in that order. The trace is shared
+    by the cases running at once, and any of them may read new lines into it at any moment: a
+    count taken after the view could include a step that started after the view was read, and
+    a view that shows its token not yet leased would pass for one parked after that step."""
+    counts = watch.counts()
+    return counts, client.describe(root)
 
 
 def _spoiled(session: Session, watch: Watch, landed: Sequence[Landed], version: str) -> str | None:
