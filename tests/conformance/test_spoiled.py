@@ -146,3 +146,15 @@ def test_spoiled_joins_every_reason():
         "1 lease(s) expired that no fault explains"
     )
     assert spoiled([], GRAPH, ROOT, [], deliveries, calls, lapses=0) is None
+
+
+def test_a_term_is_late_only_when_the_next_step_had_started():
+    deliveries = [delivered("a", "L1", 1.0)]
+    calls = [complete("L1", 1.5)]
+    lines = [line(0, "a"), line(1, "c"), line(2, "d")]
+    # Sent while c held (two lines written): a worker that then ran d failed to drain.
+    assert late_landings([kill_at_c(3.0, 2, "term")], GRAPH, ROOT, lines, deliveries, calls) == []
+    # Sent once d had started (three lines written): the machine was late, not the worker.
+    assert late_landings([kill_at_c(3.0, 3, "term")], GRAPH, ROOT, lines, deliveries, calls) == [
+        "the term at started:c landed after c ended (d had started)"
+    ]

@@ -9,7 +9,8 @@ meant to, and runs it again if not (`_runner`). Two things spoil a run:
 
 - a kill, a pause or a cancel aimed at a `hold` step (the slow step that the crash cases use to
   have a step in flight) that landed after that step had ended: its result was reported before
-  the fault, or the run had moved on to the step after it;
+  the fault, or the run had moved on to the step after it; a term (SIGTERM, a drain) only when
+  the run had moved on, since a drain lets the step finish and report;
 - a lease that expired where no fault explains it: no fault, or more expiries than the leases a
   kill took down. (A pause is left out: a frozen worker's open poll may take a lease with it.)
 
@@ -69,12 +70,22 @@ def late_landings(
     found = []
     for fault in landed:
         node = graph.nodes.get(fault.when.key) if fault.when.kind == "started" else None
-        if fault.action == "term" or not isinstance(node, Task) or node.activity != "hold":
+        if not isinstance(node, Task) or node.activity != "hold":
             continue
         moved_on = any(
             line.seq < fault.lines and line.instance_id == root and line.node_id == node.next
             for line in lines
         )
+        if fault.action == "term":
+            # A drain lets the step in flight finish and report: only a term sent once the
+            # next step had started came too late (one sent before, that the worker let the
+            # next step start after, is the worker's failure to drain).
+            if moved_on:
+                found.append(
+                    f"the term at {fault.when} landed after {node.id} ended ({node.next} had"
+                    " started)"
+                )
+            continue
         # A kill or pause stops the worker at `at`: whatever it reported was sent before. A
         # cancel refuses what comes after it, so only a report answered before it counts.
         before = {d.lease: d for d in deliveries if d.instance_id == root and d.at < fault.at}
