@@ -158,3 +158,14 @@ def test_a_term_is_late_only_when_the_next_step_had_started():
     assert late_landings([kill_at_c(3.0, 3, "term")], GRAPH, ROOT, lines, deliveries, calls) == [
         "the term at started:c landed after c ended (d had started)"
     ]
+
+
+def test_a_pause_explains_the_lapses_of_leases_handed_out_before_the_thaw_only():
+    # L1 held when frozen, L2 handed to the frozen worker's open poll, L3 after the thaw.
+    deliveries = [delivered("c", "L1", 1.0), delivered("c", "L2", 3.5), delivered("c", "L3", 5.0)]
+    pause = Landed("pause", Moment.parse("started:c"), 2.0, 2, thawed=4.0)
+    assert unexplained_lapses([pause], 2, deliveries, []) is None
+    # The lease handed out after the thaw lapsed too: the machine starved the worker.
+    assert unexplained_lapses([pause], 3, deliveries, []) == (
+        "1 lease(s) expired that no fault explains"
+    )

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -223,6 +223,7 @@ class Session:
                 time.sleep(fault.ms / 1000)
             finally:
                 worker.thaw()
+            landed = replace(landed, thawed=time.monotonic())
         return landed
 
     def landed(self, action: str, when: Moment) -> Landed:

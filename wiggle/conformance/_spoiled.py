@@ -12,7 +12,9 @@ meant to, and runs it again if not (`_runner`). Two things spoil a run:
   the fault, or the run had moved on to the step after it; a term (SIGTERM, a drain) only when
   the run had moved on, since a drain lets the step finish and report;
 - a lease that expired where no fault explains it: no fault, or more expiries than the leases a
-  kill took down. (A pause is left out: a frozen worker's open poll may take a lease with it.)
+  kill took down or a pause held (handed out before the worker was let go on: a frozen worker's
+  open poll may take a lease with it); a lease handed out after a thaw and left to expire is
+  the machine starving the worker.
 
 A worker that breaks either by itself (reports a hold before it has held, lets every lease lapse)
 spoils every try and fails: the runner tries a few times, then reports the run as not judged.
@@ -39,6 +41,7 @@ class Landed:
     when: Moment  # the moment it was aimed at
     at: float  # time.monotonic(), the recorder's clock: a kill's process is dead by then
     lines: int  # how many trace lines had been written by then
+    thawed: float | None = None  # a pause: when the worker was let go on
 
 
 def _final(call: Call) -> bool:
@@ -105,15 +108,20 @@ def unexplained_lapses(
 ) -> str | None:
     """`lapses` leases of the run expired (its lease_expired events): more than its kills took
     down (the leases the killed worker held, not yet ended by a final report)?"""
-    if lapses == 0 or any(f.action == "pause" for f in landed):
+    if lapses == 0 or any(f.action == "pause" and f.thawed is None for f in landed):
         return None
     ended = {c.lease for c in calls if _final(c)}
-    allowed = sum(
-        1
-        for fault in landed
-        if fault.action == "kill"
-        for d in deliveries
-        if d.at < fault.at and d.lease not in ended
+    # A kill takes down the leases its worker held; a pause, those handed out before the
+    # worker was let go on (a frozen worker's open poll may take a lease with it).
+    allowed = len(
+        {
+            d.lease
+            for fault in landed
+            if fault.action in ("kill", "pause")
+            for d in deliveries
+            if d.lease not in ended
+            and d.at < (fault.thawed if fault.thawed is not None else fault.at)
+        }
     )
     if lapses <= allowed:
         return None
