@@ -106,8 +106,9 @@ def late_landings(
 def unexplained_lapses(
     landed: Sequence[Landed], lapses: int, deliveries: Sequence[Delivery], calls: Sequence[Call]
 ) -> str | None:
-    """`lapses` leases of the run expired (its lease_expired events): more than its kills took
-    down (the leases the killed worker held, not yet ended by a final report)?"""
+    """`lapses` leases of the run expired (its lease_expired events): more than its faults
+    explain (the leases not yet ended by a final report that were handed out before a kill, or
+    before a pause's thaw)? A pause with no thaw time recorded is not judged."""
     if lapses == 0 or any(f.action == "pause" and f.thawed is None for f in landed):
         return None
     ended = {c.lease for c in calls if _final(c)}
