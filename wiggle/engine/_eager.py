@@ -50,7 +50,6 @@ def lease_ready(
         # Leased before anyone could see it READY: no poller needs waking for it.
         tx.wakeups.task_taken()
         tx.save(tok)
-        where = {"branch": tok.branch} if tok.branch is not None else {}
         tx.event(
             inst.id,
             "step_started",
@@ -58,7 +57,7 @@ def lease_ready(
             tok.attempt,
             worker=worker.worker_id,
             eager=True,
-            **where,
+            **tok.where,
         )
         return activation(
             {**tok.row(), "lease_expires_at_ms": tok.lease_expires_at_ms},

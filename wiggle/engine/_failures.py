@@ -34,7 +34,7 @@ def apply_failure(tx: Tx, inst: Inst, tok: Tok, failure: StepFailure) -> None:
         message=failure.message,
         error_type=failure.error_type,
         non_retryable=failure.non_retryable,
-        **({"branch": tok.branch} if tok.branch is not None else {}),
+        **tok.where,
     )
     tok.lease_owner = None
     if failure.non_retryable or tok.attempt >= retry.max_attempts:

@@ -207,7 +207,7 @@ def apply_plan(
     graph = inst.graph
     # A branch's steps name their branch (a fork's name, a for_each item's index or key), so
     # progress lines can say which item a step ran for.
-    where = {"branch": tok.branch} if tok.branch is not None else {}
+    where = tok.where
     for node_id, attempt, value in plan.completed:
         if value is None:
             tx.event(inst.id, "step_completed", node_id, attempt, **where)

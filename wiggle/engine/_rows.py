@@ -99,6 +99,12 @@ class Tok:
     halted: str | None = None  # the state it was live in when its instance ended (see _schema)
     fence: dict[str, Any] = field(default_factory=dict)  # column -> value it must still hold
 
+    @property
+    def where(self) -> dict[str, str]:
+        """The event detail that names this token's branch (a fork's name, a for_each item's
+        index): empty on the main line."""
+        return {"branch": self.branch} if self.branch is not None else {}
+
     def row(self) -> dict[str, Any]:
         return {
             "id": self.id,
