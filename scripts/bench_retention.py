@@ -29,7 +29,7 @@ import psycopg
 from wiggle._postgres import create_database, drop_database, libpq_url, postgres_server
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine
-from wiggle.engine._prune import write_history
+from wiggle.engine.ops.prune import write_history
 
 DAY_MS = 86_400_000
 FLOW = load_flow("wiggle: 1\nname: retained\nsteps:\n  - task: a\n")

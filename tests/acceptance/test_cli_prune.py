@@ -11,7 +11,7 @@ from sqlalchemy import update
 
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine, InstanceStatus
-from wiggle.engine import _schema as s
+from wiggle.engine.store import schema as s
 
 DAY_MS = 86_400_000
 GATE = "wiggle: 1\nname: gate\nsteps:\n  - await: go\n"

@@ -114,10 +114,12 @@ def _see_resolves(source: Path, target: str) -> bool:
     if (here / target).is_file():  # a file beside the citing one
         return True
     parts = target.split(".")
-    if parts[0] == "wiggle":  # a dotted module path
-        return (ROOT / "/".join(parts)).with_suffix(".py").is_file() or (
+    if parts[0] == "wiggle":  # a dotted module path, or a module's member
+        if (ROOT / "/".join(parts)).with_suffix(".py").is_file() or (
             ROOT / "/".join(parts) / "__init__.py"
-        ).is_file()
+        ).is_file():
+            return True
+        return _defines((ROOT / "/".join(parts[:-1])).with_suffix(".py"), parts[-1])
     head, rest = parts[0], parts[1:]
     module = here / f"{head}.py"
     if module.is_file():  # `_reports` or `_reports.lock_token`
@@ -190,6 +192,7 @@ def test_every_reference_resolves() -> None:
         ("# docs/nowhere.md", "docs/nowhere.md does not exist"),
         ("# docs/internals.md#no-such-anchor", "has no heading #no-such-anchor"),
         ("# see _no_such_module", '"see _no_such_module" names nothing'),
+        ("# see wiggle.engine.store.db.no_such_name", "names nothing"),
     ],
 )
 def test_a_broken_reference_is_found(tmp_path: Path, text: str, problem: str) -> None:

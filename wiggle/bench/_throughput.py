@@ -37,8 +37,8 @@ from wiggle.bench._processes import free_port, running, wait_serving
 from wiggle.bench._report import HEADER, Figures, percentile, row
 from wiggle.bench._verify import verify
 from wiggle.client import Client
-from wiggle.engine._db import Database
-from wiggle.engine._prune import write_history
+from wiggle.engine.ops.prune import write_history
+from wiggle.engine.store.db import Database
 
 __all__ = ["MODES", "flow_source", "run"]
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from wiggle.engine._db import Database
-from wiggle.engine._overview import Ending, run_endings
+from wiggle.engine.reads.overview import Ending, run_endings
+from wiggle.engine.store.db import Database
 
 __all__ = ["InstanceRow", "problems", "verify"]
 

@@ -5,14 +5,9 @@
 
 from __future__ import annotations
 
-from ._clock import DEFAULT_START_MS, Clock, VirtualClock
 from ._engine import Engine
-from ._overview import Incident, IncidentPage, NodeCount, QueueStats
-from ._profile import DatabaseProfile
-from ._prune import PruneResult
-from ._repair import RepairResult
-from ._schema import SCHEMA_VERSION, IncompatibleSchema
-from ._types import (
+from .model.clock import DEFAULT_START_MS, Clock, VirtualClock
+from .model.types import (
     AdvanceResult,
     DefinitionSummary,
     EagerRequest,
@@ -35,7 +30,12 @@ from ._types import (
     TokenView,
     WorkerSeen,
 )
-from ._workers import WorkerNote
+from .ops.prune import PruneResult
+from .ops.repair import RepairResult
+from .reads.overview import Incident, IncidentPage, NodeCount, QueueStats
+from .reads.workers import WorkerNote
+from .store.profile import DatabaseProfile
+from .store.schema import SCHEMA_VERSION, IncompatibleSchema
 
 __all__ = [
     "DEFAULT_START_MS",

@@ -22,25 +22,15 @@ from wiggle.errors import (
 )
 from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
 
-from . import (
-    _instances,
-    _migrate_apply,  # noqa: F401  (registers the migrate and rollback actions)
-    _prune,
-    _ticker,
-)
-from . import _schema as s
-from ._batch import apply_reports
-from ._bulk_runner import BulkRunner
-from ._claims import claim, heartbeat_stmt
-from ._clock import Clock
-from ._db import Database
 from ._engine_definitions import Definitions
 from ._engine_repairs import Repairs
 from ._engine_views import Views
-from ._profile import DatabaseProfile, open_database
-from ._starts import StartRequest, apply_starts
-from ._tx import FenceLost, Tx, new_id
-from ._types import (
+from .machine.batch import apply_reports
+from .machine.claims import claim, heartbeat_stmt
+from .machine.starts import StartRequest, apply_starts
+from .machine.tx import FenceLost, Tx, new_id
+from .model.clock import Clock
+from .model.types import (
     AdvanceResult,
     EagerRequest,
     HeartbeatResult,
@@ -54,8 +44,15 @@ from ._types import (
     StepOutcome,
     TaskActivation,
 )
-from ._wakeups import Waiters
-from ._workers import WorkerBook
+from .ops import instances as _instances
+from .ops import prune as _prune
+from .ops import ticker as _ticker
+from .ops.bulk_runner import BulkRunner
+from .reads.workers import WorkerBook
+from .store import schema as s
+from .store.db import Database
+from .store.profile import DatabaseProfile, open_database
+from .store.wakeups import Waiters
 
 __all__ = ["Engine"]
 
@@ -89,8 +86,8 @@ class Engine(Definitions, Views, Repairs):
         self._stop = threading.Event()
         self._recheck_lock = threading.Lock()
         self._rechecked_at = 0.0  # monotonic time of the last shared re-read (wait_finished)
-        # Who in this process waits for tasks, timers and instance ends (see _wakeups); the
-        # database tells it what each committed transaction did.
+        # Who in this process waits for tasks, timers and instance ends (see
+        # wiggle.engine.store.wakeups); the database tells it what each committed transaction did.
         self.waiters = Waiters()
         self.db.on_commit = self.waiters.committed
         self._listener: threading.Thread | None = None
@@ -411,7 +408,8 @@ class Engine(Definitions, Views, Repairs):
         between: Callable[[], bool] | None = None,
     ) -> _prune.PruneResult:
         """Remove the finished instance trees whose root ended more than `older_than_ms` ago,
-        with their tokens, events and signals, `batch` trees per transaction (see _prune)."""
+        with their tokens, events and signals, `batch` trees per transaction (see
+        wiggle.engine.ops.prune)."""
         return _prune.prune(self.db, older_than_ms, batch=batch, dry_run=dry_run, between=between)
 
     # -- leader duties --------------------------------------------------------------------------

@@ -13,9 +13,9 @@ from sqlalchemy.exc import IntegrityError
 from wiggle.errors import DefinitionNotFound, InputRejected
 from wiggle.graph import Graph
 
-from . import _schema as s
-from ._db import Database
-from ._types import Json, StoredDefinition
+from .model.types import Json, StoredDefinition
+from .store import schema as s
+from .store.db import Database
 
 __all__ = ["Definitions"]
 

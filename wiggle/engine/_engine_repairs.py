@@ -1,6 +1,6 @@
 """The engine's repairs: retry, reset, bulk actions and migrations (docs/operations.md,
 docs/migration.md). Mixed into `Engine`; each is one write transaction, or the record of a
-durable batch the leader works through (engine/_bulk.py)."""
+durable batch the leader works through (engine/ops/bulk.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ from wiggle.errors import InvalidRequest
 from wiggle.filters import parse_filter
 from wiggle.graph import Graph
 
-from . import _bulk, _migrate, _repair
-from ._db import Database
-from ._repair import RepairResult
-from ._types import Json
-from ._wakeups import Waiters
+from .model.types import Json
+from .ops import bulk as _bulk
+from .ops import migrate as _migrate
+from .ops import repair as _repair
+from .ops.repair import RepairResult
+from .store.db import Database
+from .store.wakeups import Waiters
 
 if TYPE_CHECKING:
     from ._engine import Engine
@@ -70,7 +72,7 @@ class Repairs:
         rate_per_s: float = _bulk.DEFAULT_RATE,
     ) -> _bulk.BatchView:
         """Record a bulk action over the instances `where` matches now; the leading server
-        applies it (see _bulk). InvalidRequest when the filter matches nothing."""
+        applies it (see wiggle.engine.ops.bulk). InvalidRequest when the filter matches nothing."""
         args = dict(params or {})
         batch_id = self.db.write(
             lambda c: _bulk.create_batch(

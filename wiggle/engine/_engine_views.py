@@ -12,10 +12,7 @@ from sqlalchemy import Connection
 from wiggle.errors import InstanceNotFound
 from wiggle.graph import Graph
 
-from . import _describe, _instances, _listing, _overview, _workers
-from ._db import Database
-from ._overview import IncidentPage, NodeCount, QueueStats
-from ._types import (
+from .model.types import (
     DefinitionSummary,
     InstanceFilter,
     InstancePage,
@@ -23,8 +20,15 @@ from ._types import (
     InstanceView,
     WorkerSeen,
 )
-from ._wakeups import Waiters
-from ._workers import POLLING_WINDOW_MS, WorkerBook, WorkerNote
+from .ops import instances as _instances
+from .reads import describe as _describe
+from .reads import listing as _listing
+from .reads import overview as _overview
+from .reads import workers as _workers
+from .reads.overview import IncidentPage, NodeCount, QueueStats
+from .reads.workers import POLLING_WINDOW_MS, WorkerBook, WorkerNote
+from .store.db import Database
+from .store.wakeups import Waiters
 
 __all__ = ["FINISH_RECHECK_S", "Views"]
 
@@ -75,7 +79,7 @@ class Views:
             lambda c: _listing.list_definitions(c, name, include_counts, self.graph_of)
         )
 
-    # -- read-only aggregates for operators (engine/_overview.py) ------------------------------
+    # -- read-only aggregates for operators (engine/reads/overview.py) ----------------------------
 
     def queue_stats(self) -> list[QueueStats]:
         """Every queue holding READY or leased tasks: how many, and since when the oldest
@@ -165,7 +169,8 @@ class Views:
     # -- workers --------------------------------------------------------------------------------
 
     def note_worker(self, note: WorkerNote) -> None:
-        """A worker polled: record it, at most every few seconds per worker (see _workers)."""
+        """A worker polled: record it, at most every few seconds per worker (see
+        wiggle.engine.reads.workers)."""
         if not self._workers.due(note):
             return
         try:

@@ -10,8 +10,8 @@ import grpc
 from wiggle._proto.wiggle.v1 import admin_pb2 as apb
 from wiggle._proto.wiggle.v1 import admin_pb2_grpc as apb_grpc
 from wiggle.engine import Engine
-from wiggle.engine._bulk import DEFAULT_RATE, BatchView
-from wiggle.engine._repair import RepairResult
+from wiggle.engine.ops.bulk import DEFAULT_RATE, BatchView
+from wiggle.engine.ops.repair import RepairResult
 from wiggle.errors import InvalidRequest
 from wiggle.server._auth import CALLER
 from wiggle.server._calls import CallTracker, rpc_handler

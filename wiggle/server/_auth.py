@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from wiggle._limits import quote
-from wiggle.engine._types import QueueGrant
+from wiggle.engine.model.types import QueueGrant
 from wiggle.server._credentials import Credential, CredentialStore
 from wiggle.wire import AUTHORIZATION_KEY, ERROR_CODE_KEY, unbatched
 

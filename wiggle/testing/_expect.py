@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wiggle.conformance._check import json_equal, show
-from wiggle.engine._data import MISSING, resolve_pointer
+from wiggle.engine.model.data import MISSING, resolve_pointer
 
 from ._model import Expect
 

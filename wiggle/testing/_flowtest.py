@@ -27,7 +27,7 @@ from wiggle.engine import (
     TokenState,
     VirtualClock,
 )
-from wiggle.engine._data import parse_instant_ms
+from wiggle.engine.model.data import parse_instant_ms
 from wiggle.errors import InstanceNotRunning
 from wiggle.graph import ExecutionMode, Graph
 from wiggle.worker import Registry, load_handlers

@@ -26,7 +26,7 @@ from wiggle.compiler._loader import MAX_BYTES, SourceMap, load_document
 from wiggle.compiler._loader import Path as DocPath
 from wiggle.compiler._messages import schema_diagnostics
 from wiggle.engine import DEFAULT_START_MS
-from wiggle.engine._data import parse_instant_ms
+from wiggle.engine.model.data import parse_instant_ms
 from wiggle.errors import Diagnostic, FlowError
 from wiggle.graph import Await, End, Graph, Join, Predicate, Task
 

@@ -6,7 +6,7 @@ moves it to the next one when the instance has nothing else to do), never with t
 Other tests run on the database's clock, where time passes between two calls.
 
 WIGGLE_TEST_DATABASE_PROFILE=distributed runs every PostgreSQL engine of the suite under that
-profile (engine/_profile.py), and WIGGLE_TEST_ISOLATION=serializable makes SERIALIZABLE the
+profile (engine/store/profile.py), and WIGGLE_TEST_ISOLATION=serializable makes SERIALIZABLE the
 default isolation of each test's PostgreSQL database: the suite's rules, checked again as a
 distributed engine would run them (scripts/faults.sh does, tests/faults/test_distributed_suite.py).
 """

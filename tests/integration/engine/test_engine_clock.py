@@ -10,7 +10,7 @@ from sqlalchemy import update
 
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine, IncompatibleSchema, InstanceStatus, TokenState, VirtualClock
-from wiggle.engine import _schema as schema
+from wiggle.engine.store import schema as schema
 
 NAP = load_flow("wiggle: 1\nname: nap\nsteps:\n  - sleep: 1h\n  - await: never\n")
 SLOW = load_flow(

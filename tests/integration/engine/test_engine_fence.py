@@ -10,9 +10,9 @@ from sqlalchemy import Connection, text
 
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine, InstanceStatus
-from wiggle.engine._batch import lock_tasks
-from wiggle.engine._reports import fence_lease
-from wiggle.engine._tx import FenceLost, Tx
+from wiggle.engine.machine.batch import lock_tasks
+from wiggle.engine.machine.reports import fence_lease
+from wiggle.engine.machine.tx import FenceLost, Tx
 
 FLOW = """
 wiggle: 1

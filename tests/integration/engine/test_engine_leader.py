@@ -14,8 +14,9 @@ from engine_testkit import events_of
 from sqlalchemy import select
 
 from wiggle.compiler import load_flow
-from wiggle.engine import Engine, InstanceStatus, TokenState, _ticker
-from wiggle.engine import _schema as schema
+from wiggle.engine import Engine, InstanceStatus, TokenState
+from wiggle.engine.ops import ticker as _ticker
+from wiggle.engine.store import schema as schema
 
 NAP = load_flow("wiggle: 1\nname: nap\nsteps:\n  - sleep: 100ms\n  - await: never\n")
 

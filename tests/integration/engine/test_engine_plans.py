@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import event, text
 
-from wiggle.engine import Engine, _prune
-from wiggle.engine._claims import claim_rows
-from wiggle.engine._leader import due_leases_stmt, due_timers_stmt
+from wiggle.engine import Engine
+from wiggle.engine.machine.claims import claim_rows
+from wiggle.engine.ops import prune as _prune
+from wiggle.engine.ops.leader import due_leases_stmt, due_timers_stmt
 
 FINISHED = 20_000
 

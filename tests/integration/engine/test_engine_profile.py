@@ -1,7 +1,7 @@
-"""The distributed database profile (engine/_profile.py) on PostgreSQL: what it creates, what it
-never asks of the database, how another server's tasks reach a parked poller, and what happens to
-a start, a claim, a report and a signal whose COMMIT fails or whose connection drops around it
-(the commit injector of tests/faults/injector.py, scripted commit by commit)."""
+"""The distributed database profile (engine/store/profile.py) on PostgreSQL: what it creates,
+what it never asks of the database, how another server's tasks reach a parked poller, and what
+happens to a start, a claim, a report and a signal whose COMMIT fails or whose connection drops
+around it (the commit injector of tests/faults/injector.py, scripted commit by commit)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from tests.waiting import wait_until
 from wiggle._postgres import create_database, drop_database, libpq_url
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine, IncompatibleSchema, InstanceStatus, Report, ReportKind
-from wiggle.engine._keyed import SEQ_SCALE
+from wiggle.engine.store.keyed import SEQ_SCALE
 from wiggle.errors import InvalidRequest
 
 FLOW = load_flow(

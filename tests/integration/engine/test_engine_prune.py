@@ -10,9 +10,9 @@ from engine_testkit import Driver
 from sqlalchemy import func, select, update
 
 from wiggle.engine import Engine, InstanceStatus
-from wiggle.engine import _schema as s
-from wiggle.engine._overview import run_endings
-from wiggle.engine._prune import write_history
+from wiggle.engine.ops.prune import write_history
+from wiggle.engine.reads.overview import run_endings
+from wiggle.engine.store import schema as s
 from wiggle.errors import InstanceNotFound, StaleLease
 
 DAY_MS = 86_400_000

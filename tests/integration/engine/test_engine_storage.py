@@ -8,7 +8,7 @@ from sqlalchemy import select, update
 
 from wiggle.compiler import load_flow
 from wiggle.engine import SCHEMA_VERSION, Engine, IncompatibleSchema, InstanceStatus, StepFailure
-from wiggle.engine import _schema as schema
+from wiggle.engine.store import schema as schema
 from wiggle.errors import InstanceExists, RepairRefused
 from wiggle.graph import ExecutionMode
 

@@ -9,7 +9,7 @@ from sqlalchemy import update
 
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine, InstanceStatus
-from wiggle.engine import _schema as s
+from wiggle.engine.store import schema as s
 from wiggle.errors import InstanceNotFound
 from wiggle.server._retention import Retention
 

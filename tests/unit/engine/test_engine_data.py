@@ -6,10 +6,10 @@ import pytest
 
 from wiggle.compiler import load_flow
 from wiggle.engine import StepFailure, StepOutcome
-from wiggle.engine._data import MISSING, parse_instant_ms, resolve_pointer, type_name
-from wiggle.engine._reports import plan_steps
-from wiggle.engine._tx import Inst, Tok
-from wiggle.engine._types import InstanceStatus, TokenState
+from wiggle.engine.machine.reports import plan_steps
+from wiggle.engine.machine.tx import Inst, Tok
+from wiggle.engine.model.data import MISSING, parse_instant_ms, resolve_pointer, type_name
+from wiggle.engine.model.types import InstanceStatus, TokenState
 from wiggle.errors import WrongPath
 from wiggle.graph import ExecutionMode
 from wiggle.traversal import Handback

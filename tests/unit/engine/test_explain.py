@@ -1,10 +1,10 @@
-"""The explanation sentences (engine/_explain.py): one per token state, over plain facts."""
+"""The explanation sentences (engine/reads/explain.py): one per token state, over plain facts."""
 
 from __future__ import annotations
 
 from wiggle.engine import TokenState, WorkerSeen
-from wiggle.engine._explain import Facts, explain, format_duration, format_instant
-from wiggle.engine._workers import WorkerBook, WorkerNote
+from wiggle.engine.reads.explain import Facts, explain, format_duration, format_instant
+from wiggle.engine.reads.workers import WorkerBook, WorkerNote
 from wiggle.graph import Await, ForEach, Fork, Join, Retry, Task
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from wiggle.engine._queries import pg_write
+from wiggle.engine.store.queries import pg_write
 
 
 def _set(name: str, number: float) -> dict[str, object]:

@@ -1,0 +1,367 @@
+"""One transition's working set: the locked instance, the tokens it touches, the events it logs.
+
+A transition runs inside one database transaction. Tokens read or created during it live in an
+identity map and are written back in one batch at `flush` (inserts as one multi-row INSERT),
+so a linear step costs one UPDATE. A token read from a report carries a *fence*: extra WHERE
+conditions (its lease, its state) checked by that same UPDATE, so a report that lost a race with
+a reclaim or a timer changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Row, bindparam, delete, select, update
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import DBAPIError
+
+from wiggle.graph import ExecutionMode, Graph
+
+from ..model.types import InstanceStatus, Json, TokenState
+from ..store import schema as s
+from ..store.db import Database
+from ..store.queries import FENCE_LOST_MARK
+from ..store.rows import TOKEN_COLUMNS, Inst, Tok, dumps, loads, new_id
+from ..store.wakeups import Wakeups
+
+__all__ = [
+    "TOKEN_COLUMNS",
+    "FenceLost",
+    "Inst",
+    "Tok",
+    "Tx",
+    "dumps",
+    "loads",
+    "new_id",
+]
+
+
+class FenceLost(Exception):
+    """A fenced UPDATE matched no row: someone else moved the token first. Roll back."""
+
+    def __init__(self, token_id: str) -> None:
+        super().__init__(token_id)
+        self.token_id = token_id
+
+
+_NO_INPUT: Any = object()
+
+
+_UPDATE_COLUMNS = [c.name for c in s.tokens.c if c.name != "id"]
+_UPDATE_TOKEN = (
+    update(s.tokens)
+    .where(s.tokens.c.id == bindparam("_id"))
+    .values({name: bindparam(name) for name in _UPDATE_COLUMNS})
+)
+
+
+_FENCED: dict[tuple[str, ...], Any] = {}
+
+
+def _fenced_update(columns: tuple[str, ...]) -> Any:
+    """The token UPDATE that also requires `columns` to hold the values seen (f_<column>)."""
+    stmt = _FENCED.get(columns)
+    if stmt is None:
+        conds = [s.tokens.c[name] == bindparam(f"f_{name}") for name in columns]
+        stmt = _FENCED[columns] = _UPDATE_TOKEN.where(*conds)
+    return stmt
+
+
+class Tx:
+    """The unit of work of one transition."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        db: Database,
+        now: int,
+        graph_of: Callable[[Connection, str], Graph],
+        default_mode: ExecutionMode = ExecutionMode.SERVER,
+    ) -> None:
+        self.conn = conn
+        self.default_mode = default_mode
+        self.db = db
+        self.now = now
+        self.graph_of = graph_of
+        self.tokens: dict[str, Tok] = {}
+        self._new: dict[str, Tok] = {}
+        self._dirty: dict[str, Tok] = {}
+        self._events: list[dict[str, Any]] = []
+        # What this transaction made happen, for whoever waits for it (after the commit).
+        self.wakeups = Wakeups()
+        self.instances: dict[str, Inst] = {}
+        # Instance rows waiting to be written (with the tokens, in the same statement).
+        self._instance_inserts: dict[str, dict[str, Any]] = {}
+        self._instance_updates: dict[str, dict[str, Any]] = {}
+        # The input of each node a top-level token entered (the last visit per node), and the
+        # search attribute values that changed: written with the tokens.
+        self._inputs: dict[tuple[str, str], dict[str, Any]] = {}
+        self._search: dict[tuple[str, str], tuple[str | None, float | None] | None] = {}
+
+    # -- tokens ---------------------------------------------------------------------------------
+
+    def new_token(self, inst: Inst, node_id: str, context: Json, **fields: Any) -> Tok:
+        tok = Tok(
+            id=new_id(),
+            instance_id=inst.id,
+            version=inst.version,
+            node_id=node_id,
+            state=TokenState.WAITING,
+            context=context,
+            **fields,
+        )
+        self.tokens[tok.id] = tok
+        self._new[tok.id] = tok
+        return tok
+
+    def adopt_values(self, values: Sequence[Any]) -> Tok:
+        """`adopt` for a row given as the token's columns in table order."""
+        known = self.tokens.get(values[0])
+        if known is not None:
+            return known
+        tok = Tok.from_values(values)
+        self.tokens[tok.id] = tok
+        return tok
+
+    def adopt(self, row: Row[Any]) -> Tok:
+        """The in-memory token for a row read in this transaction (the map wins if known)."""
+        known = self.tokens.get(row._mapping["id"])
+        if known is not None:
+            return known
+        tok = Tok.from_row(row)
+        self.tokens[tok.id] = tok
+        return tok
+
+    def load_token(self, token_id: str) -> Tok | None:
+        if token_id in self.tokens:
+            return self.tokens[token_id]
+        row = self.conn.execute(select(*TOKEN_COLUMNS).where(s.tokens.c.id == token_id)).first()
+        return None if row is None else self.adopt(row)
+
+    def save(self, tok: Tok) -> None:
+        if tok.id not in self._new:
+            self._dirty[tok.id] = tok
+
+    def entered(self, tok: Tok, input: Json = _NO_INPUT) -> None:
+        """`tok` entered its node with its context (and, for a combine or apply step, `input`):
+        kept as the node's last input, which a reset rewinds to. Tokens inside a parallel
+        branch or a for_each body are not kept (a reset cannot target their nodes)."""
+        if tok.parent_token_id is None:
+            self.entered_at(tok.instance_id, tok.node_id, tok.context, tok.loop_counts, input)
+
+    def entered_at(
+        self,
+        instance_id: str,
+        node_id: str,
+        context: Json,
+        loop_counts: dict[str, int],
+        input: Json = _NO_INPUT,
+    ) -> None:
+        """`entered` for a top-level token that reached `node_id` inside a worker's local run."""
+        self._inputs[(instance_id, node_id)] = {
+            "instance_id": instance_id,
+            "node_id": node_id,
+            "context": dumps(context),
+            "input": None if input is _NO_INPUT else dumps(input),
+            "loop_counts": dumps(loop_counts),
+            "at_ms": self.now,
+        }
+
+    def search_values(self, instance_id: str, values: dict[str, Any]) -> None:
+        """Search attribute values that changed: name -> (text, number), or None when the value
+        is now absent (see search)."""
+        for name, value in values.items():
+            self._search[(instance_id, name)] = value
+
+    def _take_search(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The search rows to write, once: the values set, and the keys of those now absent."""
+        put: list[dict[str, Any]] = []
+        gone: list[dict[str, Any]] = []
+        for (instance_id, name), value in self._search.items():
+            key = {"instance_id": instance_id, "name": name}
+            if value is None:
+                gone.append(key)
+            else:
+                put.append({**key, "text_value": value[0], "num_value": value[1]})
+        self._search.clear()
+        return put, gone
+
+    def new_instance(self, row: dict[str, Any]) -> None:
+        """A new instance row (every column of wiggle_instances), written at the next flush."""
+        self._instance_inserts[row["id"]] = row
+
+    def end_instance(self, inst: Inst, reason: str, context: Json, *, set_context: bool) -> None:
+        """Record that `inst` ended with `inst.status` (written at the next flush). Code that
+        reads an instance's status inside the transaction reads `tx.instances`, never the row."""
+        pending = self._instance_inserts.get(inst.id)
+        if pending is not None:  # not written yet: it is written as it ends (one statement
+            # cannot update a row it inserts)
+            pending.update(status=inst.status.value, reason=reason, updated_at_ms=self.now)
+            if set_context:
+                pending["context"] = dumps(context)
+            return
+        self._instance_updates[inst.id] = {
+            "id": inst.id,
+            "status": inst.status.value,
+            "reason": reason,
+            "updated_at_ms": self.now,
+            "context": dumps(context) if set_context else None,
+            "set_context": set_context,
+        }
+
+    def reopen_instance(self, inst: Inst) -> None:
+        """A repaired instance runs again: status RUNNING, no reason (written at the next flush;
+        its stored context stays until it ends again)."""
+        self._instance_updates[inst.id] = {
+            "id": inst.id,
+            "status": InstanceStatus.RUNNING.value,
+            "reason": "",
+            "updated_at_ms": self.now,
+            "context": None,
+            "set_context": False,
+        }
+
+    def flush(self) -> None:
+        """Write pending inserts and updates; FenceLost when a fenced UPDATE matched no row."""
+        if self.db.is_postgres:
+            self._write_postgres(with_events=False)
+            return
+        if self._instance_inserts:
+            self.conn.execute(s.instances.insert(), list(self._instance_inserts.values()))
+            self._instance_inserts = {}
+        for values in self._instance_updates.values():
+            values = dict(values)
+            if not values.pop("set_context"):
+                values.pop("context")
+            ident = values.pop("id")
+            self.conn.execute(update(s.instances).where(s.instances.c.id == ident).values(values))
+        self._instance_updates.clear()
+        if self._new:
+            self.conn.execute(s.tokens.insert(), [t.row() for t in self._new.values()])
+            self._new.clear()
+        self._write_inputs_and_search()
+        plain: list[dict[str, Any]] = []
+        for tok in self._dirty.values():
+            row = tok.row()
+            row["_id"] = row.pop("id")
+            if tok.fence:
+                stmt = _fenced_update(tuple(sorted(tok.fence)))
+                row.update({f"f_{k}": v for k, v in tok.fence.items()})
+                tok.fence = {}
+                if self.conn.execute(stmt, row).rowcount != 1:
+                    raise FenceLost(tok.id)
+            else:
+                plain.append(row)
+        if plain:
+            self.conn.execute(_UPDATE_TOKEN, plain)
+        self._dirty.clear()
+
+    def _write_inputs_and_search(self) -> None:
+        """SQLite: step inputs and search values (PostgreSQL writes them in its one statement)."""
+        if self._inputs:
+            ins = sqlite_insert(s.step_inputs)
+            self.conn.execute(
+                ins.on_conflict_do_update(
+                    index_elements=["instance_id", "node_id"],
+                    set_={c: ins.excluded[c] for c in ("context", "input", "loop_counts", "at_ms")},
+                ),
+                list(self._inputs.values()),
+            )
+            self._inputs.clear()
+        put, gone = self._take_search()
+        w = s.search_values
+        for r in gone:
+            self.conn.execute(
+                delete(w).where(w.c.instance_id == r["instance_id"], w.c.name == r["name"])
+            )
+        if put:
+            ins = sqlite_insert(w)
+            self.conn.execute(
+                ins.on_conflict_do_update(
+                    index_elements=["instance_id", "name"],
+                    set_={c: ins.excluded[c] for c in ("text_value", "num_value")},
+                ),
+                put,
+            )
+
+    # -- events and wake-ups --------------------------------------------------------------------
+
+    def event(
+        self, instance_id: str, kind: str, node_id: str = "", attempt: int = 0, **detail: Any
+    ) -> None:
+        self._events.append(
+            {
+                "instance_id": instance_id,
+                "at_ms": self.now,
+                "kind": kind,
+                "node_id": node_id,
+                "attempt": attempt,
+                "detail": dumps(detail),
+            }
+        )
+
+    def finish(self, *, commit: bool = False) -> None:
+        """Flush tokens, append the events, queue the wake-ups (FenceLost: roll back).
+
+        The wake-ups are handed to the database, which acts on them once the commit succeeded:
+        no NOTIFY inside the transaction (PostgreSQL serialises the commits of notifying
+        transactions on one global lock, which would defeat group commit).
+
+        `commit`: this is the transaction's end, and on PostgreSQL its COMMIT is sent with the
+        last write (one round trip fewer); the caller runs no statement after it."""
+        if self.db.event_observers and self._events:
+            self.db.logged(self.conn, [self._observed(ev) for ev in self._events])
+        if self.db.is_postgres:
+            self._write_postgres(with_events=True, commit=commit)
+        else:
+            self.flush()
+            if self._events:
+                self.conn.execute(s.events.insert(), self._events)
+                self._events = []
+        if self.wakeups:
+            self.db.after_commit(self.conn, self.wakeups)
+            self.wakeups = Wakeups()
+
+    def _observed(self, ev: dict[str, Any]) -> tuple[str, str, str, str]:
+        inst = self.instances.get(ev["instance_id"])
+        flow, mode = (inst.flow, inst.mode.value) if inst is not None else ("", "")
+        return ev["kind"], flow, mode, ev["detail"]
+
+    def _write_postgres(self, *, with_events: bool, commit: bool = False) -> None:
+        """Every token insert and update (and the events) in one statement; NOTIFYs follow
+        the commit. A fenced update that matches no row fails the fence: the caller rolls back,
+        events and wake-ups included."""
+        inserts = [t.row() for t in self._new.values()]
+        updates = []
+        for tok in self._dirty.values():
+            row = tok.row()
+            for column, value in tok.fence.items():
+                row[f"f_{column}"] = value
+            tok.fence = {}
+            updates.append(row)
+        self._new.clear()
+        self._dirty.clear()
+        events: list[dict[str, Any]] = []
+        if with_events:
+            events, self._events = self._events, []
+
+        instances = list(self._instance_updates.values())
+        self._instance_updates.clear()
+        new_instances = list(self._instance_inserts.values())
+        self._instance_inserts = {}
+        inputs = list(self._inputs.values())
+        self._inputs.clear()
+        search_put, search_gone = self._take_search()
+        try:
+            self.db.write_rows(
+                self.conn,
+                *(inserts, updates, events, instances, new_instances, inputs),
+                *(search_put, search_gone),
+                commit=commit,
+            )
+        except DBAPIError as exc:
+            if FENCE_LOST_MARK not in str(exc.orig):
+                raise
+            lost = updates[0]["id"] if len(updates) == 1 else "one of several"
+            raise FenceLost(lost) from None

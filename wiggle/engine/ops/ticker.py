@@ -1,0 +1,133 @@
+"""The leader's duties, each item in its own small transaction (see leader for the SQL)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection
+
+from wiggle.graph import Await, Sleep
+
+from ..machine.drive import place
+from ..machine.failures import apply_failure
+from ..machine.park import ready_again
+from ..machine.reports import read_locked
+from ..machine.tx import FenceLost, Tx
+from ..model.types import InstanceStatus, StepFailure, TokenState
+from ..store import schema as s
+from .leader import (
+    acquire_stmt,
+    due_leases_stmt,
+    due_timers_stmt,
+    next_due,
+    next_wakeup,
+    release_stmt,
+)
+
+if TYPE_CHECKING:
+    from .._engine import Engine
+
+__all__ = ["next_due", "next_wakeup", "release_stmt", "tick"]
+
+_t = s.tokens
+_BATCH = 256
+
+
+def tick(eng: Engine) -> int:
+    """Election, then due timers and expired leases. Returns how many were handled (what they
+    made READY wakes pollers after each commit, see wiggle.engine.store.wakeups)."""
+    me = {"me": eng.node_id}
+    ttl_ms = int(eng.leader_ttl_s * 1000)
+    term = eng.db.write(
+        lambda c: c.execute(acquire_stmt(eng.db), {**me, "ttl_ms": ttl_ms}).scalar(),
+        idempotent=True,
+    )
+    eng.is_leader = term is not None
+    if term is None:
+        return 0
+    params = {**me, "term": term, "limit": _BATCH}
+    work = 0
+    timers = eng.db.read(lambda c: c.execute(due_timers_stmt(eng.db), params).all())
+    for row in timers:
+        work += _once(
+            eng,
+            functools.partial(_fire, eng, token_id=row.id, state=row.state, wake=row.wake_at_ms),
+        )
+    leases = eng.db.read(lambda c: c.execute(due_leases_stmt(eng.db), params).all())
+    for row in leases:
+        work += _once(eng, functools.partial(_reclaim, eng, token_id=row.id, lease=row.lease))
+    work += eng._bulk.tick()
+    eng.db.sweep()
+    return work
+
+
+def _once(eng: Engine, fn: Callable[[Connection], bool]) -> int:
+    try:
+        # Fenced on the state it saw: run again after it committed, it finds the token moved.
+        done = eng.db.write(fn, idempotent=True)
+    except FenceLost:
+        return 0  # someone else moved the token first: nothing to do, by design
+    return int(done)
+
+
+def _fire(eng: Engine, conn: Connection, *, token_id: str, state: str, wake: int) -> bool:
+    """Fire one timer, exactly once: the UPDATE is conditional on the state and wake_at seen."""
+    tx = Tx(conn, eng.db, 0, eng.graph_of, eng.default_mode)
+    got = read_locked(tx, conn, token_id)
+    if got is None:
+        return False
+    tok, inst = got
+    if (
+        inst.status is not InstanceStatus.RUNNING
+        or tok.state.value != state
+        or tok.wake_at_ms != wake
+        or wake > tx.now
+    ):
+        return False
+    tok.fence = {"state": state, "wake_at_ms": wake}
+    node = inst.graph.nodes[tok.node_id]
+    kind = "await_timeout" if tok.state is TokenState.AWAITING else (tok.wait_kind or "")
+    tx.event(inst.id, "timer_fired", tok.node_id, tok.attempt, timer=kind)
+    tok.wake_at_ms = None
+    if isinstance(node, Await) and tok.state is TokenState.AWAITING:
+        assert node.on_timeout is not None
+        tok.node_id = node.on_timeout
+        place(tx, inst, tok)
+    elif tok.wait_kind == "retry":
+        ready_again(tx, tok)
+    else:
+        assert isinstance(node, Sleep)
+        tok.wait_kind = None
+        tok.node_id = node.next
+        place(tx, inst, tok)
+    tx.finish()
+    return True
+
+
+def _reclaim(eng: Engine, conn: Connection, *, token_id: str, lease: str) -> bool:
+    """An expired lease is a failed, retryable attempt (docs/graph.md)."""
+    tx = Tx(conn, eng.db, 0, eng.graph_of, eng.default_mode)
+    got = read_locked(tx, conn, token_id)
+    if got is None:
+        return False
+    tok, inst = got
+    expires = tok.lease_expires_at_ms
+    if (
+        inst.status is not InstanceStatus.RUNNING
+        or tok.state is not TokenState.LEASED
+        or tok.lease != lease
+        or expires is None
+        or expires >= tx.now
+    ):
+        return False
+    # A heartbeat does not take the instance lock: the expiry we saw must still be the row's.
+    tok.fence = {"lease": lease, "state": TokenState.LEASED.value, "lease_expires_at_ms": expires}
+    tx.event(inst.id, "lease_expired", tok.node_id, tok.attempt, worker=tok.lease_owner or "")
+    failure = StepFailure(
+        f"lease expired: no report within {tok.timeout_ms} ms", error_type="LeaseExpired"
+    )
+    apply_failure(tx, inst, tok, failure)
+    tx.finish()
+    return True

@@ -1,0 +1,432 @@
+"""The tables, the recorded schema version and the migrations between versions.
+
+Every row the engine keeps lives in one of the tables below. The schema carries a version in
+`wiggle_schema_version`; `ensure_schema` creates it on an empty database, upgrades an older one
+with the explicit steps in `MIGRATIONS`, and refuses a newer one. Nothing here ever drops data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Float,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    inspect,
+    select,
+    text,
+)
+
+from wiggle.errors import WiggleError
+
+__all__ = [
+    "ENDED_ROOTS",
+    "HALTED_FAILED",
+    "HALTED_FINAL",
+    "LEASED_TOKENS",
+    "READY_TOKENS",
+    "SCHEMA_VERSION",
+    "TIMED_TOKENS",
+    "IncompatibleSchema",
+    "batch_items",
+    "batches",
+    "definitions",
+    "ensure_schema",
+    "events",
+    "instances",
+    "leader",
+    "metadata",
+    "schema_version",
+    "search_values",
+    "signals",
+    "step_inputs",
+    "tokens",
+    "workers",
+]
+
+#: `halted` of the token whose step failure ended its instance: `retry` runs that step again.
+HALTED_FAILED = "FAILED"
+#: `halted` of a token whose failure a retry could not mend (a loop over its limit).
+HALTED_FINAL = "FINAL"
+
+#: The schema version this code writes. Bump it and add a MIGRATIONS entry for every change.
+SCHEMA_VERSION = 5
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants a BIGINT identity.
+_SeqType = BigInteger().with_variant(Integer(), "sqlite")
+
+metadata = MetaData()
+
+schema_version = Table(
+    "wiggle_schema_version",
+    metadata,
+    Column("version", Integer, primary_key=True),
+    Column("upgraded_at_ms", BigInteger, nullable=False),
+)
+
+definitions = Table(
+    "wiggle_definitions",
+    metadata,
+    Column("seq", _SeqType, primary_key=True, autoincrement=True),
+    Column("version", String(80), nullable=False, unique=True),
+    Column("name", String(200), nullable=False),
+    Column("canonical", LargeBinary, nullable=False),
+    Column("registered_at_ms", BigInteger, nullable=False),
+    Index("ix_wiggle_definitions_name", "name", "seq"),
+)
+
+
+def _where(condition: str) -> dict[str, Any]:
+    """A partial index's condition, for both databases."""
+    return {"sqlite_where": text(condition), "postgresql_where": text(condition)}
+
+
+# Finished top-level instances: what retention removes (engine/ops/prune.py), by when they ended.
+_ENDED = "parent_instance_id IS NULL AND status IN ('COMPLETED', 'FAILED', 'CANCELLED')"
+ENDED_ROOTS = text(_ENDED)
+
+instances = Table(
+    "wiggle_instances",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    # Every transition locks the root instance's row: a subflow tree is serialised as one unit,
+    # so a child finishing can resume its parent without a lock-order deadlock.
+    Column("root_id", String(64), nullable=False),
+    Column("flow", String(200), nullable=False),
+    Column("version", String(80), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("context", Text, nullable=False),  # JSON: the input, then the final context
+    Column("reason", Text, nullable=False, default=""),
+    Column("mode", String(16), nullable=False),
+    Column("parent_instance_id", String(64)),
+    Column("parent_token_id", String(64)),
+    Column("created_at_ms", BigInteger, nullable=False),
+    Column("updated_at_ms", BigInteger, nullable=False),
+    # Since schema 2: the start input, kept after `context` became the final context (null for
+    # instances started before schema 2).
+    Column("input", Text),
+    # Listing is newest first (created_at_ms, id), optionally by flow or by status.
+    Index("ix_wiggle_instances_created", "created_at_ms", "id"),
+    Index("ix_wiggle_instances_flow", "flow", "created_at_ms", "id"),
+    Index("ix_wiggle_instances_status", "status", "created_at_ms", "id"),
+    Index("ix_wiggle_instances_parent", "parent_instance_id"),
+    # Since schema 4. Pruning a day of history reads that day's entries only, however long the
+    # history: an instance enters it once, when it ends.
+    Index("ix_wiggle_instances_ended", "updated_at_ms", "id", **_where(_ENDED)),
+)
+
+
+# The conditions of the partial token indexes. A query uses such an index only when its own
+# WHERE says the same with literal values (a bound parameter proves nothing to the planner, and
+# PostgreSQL's generic plans for prepared statements see only parameters): the queries take
+# these conditions from here (`READY_TOKENS` ...), never as parameters.
+_READY = "state = 'READY'"
+_TIMED = "state IN ('WAITING', 'AWAITING')"
+_LEASED = "state = 'LEASED'"
+READY_TOKENS = text(_READY)
+TIMED_TOKENS = text(_TIMED)
+LEASED_TOKENS = text(_LEASED)
+
+tokens = Table(
+    "wiggle_tokens",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("instance_id", String(64), nullable=False),
+    Column("version", String(80), nullable=False),  # denormalised: a claim needs no join
+    Column("node_id", String(200), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("context", Text, nullable=False),  # JSON
+    Column("input", Text),  # JSON for a combine / apply step; null: the input is the context
+    Column("attempt", Integer, nullable=False),
+    Column("queue", String(200)),
+    Column("timeout_ms", BigInteger, nullable=False),
+    Column("ready_at_ms", BigInteger),
+    Column("lease", String(64)),
+    Column("lease_owner", String(200)),
+    Column("lease_expires_at_ms", BigInteger),
+    Column("wake_at_ms", BigInteger),
+    # Why a WAITING token waits: sleep | retry | child | held (a for_each element over the
+    # max_concurrency limit, released when a sibling finishes).
+    Column("wait_kind", String(16)),
+    Column("parent_token_id", String(64)),  # the fork / foreach token this branch belongs to
+    Column("branch", Text),  # branch name, list index or object key
+    Column("seq", Integer, nullable=False),  # the branch's position (results keep this order)
+    Column("pending", Integer, nullable=False),  # a fork parent: branches not yet finished
+    Column("loop_counts", Text, nullable=False),  # JSON object
+    Column("child_instance_id", String(64)),
+    Column("aux", Text),  # JSON: a foreach parent's collection shape
+    # Since schema 2. READY / LEASED: the step's activity (claims lease only tasks whose activity
+    # the polling worker has).
+    Column("activity", String(200)),
+    # Since schema 2. Report identity (docs/worker-protocol.md): the last report seq applied
+    # under the current lease, and the lease that the last final report ended, so that a report
+    # resent after a lost response is answered again instead of applied twice.
+    Column("report_seq", Integer, nullable=False, server_default="0"),
+    Column("released_lease", String(64)),
+    # Since schema 3. When its instance ended, a token that was still live kept the state it
+    # was in here (and the token whose failure ended it, HALTED_FAILED): `retry` brings exactly
+    # those tokens back (engine/ops/repair.py). Null for tokens that finished on their own.
+    Column("halted", String(16)),
+    Index("ix_wiggle_tokens_instance", "instance_id", "state"),
+    # Partial indexes (schema 2): each holds only the tokens its query looks for, so a claim, a
+    # timer scan or a lease scan never walks finished tokens however long the history, and a
+    # token's update adds entries only to the indexes whose condition it meets.
+    Index(
+        "ix_wiggle_tokens_parent",
+        "parent_token_id",
+        "state",
+        "seq",
+        **_where("parent_token_id IS NOT NULL"),
+    ),
+    Index("ix_wiggle_tokens_ready", "queue", "ready_at_ms", **_where(_READY)),
+    Index("ix_wiggle_tokens_wake", "wake_at_ms", **_where(_TIMED)),
+    Index("ix_wiggle_tokens_lease", "lease_expires_at_ms", **_where(_LEASED)),
+)
+
+signals = Table(
+    "wiggle_signals",
+    metadata,
+    Column("seq", _SeqType, primary_key=True, autoincrement=True),
+    Column("instance_id", String(64), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("received_at_ms", BigInteger, nullable=False),
+    Column("consumed_at_ms", BigInteger),
+    Column("token_id", String(64)),
+    Index("ix_wiggle_signals_inbox", "instance_id", "name", "consumed_at_ms", "seq"),
+)
+
+events = Table(
+    "wiggle_events",
+    metadata,
+    Column("seq", _SeqType, primary_key=True, autoincrement=True),
+    Column("instance_id", String(64), nullable=False),
+    Column("at_ms", BigInteger, nullable=False),
+    Column("kind", String(40), nullable=False),
+    Column("node_id", String(200), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("detail", Text, nullable=False),
+    Index("ix_wiggle_events_instance", "instance_id", "seq"),
+)
+
+# Since schema 2. Workers seen polling: written at most every few seconds per worker and server
+# process (never once per poll), read by `wiggle workers` and by `wiggle status` explanations.
+workers = Table(
+    "wiggle_workers",
+    metadata,
+    Column("worker_id", String(200), primary_key=True),
+    Column("queues", Text, nullable=False),  # JSON list
+    Column("activities", Text, nullable=False),  # JSON list; empty: the worker did not say
+    Column("slots", Integer, nullable=False),
+    Column("sdk", String(100), nullable=False),
+    Column("first_seen_ms", BigInteger, nullable=False),
+    Column("last_poll_ms", BigInteger, nullable=False),
+    Index("ix_wiggle_workers_last_poll", "last_poll_ms"),
+)
+
+# Since schema 3. The context each node received the last time a top-level token entered it, so
+# that `reset` can rewind an instance to a node it passed (engine/ops/repair.py). One row per
+# (instance, node), overwritten on each visit; nodes inside a parallel branch or a for_each body
+# are not kept (a reset to them is refused, naming the enclosing block). Pruned with the instance.
+step_inputs = Table(
+    "wiggle_step_inputs",
+    metadata,
+    Column("instance_id", String(64), primary_key=True),
+    Column("node_id", String(200), primary_key=True),
+    Column("context", Text, nullable=False),  # JSON
+    Column("input", Text),  # JSON: a combine or apply step's input; null: the context
+    Column("loop_counts", Text, nullable=False),  # JSON object
+    Column("at_ms", BigInteger, nullable=False),
+)
+
+# Since schema 3. The values of a flow's search attributes (docs/flow-format.md, `search`), one
+# row per instance and attribute that has a value: text for `string` and `bool`, a number for
+# `number` and `time` (milliseconds since the epoch). Written when a transition changes them.
+search_values = Table(
+    "wiggle_search",
+    metadata,
+    Column("instance_id", String(64), primary_key=True),
+    Column("name", String(64), primary_key=True),
+    Column("text_value", String(256)),
+    Column("num_value", Float(precision=53)),
+    # Partial since schema 5: a row has one of the two values, so each index holds only the
+    # rows it can find, and a row's update writes one value index entry, not two.
+    Index("ix_wiggle_search_text", "name", "text_value", **_where("text_value IS NOT NULL")),
+    Index("ix_wiggle_search_num", "name", "num_value", **_where("num_value IS NOT NULL")),
+)
+
+# Since schema 3. Bulk actions (and migrations): what was asked, by whom, and how far it got.
+# The instances an action touches are fixed when it is created (`batch_items`); the leading
+# server works through them in small transactions, each instance's action and its item's new
+# state in the same transaction, so a crash repeats nothing and loses nothing (engine/ops/bulk.py).
+batches = Table(
+    "wiggle_batches",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("action", String(16), nullable=False),  # cancel | retry | reset | signal | migrate
+    Column("params", Text, nullable=False),  # JSON: the action's arguments
+    Column("filter", Text, nullable=False),  # JSON: the filter as given, for the record
+    Column("requested_by", String(200), nullable=False),
+    Column("state", String(16), nullable=False),  # RUNNING | PAUSED | DONE | CANCELLED
+    Column("rate_per_s", Float(precision=53), nullable=False),
+    Column("matched", Integer, nullable=False),
+    Column("done", Integer, nullable=False),
+    Column("skipped", Integer, nullable=False),
+    Column("failed", Integer, nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    Column("updated_at_ms", BigInteger, nullable=False),
+    Column("finished_at_ms", BigInteger),
+    Index("ix_wiggle_batches_state", "state", "created_at_ms"),
+)
+
+batch_items = Table(
+    "wiggle_batch_items",
+    metadata,
+    Column("batch_id", String(64), primary_key=True),
+    Column("seq", Integer, primary_key=True),  # the order items are worked in
+    Column("instance_id", String(64), nullable=False),
+    Column("state", String(16), nullable=False),  # PENDING | DONE | SKIPPED | FAILED
+    Column("message", Text, nullable=False),
+    Column("detail", Text),  # JSON: the item's own arguments (a migration's plan entry)
+    Column("undo", Text),  # JSON: what applying it replaced (a migration's pre-image)
+    Column("at_ms", BigInteger),
+    Index("ix_wiggle_batch_items_state", "batch_id", "state", "seq"),
+    Index("ix_wiggle_batch_items_instance", "instance_id"),
+)
+
+leader = Table(
+    "wiggle_leader",
+    metadata,
+    Column("name", String(32), primary_key=True),
+    Column("holder", String(200), nullable=False),
+    Column("term", BigInteger, nullable=False),  # strictly increasing with every new holder
+    Column("expires_at_ms", BigInteger, nullable=False),
+)
+
+
+class IncompatibleSchema(WiggleError):
+    """The database was written by a newer Wiggle (or is not a Wiggle database)."""
+
+
+def _v1_to_v2(conn: Connection) -> None:
+    """Schema 2: tokens learn their activity and report identity; instances keep their input;
+    the workers table; partial token indexes and newest-first instance indexes."""
+    for ddl in (
+        "ALTER TABLE wiggle_tokens ADD COLUMN activity VARCHAR(200)",
+        "ALTER TABLE wiggle_tokens ADD COLUMN report_seq INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE wiggle_tokens ADD COLUMN released_lease VARCHAR(64)",
+        "ALTER TABLE wiggle_instances ADD COLUMN input TEXT",
+        "DROP INDEX ix_wiggle_instances_flow",
+        "DROP INDEX ix_wiggle_instances_status",
+    ):
+        conn.exec_driver_sql(ddl)
+    for index in instances.indexes:
+        if index.name in {
+            "ix_wiggle_instances_created",
+            "ix_wiggle_instances_flow",
+            "ix_wiggle_instances_status",
+        }:
+            index.create(conn)
+    workers.create(conn)
+    # The token indexes become partial (see `tokens`).
+    names = ("parent", "ready", "wake", "lease")
+    for name in names:
+        conn.exec_driver_sql(f"DROP INDEX ix_wiggle_tokens_{name}")
+    for index in tokens.indexes:
+        if index.name in {f"ix_wiggle_tokens_{n}" for n in names}:
+            index.create(conn)
+
+
+def _v2_to_v3(conn: Connection) -> None:
+    """Schema 3: repair and search. Tokens remember the state they halted in; step inputs,
+    search attribute values and bulk actions get their tables."""
+    conn.exec_driver_sql("ALTER TABLE wiggle_tokens ADD COLUMN halted VARCHAR(16)")
+    for table in (step_inputs, search_values, batches, batch_items):
+        table.create(conn)
+
+
+def _v3_to_v4(conn: Connection) -> None:
+    """Schema 4: the index of finished top-level instances by end time, for pruning."""
+    for index in instances.indexes:
+        if index.name == "ix_wiggle_instances_ended":
+            index.create(conn)
+
+
+def _v4_to_v5(conn: Connection) -> None:
+    """Schema 5: the search value indexes become partial (each holds the rows with its value)."""
+    for index in search_values.indexes:
+        conn.exec_driver_sql(f"DROP INDEX {index.name}")
+        index.create(conn)
+
+
+#: MIGRATIONS[v] upgrades a database at version v to v + 1, inside the creation transaction.
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+    3: _v3_to_v4,
+    4: _v4_to_v5,
+}
+
+
+#: The table only a database created under the distributed profile has (engine/store/keyed.py).
+_DISTRIBUTED_MARK = "wiggle_commits"
+
+
+def ensure_schema(conn: Connection, now_ms: int, *, distributed: bool = False) -> int:
+    """Create, upgrade or check the schema; returns the version found before (0: empty).
+
+    The caller runs this inside one write transaction that it serialises across processes
+    (BEGIN IMMEDIATE on SQLite, an advisory lock on PostgreSQL; under the distributed profile,
+    which takes no advisory lock, a second engine's creation fails and is tried again), so two
+    engines starting on one empty database do not both create it.
+
+    `distributed`: the tables of the distributed profile (engine/store/keyed.py), created that way
+    and required. A database keeps the shape it was created with; every migration applies to
+    both shapes.
+    """
+    existing = set(inspect(conn).get_table_names())
+    if schema_version.name not in existing:
+        shape = metadata
+        if distributed:
+            from .keyed import distributed_metadata
+
+            shape = distributed_metadata()
+        ours = {t.name for t in shape.sorted_tables} & existing
+        if ours:
+            raise IncompatibleSchema(
+                f"the database has Wiggle tables ({', '.join(sorted(ours))}) but no schema "
+                "version; refusing to touch it"
+            )
+        shape.create_all(conn)
+        conn.execute(schema_version.insert().values(version=SCHEMA_VERSION, upgraded_at_ms=now_ms))
+        conn.execute(leader.insert().values(name="main", holder="", term=0, expires_at_ms=0))
+        return 0
+    if (_DISTRIBUTED_MARK in existing) != distributed:
+        raise IncompatibleSchema(
+            "the database was created under the distributed database profile: start Wiggle "
+            "with --database-profile distributed"
+            if distributed is False
+            else "the database was created without the distributed database profile (its "
+            "events and signals are numbered by sequences): create a new database under the "
+            'profile and move the rows into it (docs/scaling.md, "Moving a deployment")'
+        )
+    found = conn.execute(select(schema_version.c.version)).scalar_one()
+    if found > SCHEMA_VERSION:
+        raise IncompatibleSchema(
+            f"the database has schema version {found}, newer than this Wiggle understands "
+            f"({SCHEMA_VERSION}); upgrade Wiggle"
+        )
+    for version in range(found, SCHEMA_VERSION):
+        MIGRATIONS[version](conn)
+        conn.execute(schema_version.update().values(version=version + 1, upgraded_at_ms=now_ms))
+    return int(found)
