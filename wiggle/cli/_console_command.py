@@ -7,7 +7,7 @@ import dataclasses
 import sys
 from typing import Any
 
-from wiggle.cli._options import add_connection_flags, env, env_flag, flag, token_of
+from wiggle.cli._options import add_connection_flags, connection_of, env, env_flag, flag
 
 __all__ = ["DEFAULT_LISTEN", "register"]
 
@@ -15,35 +15,29 @@ DEFAULT_LISTEN = "127.0.0.1:8080"
 
 
 def _console(args: argparse.Namespace) -> int:
-    from wiggle.client import TlsConfig
     from wiggle.console import Backend, ConsoleServer, parse_listen, settings_for
 
     host, port = parse_listen(args.listen)
     if bool(args.https_cert) != bool(args.https_key):
         print("wiggle: give both --https-cert and --https-key, or neither", file=sys.stderr)
         return 2
-    token = token_of(args)
+    conn = connection_of(args)
     settings = settings_for(
         host,
-        token,
+        conn.token,
         require_login=True if args.require_login else None,
         tls=bool(args.https_cert),
         trusted_proxies=args.trusted_proxy or (),
     )
     if args.flows:
         settings = dataclasses.replace(settings, flows_dir=args.flows)
-    tls = None
-    if args.tls or args.tls_ca or args.tls_cert or args.tls_key or args.tls_server_name:
-        tls = TlsConfig(
-            ca=args.tls_ca, cert=args.tls_cert, key=args.tls_key, server_name=args.tls_server_name
-        )
-    backend = Backend(args.address, token=token, tls=tls)
+    backend = Backend(conn.address, token=conn.token, tls=conn.tls)
     try:
         server = ConsoleServer(
             backend, host, port, settings, tls_cert=args.https_cert, tls_key=args.https_key
         )
         login = " (log in with the server's token)" if settings.require_login else ""
-        print(f"console: {server.url}/ for the server at {args.address}{login}", flush=True)
+        print(f"console: {server.url}/ for the server at {conn.address}{login}", flush=True)
         server.run()
     finally:
         backend.close()

@@ -1,5 +1,5 @@
 """Options shared by the commands: `flag()` (every flag with its `WIGGLE_*` twin), the connection
-flags, JSON arguments and the client they build.
+flags (read by `wiggle._connection`'s rules), JSON arguments and the client they build.
 
 A flag's environment twin is its default: the flag wins when both are given. An environment value
 is converted (and refused) by the same `type` as the flag, and only for the command being run, so
@@ -18,6 +18,7 @@ import orjson
 from wiggle.errors import InvalidRequest
 
 if TYPE_CHECKING:
+    from wiggle._connection import Connection
     from wiggle.client import Client
 
 __all__ = [
@@ -28,12 +29,12 @@ __all__ = [
     "add_connection_flags",
     "add_database_profile",
     "add_json_flag",
+    "connection_of",
     "env",
     "env_flag",
     "flag",
     "make_client",
     "parse_json",
-    "token_of",
 ]
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
@@ -153,68 +154,66 @@ def add_json_flag(parser: argparse.ArgumentParser, help: str = "") -> None:
     )
 
 
+#: Where the connection variables, their defaults and their rules are written down.
+CONNECTION_DOC = 'docs/worker-protocol.md, "Connection"'
+
+
 def add_connection_flags(parser: argparse.ArgumentParser) -> None:
-    flag(
-        parser, "--address", env="WIGGLE_ADDRESS", default=DEFAULT_ADDRESS, help="server host:port"
+    """The connection flags. Unlike `flag()`'s, their variables are read when the command runs
+    (`connection_of`), by the rules every SDK shares: a flag wins over its variable, and
+    --token or --token-file ignores both token variables."""
+    group = parser.add_argument_group(
+        "connection",
+        f"each flag overrides its WIGGLE_* variable; defaults and rules: {CONNECTION_DOC}",
     )
-    flag(
-        parser,
+    group.add_argument(
+        "--address", help=f"server host:port (env WIGGLE_ADDRESS; default {DEFAULT_ADDRESS})"
+    )
+    group.add_argument(
         "--token-file",
-        env="WIGGLE_AUTH_TOKEN_FILE",
         help="a file holding the bearer token; preferred to --token, which other users of this "
-        "machine can read in the process list",
+        "machine can read in the process list (env WIGGLE_AUTH_TOKEN_FILE)",
     )
-    flag(parser, "--token", env="WIGGLE_AUTH_TOKEN", help="bearer token")
-    flag(
-        parser,
+    group.add_argument("--token", help="bearer token (env WIGGLE_AUTH_TOKEN)")
+    group.add_argument(
         "--tls",
-        env="WIGGLE_TLS",
         action="store_true",
-        help="connect with TLS, trusting the system roots; implied by --tls-*",
+        default=None,
+        help="connect with TLS, trusting the system roots; implied by --tls-* (env WIGGLE_TLS)",
     )
-    flag(parser, "--tls-ca", env="WIGGLE_TLS_CA", help="PEM CA to verify the server")
-    flag(parser, "--tls-cert", env="WIGGLE_TLS_CERT", help="PEM client certificate for mutual TLS")
-    flag(parser, "--tls-key", env="WIGGLE_TLS_KEY", help="its PEM private key")
-    flag(
-        parser,
+    group.add_argument("--tls-ca", help="PEM CA to verify the server (env WIGGLE_TLS_CA)")
+    group.add_argument(
+        "--tls-cert", help="PEM client certificate for mutual TLS (env WIGGLE_TLS_CERT)"
+    )
+    group.add_argument("--tls-key", help="its PEM private key (env WIGGLE_TLS_KEY)")
+    group.add_argument(
         "--tls-server-name",
-        env="WIGGLE_TLS_SERVER_NAME",
-        help="name to check in the server's certificate",
+        help="name to check in the server's certificate (env WIGGLE_TLS_SERVER_NAME)",
     )
 
 
-def token_of(args: argparse.Namespace) -> str | None:
-    """The bearer token: from --token-file (read now) or --token; both is a mistake."""
-    token_file = getattr(args, "token_file", None)
-    if token_file and args.token:
-        raise InvalidRequest("give --token or --token-file (or their env twins), not both")
-    if not token_file:
-        return args.token  # type: ignore[no-any-return]
-    try:
-        with open(token_file) as f:
-            token = f.read().strip()
-    except OSError as exc:
-        raise InvalidRequest(f"cannot read token file {token_file}: {exc.strerror}") from None
-    if not token:
-        raise InvalidRequest(f"token file {token_file} is empty")
-    return token
+def connection_of(args: argparse.Namespace) -> Connection:
+    """The connection the flags ask for, the WIGGLE_* variables filling in the rest; files
+    (token, certificates) are read now, and a bad setting is an InvalidRequest naming it."""
+    from wiggle._connection import Settings, connection
 
-
-def tls_config(args: argparse.Namespace) -> Any:
-    """The TlsConfig the connection flags ask for, or None for a plain connection."""
-    options = (args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name)
-    if not (args.tls or any(options)):
-        return None
-    from wiggle.client import TlsConfig
-
-    ca, cert, key, name = options
-    return TlsConfig(ca=ca, cert=cert, key=key, server_name=name)
+    return connection(
+        Settings(
+            address=args.address,
+            token=args.token,
+            token_file=args.token_file,
+            tls=args.tls,
+            ca=args.tls_ca,
+            cert=args.tls_cert,
+            key=args.tls_key,
+            server_name=args.tls_server_name,
+        )
+    )
 
 
 def make_client(args: argparse.Namespace) -> Client:
     """A client for a command: it gives up on an unreachable server quickly (and says so)."""
     from wiggle.client import Client
 
-    return Client(
-        args.address, token=token_of(args), tls=tls_config(args), retry_for=CONNECT_RETRY_S
-    )
+    conn = connection_of(args)
+    return Client(conn.address, token=conn.token, tls=conn.tls, retry_for=CONNECT_RETRY_S)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from wiggle.cli._options import add_connection_flags, flag, tls_config, token_of
+from wiggle.cli._options import add_connection_flags, connection_of, flag
 from wiggle.cli._server_command import add_log_level, setup_logging
 from wiggle.errors import InvalidRequest
 
@@ -30,15 +30,16 @@ def _worker(args: argparse.Namespace) -> int:
     from wiggle.worker import Worker
 
     setup_logging(args.log_level)
+    conn = connection_of(args)
     registry = load_registry(args.handlers)
     worker = Worker(
-        args.address,
+        conn.address,
         queues=args.queue or ["default"],
         registry=registry,
         concurrency=args.concurrency,
         local_batch_size=args.batch_size,
-        token=token_of(args),
-        tls=tls_config(args),
+        token=conn.token,
+        tls=conn.tls or False,  # plaintext: the variables were read already
         metrics_address=args.metrics_address,
     )
     worker.run()

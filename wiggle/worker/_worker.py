@@ -10,15 +10,17 @@ import threading
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from types import FrameType, TracebackType
 from typing import Any
 
 import grpc
 
-import wiggle
+from wiggle._connection import connection, explicit_tls
 from wiggle._metrics import MetricsEndpoint
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
+from wiggle._version import __version__
 from wiggle.graph import Graph
 from wiggle.traversal import Handback
 from wiggle.wire import TlsConfig, open_channel
@@ -46,11 +48,15 @@ class Worker:
     (ReleaseTask, no attempt consumed), local runs hand back at their next step boundary with
     whatever they buffered, and steps already running finish and are reported before it
     returns.
+
+    `address`, `token` (or `token_file`) and `tls` left unset come from the `WIGGLE_*`
+    connection variables (docs/worker-protocol.md, "Connection"), read here so that a bad one
+    fails at once; `tls=False` is plaintext whatever they say.
     """
 
     def __init__(
         self,
-        address: str,
+        address: str | None = None,
         *,
         queues: Iterable[str] = ("default",),
         registry: Registry | None = None,
@@ -58,6 +64,7 @@ class Worker:
         concurrency: int = 16,
         local_batch_size: int = 64,
         token: str | None = None,
+        token_file: str | None = None,
         worker_id: str | None = None,
         tls: TlsConfig | bool | None = None,
         poll_wait_ms: int = 10_000,
@@ -68,7 +75,9 @@ class Worker:
             raise TypeError("pass the handlers as `registry` or as `activities`, not both")
         if isinstance(queues, str):
             queues = (queues,)
-        self.address = address
+        explicit = replace(explicit_tls(tls), address=address, token=token, token_file=token_file)
+        conn = connection(explicit)
+        self.address = conn.address
         self.queues: tuple[str, ...] = tuple(queues)
         if not self.queues:
             raise ValueError("a worker needs at least one queue")
@@ -78,8 +87,8 @@ class Worker:
         self.worker_id: str = (
             worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         )
-        self._token = token
-        self._tls = tls
+        self._token = conn.token
+        self._tls: TlsConfig | bool = conn.tls or False
         self._poll_wait_ms = poll_wait_ms
         self._stub_override = stub  # tests inject an in-memory stub
         self._metrics_address = metrics_address  # HOST:PORT of the Prometheus endpoint
@@ -144,7 +153,7 @@ class Worker:
             wait_ms=self._poll_wait_ms,
             activities=self.registry.names,
             capacity=self.concurrency,
-            sdk=f"wiggle-python/{wiggle.__version__}",
+            sdk=f"wiggle-python/{__version__}",
             on_poll=self.metrics.poll if self.metrics is not None else None,
         )
         self._poller.start()
