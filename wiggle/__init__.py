@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from wiggle.compiler import CompiledFlow, load_flow, load_flow_file
     from wiggle.worker import NonRetryable, Registry, StepInfo, Worker, activity, step
 
-__version__ = "0.1.0"
+from wiggle._version import __version__
 
 # The worker, client and compiler pull in grpc, jsonschema and networkx; they are imported on
 # first use so that `import wiggle` (and every `wiggle` command) stays quick.

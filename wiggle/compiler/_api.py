@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from wiggle.compiler._canonical import canonical_json, version_of
-from wiggle.compiler._checks import DOCUMENT_CHECKS, GRAPH_CHECKS
-from wiggle.compiler._compile import compile_flow, duplicate_ids
+from wiggle.compiler._checks import DOCUMENT_CHECKS, GRAPH_CHECKS, duplicate_ids
+from wiggle.compiler._compile import compile_flow
 from wiggle.compiler._graph import graph_problems, graph_to_nx
 from wiggle.compiler._loader import MAX_BYTES, SourceMap, load_document
 from wiggle.compiler._messages import schema_diagnostics

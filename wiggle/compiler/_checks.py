@@ -13,7 +13,7 @@ import networkx as nx
 from jsonschema.exceptions import best_match  # type: ignore[import-untyped,unused-ignore]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped,unused-ignore]
 
-from wiggle.compiler._compile import DEFAULT_RETRY, END, Claim, Compiled, branch_order
+from wiggle.compiler._compile import DEFAULT_RETRY, END, Claim, Compiled, _Compiler, branch_order
 from wiggle.compiler._durations import is_duration_syntax, parse_duration
 from wiggle.compiler._loader import Path, SourceMap
 from wiggle.errors import Diagnostic
@@ -202,3 +202,14 @@ DOCUMENT_CHECKS: tuple[DocumentCheck, ...] = (
     check_input_schema,
 )
 GRAPH_CHECKS: tuple[GraphCheck, ...] = (check_node_ids, check_reachable)
+
+
+def duplicate_ids(flow: Any, source: Any) -> list[Any]:
+    """Duplicate node ids of a flow that failed other checks, so that they are reported in the
+    same pass; nothing when its steps are too malformed to number."""
+    try:
+        compiler = _Compiler(flow)
+        compiler.number(flow["steps"], ("steps",))
+        return list(check_node_ids(Compiled(flow, None, compiler.claims), source))
+    except Exception:  # malformed beyond numbering: the schema errors already say why
+        return []

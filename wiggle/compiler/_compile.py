@@ -270,19 +270,6 @@ class _Compiler:
     )
 
 
-def duplicate_ids(flow: Any, source: Any) -> list[Any]:
-    """Duplicate node ids of a flow that failed other checks, so that they are reported in the
-    same pass; nothing when its steps are too malformed to number."""
-    from wiggle.compiler._checks import check_node_ids  # _checks imports this module
-
-    try:
-        compiler = _Compiler(flow)
-        compiler.number(flow["steps"], ("steps",))
-        return list(check_node_ids(Compiled(flow, None, compiler.claims), source))
-    except Exception:  # malformed beyond numbering: the schema errors already say why
-        return []
-
-
 def compile_flow(flow: dict[str, Any]) -> Compiled:
     """Compile a schema-valid flow whose durations are in range. Never raises on such input."""
     compiler = _Compiler(flow)

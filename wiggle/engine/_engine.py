@@ -48,6 +48,7 @@ from .ops import instances as _instances
 from .ops import prune as _prune
 from .ops import ticker as _ticker
 from .ops.bulk_runner import BulkRunner
+from .ops.context import OpsContext
 from .reads.workers import WorkerBook
 from .store import schema as s
 from .store.db import Database
@@ -99,7 +100,9 @@ class Engine(Definitions, Views, Repairs):
         self._reports: GroupCommit[Report, AdvanceResult] = GroupCommit(
             self._run_reports, max_batch=64, max_active=2 if self.db.is_postgres else 1
         )
-        self._bulk = BulkRunner(self)
+        # What the operations below the facade may use of the engine (see ops/context.py).
+        self.ops = OpsContext(self.db, self.graph_of, default_mode, self.node_id, leader_ttl_s)
+        self._bulk = BulkRunner(self.ops)
         self._starts: GroupCommit[StartRequest, StartResult] = GroupCommit(
             self._run_starts, max_batch=64, max_active=2 if self.db.is_postgres else 1
         )
@@ -192,12 +195,12 @@ class Engine(Definitions, Views, Repairs):
 
     def signal(self, instance_id: str, name: str, payload: Json) -> bool:
         """Deliver a signal now (True) or buffer it for a later await (False)."""
-        return self.db.write(lambda c: _instances.signal(self, c, instance_id, name, payload))
+        return self.db.write(lambda c: _instances.signal(self.ops, c, instance_id, name, payload))
 
     def cancel(self, instance_id: str, reason: str = "") -> InstanceStatus:
         """Cancel an instance with its tokens, timers and children. Cancelling an already
         cancelled instance answers CANCELLED again; a completed or failed one is refused."""
-        return self.db.write(lambda c: _instances.cancel(self, c, instance_id, reason))
+        return self.db.write(lambda c: _instances.cancel(self.ops, c, instance_id, reason))
 
     def poll(
         self,
@@ -416,7 +419,9 @@ class Engine(Definitions, Views, Repairs):
 
     def tick(self) -> int:
         """Leader election, then due timers and expired leases; returns how many were handled."""
-        return _ticker.tick(self)
+        done = _ticker.tick(self.ops, self._bulk)
+        self.is_leader = done.leader
+        return done.handled
 
     def next_wakeup_s(self) -> float:
         """Seconds until the earliest timer or lease expiry (capped by the leader renewal).

@@ -5,7 +5,6 @@ durable batch the leader works through (engine/ops/bulk.py)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, cast
 
 from sqlalchemy import Connection
 
@@ -17,38 +16,35 @@ from .model.types import Json
 from .ops import bulk as _bulk
 from .ops import migrate as _migrate
 from .ops import repair as _repair
+from .ops.actions import check_params
+from .ops.context import OpsContext
 from .ops.repair import RepairResult
 from .store.db import Database
 from .store.wakeups import Waiters
-
-if TYPE_CHECKING:
-    from ._engine import Engine
 
 __all__ = ["Repairs"]
 
 
 class Repairs:
-    """What `Engine` repairs. It provides `db`, `graph_of` and `waiters`."""
+    """What `Engine` repairs. It provides `db`, `graph_of`, `waiters` and `ops`, the context
+    the operations take."""
 
     db: Database
+    ops: OpsContext
     waiters: Waiters
     graph_of: Callable[[Connection, str], Graph]
-
-    @property
-    def _eng(self) -> Engine:
-        return cast("Engine", self)
 
     def retry(self, instance_id: str, *, by: str = "") -> RepairResult:
         """Resume a FAILED instance where it failed: the tokens live when it failed are live
         again, the failed step READY with a fresh attempt count (a failed subflow child and
         its waiting parent come back together). RepairRefused in any other state."""
-        return self.db.write(lambda c: _repair.retry(self._eng, c, instance_id, by=by))
+        return self.db.write(lambda c: _repair.retry(self.ops, c, instance_id, by=by))
 
     def reset(self, instance_id: str, node_id: str, *, by: str = "") -> RepairResult:
         """Rewind a RUNNING, FAILED or COMPLETED instance to `node_id`, a top-level node it
         passed, with the input that node received the last time it ran. Live tokens end and
         their leases are fenced."""
-        return self.db.write(lambda c: _repair.reset(self._eng, c, instance_id, node_id, by=by))
+        return self.db.write(lambda c: _repair.reset(self.ops, c, instance_id, node_id, by=by))
 
     # -- bulk actions -------------------------------------------------------------------------
 
@@ -58,6 +54,8 @@ class Repairs:
         """How many instances a filter matches now, per status, and the first ids. With
         `action`: refused, as start_bulk would refuse it, when it or `params` cannot run."""
         conditions = parse_filter(where)
+        if action:
+            check_params(action, params or {})
         return self.db.read(
             lambda c: _bulk.preview(c, conditions, self.graph_of, self.db.now_sql, action, params)
         )
@@ -74,9 +72,10 @@ class Repairs:
         """Record a bulk action over the instances `where` matches now; the leading server
         applies it (see wiggle.engine.ops.bulk). InvalidRequest when the filter matches nothing."""
         args = dict(params or {})
+        check_params(action, args)
         batch_id = self.db.write(
             lambda c: _bulk.create_batch(
-                self._eng, c, action, args, list(where), requested_by or "anonymous", rate_per_s
+                self.ops, c, action, args, list(where), requested_by or "anonymous", rate_per_s
             )
         )
         self.waiters.ticker_needed()
@@ -113,7 +112,7 @@ class Repairs:
         instances of `flow` to version `to` (full, or the start of its digest)."""
         return self.db.read(
             lambda c: _migrate.plan_migration(
-                self._eng,
+                self.ops,
                 c,
                 flow,
                 to,
@@ -138,7 +137,7 @@ class Repairs:
         instances only, for a canary). RepairRefused when instances moved since it was made."""
         batch_id = self.db.write(
             lambda c: _migrate.apply_migration(
-                self._eng,
+                self.ops,
                 c,
                 plan,
                 limit=limit,
@@ -165,7 +164,7 @@ class Repairs:
             raise InvalidRequest("a rollback needs a migration batch id or a plan's hash")
         new_id = self.db.write(
             lambda c: _migrate.rollback_migration(
-                self._eng,
+                self.ops,
                 c,
                 batch_id,
                 rate_per_s=rate_per_s,

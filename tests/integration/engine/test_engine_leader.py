@@ -132,9 +132,13 @@ def test_a_timer_raced_by_two_engines_fires_once(database_url, clock):
         def fire(engine: Engine) -> None:
             barrier.wait()
             fn = functools.partial(
-                _ticker._fire, engine, token_id=tok.token_id, state="WAITING", wake=tok.wake_at_ms
+                _ticker._fire,
+                engine.ops,
+                token_id=tok.token_id,
+                state="WAITING",
+                wake=tok.wake_at_ms,
             )
-            results.append(_ticker._once(engine, fn))
+            results.append(_ticker._once(engine.ops, fn))
 
         threads = [threading.Thread(target=fire, args=(e,)) for e in (a, b)]
         for t in threads:

@@ -16,27 +16,26 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Connection, func, literal_column, select, update
 
-from wiggle.errors import BatchNotFound, InvalidRequest
+from wiggle.errors import BatchNotFound, InvalidRequest, WiggleError
 from wiggle.filters import Condition, parse_filter
 
 from ..machine.tx import dumps, loads, new_id
 from ..model.types import InstanceStatus, Json
 from ..reads.filtering import filter_clauses
 from ..store import schema as s
+from .context import OpsContext
 from .repair import reset_target_problem
 
-if TYPE_CHECKING:
-    from .._engine import Engine
-
 __all__ = [
-    "ACTIONS",
     "BatchItemView",
     "BatchView",
     "BulkPreview",
+    "Defer",
+    "Skip",
     "create_batch",
     "preview",
 ]
@@ -47,9 +46,6 @@ _i = s.instances
 _b = s.batches
 _bi = s.batch_items
 
-#: What a bulk action may do (a migration and its rollback are created by `migrate apply` and
-#: `migrate rollback`, not here).
-ACTIONS = ("cancel", "retry", "reset", "signal")
 #: How many instances a preview names.
 PREVIEW_IDS = 20
 #: The most instances one bulk action may take (split a larger job by filter).
@@ -105,6 +101,15 @@ class BatchView:
         return self.matched - self.done - self.skipped - self.failed
 
 
+class Skip(WiggleError):
+    """The action does not apply to this instance (said in the item's message)."""
+
+
+class Defer(Exception):
+    """Not now: the item stays PENDING and is tried again a little later (its message says
+    why: a migration waits for a leased step's report)."""
+
+
 def _matching(
     conn: Connection,
     where: Sequence[Condition],
@@ -132,7 +137,6 @@ def preview(
     clauses = _matching(conn, where, graph_of, now_sql)
     if action:
         args = params or {}
-        check_params(action, args)
         if action == "reset":
             _check_reset_target(graph_of, conn, clauses, str(args["node"]))
     by_status = {str(st): 0 for st in InstanceStatus}
@@ -144,15 +148,6 @@ def preview(
         select(_i.c.id).where(*clauses).order_by(_i.c.created_at_ms, _i.c.id).limit(PREVIEW_IDS)
     ).scalars()
     return BulkPreview(sum(by_status.values()), by_status, list(first))
-
-
-def check_params(action: str, params: dict[str, Json]) -> None:
-    if action not in ACTIONS:
-        raise InvalidRequest(f"unknown bulk action {action[:40]!r}; one of {', '.join(ACTIONS)}")
-    if action == "reset" and not isinstance(params.get("node"), str):
-        raise InvalidRequest("a bulk reset needs the node to reset to (--to NODE)")
-    if action == "signal" and not isinstance(params.get("name"), str):
-        raise InvalidRequest("a bulk signal needs the signal's name")
 
 
 def _check_reset_target(
@@ -179,7 +174,7 @@ def _check_reset_target(
 
 
 def create_batch(
-    eng: Engine,
+    ctx: OpsContext,
     conn: Connection,
     action: str,
     params: dict[str, Json],
@@ -191,13 +186,11 @@ def create_batch(
 ) -> str:
     """Record a bulk action over what `where_texts` matches now (or over `items`, each with its
     own detail: a migration's plan entries). Returns the batch id."""
-    if items is None:
-        check_params(action, params)  # a plain action; a migration brings its own items
     if not (rate_per_s > 0) or math.isinf(rate_per_s):
         raise InvalidRequest("a bulk action's rate is a number of instances per second above 0")
     if items is None:
         where = parse_filter(where_texts)
-        clauses = _matching(conn, where, eng.graph_of, eng.db.now_sql)
+        clauses = _matching(conn, where, ctx.graph_of, ctx.db.now_sql)
         ids = list(
             conn.execute(
                 select(_i.c.id)
@@ -214,9 +207,9 @@ def create_batch(
                 "and run several"
             )
         if action == "reset":
-            _check_reset_target(eng.graph_of, conn, clauses, str(params["node"]))
+            _check_reset_target(ctx.graph_of, conn, clauses, str(params["node"]))
         items = [(iid, None) for iid in ids]
-    now = int(conn.execute(select(eng.db.now)).scalar_one())
+    now = int(conn.execute(select(ctx.db.now)).scalar_one())
     batch_id = new_id()
     conn.execute(
         _b.insert().values(

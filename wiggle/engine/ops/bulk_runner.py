@@ -12,24 +12,20 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Connection, literal_column, select, update
 
 from wiggle.errors import Unavailable, WiggleError
 
 from ..machine.tx import FenceLost, dumps, loads
-from ..model.types import InstanceStatus, Json
+from ..model.types import Json
 from ..store import schema as s
-from . import instances as _instances
-from . import repair as _repair
+from .actions import ACTIONS, Defer
 from .bulk import DONE, FAILED, FINISHED, ITEMS_PER_TICK, PENDING, RUNNING, SKIPPED
+from .context import OpsContext
 
-if TYPE_CHECKING:
-    from .._engine import Engine
-
-__all__ = ["ACTION_FUNCTIONS", "BulkRunner", "Defer", "Skip"]
+__all__ = ["BulkRunner"]
 
 _log = logging.getLogger("wiggle.engine")
 
@@ -44,64 +40,19 @@ class _Taken(Exception):
     """Another server's transaction handled the item first."""
 
 
-#: An action on one instance: (engine, connection, instance id, the batch's params, the item's
-#: detail, who asked) -> its message, or (message, undo) when it keeps what it replaced.
-Action = Callable[["Engine", Connection, str, dict[str, Json], Json, str], "str | tuple[str, Json]"]
-
-
-def _cancel(eng: Engine, conn: Connection, iid: str, p: dict[str, Json], d: Json, by: str) -> str:
-    if _instances.status_of(conn, iid) is InstanceStatus.CANCELLED:
-        raise Skip("already CANCELLED")
-    _instances.cancel(eng, conn, iid, str(p.get("reason") or f"bulk action by {by}"))
-    return "cancelled"
-
-
-def _retry(eng: Engine, conn: Connection, iid: str, p: dict[str, Json], d: Json, by: str) -> str:
-    result = _repair.retry(eng, conn, iid, by=by)
-    return "retried at " + ", ".join(result.nodes)
-
-
-def _reset(eng: Engine, conn: Connection, iid: str, p: dict[str, Json], d: Json, by: str) -> str:
-    _repair.reset(eng, conn, iid, str(p["node"]), by=by)
-    return f"reset to {p['node']}"
-
-
-def _signal(eng: Engine, conn: Connection, iid: str, p: dict[str, Json], d: Json, by: str) -> str:
-    delivered = _instances.signal(eng, conn, iid, str(p["name"]), p.get("payload"))
-    return "delivered" if delivered else "buffered"
-
-
-class Skip(WiggleError):
-    """The action does not apply to this instance (said in the item's message)."""
-
-
-class Defer(Exception):
-    """Not now: the item stays PENDING and is tried again a little later (its message says
-    why: a migration waits for a leased step's report)."""
-
-
-#: Each action, and any the engine adds (a migration), by name.
-ACTION_FUNCTIONS: dict[str, Action] = {
-    "cancel": _cancel,
-    "retry": _retry,
-    "reset": _reset,
-    "signal": _signal,
-}
-
-
 class BulkRunner:
     """The leader's share of bulk actions: a few items per batch per tick, at each batch's
     rate (a token bucket per batch, in this process: a new leader starts with an empty one)."""
 
-    def __init__(self, eng: Engine) -> None:
-        self._eng = eng
+    def __init__(self, ctx: OpsContext) -> None:
+        self._ctx = ctx
         self._buckets: dict[str, tuple[float, float]] = {}  # batch id -> (tokens, at)
         self._lock = threading.Lock()
         self.busy = False  # a batch had items left after the last tick
 
     def tick(self) -> int:
-        eng = self._eng
-        running = eng.db.read(
+        ctx = self._ctx
+        running = ctx.db.read(
             lambda c: c.execute(
                 select(_b.c.id, _b.c.action, _b.c.params, _b.c.rate_per_s, _b.c.requested_by)
                 .where(_b.c.state == RUNNING)
@@ -115,12 +66,12 @@ class BulkRunner:
             if budget <= 0:
                 busy = True
                 continue
-            items = eng.db.read(
-                functools.partial(_pending, batch_id=row.id, limit=budget, now_sql=eng.db.now_sql)
+            items = ctx.db.read(
+                functools.partial(_pending, batch_id=row.id, limit=budget, now_sql=ctx.db.now_sql)
             )
             if not items:
-                finished = eng.db.write(
-                    functools.partial(_finish, now_sql=eng.db.now_sql, batch_id=row.id)
+                finished = ctx.db.write(
+                    functools.partial(_finish, now_sql=ctx.db.now_sql, batch_id=row.id)
                 )
                 if finished:
                     self._buckets.pop(row.id, None)
@@ -163,14 +114,14 @@ class BulkRunner:
         detail: Json,
         by: str,
     ) -> int:
-        eng = self._eng
-        fn = ACTION_FUNCTIONS[action]
+        ctx = self._ctx
+        fn = ACTIONS[action].run
 
         def run(conn: Connection) -> str:
-            _claim(conn, eng.db.now_sql, batch_id, seq, DONE, "")
-            got = fn(eng, conn, instance_id, params, detail, by)
+            _claim(conn, ctx.db.now_sql, batch_id, seq, DONE, "")
+            got = fn(ctx, conn, instance_id, params, detail, by)
             message, undo = got if isinstance(got, tuple) else (got, None)
-            _count(conn, eng.db.now_sql, batch_id, DONE)
+            _count(conn, ctx.db.now_sql, batch_id, DONE)
             conn.execute(
                 update(_bi)
                 .where(_bi.c.batch_id == batch_id, _bi.c.seq == seq)
@@ -179,14 +130,14 @@ class BulkRunner:
             return message
 
         try:
-            eng.db.write(run)
+            ctx.db.write(run)
             return 1
         except (_Taken, Unavailable, FenceLost):
             return 0  # handled elsewhere, or to try again at a later tick: still PENDING
         except Defer as exc:
-            eng.db.write(
+            ctx.db.write(
                 functools.partial(
-                    _defer, now_sql=eng.db.now_sql, batch_id=batch_id, seq=seq, message=str(exc)
+                    _defer, now_sql=ctx.db.now_sql, batch_id=batch_id, seq=seq, message=str(exc)
                 )
             )
             return 0
@@ -197,11 +148,11 @@ class BulkRunner:
             outcome, message = FAILED, f"{type(exc).__name__}: {exc}"
 
         def mark(conn: Connection) -> None:
-            _claim(conn, eng.db.now_sql, batch_id, seq, outcome, message)
-            _count(conn, eng.db.now_sql, batch_id, outcome)
+            _claim(conn, ctx.db.now_sql, batch_id, seq, outcome, message)
+            _count(conn, ctx.db.now_sql, batch_id, outcome)
 
         try:
-            eng.db.write(mark)
+            ctx.db.write(mark)
         except (_Taken, Unavailable):
             return 0
         return 1

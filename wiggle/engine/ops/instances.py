@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Connection, select
 
@@ -18,9 +18,7 @@ from ..model.types import InstanceStatus, Json, TokenState
 from ..reads import describe as _describe
 from ..store import schema as s
 from ..store.keyed import signal_seq
-
-if TYPE_CHECKING:
-    from .._engine import Engine
+from .context import OpsContext
 
 __all__ = ["awaited_signals", "cancel", "signal", "status_of"]
 
@@ -29,13 +27,13 @@ _r = s.instances.alias("root")
 _t = s.tokens
 
 
-def lock_instance(eng: Engine, conn: Connection, instance_id: str) -> tuple[Tx, Inst]:
+def lock_instance(ctx: OpsContext, conn: Connection, instance_id: str) -> tuple[Tx, Inst]:
     """Lock the instance's root row (PostgreSQL) and read the database clock with it."""
-    tx = Tx(conn, eng.db, 0, eng.graph_of, eng.default_mode)
+    tx = ctx.tx(conn)
     # Columns come from the locked root row (see wiggle.engine.machine.reports.lock_token for
     # why); a child instance is read again once the root's lock is held.
     row = conn.execute(
-        select(*[_r.c[name] for name in INSTANCE_FIELDS], eng.db.now)
+        select(*[_r.c[name] for name in INSTANCE_FIELDS], ctx.db.now)
         .select_from(_i.join(_r, _r.c.id == _i.c.root_id))
         .where(_i.c.id == instance_id)
         .with_for_update(of=_r)
@@ -54,8 +52,8 @@ def awaited_signals(graph: Graph) -> list[str]:
     return sorted({node.signal for node in graph if isinstance(node, Await)})
 
 
-def signal(eng: Engine, conn: Connection, instance_id: str, name: str, payload: Json) -> bool:
-    tx, inst = lock_instance(eng, conn, instance_id)
+def signal(ctx: OpsContext, conn: Connection, instance_id: str, name: str, payload: Json) -> bool:
+    tx, inst = lock_instance(ctx, conn, instance_id)
     if inst.status is not InstanceStatus.RUNNING:
         raise InstanceNotRunning(instance_id, inst.status.value)
     awaited = awaited_signals(inst.graph)
@@ -74,7 +72,7 @@ def signal(eng: Engine, conn: Connection, instance_id: str, name: str, payload: 
             target = (tx.adopt(row), node)
             break
     consumed = None if target is None else tx.now
-    keyed = eng.db.keyed(signal_seq(inst.id, eng.db.now_sql))
+    keyed = ctx.db.keyed(signal_seq(inst.id, ctx.db.now_sql))
     seq = conn.execute(
         s.signals.insert()
         .values(
@@ -98,15 +96,15 @@ def signal(eng: Engine, conn: Connection, instance_id: str, name: str, payload: 
     return target is not None
 
 
-def cancel(eng: Engine, conn: Connection, instance_id: str, reason: str) -> InstanceStatus:
-    tx, inst = lock_instance(eng, conn, instance_id)
+def cancel(ctx: OpsContext, conn: Connection, instance_id: str, reason: str) -> InstanceStatus:
+    tx, inst = lock_instance(ctx, conn, instance_id)
     if inst.status is InstanceStatus.CANCELLED:
         return inst.status  # idempotent: a retried cancel is not an error
     if inst.status is not InstanceStatus.RUNNING:
         raise InstanceNotRunning(instance_id, inst.status.value)
     # The instance keeps the context it had reached (that of the token that moved last, as
     # `describe` shows it), so whoever undoes its side effects can see how far it got.
-    reached = _describe.describe(conn, inst.id, False, eng.graph_of, eng.db.now).context
+    reached = _describe.describe(conn, inst.id, False, ctx.graph_of, ctx.db.now).context
     finish_instance(
         tx,
         inst,

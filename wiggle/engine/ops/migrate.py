@@ -5,7 +5,7 @@ that apply a plan (or roll one back); the per-instance work of those batches is 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Connection, select
 
@@ -27,9 +27,7 @@ from ..model.types import InstanceStatus, Json, TokenState
 from ..reads.filtering import filter_clauses
 from ..store import schema as s
 from .bulk import create_batch
-
-if TYPE_CHECKING:
-    from .._engine import Engine
+from .context import OpsContext
 
 __all__ = ["apply_migration", "plan_migration", "resolve_version", "rollback_migration"]
 
@@ -139,7 +137,7 @@ def _snapshots(conn: Connection, rows: Sequence[Any], depth: int = 0) -> list[In
 
 
 def plan_migration(
-    eng: Engine,
+    ctx: OpsContext,
     conn: Connection,
     flow: str,
     to: str,
@@ -154,7 +152,7 @@ def plan_migration(
     target = resolve_version(conn, flow, to)
     froms = [resolve_version(conn, flow, v) for v in from_versions]
     conditions = parse_filter(where)
-    clauses = filter_clauses(conn, conditions, eng.graph_of, eng.db.now_sql) if conditions else []
+    clauses = filter_clauses(conn, conditions, ctx.graph_of, ctx.db.now_sql) if conditions else []
     q = select(_i.c.id, _i.c.flow, _i.c.version).where(
         _i.c.flow == flow,
         _i.c.status == InstanceStatus.RUNNING.value,
@@ -174,17 +172,17 @@ def plan_migration(
             + (" matching the filter" if where else "")
             + (" on the versions given" if froms else "")
         )
-    now = int(conn.execute(select(eng.db.now)).scalar_one())
+    now = int(conn.execute(select(ctx.db.now)).scalar_one())
     from datetime import UTC, datetime
 
     created = datetime.fromtimestamp(now / 1000, tz=UTC).isoformat(timespec="seconds")
     try:
         return make_plan(
             flow,
-            eng.graph_of(conn, target),
+            ctx.graph_of(conn, target),
             _snapshots(conn, rows),
-            graph_of=lambda v: eng.graph_of(conn, v),
-            newest_of=lambda name: _graph_or_none(eng, conn, _newest(conn, name)),
+            graph_of=lambda v: ctx.graph_of(conn, v),
+            newest_of=lambda name: _graph_or_none(ctx, conn, _newest(conn, name)),
             mapping=dict(mapping or {}),
             timers=timers,
             children=children,
@@ -195,12 +193,12 @@ def plan_migration(
         raise InvalidRequest(str(exc)) from None
 
 
-def _graph_or_none(eng: Engine, conn: Connection, version: str | None) -> Graph | None:
-    return None if version is None else eng.graph_of(conn, version)
+def _graph_or_none(ctx: OpsContext, conn: Connection, version: str | None) -> Graph | None:
+    return None if version is None else ctx.graph_of(conn, version)
 
 
 def apply_migration(
-    eng: Engine,
+    ctx: OpsContext,
     conn: Connection,
     plan: Any,
     *,
@@ -252,12 +250,12 @@ def apply_migration(
         "timers": doc["timers"],
     }
     return create_batch(
-        eng, conn, "migrate", params, doc.get("where", []), requested_by, rate_per_s, items=todo
+        ctx, conn, "migrate", params, doc.get("where", []), requested_by, rate_per_s, items=todo
     )
 
 
 def rollback_migration(
-    eng: Engine,
+    ctx: OpsContext,
     conn: Connection,
     batch_id: str,
     *,
@@ -297,7 +295,7 @@ def rollback_migration(
     params = {"migration": ids[-1], "to": batch.params["to"], "flow": batch.params["flow"]}
     items = [(iid, loads(undo)) for iid, undo in rows]
     return create_batch(
-        eng, conn, "rollback", params, batch.filter, requested_by, rate_per_s, items=items
+        ctx, conn, "rollback", params, batch.filter, requested_by, rate_per_s, items=items
     )
 
 

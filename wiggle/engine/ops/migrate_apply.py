@@ -1,5 +1,6 @@
 """Applying one instance of a migration plan, and rolling one back: the `migrate` and
-`rollback` actions of the batches _migrate records (worked through by _bulk_runner).
+`rollback` actions (see actions) of the batches migrate records, worked through by
+bulk_runner.
 
 Applying an instance, under its root's lock, in the transaction that marks its item DONE:
 - refused (SKIPPED) when it ended, changed version, or is blocked where it is now;
@@ -19,7 +20,7 @@ right after the migration); one that has is SKIPPED with the reason.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Connection, delete, select, update
 
@@ -32,14 +33,12 @@ from ..machine.tx import TOKEN_COLUMNS, Inst, Tok, Tx
 from ..model.data import MISSING, parse_instant_ms, resolve_pointer
 from ..model.types import InstanceStatus, Json, TokenState
 from ..store import schema as s
-from .bulk_runner import ACTION_FUNCTIONS, Defer, Skip
+from .bulk import Defer, Skip
+from .context import OpsContext
 from .instances import lock_instance
 from .migrate import buffered_signals
 
-if TYPE_CHECKING:
-    from .._engine import Engine
-
-__all__: list[str] = []
+__all__ = ["migrate_one", "roll_back_one"]
 
 _i = s.instances
 _t = s.tokens
@@ -237,10 +236,10 @@ def _replan(
     return {**entry, "moves": [m.as_json() for m in fresh.moves], "children": []}
 
 
-def _migrate(
-    eng: Engine, conn: Connection, iid: str, params: dict[str, Json], detail: Json, by: str
+def migrate_one(
+    ctx: OpsContext, conn: Connection, iid: str, params: dict[str, Json], detail: Json, by: str
 ) -> tuple[str, Json]:
-    tx, _ = lock_instance(eng, conn, iid)
+    tx, _ = lock_instance(ctx, conn, iid)
     undo = _migrate_one(tx, detail, params)
     tx.finish()
     kids = len(undo["children"])
@@ -295,14 +294,10 @@ class _Row:
         self._mapping = row
 
 
-def _rollback(
-    eng: Engine, conn: Connection, iid: str, params: dict[str, Json], detail: Json, by: str
+def roll_back_one(
+    ctx: OpsContext, conn: Connection, iid: str, params: dict[str, Json], detail: Json, by: str
 ) -> str:
-    tx, _ = lock_instance(eng, conn, iid)
+    tx, _ = lock_instance(ctx, conn, iid)
     _restore(tx, detail, params)
     tx.finish()
     return f"rolled back to {str(detail['version'])[:19]}"
-
-
-ACTION_FUNCTIONS["migrate"] = _migrate
-ACTION_FUNCTIONS["rollback"] = _rollback

@@ -16,7 +16,7 @@ nothing it does after the repair is applied.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Connection, select, update
 
@@ -29,10 +29,8 @@ from ..machine.search import refresh_search
 from ..machine.tx import TOKEN_COLUMNS, Inst, Tok, Tx, loads
 from ..model.types import InstanceStatus, TokenState
 from ..store import schema as s
+from .context import OpsContext
 from .instances import lock_instance
-
-if TYPE_CHECKING:
-    from .._engine import Engine
 
 __all__ = ["RepairResult", "reset", "reset_target_problem", "retry"]
 
@@ -59,9 +57,9 @@ def _label(inst: Inst) -> str:
 # -- retry --------------------------------------------------------------------------------------
 
 
-def retry(eng: Engine, conn: Connection, instance_id: str, *, by: str = "") -> RepairResult:
+def retry(ctx: OpsContext, conn: Connection, instance_id: str, *, by: str = "") -> RepairResult:
     """Resume a FAILED instance where it failed (see the module docstring)."""
-    tx, inst = lock_instance(eng, conn, instance_id)
+    tx, inst = lock_instance(ctx, conn, instance_id)
     if inst.status is not InstanceStatus.FAILED:
         raise RepairRefused(
             f"{_label(inst)} is {inst.status.value}; only a FAILED instance can be retried"
@@ -239,10 +237,10 @@ def reset_target_problem(graph: Graph, flow: str, node_id: str) -> str:
 
 
 def reset(
-    eng: Engine, conn: Connection, instance_id: str, node_id: str, *, by: str = ""
+    ctx: OpsContext, conn: Connection, instance_id: str, node_id: str, *, by: str = ""
 ) -> RepairResult:
     """Rewind an instance to `node_id`, which it passed, with the input the node last got."""
-    tx, inst = lock_instance(eng, conn, instance_id)
+    tx, inst = lock_instance(ctx, conn, instance_id)
     graph = inst.graph
     if inst.status is InstanceStatus.CANCELLED:
         raise RepairRefused(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
@@ -14,9 +14,11 @@ from ..machine.drive import place
 from ..machine.failures import apply_failure
 from ..machine.park import ready_again
 from ..machine.reports import read_locked
-from ..machine.tx import FenceLost, Tx
+from ..machine.tx import FenceLost
 from ..model.types import InstanceStatus, StepFailure, TokenState
 from ..store import schema as s
+from .bulk_runner import BulkRunner
+from .context import OpsContext
 from .leader import (
     acquire_stmt,
     due_leases_stmt,
@@ -26,55 +28,61 @@ from .leader import (
     release_stmt,
 )
 
-if TYPE_CHECKING:
-    from .._engine import Engine
+__all__ = ["Tick", "next_due", "next_wakeup", "release_stmt", "tick"]
 
-__all__ = ["next_due", "next_wakeup", "release_stmt", "tick"]
+
+@dataclass(frozen=True)
+class Tick:
+    """What one tick did: whether this engine leads now, and how many items it handled."""
+
+    leader: bool
+    handled: int
+
 
 _t = s.tokens
 _BATCH = 256
 
 
-def tick(eng: Engine) -> int:
-    """Election, then due timers and expired leases. Returns how many were handled (what they
-    made READY wakes pollers after each commit, see wiggle.engine.store.wakeups)."""
-    me = {"me": eng.node_id}
-    ttl_ms = int(eng.leader_ttl_s * 1000)
-    term = eng.db.write(
-        lambda c: c.execute(acquire_stmt(eng.db), {**me, "ttl_ms": ttl_ms}).scalar(),
+def tick(ctx: OpsContext, bulk: BulkRunner) -> Tick:
+    """Election, then (when this engine leads) due timers, expired leases and a share of the
+    bulk actions' items. What they made READY wakes pollers after each commit, see
+    wiggle.engine.store.wakeups."""
+    me = {"me": ctx.node_id}
+    ttl_ms = int(ctx.leader_ttl_s * 1000)
+    term = ctx.db.write(
+        lambda c: c.execute(acquire_stmt(ctx.db), {**me, "ttl_ms": ttl_ms}).scalar(),
         idempotent=True,
     )
-    eng.is_leader = term is not None
     if term is None:
-        return 0
+        return Tick(leader=False, handled=0)
     params = {**me, "term": term, "limit": _BATCH}
     work = 0
-    timers = eng.db.read(lambda c: c.execute(due_timers_stmt(eng.db), params).all())
+    timers = ctx.db.read(lambda c: c.execute(due_timers_stmt(ctx.db), params).all())
     for row in timers:
         work += _once(
-            eng,
-            functools.partial(_fire, eng, token_id=row.id, state=row.state, wake=row.wake_at_ms),
+            ctx,
+            functools.partial(_fire, ctx, token_id=row.id, state=row.state, wake=row.wake_at_ms),
         )
-    leases = eng.db.read(lambda c: c.execute(due_leases_stmt(eng.db), params).all())
+    leases = ctx.db.read(lambda c: c.execute(due_leases_stmt(ctx.db), params).all())
     for row in leases:
-        work += _once(eng, functools.partial(_reclaim, eng, token_id=row.id, lease=row.lease))
-    work += eng._bulk.tick()
-    eng.db.sweep()
-    return work
+        work += _once(ctx, functools.partial(_reclaim, ctx, token_id=row.id, lease=row.lease))
+    work += bulk.tick()
+    ctx.db.sweep()
+    return Tick(leader=True, handled=work)
 
 
-def _once(eng: Engine, fn: Callable[[Connection], bool]) -> int:
+def _once(ctx: OpsContext, fn: Callable[[Connection], bool]) -> int:
     try:
         # Fenced on the state it saw: run again after it committed, it finds the token moved.
-        done = eng.db.write(fn, idempotent=True)
+        done = ctx.db.write(fn, idempotent=True)
     except FenceLost:
         return 0  # someone else moved the token first: nothing to do, by design
     return int(done)
 
 
-def _fire(eng: Engine, conn: Connection, *, token_id: str, state: str, wake: int) -> bool:
+def _fire(ctx: OpsContext, conn: Connection, *, token_id: str, state: str, wake: int) -> bool:
     """Fire one timer, exactly once: the UPDATE is conditional on the state and wake_at seen."""
-    tx = Tx(conn, eng.db, 0, eng.graph_of, eng.default_mode)
+    tx = ctx.tx(conn)
     got = read_locked(tx, conn, token_id)
     if got is None:
         return False
@@ -106,9 +114,9 @@ def _fire(eng: Engine, conn: Connection, *, token_id: str, state: str, wake: int
     return True
 
 
-def _reclaim(eng: Engine, conn: Connection, *, token_id: str, lease: str) -> bool:
+def _reclaim(ctx: OpsContext, conn: Connection, *, token_id: str, lease: str) -> bool:
     """An expired lease is a failed, retryable attempt (docs/graph.md)."""
-    tx = Tx(conn, eng.db, 0, eng.graph_of, eng.default_mode)
+    tx = ctx.tx(conn)
     got = read_locked(tx, conn, token_id)
     if got is None:
         return False

@@ -42,8 +42,9 @@ from wiggle.errors import InvalidRequest, Unavailable
 
 from ..model.clock import Clock
 from .db import _AFTER_COMMIT, _EVENTS, Database
-from .keyed import COMMITS, KEYED_CONSTRAINTS, keyed_write
+from .keyed import KEYED_CONSTRAINTS, keyed_write
 from .rows import new_id
+from .schema import COMMITS
 from .wakeups import Waiters, Wakeups
 
 __all__ = ["MARKER_TTL_S", "POLL_S", "DistributedDatabase"]

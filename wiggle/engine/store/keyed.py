@@ -24,20 +24,12 @@ be proved after the connection dropped under it (see distributed).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
-    Boolean,
-    Column,
     ColumnElement,
     Connection,
-    Index,
-    MetaData,
-    String,
-    Table,
     func,
     literal_column,
     select,
@@ -45,6 +37,7 @@ from sqlalchemy import (
 
 from . import schema as s
 from .queries import EVENT_COLUMNS, EVENT_TYPES, PARAM_KEYS, pg_ctes, pg_write, with_ctes
+from .schema import COMMITS, distributed_metadata
 
 __all__ = [
     "CLAIM_EVENT_SEQ",
@@ -61,51 +54,8 @@ __all__ = [
 #: keeps them apart anyway).
 SEQ_SCALE = 1024
 
-#: The outcome markers' table.
-COMMITS = "wiggle_commits"
-
 #: The primary keys whose unique violation means two transactions picked one key at once.
 KEYED_CONSTRAINTS = frozenset({"wiggle_events_pkey", "wiggle_signals_pkey"})
-
-_REKEYED = ("wiggle_events", "wiggle_signals")
-
-
-def _rekeyed(table: Table, metadata: MetaData) -> Table:
-    """`table` keyed by (instance_id, seq), seq given by the engine; an index that the new key
-    covers is dropped."""
-    key = ("instance_id", "seq")
-    first = [table.c[name] for name in key]
-    columns = [
-        Column(c.name, c.type, nullable=c.nullable, primary_key=c.name in key, autoincrement=False)
-        for c in (*first, *(c for c in table.c if c.name not in key))
-    ]
-    indexes = [
-        Index(ix.name, *[c.name for c in ix.columns])
-        for ix in table.indexes
-        if tuple(c.name for c in ix.columns) != key
-    ]
-    return Table(table.name, metadata, *columns, *indexes)
-
-
-@functools.cache
-def distributed_metadata() -> MetaData:
-    """The tables of a database created under the profile: the default ones, events and
-    signals keyed by (instance_id, seq), and the outcome markers."""
-    md = MetaData()
-    for table in s.metadata.sorted_tables:
-        if table.name in _REKEYED:
-            _rekeyed(table, md)
-        else:
-            table.to_metadata(md)
-    Table(
-        COMMITS,
-        md,
-        Column("id", String(32), primary_key=True),
-        Column("at_ms", BigInteger, nullable=False),
-        # True: written by the engine proving that the transaction of this id never committed.
-        Column("probe", Boolean, nullable=False),
-    )
-    return md
 
 
 def _seq(at_ms: str, instance: str, table: str, order: str) -> str:

@@ -7,11 +7,13 @@ with the explicit steps in `MIGRATIONS`, and refuses a newer one. Nothing here e
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     Connection,
     Float,
@@ -378,8 +380,52 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
 }
 
 
-#: The table only a database created under the distributed profile has (engine/store/keyed.py).
-_DISTRIBUTED_MARK = "wiggle_commits"
+# -- the distributed profile's shapes (its SQL: store/keyed.py) -----------------------------
+
+#: The outcome markers' table (one row per write transaction whose COMMIT may have to be proved
+#: after the connection dropped under it, see wiggle.engine.store.distributed); only a database
+#: created under the distributed profile has it.
+COMMITS = "wiggle_commits"
+
+_REKEYED = ("wiggle_events", "wiggle_signals")
+
+
+def _rekeyed(table: Table, metadata: MetaData) -> Table:
+    """`table` keyed by (instance_id, seq), seq given by the engine; an index that the new key
+    covers is dropped."""
+    key = ("instance_id", "seq")
+    first = [table.c[name] for name in key]
+    columns = [
+        Column(c.name, c.type, nullable=c.nullable, primary_key=c.name in key, autoincrement=False)
+        for c in (*first, *(c for c in table.c if c.name not in key))
+    ]
+    indexes = [
+        Index(ix.name, *[c.name for c in ix.columns])
+        for ix in table.indexes
+        if tuple(c.name for c in ix.columns) != key
+    ]
+    return Table(table.name, metadata, *columns, *indexes)
+
+
+@functools.cache
+def distributed_metadata() -> MetaData:
+    """The tables of a database created under the profile: the default ones, events and
+    signals keyed by (instance_id, seq), and the outcome markers."""
+    md = MetaData()
+    for table in metadata.sorted_tables:
+        if table.name in _REKEYED:
+            _rekeyed(table, md)
+        else:
+            table.to_metadata(md)
+    Table(
+        COMMITS,
+        md,
+        Column("id", String(32), primary_key=True),
+        Column("at_ms", BigInteger, nullable=False),
+        # True: written by the engine proving that the transaction of this id never committed.
+        Column("probe", Boolean, nullable=False),
+    )
+    return md
 
 
 def ensure_schema(conn: Connection, now_ms: int, *, distributed: bool = False) -> int:
@@ -398,8 +444,6 @@ def ensure_schema(conn: Connection, now_ms: int, *, distributed: bool = False) -
     if schema_version.name not in existing:
         shape = metadata
         if distributed:
-            from .keyed import distributed_metadata
-
             shape = distributed_metadata()
         ours = {t.name for t in shape.sorted_tables} & existing
         if ours:
@@ -411,7 +455,7 @@ def ensure_schema(conn: Connection, now_ms: int, *, distributed: bool = False) -
         conn.execute(schema_version.insert().values(version=SCHEMA_VERSION, upgraded_at_ms=now_ms))
         conn.execute(leader.insert().values(name="main", holder="", term=0, expires_at_ms=0))
         return 0
-    if (_DISTRIBUTED_MARK in existing) != distributed:
+    if (COMMITS in existing) != distributed:
         raise IncompatibleSchema(
             "the database was created under the distributed database profile: start Wiggle "
             "with --database-profile distributed"
