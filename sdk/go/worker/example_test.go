@@ -9,23 +9,28 @@ import (
 	"os/signal"
 	"syscall"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/wiggle-engine/wiggle/sdk/go/wigglepb"
 	"github.com/wiggle-engine/wiggle/sdk/go/worker"
 )
 
 // A worker serving the "orders" queue with one task and one predicate, until SIGTERM.
 func Example() {
-	conn, err := grpc.NewClient("127.0.0.1:7233", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	server, err := worker.Connection{}.WithEnv() // WIGGLE_ADDRESS, WIGGLE_AUTH_TOKEN, WIGGLE_TLS...
+	if err != nil {
+		log.Fatal(err)
+	}
+	token, err := server.BearerToken()
+	if err != nil {
+		log.Fatal(err)
+	}
+	conn, err := server.Dial()
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer conn.Close()
 	w := worker.New(wigglepb.NewWiggleClient(conn), worker.Options{
 		Queues: []string{"orders"},
-		Token:  os.Getenv("WIGGLE_AUTH_TOKEN"),
+		Token:  token,
 	})
 	w.Register("validate", func(ctx context.Context, in json.RawMessage) (json.RawMessage, error) {
 		var order map[string]any

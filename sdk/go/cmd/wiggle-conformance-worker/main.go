@@ -2,8 +2,8 @@
 // ACTIVITIES.md) with the Go worker, so `wiggle conformance --worker CMD` can run the corpus
 // against it.
 //
-// Environment: WIGGLE_ADDRESS (host:port, required), WIGGLE_AUTH_TOKEN (optional bearer token),
-// WIGGLE_TLS_CA (a PEM CA bundle: connect with TLS, trusting it), WIGGLE_QUEUES
+// Environment: WIGGLE_ADDRESS (host:port, required here), the other connection variables of
+// docs/worker-protocol.md ("Connection") read by worker.Connection.WithEnv, WIGGLE_QUEUES
 // (comma-separated, default "default,other"), WIGGLE_CONCURRENCY (default 64),
 // WIGGLE_CONFORMANCE_BATCH_SIZE (the LOCAL_ASYNC batch size, default the SDK's),
 // WIGGLE_CONFORMANCE_TRACE (the trace file the activities append to).
@@ -22,10 +22,6 @@ import (
 	"strings"
 	"syscall"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/wiggle-engine/wiggle/sdk/go/conformance"
 	"github.com/wiggle-engine/wiggle/sdk/go/wigglepb"
 	"github.com/wiggle-engine/wiggle/sdk/go/worker"
@@ -39,9 +35,16 @@ func main() {
 }
 
 func run() error {
-	address := os.Getenv("WIGGLE_ADDRESS")
-	if address == "" {
+	if os.Getenv("WIGGLE_ADDRESS") == "" {
 		return fmt.Errorf("set WIGGLE_ADDRESS to the server's host:port")
+	}
+	server, err := worker.Connection{}.WithEnv()
+	if err != nil {
+		return err
+	}
+	token, err := server.BearerToken()
+	if err != nil {
+		return err
 	}
 	queues := []string{"default", "other"}
 	if q := os.Getenv("WIGGLE_QUEUES"); q != "" {
@@ -55,13 +58,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	creds := insecure.NewCredentials()
-	if ca := os.Getenv("WIGGLE_TLS_CA"); ca != "" {
-		if creds, err = credentials.NewClientTLSFromFile(ca, ""); err != nil {
-			return fmt.Errorf("WIGGLE_TLS_CA: %w", err)
-		}
-	}
-	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(creds))
+	conn, err := server.Dial()
 	if err != nil {
 		return err
 	}
@@ -72,7 +69,7 @@ func run() error {
 		Queues:         queues,
 		Concurrency:    concurrency,
 		LocalBatchSize: batch,
-		Token:          os.Getenv("WIGGLE_AUTH_TOKEN"),
+		Token:          token,
 		Logger:         log,
 	})
 	conformance.Register(w)
