@@ -25,8 +25,8 @@ from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
 from ._engine_definitions import Definitions
 from ._engine_repairs import Repairs
 from ._engine_views import Views
-from .machine.batch import apply_reports
 from .machine.claims import claim, heartbeat_stmt
+from .machine.reports import apply_reports
 from .machine.starts import StartRequest, apply_starts
 from .machine.tx import FenceLost, Tx, new_id
 from .model.clock import Clock

@@ -10,7 +10,7 @@ from sqlalchemy import Connection, text
 
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine, InstanceStatus
-from wiggle.engine.machine.batch import lock_tasks
+from wiggle.engine.machine.locking import lock_tasks
 from wiggle.engine.machine.reports import fence_lease
 from wiggle.engine.machine.tx import FenceLost, Tx
 

@@ -1,283 +1,112 @@
-"""What a worker reports: complete, fail and advance_run, as one batch transition.
+"""One worker report's rules: who may send it, whether it is current, resent or out of
+order, what it becomes (a run of step outcomes, see steps), and its answer; and a batch of
+reports applied in one transaction (group commit's unit of work).
 
-A SERVER-mode CompleteTask is an AdvanceRun of one step with `final`; both go through
-`apply_steps`. The batch is validated against the graph before anything is written (a wrong path
-changes nothing), then applied in order: the successful prefix, then either the failed step's
-retry policy, or the token kept leased at the next worker node (`final` false), or the token
-released and driven to its next park.
+All the batch's tasks are read in one statement that also locks their root instances (in root
+id order, so two batches never wait on each other in a cycle, see locking); each report is then
+checked and applied in memory, in arrival order, through one shared identity map (a report on a
+token that an earlier report of the batch moved sees it moved); one statement writes every token
+and event.
+
+A report is refused (PermissionDenied, StaleLease, WrongPath, ReportOutOfOrder) before it
+changes anything, so a refused report never spoils its batch. Anything else that goes wrong
+aborts the whole batch, and the engine applies its reports one transaction each
+(`_run_reports`, see wiggle.engine._engine.Engine).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import replace
 
-from sqlalchemy import Connection, bindparam, select
-
-from wiggle.errors import ReportOutOfOrder, StaleLease, WrongPath
+from wiggle.errors import ReportOutOfOrder, StaleLease, WiggleError
 from wiggle.graph import Predicate, Task
-from wiggle.traversal import Handback, Move, classify, successor
 
-from ..model.data import type_name
 from ..model.types import (
     AdvanceResult,
     InstanceStatus,
     Json,
     Report,
     ReportKind,
-    StepFailure,
     StepOutcome,
     TokenState,
 )
-from ..store import schema as s
-from .drive import branch_filtered, fail_token_instance, place
-from .failures import apply_failure
-from .park import inst_from_row, ready_again
-from .search import note_context_change
-from .tx import TOKEN_COLUMNS, Inst, Tok, Tx
+from .eager import lease_ready, next_lease, reissue
+from .locking import lock_tasks
+from .steps import apply_plan, plan_steps
+from .tx import Inst, Tok, Tx
 
-__all__ = [
-    "apply_plan",
-    "apply_steps",
-    "lock_token",
-    "plan_steps",
-    "record_seq",
-    "refuse_unless_current",
-    "refuse_unless_granted",
-    "resent",
-]
-
-_i = s.instances
-ROOT = s.instances.alias("root")
-_r = ROOT
-# The instance's columns are read from the *locked* alias: on PostgreSQL, a statement that had
-# to wait for the lock re-reads only the locked row (EvalPlanQual); the other joined rows keep
-# the values of its snapshot, which may predate the transaction that held the lock.
-# Only what a transition needs: the instance's context (its input) can be large.
-INSTANCE_FIELDS = (
-    "id",
-    "root_id",
-    "flow",
-    "version",
-    "status",
-    "mode",
-    "parent_instance_id",
-    "parent_token_id",
-)
-INSTANCE_LABELLED = [_r.c[name].label(f"i_{name}") for name in INSTANCE_FIELDS]
+__all__ = ["apply_reports", "fence_lease", "record_seq", "resent", "server_outcome"]
 
 
-def lock_token(tx: Tx) -> Any:
-    """SELECT the token and its instance, locking the root instance's row (PostgreSQL)."""
-    t = s.tokens
-    return tx.db.cached(
-        "lock_token",
-        lambda: (
-            select(*TOKEN_COLUMNS, *INSTANCE_LABELLED, _i.c.id.label("own_id"), tx.db.now)
-            .select_from(t.join(_i, _i.c.id == t.c.instance_id).join(_r, _r.c.id == _i.c.root_id))
-            .where(t.c.id == bindparam("tid"))
-            .with_for_update(of=_r)
-        ),
-    )
+def apply_reports(tx: Tx, reports: Sequence[Report]) -> list[AdvanceResult | WiggleError]:
+    """Apply `reports` in order; each gets its answer or the error that refused it."""
+    locked = lock_tasks(tx, [r.task_id for r in reports])
+    out: list[AdvanceResult | WiggleError] = []
+    for report in reports:
+        try:
+            out.append(apply_report(tx, report, locked.get(report.task_id)))
+        except WiggleError as exc:  # refused before anything changed
+            out.append(exc)
+    return out
 
 
-def read_locked(tx: Tx, conn: Connection, task_id: str) -> tuple[Tok, Inst] | None:
-    """Lock by token id; sets `tx.now` from the database clock read in the same statement."""
-    row = conn.execute(lock_token(tx), {"tid": task_id}).first()
-    if row is None:
-        return None
-    m = row._mapping
-    tx.now = int(m["now_ms"])
-    inst_map = {k[2:]: v for k, v in m.items() if k.startswith("i_")}
-    if m["own_id"] != inst_map["id"]:
-        # The instance row was read before the root's lock was granted; read it again now.
-        fresh = conn.execute(select(*_i.c).where(_i.c.id == m["own_id"])).first()
-        assert fresh is not None
-        inst_map = dict(fresh._mapping)
-    inst = inst_from_row(tx, inst_map)
-    return tx.adopt(row), inst
+def apply_report(tx: Tx, r: Report, got: tuple[Tok, Inst] | None) -> AdvanceResult:
+    tok, inst = got if got is not None else (None, None)
+    refuse_unless_granted(r, tok, inst)
+    if resent(tok, inst, r.task_id, r.lease, r.seq):
+        assert tok is not None and inst is not None
+        again = _answer_again(tx, inst, tok, r.lease)
+        if r.next is not None:
+            again = replace(again, next_task=reissue(tx, inst, r.lease))
+        return again
+    if not refuse_unless_current(tok, inst, r.task_id, r.lease):
+        assert inst is not None
+        return AdvanceResult(inst.status, 0, False, tx.now)
+    assert tok is not None and inst is not None
+    steps = _steps_of(r, tok, inst)
+    plan = plan_steps(inst, tok, steps)  # WrongPath here: nothing changed yet
+    # From here on the report is applied whole.
+    fence_lease(tok, r.lease)
+    reason = None if r.kind in (ReportKind.COMPLETE, ReportKind.FAIL) else r.reason
+    if r.kind is ReportKind.RELEASE:
+        reason = r.reason or "released"
+    result = apply_plan(tx, inst, tok, plan, steps, final=r.final, reason=reason)
+    record_seq(tok, r.lease, r.seq)
+    tx.save(tok)
+    next_task = None
+    if r.next is not None and inst.status is InstanceStatus.RUNNING:
+        next_task = lease_ready(tx, inst, r.next, lease=next_lease(r.lease))
+    return replace(result, server_now_ms=tx.now, next_task=next_task)
+
+
+def _steps_of(r: Report, tok: Tok, inst: Inst) -> Sequence[StepOutcome]:
+    if r.kind is ReportKind.COMPLETE:
+        return [server_outcome(tok, inst, r.result)]
+    if r.kind is ReportKind.FAIL:
+        assert r.failure is not None
+        return [StepOutcome(tok.node_id, failure=r.failure)]
+    if r.kind is ReportKind.RELEASE:
+        return ()
+    return r.steps
+
+
+def _answer_again(tx: Tx, inst: Inst, tok: Tok, lease: str) -> AdvanceResult:
+    """The answer to a report that was applied already, from the state it left behind."""
+    if (
+        inst.status is InstanceStatus.RUNNING
+        and tok.state is TokenState.LEASED
+        and tok.lease == lease
+    ):
+        return AdvanceResult(
+            inst.status, tok.lease_expires_at_ms or 0, True, tx.now, duplicate=True
+        )
+    return AdvanceResult(inst.status, 0, False, tx.now, duplicate=True)
 
 
 def fence_lease(tok: Tok, lease: str) -> None:
     """The lease (and the node it was issued at) must still hold in the token's UPDATE."""
     tok.fence = {"lease": lease, "state": TokenState.LEASED.value, "node_id": tok.node_id}
-
-
-@dataclass
-class Plan:
-    completed: list[tuple[str, int, bool | None]]  # (node, attempt, predicate value)
-    context: Json
-    loop_counts: dict[str, int]
-    failure: tuple[str, StepFailure] | None
-    end: Move | None  # where the last successful step leads
-    # The worker steps the run went on to after the first, each with the context and loop
-    # counts it was entered with (kept as step inputs, for reset).
-    entered: list[tuple[str, Json, dict[str, int]]] = field(default_factory=list)
-
-
-def plan_steps(inst: Inst, tok: Tok, steps: Sequence[StepOutcome]) -> Plan:
-    """Check the batch against the graph, without writing anything (WrongPath if it strays)."""
-    graph = inst.graph
-    cur: str | None = tok.node_id
-    stopped = ""
-    ctx = tok.context
-    counts = dict(tok.loop_counts)
-    plan = Plan([], ctx, counts, None, None)
-    for i, st in enumerate(steps, start=1):
-        if cur is None:
-            raise WrongPath(f"step {i} ({st.node_id!r}) comes after the run ended ({stopped})")
-        if st.node_id != cur:
-            raise WrongPath(
-                f"step {i} reports node {st.node_id!r}, but the graph path from the leased task "
-                f"is at {cur!r}"
-            )
-        node = graph.nodes[cur]
-        attempt = tok.attempt if i == 1 else 1
-        if st.failure is not None:
-            plan.failure = (cur, st.failure)
-            cur, stopped = None, f"{st.node_id!r} failed"
-            continue
-        if isinstance(node, Predicate):
-            value = st.predicate
-            if value is None and st.has_context and isinstance(st.context, bool):
-                value = st.context
-            if value is None:
-                got = type_name(st.context) if st.has_context else "nothing"
-                plan.failure = (
-                    cur,
-                    StepFailure(
-                        f"predicate {cur!r} returned {got}, not a JSON boolean",
-                        non_retryable=True,
-                        error_type="TypeError",
-                    ),
-                )
-                cur, stopped = None, f"{st.node_id!r} failed"
-                continue
-            move = successor(graph, cur, predicate_value=value, loop_counts=counts)
-            plan.completed.append((cur, attempt, value))
-        else:
-            if not st.has_context:
-                raise WrongPath(f"step {i} at {cur!r} must carry the step's result context")
-            ctx = st.context
-            move = successor(graph, cur, loop_counts=counts)
-            plan.completed.append((cur, attempt, None))
-        counts = dict(move.loop_counts)
-        plan.end = move
-        if move.next_node is None:
-            cur, stopped = None, f"{st.node_id!r} ended the token ({move.handback})"
-            continue
-        nxt = graph.nodes[move.next_node]
-        if isinstance(nxt, Task | Predicate):
-            cur = nxt.id
-            plan.entered.append((cur, ctx, counts))
-        else:
-            cur, stopped = None, f"{nxt.id!r} is a {nxt.kind} the server drives"
-    plan.context = ctx
-    plan.loop_counts = counts
-    return plan
-
-
-def apply_steps(
-    tx: Tx,
-    inst: Inst,
-    tok: Tok,
-    steps: Sequence[StepOutcome],
-    *,
-    final: bool,
-    reason: str | None,
-) -> AdvanceResult:
-    """Apply a validated batch (see the module docstring). `reason` None: a SERVER report."""
-    plan = plan_steps(inst, tok, steps)
-    return apply_plan(tx, inst, tok, plan, steps, final=final, reason=reason)
-
-
-def apply_plan(
-    tx: Tx,
-    inst: Inst,
-    tok: Tok,
-    plan: Plan,
-    steps: Sequence[StepOutcome],
-    *,
-    final: bool,
-    reason: str | None,
-) -> AdvanceResult:
-    """Apply a batch `plan_steps` accepted. Raises nothing a caller should answer with: a
-    report is either refused before this runs, or applied whole."""
-    graph = inst.graph
-    # A branch's steps name their branch (a fork's name, a for_each item's index or key), so
-    # progress lines can say which item a step ran for.
-    where = tok.where
-    for node_id, attempt, value in plan.completed:
-        if value is None:
-            tx.event(inst.id, "step_completed", node_id, attempt, **where)
-        else:
-            tx.event(inst.id, "step_completed", node_id, attempt, predicate=value, **where)
-    if tok.parent_token_id is None:
-        for node_id, context, counts in plan.entered:
-            tx.entered_at(inst.id, node_id, context, counts)
-    note_context_change(tx, inst, tok.context, plan.context)
-    tok.context = plan.context
-    tok.loop_counts = plan.loop_counts
-    if plan.failure is not None:
-        node_id, failure = plan.failure
-        if node_id != tok.node_id:
-            _move_to(tok, graph.nodes[node_id])
-        apply_failure(tx, inst, tok, failure)
-        return AdvanceResult(inst.status, 0, False)
-    if not steps:
-        if not final:
-            tok.lease_expires_at_ms = tx.now + tok.timeout_ms
-            tx.save(tok)
-            return AdvanceResult(inst.status, tok.lease_expires_at_ms, True)
-        tx.event(inst.id, "handed_back", tok.node_id, tok.attempt, reason=reason or "")
-        ready_again(tx, tok)
-        return AdvanceResult(inst.status, 0, False)
-    end = plan.end
-    assert end is not None
-    if end.handback is Handback.FILTERED:
-        branch_filtered(tx, inst, tok)
-        return AdvanceResult(inst.status, 0, False)
-    if end.handback is Handback.LOOP_LIMIT:
-        pred = graph.nodes[plan.completed[-1][0]]
-        assert isinstance(pred, Predicate)
-        fail_token_instance(
-            tx,
-            inst,
-            tok,
-            f"loop {pred.id!r} exceeded max_iterations {pred.max_iterations}",
-            retryable=False,
-        )
-        return AdvanceResult(inst.status, 0, False)
-    assert end.next_node is not None
-    nxt = graph.nodes[end.next_node]
-    if not final and isinstance(nxt, Task | Predicate):
-        _move_to(tok, nxt)
-        tok.lease_expires_at_ms = tx.now + nxt.timeout_ms
-        tx.save(tok)
-        return AdvanceResult(inst.status, tok.lease_expires_at_ms, True)
-    if reason is not None:
-        why = reason or str(classify(graph, nxt.id, [tok.queue or ""]) or "")
-        tx.event(inst.id, "handed_back", nxt.id, 0, reason=why)
-    tok.node_id = nxt.id
-    tok.has_input = False
-    tok.input = None
-    tok.lease = None
-    tok.lease_owner = None
-    tok.lease_expires_at_ms = None
-    place(tx, inst, tok)
-    return AdvanceResult(inst.status, 0, False)
-
-
-def _move_to(tok: Tok, node: Any) -> None:
-    """The leased token moves on to the next worker step of the same run."""
-    tok.node_id = node.id
-    tok.attempt = 1
-    tok.queue = node.queue
-    tok.activity = node.activity
-    tok.timeout_ms = node.timeout_ms
-    tok.has_input = False
-    tok.input = None
 
 
 def server_outcome(tok: Tok, inst: Inst, result: Json) -> StepOutcome:

@@ -11,8 +11,8 @@ from wiggle.errors import InstanceNotFound, InstanceNotRunning, SignalNotAwaited
 from wiggle.graph import Await, Graph
 
 from ..machine.drive import deliver, finish_instance, place
+from ..machine.locking import INSTANCE_FIELDS
 from ..machine.park import inst_from_row
-from ..machine.reports import INSTANCE_FIELDS
 from ..machine.tx import TOKEN_COLUMNS, Inst, Tx, dumps
 from ..model.types import InstanceStatus, Json, TokenState
 from ..reads import describe as _describe
@@ -30,7 +30,7 @@ _t = s.tokens
 def lock_instance(ctx: OpsContext, conn: Connection, instance_id: str) -> tuple[Tx, Inst]:
     """Lock the instance's root row (PostgreSQL) and read the database clock with it."""
     tx = ctx.tx(conn)
-    # Columns come from the locked root row (see wiggle.engine.machine.reports.lock_token for
+    # Columns come from the locked root row (see wiggle.engine.machine.locking.lock_token for
     # why); a child instance is read again once the root's lock is held.
     row = conn.execute(
         select(*[_r.c[name] for name in INSTANCE_FIELDS], ctx.db.now)

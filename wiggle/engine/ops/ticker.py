@@ -12,8 +12,8 @@ from wiggle.graph import Await, Sleep
 
 from ..machine.drive import place
 from ..machine.failures import apply_failure
+from ..machine.locking import read_locked
 from ..machine.park import ready_again
-from ..machine.reports import read_locked
 from ..machine.tx import FenceLost
 from ..model.types import InstanceStatus, StepFailure, TokenState
 from ..store import schema as s
