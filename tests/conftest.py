@@ -13,7 +13,8 @@ new PostgreSQL database (dropped afterwards). `durable_database_url` is the same
 server with PostgreSQL's default settings, for what counts WAL syncs.
 
 `go_worker` and `java_worker` are the commands that start the Go and Java SDKs' conformance
-workers, built when missing or older than their sources (scripts/test.sh builds them first).
+workers, built when missing or older than their sources (scripts/test.sh builds them first);
+the Java one maps a class-data-sharing archive of the jar, trained once per build (tests/jvm.py).
 
 Under pytest-xdist (`-n`, as scripts/test.sh runs the suite), each process has its own session
 and so its own PostgreSQL server; the tests of a module with a module-scoped fixture (a stack, a
@@ -189,8 +190,13 @@ def go_worker(go_worker_binary: Path) -> str:
 
 @pytest.fixture(scope="session")
 def java_worker(java_worker_jar: Path) -> str:
-    """The command line of the Java conformance worker."""
-    return shlex.join(["java", *JAVA_FLAGS, "-jar", str(java_worker_jar)])
+    """The command line of the Java conformance worker, with its class-data-sharing archive
+    (tests/jvm.py: a start takes about half as long, and the corpus starts it often)."""
+    from tests.jvm import java_class_archive
+
+    java = ["java", *JAVA_FLAGS]
+    archive = java_class_archive(java_worker_jar, java)
+    return shlex.join([*java, f"-XX:SharedArchiveFile={archive}", "-jar", str(java_worker_jar)])
 
 
 # -- scheduling under xdist ----------------------------------------------------------------------
