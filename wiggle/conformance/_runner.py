@@ -40,6 +40,7 @@ from wiggle.conformance._check import (
 )
 from wiggle.conformance._databases import database_label, fresh_databases
 from wiggle.conformance._orchestration import RunContext, check_orchestration, render_reports
+from wiggle.conformance._recorder import REPORTS
 from wiggle.conformance._session import BATCH_SIZE, RunnerOptions, Session, Watch
 from wiggle.conformance._spoiled import Landed, spoiled
 
@@ -110,8 +111,19 @@ def _execute_once(session: Session, case: Case, run: Run, version: str) -> RunRe
         return _execute_run(session, case, run, version)
     finally:
         session.recorder.disarm()
-        if run.server_faults:
-            session.restart()  # e.g. a worker that fell back to SERVER steps after UNIMPLEMENTED
+        if _lasting(run):
+            session.restart()
+
+
+def _lasting(run: Run) -> bool:
+    """Whether the run's server faults may outlast it in the worker, which the next case then
+    needs fresh. While a fault on a report RPC is armed the server refuses ReportBatch with
+    UNIMPLEMENTED, which turns a worker's batching off for good; AdvanceRun UNIMPLEMENTED makes
+    it run SERVER steps for good; a held poll answer waits for the worker that made the call.
+    A refused heartbeat or a batch's lost answer ends with the call it hit, and the judge has
+    waited for the resends: a new worker after them would only cost its start (a JVM's is
+    seconds)."""
+    return any(f.hold or f.rpc in REPORTS for f in run.server_faults)
 
 
 def _execute_run(session: Session, case: Case, run: Run, version: str) -> RunResult:
