@@ -4,7 +4,6 @@ import io.grpc.CallOptions;
 import io.grpc.Channel;
 import io.grpc.MethodDescriptor;
 import io.grpc.StatusRuntimeException;
-import io.grpc.stub.ClientCalls;
 import java.lang.System.Logger.Level;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
@@ -12,14 +11,16 @@ import java.util.function.BooleanSupplier;
 
 /**
  * The worker's one I/O seam: every call goes through here, with a deadline, retried with backoff
- * while the server cannot be reached. A retried report is the same request message, so it
+ * while the server cannot be reached. Reports go through a {@link ReportBatcher}, below the
+ * retries: a batch that fails as a whole fails each report in it, and each is retried here as
+ * its own call would have been. A retried report is the same request message, so it
  * carries the same {@code seq}: the server answers a resend as it answered the first, never
  * applying it twice.
  */
 final class Rpc {
   private static final System.Logger LOG = System.getLogger("dev.wiggle.worker");
 
-  private final Channel channel;
+  private final ReportBatcher batcher;
   private final long callTimeoutMs;
   private final BooleanSupplier stopped;
   private final Runnable reconnectNow;
@@ -39,13 +40,16 @@ final class Rpc {
    *     should be used at the next one
    */
   Rpc(Channel channel, long callTimeoutMs, BooleanSupplier stopped, Runnable reconnectNow) {
-    this.channel = channel;
+    this.batcher = new ReportBatcher(channel);
     this.callTimeoutMs = callTimeoutMs;
     this.stopped = stopped;
     this.reconnectNow = reconnectNow;
   }
 
-
+  /** The server's request limit, as a task carried it: no report batch is built larger. */
+  void noteRequestLimit(long maxRequestBytes) {
+    batcher.noteLimit(maxRequestBytes);
+  }
 
   long callTimeoutMs() {
     return callTimeoutMs;
@@ -70,7 +74,7 @@ final class Rpc {
       CallOptions options = CallOptions.DEFAULT.withDeadlineAfter(
           timeoutMs > 0 ? timeoutMs : callTimeoutMs, TimeUnit.MILLISECONDS);
       try {
-        R response = ClientCalls.blockingUnaryCall(channel, method, options, request);
+        R response = batcher.call(method, request, options);
         outage.succeeded();
         return response;
       } catch (StatusRuntimeException e) {

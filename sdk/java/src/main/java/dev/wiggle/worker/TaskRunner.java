@@ -25,6 +25,7 @@ final class TaskRunner {
 
   /** Starts keeping {@code task}'s lease alive; done on receipt, before it waits for a thread. */
   static Lease hold(Env env, Task task, long receivedNanos) {
+    env.rpc.noteRequestLimit(task.getMaxRequestBytes()); // no report batch is built larger
     Lease l = new Lease(task.getTaskId(), task.getLease(), task.getNodeId(), task.getTimeoutMs());
     l.renewed(task.getLeaseExpiresAtMs(), task.getServerNowMs(), receivedNanos, 0);
     env.keeper.hold(l);

@@ -40,7 +40,8 @@ class WorkerTest {
     fake.close();
   }
 
-  private static Task serverTask(String id) {
+  /** A SERVER task of activity {@code seven}, leased for a minute (ReportBatcherTest too). */
+  static Task serverTask(String id) {
     long now = System.currentTimeMillis();
     return Task.newBuilder().setTaskId(id).setLease("L-" + id).setLeaseExpiresAtMs(now + 60_000)
         .setServerNowMs(now).setInstanceId("i-" + id).setFlow("f").setVersion("v").setNodeId("n")
