@@ -8,8 +8,8 @@ import java.time.Duration;
  * Serves the conformance activities with the Java worker, so that {@code wiggle conformance
  * --worker 'java -jar sdk/java/target/wiggle-conformance-worker.jar'} runs the corpus against it.
  *
- * <p>Environment: {@code WIGGLE_ADDRESS} (host:port, required), {@code WIGGLE_AUTH_TOKEN}, the
- * {@code WIGGLE_TLS*} variables of {@link Connection#fromEnvironment()}, {@code WIGGLE_QUEUES}
+ * <p>Environment: {@code WIGGLE_ADDRESS} (host:port, required here), the other connection
+ * variables of {@link Connection#fromEnvironment()}, {@code WIGGLE_QUEUES}
  * (comma-separated, default {@code default,other}), {@code WIGGLE_CONCURRENCY} (default 64),
  * {@code WIGGLE_CONFORMANCE_BATCH_SIZE} (the LOCAL_ASYNC batch size, default 64), and
  * {@code WIGGLE_CONFORMANCE_TRACE} (the trace file the activities append to). SIGTERM drains
@@ -28,8 +28,15 @@ public final class ConformanceWorker {
     String queues = env("WIGGLE_QUEUES", "default,other");
     int concurrency = positive("WIGGLE_CONCURRENCY", "64");
     int batch = positive("WIGGLE_CONFORMANCE_BATCH_SIZE", "64");
+    Connection connection = null;
+    try {
+      connection = Connection.fromEnvironment();
+    } catch (IllegalArgumentException e) { // a bad variable: say which, no stack trace
+      System.err.println("wiggle-conformance-worker: " + e.getMessage());
+      System.exit(2);
+    }
     Worker.Builder b = Worker.builder()
-        .connection(Connection.fromEnvironment())
+        .connection(connection)
         .queues(queues.split(","))
         .concurrency(concurrency)
         .localBatchSize(batch)

@@ -16,6 +16,10 @@ import io.grpc.MethodDescriptor;
 import io.grpc.TlsChannelCredentials;
 import java.io.File;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.util.Locale;
+import java.util.Map;
 
 /**
  * How to reach a Wiggle server: its address, a bearer token, TLS. One Connection serves a worker
@@ -23,14 +27,19 @@ import java.io.IOException;
  *
  * <pre>{@code
  * Connection c = Connection.to("wiggle.internal:7233")
- *     .token(System.getenv("WIGGLE_AUTH_TOKEN"))
+ *     .tokenFile(new File("/run/secrets/wiggle-token"))
  *     .tls(new File("ca.pem"))                          // verify the server
  *     .clientCertificate(new File("me.pem"), new File("me.key")); // mutual TLS
  * }</pre>
+ *
+ * <p>Or {@link #fromEnvironment()}, from the {@code WIGGLE_*} variables every SDK reads.
  */
 public final class Connection {
   /** The largest message sent or received (as the Python worker allows). */
   static final int MAX_MESSAGE = 64 * 1024 * 1024;
+
+  /** The server a connection from an environment without {@code WIGGLE_ADDRESS} reaches. */
+  public static final String DEFAULT_ADDRESS = "127.0.0.1:7233";
 
   private static final Metadata.Key<String> AUTHORIZATION =
       Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
@@ -61,6 +70,25 @@ public final class Connection {
     return this;
   }
 
+  /**
+   * The token held in {@code file}, read now (surrounding whitespace dropped): preferred to
+   * {@link #token(String)} on a shared host, where a command line shows in the process list. It
+   * and {@code token} are one setting: the last call wins.
+   */
+  public Connection tokenFile(File file) {
+    String text;
+    try {
+      text = Files.readString(file.toPath(), StandardCharsets.UTF_8).strip();
+    } catch (IOException e) {
+      throw new IllegalArgumentException("cannot read the token file " + file + ": " + e, e);
+    }
+    if (text.isEmpty()) {
+      throw new IllegalArgumentException("the token file " + file + " is empty");
+    }
+    this.token = text;
+    return this;
+  }
+
   /** TLS, trusting the system's roots. */
   public Connection tls() {
     this.tls = true;
@@ -76,42 +104,96 @@ public final class Connection {
 
   /** Mutual TLS: present this PEM certificate chain and its PEM (PKCS#8) private key. */
   public Connection clientCertificate(File certPem, File keyPem) {
+    if (certPem == null || keyPem == null) {
+      throw new IllegalArgumentException(
+          "mutual TLS needs both a client certificate and its key (WIGGLE_TLS_CERT and"
+              + " WIGGLE_TLS_KEY), or neither");
+    }
     this.tls = true;
     this.cert = certPem;
     this.key = keyPem;
     return this;
   }
 
-  /** The name to check in the server's certificate, when it is not the target's host. */
+  /** TLS, checking this name in the server's certificate, when it is not the target's host. */
   public Connection serverName(String name) {
     this.serverName = name == null || name.isEmpty() ? null : name;
+    this.tls |= this.serverName != null;
     return this;
   }
 
   /**
-   * A Connection from the environment, as the CLI reads it: {@code WIGGLE_ADDRESS} (default
-   * {@code 127.0.0.1:7233}), {@code WIGGLE_AUTH_TOKEN}, {@code WIGGLE_TLS} (1/true), {@code
-   * WIGGLE_TLS_CA}, {@code WIGGLE_TLS_CERT}, {@code WIGGLE_TLS_KEY}, {@code
-   * WIGGLE_TLS_SERVER_NAME}.
+   * A Connection from the {@code WIGGLE_*} connection variables, by the rules every Wiggle SDK
+   * shares (docs/worker-protocol.md, "Connection"): {@code WIGGLE_ADDRESS}, {@code
+   * WIGGLE_AUTH_TOKEN} or {@code WIGGLE_AUTH_TOKEN_FILE}, {@code WIGGLE_TLS} and the {@code
+   * WIGGLE_TLS_*} files and name. Calls made on it afterwards override what a variable gave.
+   *
+   * @throws IllegalArgumentException naming the variable: a {@code WIGGLE_TLS} neither on nor
+   *     off, both token variables, a certificate without its key, an unreadable token file
    */
   public static Connection fromEnvironment() {
-    String address = System.getenv("WIGGLE_ADDRESS");
-    Connection c = to(address == null || address.isEmpty() ? "127.0.0.1:7233" : address)
-        .token(System.getenv("WIGGLE_AUTH_TOKEN"));
-    String flag = System.getenv("WIGGLE_TLS");
-    if (flag != null && (flag.equals("1") || flag.equalsIgnoreCase("true") || flag.equalsIgnoreCase("yes"))) {
+    return fromEnvironment(System.getenv());
+  }
+
+  static Connection fromEnvironment(Map<String, String> env) {
+    Connection c = to(variable(env, "WIGGLE_ADDRESS", DEFAULT_ADDRESS));
+    String token = variable(env, "WIGGLE_AUTH_TOKEN", null);
+    String tokenFile = variable(env, "WIGGLE_AUTH_TOKEN_FILE", null);
+    if (token != null && tokenFile != null) {
+      throw new IllegalArgumentException(
+          "set WIGGLE_AUTH_TOKEN or WIGGLE_AUTH_TOKEN_FILE, not both");
+    }
+    c.token(token);
+    if (tokenFile != null) {
+      c.tokenFile(new File(tokenFile));
+    }
+    String flag = variable(env, "WIGGLE_TLS", null);
+    if (flag != null && tlsFlag(flag)) {
       c.tls();
     }
-    String ca = System.getenv("WIGGLE_TLS_CA");
-    if (ca != null && !ca.isEmpty()) {
+    String ca = variable(env, "WIGGLE_TLS_CA", null);
+    if (ca != null) {
       c.tls(new File(ca));
     }
-    String cert = System.getenv("WIGGLE_TLS_CERT");
-    String key = System.getenv("WIGGLE_TLS_KEY");
-    if (cert != null && !cert.isEmpty() && key != null && !key.isEmpty()) {
-      c.clientCertificate(new File(cert), new File(key));
+    String cert = variable(env, "WIGGLE_TLS_CERT", null);
+    String key = variable(env, "WIGGLE_TLS_KEY", null);
+    if (cert != null || key != null) {
+      c.clientCertificate(cert == null ? null : new File(cert), key == null ? null : new File(key));
     }
-    return c.serverName(System.getenv("WIGGLE_TLS_SERVER_NAME"));
+    return c.serverName(variable(env, "WIGGLE_TLS_SERVER_NAME", null));
+  }
+
+  /** The variable's value; empty counts as unset. */
+  private static String variable(Map<String, String> env, String name, String fallback) {
+    String v = env.get(name);
+    return v == null || v.isEmpty() ? fallback : v;
+  }
+
+  private static boolean tlsFlag(String value) {
+    switch (value.strip().toLowerCase(Locale.ROOT)) {
+      case "1", "true", "yes", "on":
+        return true;
+      case "0", "false", "no", "off":
+        return false;
+      default:
+        throw new IllegalArgumentException("WIGGLE_TLS=\"" + value
+            + "\" is not one of 1, true, yes, on (TLS) or 0, false, no, off");
+    }
+  }
+
+  /** Whether this connection speaks TLS. */
+  boolean usesTls() {
+    return tls;
+  }
+
+  /** The bearer token, or null. */
+  String bearerToken() {
+    return token;
+  }
+
+  /** The name checked in the server's certificate, or null for the target's host. */
+  String checkedServerName() {
+    return serverName;
   }
 
   public String target() {
