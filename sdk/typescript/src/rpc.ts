@@ -223,8 +223,19 @@ export const CHANNEL_OPTIONS: grpc.ChannelOptions = {
   "grpc.enable_retries": 0,
 };
 
-function truthy(v: string | undefined): boolean {
-  return v !== undefined && ["1", "true", "yes", "on"].includes(v.toLowerCase());
+/** `WIGGLE_TLS` read strictly: a value that is neither on nor off is a mistake to report. */
+function tlsFlag(v: string | undefined): boolean {
+  if (v === undefined || v === "") {
+    return false;
+  }
+  const word = v.trim().toLowerCase();
+  if (["1", "true", "yes", "on"].includes(word)) {
+    return true;
+  }
+  if (["0", "false", "no", "off"].includes(word)) {
+    return false;
+  }
+  throw new Error(`WIGGLE_TLS=${JSON.stringify(v)} is not one of 1, true, yes, on (TLS) or 0, false, no, off`);
 }
 
 function nonEmpty(v: string | undefined): string | undefined {
@@ -232,22 +243,58 @@ function nonEmpty(v: string | undefined): string | undefined {
 }
 
 /**
- * Connection settings from the environment, named as the CLI and the other SDKs name them:
- * `WIGGLE_ADDRESS` (default `127.0.0.1:7233`), `WIGGLE_AUTH_TOKEN` or `WIGGLE_AUTH_TOKEN_FILE`,
- * `WIGGLE_TLS` (1/true: TLS with the system's roots), `WIGGLE_TLS_CA`, `WIGGLE_TLS_CERT`,
- * `WIGGLE_TLS_KEY`, `WIGGLE_TLS_SERVER_NAME` (any of the last four implies TLS).
+ * Connection settings from the `WIGGLE_*` connection variables, with the defaults and rules
+ * every SDK shares (docs/worker-protocol.md, "Connection"): `WIGGLE_ADDRESS`,
+ * `WIGGLE_AUTH_TOKEN` or `WIGGLE_AUTH_TOKEN_FILE`, `WIGGLE_TLS`, and the `WIGGLE_TLS_*` files
+ * and name (any of which turns TLS on). A `WIGGLE_TLS` neither on nor off throws, naming it.
  */
 export function connectionFromEnv(env: NodeJS.ProcessEnv = process.env): ConnectionOptions {
   const ca = nonEmpty(env["WIGGLE_TLS_CA"]);
   const cert = nonEmpty(env["WIGGLE_TLS_CERT"]);
   const key = nonEmpty(env["WIGGLE_TLS_KEY"]);
   const serverName = nonEmpty(env["WIGGLE_TLS_SERVER_NAME"]);
-  const tls = truthy(env["WIGGLE_TLS"]) || ca !== undefined || cert !== undefined || serverName !== undefined;
+  const on = tlsFlag(env["WIGGLE_TLS"]);
+  const tls = on || ca !== undefined || cert !== undefined || key !== undefined || serverName !== undefined;
   return {
     address: nonEmpty(env["WIGGLE_ADDRESS"]) ?? DEFAULT_ADDRESS,
     token: nonEmpty(env["WIGGLE_AUTH_TOKEN"]),
     tokenFile: nonEmpty(env["WIGGLE_AUTH_TOKEN_FILE"]),
     tls: tls ? { ca, cert, key, serverName } : false,
+  };
+}
+
+/**
+ * `explicit` (a `host:port`, or options) with what it leaves unset taken from the environment:
+ * a setting given wins over its variable; a token or a token file given ignores both token
+ * variables; `tls: false` ignores every TLS variable, `tls: true` or an object keeps the TLS
+ * files and name it does not set.
+ */
+export function connectionWithEnv(
+  explicit: ConnectionOptions | string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): ConnectionOptions {
+  const given: ConnectionOptions = typeof explicit === "string" ? { address: explicit } : (explicit ?? {});
+  const fromEnv = connectionFromEnv(env);
+  const ownToken = given.token !== undefined || given.tokenFile !== undefined;
+  return {
+    address: given.address ?? fromEnv.address,
+    token: ownToken ? given.token : fromEnv.token,
+    tokenFile: ownToken ? given.tokenFile : fromEnv.tokenFile,
+    tls: mergeTls(given.tls, fromEnv.tls),
+  };
+}
+
+function mergeTls(given: TlsOptions | boolean | undefined, fromEnv: TlsOptions | boolean | undefined): TlsOptions | boolean {
+  if (given === undefined || given === false) {
+    return given ?? fromEnv ?? false;
+  }
+  const own: TlsOptions = given === true ? {} : given;
+  const base: TlsOptions = typeof fromEnv === "object" ? fromEnv : {};
+  return {
+    ca: own.ca ?? base.ca,
+    cert: own.cert ?? base.cert,
+    key: own.key ?? base.key,
+    serverName: own.serverName ?? base.serverName,
   };
 }
 
@@ -317,7 +364,7 @@ export class GrpcApi implements WiggleApi {
     if (conn.tls !== undefined && conn.tls !== false) {
       const t: TlsOptions = conn.tls === true ? {} : conn.tls;
       if ((t.cert === undefined) !== (t.key === undefined)) {
-        throw new Error("mutual TLS needs both a client certificate and its key (WIGGLE_TLS_CERT, WIGGLE_TLS_KEY)");
+        throw new Error("mutual TLS needs both a client certificate and its key (WIGGLE_TLS_CERT and WIGGLE_TLS_KEY), or neither");
       }
       creds = grpc.credentials.createSsl(pem(t.ca, "CA"), pem(t.key, "key"), pem(t.cert, "certificate"));
       if (t.serverName !== undefined) {

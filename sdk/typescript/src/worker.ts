@@ -3,13 +3,13 @@ import { badActivityName, type Activity, type Handler, type Predicate } from "./
 import { Core, DEFAULTS, defaultWorkerId, type StartOptions, type Started } from "./core.js";
 import type { Json } from "./json.js";
 import { stderrLogger, type Logger } from "./log.js";
-import { connectionFromEnv, GrpcApi, type ConnectionOptions, type WiggleApi } from "./rpc.js";
+import { connectionWithEnv, GrpcApi, type ConnectionOptions, type WiggleApi } from "./rpc.js";
 
 /** Everything a {@link Worker} can be told; every field is optional. */
 export interface WorkerOptions {
   /**
-   * The server: a `host:port` (token and TLS from the environment), or connection options.
-   * Default: {@link connectionFromEnv} (`WIGGLE_ADDRESS`, `WIGGLE_AUTH_TOKEN`, `WIGGLE_TLS*`).
+   * The server: a `host:port`, or connection options. What they leave unset comes from the
+   * `WIGGLE_*` connection variables (docs/worker-protocol.md, "Connection"; {@link connectionWithEnv}).
    */
   readonly connection?: ConnectionOptions | string;
   /** The queues served. Default `["default"]`. */
@@ -105,10 +105,7 @@ export class Worker {
     this.apiFactory =
       api !== undefined
         ? () => api
-        : () =>
-            new GrpcApi(
-              conn === undefined ? connectionFromEnv() : typeof conn === "string" ? { ...connectionFromEnv(), address: conn } : conn,
-            );
+        : () => new GrpcApi(connectionWithEnv(conn));
   }
 
   /**

@@ -6,7 +6,7 @@ import { after, before, describe, it } from "node:test";
 
 import { descriptor } from "../src/gen/descriptor.js";
 import { headerBytes, stepEntryBytes } from "../src/local-run.js";
-import { CHANNEL_OPTIONS, Code, connectionFromEnv, GrpcApi, LOADER_OPTIONS, RpcError, type StepResult } from "../src/rpc.js";
+import { CHANNEL_OPTIONS, Code, connectionFromEnv, connectionWithEnv, GrpcApi, LOADER_OPTIONS, RpcError, type StepResult } from "../src/rpc.js";
 
 const definition = protoLoader.fromJSON(descriptor as never, LOADER_OPTIONS);
 const service = definition["wiggle.v1.Wiggle"] as grpc.ServiceDefinition;
@@ -62,6 +62,46 @@ describe("settings", () => {
     assert.throws(() => new GrpcApi({ token: "a", tokenFile: "/x" }), /not both/);
     assert.throws(() => new GrpcApi({ tls: { cert: "/c.pem" } }), /both a client certificate and its key/);
     assert.throws(() => new GrpcApi({ tls: { ca: "/no/such/ca.pem" } }), /cannot read the TLS CA \/no\/such\/ca.pem/);
+  });
+
+  it("read WIGGLE_TLS strictly, and any TLS file or name turns TLS on", () => {
+    for (const v of ["1", "true", "YES", " on "]) {
+      assert.notEqual(connectionFromEnv({ WIGGLE_TLS: v }).tls, false, v);
+    }
+    for (const v of ["0", "false", "No", "off", ""]) {
+      assert.equal(connectionFromEnv({ WIGGLE_TLS: v }).tls, false, v);
+    }
+    assert.throws(() => connectionFromEnv({ WIGGLE_TLS: "maybe" }), /WIGGLE_TLS="maybe" is not one of 1, true/);
+    assert.deepEqual(connectionFromEnv({ WIGGLE_TLS_KEY: "/k.pem" }).tls, { ca: undefined, cert: undefined, key: "/k.pem", serverName: undefined });
+    assert.throws(() => new GrpcApi(connectionFromEnv({ WIGGLE_TLS_KEY: "/k.pem" })), /both a client certificate and its key/);
+    assert.deepEqual(connectionFromEnv({ WIGGLE_ADDRESS: "", WIGGLE_AUTH_TOKEN: "" }), connectionFromEnv({}));
+  });
+
+  it("let what is given win over its variable, the rest coming from the environment", () => {
+    const env = {
+      WIGGLE_ADDRESS: "env:1",
+      WIGGLE_AUTH_TOKEN: "env-token",
+      WIGGLE_AUTH_TOKEN_FILE: "/env/token",
+      WIGGLE_TLS_CA: "/env-ca.pem",
+      WIGGLE_TLS_SERVER_NAME: "env-name",
+    };
+    // A bare address keeps the environment's token and TLS.
+    assert.deepEqual(connectionWithEnv("explicit:2", { WIGGLE_AUTH_TOKEN: "env-token", WIGGLE_TLS: "1" }), {
+      address: "explicit:2",
+      token: "env-token",
+      tokenFile: undefined,
+      tls: { ca: undefined, cert: undefined, key: undefined, serverName: undefined },
+    });
+    // A token given ignores both token variables; TLS given keeps the files and name it leaves unset.
+    assert.deepEqual(connectionWithEnv({ token: "explicit", tls: { serverName: "own" } }, env), {
+      address: "env:1",
+      token: "explicit",
+      tokenFile: undefined,
+      tls: { ca: "/env-ca.pem", cert: undefined, key: undefined, serverName: "own" },
+    });
+    assert.equal(connectionWithEnv({ tls: false }, env).tls, false);
+    assert.deepEqual(connectionWithEnv(undefined, env), connectionFromEnv(env));
+    assert.throws(() => new GrpcApi(connectionWithEnv(undefined, env)), /not both/);
   });
 });
 

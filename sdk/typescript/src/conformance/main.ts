@@ -2,8 +2,8 @@
  * The conformance worker: the activities of spec/conformance/ACTIVITIES.md served by this SDK,
  * so `wiggle conformance --worker CMD` can run the corpus against it.
  *
- * Environment: `WIGGLE_ADDRESS` (host:port, required), `WIGGLE_AUTH_TOKEN` and the `WIGGLE_TLS*`
- * variables ({@link connectionFromEnv}), `WIGGLE_QUEUES` (comma-separated, default
+ * Environment: `WIGGLE_ADDRESS` (host:port, required here) and the other connection variables
+ * ({@link connectionFromEnv}), `WIGGLE_QUEUES` (comma-separated, default
  * `default,other`), `WIGGLE_CONCURRENCY` (default 64), `WIGGLE_CONFORMANCE_BATCH_SIZE` (the
  * LOCAL_ASYNC batch size, default 64), `WIGGLE_CONFORMANCE_TRACE` (the trace file), and
  * `WIGGLE_LOG_LEVEL` (default `warn`). SIGTERM or SIGINT drains and exits 0; a second signal
