@@ -12,17 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, delete, select, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import Connection, Row, select
 
 from wiggle.graph import ExecutionMode, Graph
 
 from ..model.types import InstanceStatus, Json, TokenState
 from ..store import schema as s
 from ..store.db import Database
-from ..store.queries import FENCE_LOST_MARK
 from ..store.rows import TOKEN_COLUMNS, Inst, Tok, dumps, loads, new_id
+from ..store.transition import FenceLost, Rows
 from ..store.wakeups import Wakeups
 
 __all__ = [
@@ -37,35 +35,7 @@ __all__ = [
 ]
 
 
-class FenceLost(Exception):
-    """A fenced UPDATE matched no row: someone else moved the token first. Roll back."""
-
-    def __init__(self, token_id: str) -> None:
-        super().__init__(token_id)
-        self.token_id = token_id
-
-
 _NO_INPUT: Any = object()
-
-
-_UPDATE_COLUMNS = [c.name for c in s.tokens.c if c.name != "id"]
-_UPDATE_TOKEN = (
-    update(s.tokens)
-    .where(s.tokens.c.id == bindparam("_id"))
-    .values({name: bindparam(name) for name in _UPDATE_COLUMNS})
-)
-
-
-_FENCED: dict[tuple[str, ...], Any] = {}
-
-
-def _fenced_update(columns: tuple[str, ...]) -> Any:
-    """The token UPDATE that also requires `columns` to hold the values seen (f_<column>)."""
-    stmt = _FENCED.get(columns)
-    if stmt is None:
-        conds = [s.tokens.c[name] == bindparam(f"f_{name}") for name in columns]
-        stmt = _FENCED[columns] = _UPDATE_TOKEN.where(*conds)
-    return stmt
 
 
 class Tx:
@@ -224,66 +194,7 @@ class Tx:
 
     def flush(self) -> None:
         """Write pending inserts and updates; FenceLost when a fenced UPDATE matched no row."""
-        if self.db.is_postgres:
-            self._write_postgres(with_events=False)
-            return
-        if self._instance_inserts:
-            self.conn.execute(s.instances.insert(), list(self._instance_inserts.values()))
-            self._instance_inserts = {}
-        for values in self._instance_updates.values():
-            values = dict(values)
-            if not values.pop("set_context"):
-                values.pop("context")
-            ident = values.pop("id")
-            self.conn.execute(update(s.instances).where(s.instances.c.id == ident).values(values))
-        self._instance_updates.clear()
-        if self._new:
-            self.conn.execute(s.tokens.insert(), [t.row() for t in self._new.values()])
-            self._new.clear()
-        self._write_inputs_and_search()
-        plain: list[dict[str, Any]] = []
-        for tok in self._dirty.values():
-            row = tok.row()
-            row["_id"] = row.pop("id")
-            if tok.fence:
-                stmt = _fenced_update(tuple(sorted(tok.fence)))
-                row.update({f"f_{k}": v for k, v in tok.fence.items()})
-                tok.fence = {}
-                if self.conn.execute(stmt, row).rowcount != 1:
-                    raise FenceLost(tok.id)
-            else:
-                plain.append(row)
-        if plain:
-            self.conn.execute(_UPDATE_TOKEN, plain)
-        self._dirty.clear()
-
-    def _write_inputs_and_search(self) -> None:
-        """SQLite: step inputs and search values (PostgreSQL writes them in its one statement)."""
-        if self._inputs:
-            ins = sqlite_insert(s.step_inputs)
-            self.conn.execute(
-                ins.on_conflict_do_update(
-                    index_elements=["instance_id", "node_id"],
-                    set_={c: ins.excluded[c] for c in ("context", "input", "loop_counts", "at_ms")},
-                ),
-                list(self._inputs.values()),
-            )
-            self._inputs.clear()
-        put, gone = self._take_search()
-        w = s.search_values
-        for r in gone:
-            self.conn.execute(
-                delete(w).where(w.c.instance_id == r["instance_id"], w.c.name == r["name"])
-            )
-        if put:
-            ins = sqlite_insert(w)
-            self.conn.execute(
-                ins.on_conflict_do_update(
-                    index_elements=["instance_id", "name"],
-                    set_={c: ins.excluded[c] for c in ("text_value", "num_value")},
-                ),
-                put,
-            )
+        self._write(with_events=False)
 
     # -- events and wake-ups --------------------------------------------------------------------
 
@@ -312,13 +223,7 @@ class Tx:
         last write (one round trip fewer); the caller runs no statement after it."""
         if self.db.event_observers and self._events:
             self.db.logged(self.conn, [self._observed(ev) for ev in self._events])
-        if self.db.is_postgres:
-            self._write_postgres(with_events=True, commit=commit)
-        else:
-            self.flush()
-            if self._events:
-                self.conn.execute(s.events.insert(), self._events)
-                self._events = []
+        self._write(with_events=True, commit=commit)
         if self.wakeups:
             self.db.after_commit(self.conn, self.wakeups)
             self.wakeups = Wakeups()
@@ -328,11 +233,11 @@ class Tx:
         flow, mode = (inst.flow, inst.mode.value) if inst is not None else ("", "")
         return ev["kind"], flow, mode, ev["detail"]
 
-    def _write_postgres(self, *, with_events: bool, commit: bool = False) -> None:
-        """Every token insert and update (and the events) in one statement; NOTIFYs follow
-        the commit. A fenced update that matches no row fails the fence: the caller rolls back,
+    def _write(self, *, with_events: bool, commit: bool = False) -> None:
+        """Every pending row (and the events, `with_events`) through the database's one write
+        (store/transition.py): one statement on PostgreSQL, a few on SQLite. NOTIFYs follow the
+        commit. A fenced update that matches no row raises FenceLost: the caller rolls back,
         events and wake-ups included."""
-        inserts = [t.row() for t in self._new.values()]
         updates = []
         for tok in self._dirty.values():
             row = tok.row()
@@ -340,28 +245,19 @@ class Tx:
                 row[f"f_{column}"] = value
             tok.fence = {}
             updates.append(row)
+        rows = Rows(
+            token_inserts=[t.row() for t in self._new.values()],
+            token_updates=updates,
+            instance_updates=list(self._instance_updates.values()),
+            instance_inserts=list(self._instance_inserts.values()),
+            step_inputs=list(self._inputs.values()),
+        )
+        rows.search_put, rows.search_gone = self._take_search()
+        if with_events:
+            rows.events, self._events = self._events, []
         self._new.clear()
         self._dirty.clear()
-        events: list[dict[str, Any]] = []
-        if with_events:
-            events, self._events = self._events, []
-
-        instances = list(self._instance_updates.values())
         self._instance_updates.clear()
-        new_instances = list(self._instance_inserts.values())
         self._instance_inserts = {}
-        inputs = list(self._inputs.values())
         self._inputs.clear()
-        search_put, search_gone = self._take_search()
-        try:
-            self.db.write_rows(
-                self.conn,
-                *(inserts, updates, events, instances, new_instances, inputs),
-                *(search_put, search_gone),
-                commit=commit,
-            )
-        except DBAPIError as exc:
-            if FENCE_LOST_MARK not in str(exc.orig):
-                raise
-            lost = updates[0]["id"] if len(updates) == 1 else "one of several"
-            raise FenceLost(lost) from None
+        self.db.write_rows(self.conn, rows, commit=commit)

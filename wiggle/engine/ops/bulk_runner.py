@@ -18,9 +18,10 @@ from sqlalchemy import Connection, literal_column, select, update
 
 from wiggle.errors import Unavailable, WiggleError
 
-from ..machine.tx import FenceLost, dumps, loads
+from ..machine.tx import dumps, loads
 from ..model.types import Json
 from ..store import schema as s
+from ..store.transition import FenceLost
 from .actions import ACTIONS, Defer
 from .bulk import DONE, FAILED, FINISHED, ITEMS_PER_TICK, PENDING, RUNNING, SKIPPED
 from .context import OpsContext

@@ -14,9 +14,9 @@ from ..machine.drive import place
 from ..machine.failures import apply_failure
 from ..machine.locking import read_locked
 from ..machine.park import ready_again
-from ..machine.tx import FenceLost
 from ..model.types import InstanceStatus, StepFailure, TokenState
 from ..store import schema as s
+from ..store.transition import FenceLost
 from .bulk_runner import BulkRunner
 from .context import OpsContext
 from .leader import (

@@ -18,7 +18,7 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import psycopg
@@ -31,7 +31,8 @@ from wiggle._postgres import libpq_url
 from wiggle.errors import InvalidRequest, Unavailable
 
 from ..model.clock import Clock
-from .queries import pg_write
+from .queries import FENCE_LOST_MARK, pg_write
+from .transition import FenceLost, Rows, write_sqlite
 from .wakeups import Waiters, Wakeups
 
 __all__ = ["NOTIFY_CHANNEL", "Database"]
@@ -271,13 +272,24 @@ class Database:
         finally:
             cur.close()
 
-    def write_rows(
-        self, conn: Connection, *rows: Sequence[dict[str, Any]], commit: bool = False
-    ) -> None:
-        """A transition's rows on PostgreSQL, in `_queries.pg_write`'s order (token inserts,
-        fenced token updates, events, instance ends, new instances, step inputs, search values):
-        one statement, with the COMMIT when `commit` (profile seam)."""
-        statement = pg_write(*rows)
+    def write_rows(self, conn: Connection, rows: Rows, *, commit: bool = False) -> None:
+        """A transition's rows (store/transition.py), whatever the dialect: on SQLite a few
+        statements, on PostgreSQL one (with the COMMIT when `commit`). FenceLost when a fenced
+        token update matched no row."""
+        if not self.is_postgres:
+            write_sqlite(conn, rows)
+            return
+        try:
+            self._write_postgres(conn, rows, commit=commit)
+        except DBAPIError as exc:
+            if FENCE_LOST_MARK not in str(exc.orig):
+                raise
+            updates = rows.token_updates
+            raise FenceLost(updates[0]["id"] if len(updates) == 1 else "one of several") from None
+
+    def _write_postgres(self, conn: Connection, rows: Rows, *, commit: bool) -> None:
+        """PostgreSQL: `queries.pg_write`'s one statement (profile seam)."""
+        statement = pg_write(*rows.as_args())
         if statement is None:
             return
         sql, params = statement

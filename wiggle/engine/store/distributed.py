@@ -32,7 +32,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection
@@ -45,6 +45,7 @@ from .db import _AFTER_COMMIT, _EVENTS, Database
 from .keyed import KEYED_CONSTRAINTS, keyed_write
 from .rows import new_id
 from .schema import COMMITS
+from .transition import Rows
 from .wakeups import Waiters, Wakeups
 
 __all__ = ["MARKER_TTL_S", "POLL_S", "DistributedDatabase"]
@@ -126,12 +127,10 @@ class DistributedDatabase(Database):
     def write(self, fn: Callable[[Connection], T], *, idempotent: bool = False) -> T:
         return self._run(_Unit(fn, idempotent), read=False)
 
-    def write_rows(
-        self, conn: Connection, *rows: Sequence[dict[str, Any]], commit: bool = False
-    ) -> None:
+    def _write_postgres(self, conn: Connection, rows: Rows, *, commit: bool) -> None:
         # Keyed events, each table modified once per statement; no COMMIT sent with the
         # write: the transaction writes its outcome marker last (see _transaction).
-        keyed_write(conn, *rows)
+        keyed_write(conn, *rows.as_args())
 
     def keyed(self, seq: Any) -> dict[str, Any]:
         return {"seq": seq}
