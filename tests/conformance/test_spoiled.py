@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from wiggle.compiler import load_flow
 from wiggle.conformance._cases import Moment
 from wiggle.conformance._recorder import Call, Delivery, StepSeen
@@ -105,6 +107,20 @@ def test_a_cancel_counts_only_reports_answered_before_it():
     assert late_landings([cancel], GRAPH, ROOT, [line(0, "c")], deliveries, before) == [
         "the cancel at started:c landed after c ended (c had been reported)"
     ]
+
+
+def test_a_cancel_is_judged_by_when_it_reached_the_server():
+    deliveries = [delivered("c", "L2", 2.0)]
+    calls = [complete("L2", 3.5)]
+    sent = kill_at_c(3.0, 1, "cancel")
+    # Sent while c held, but served only after c's report was answered: late.
+    arrived = replace(sent, arrived=4.0)
+    assert late_landings([arrived], GRAPH, ROOT, [line(0, "c")], deliveries, calls) == [
+        "the cancel at started:c landed after c ended (c had been reported)"
+    ]
+    # Served before the report: in time, whatever the engine did with it.
+    in_time = replace(sent, arrived=3.2)
+    assert late_landings([in_time], GRAPH, ROOT, [line(0, "c")], deliveries, calls) == []
 
 
 def test_only_faults_aimed_at_a_hold_can_land_late():

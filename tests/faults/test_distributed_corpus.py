@@ -54,7 +54,7 @@ def test_the_corpus_under_the_profile_and_injected_faults(
             worker=PYTHON_WORKER,
             # Fewer cases at once than the plain corpus: at SERIALIZABLE their transactions
             # also conflict with each other, and on a loaded machine the retries could push a
-            # cancel past the step it must land during (cancel/running holds it 2 s for that).
+            # cancel past the step it must land during (cancel/running holds it 4 s for that).
             parallel=8,
             verbose=True,
             database_profile="distributed",

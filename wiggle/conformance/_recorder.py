@@ -28,14 +28,22 @@ import orjson
 from wiggle._limits import bytes_may_nest_over, json_depth_over
 from wiggle.wire import ERROR_CODE_KEY, REPORT_FIELDS, unbatched
 
-__all__ = ["Call", "Delivery", "Recorder", "ServerFault", "StepSeen"]
+__all__ = ["Call", "CancelSeen", "Delivery", "Recorder", "ServerFault", "StepSeen"]
 
 _SERVICE = "/wiggle.v1.Wiggle/"
 #: The longest a held PollTasks answer waits for the worker to end its polls.
 _HOLD_S = 30.0
 REPORTS = tuple(REPORT_FIELDS)
 _WATCHED = frozenset(
-    {*REPORTS, "ReportBatch", "Heartbeat", "PollTasks", "StartInstance", "EndPolls"}
+    {
+        *REPORTS,
+        "ReportBatch",
+        "Heartbeat",
+        "PollTasks",
+        "StartInstance",
+        "EndPolls",
+        "CancelInstance",
+    }
 )
 _LEASED = frozenset({*REPORTS, "Heartbeat"})
 
@@ -100,6 +108,16 @@ class Call:
     def ok(self) -> bool:
         """The server applied it (a lost response was applied too)."""
         return self.code == "OK" or self.injected == "lost"
+
+
+@dataclass(frozen=True)
+class CancelSeen:
+    """One CancelInstance call as the server served it (the client sends a cancel again after
+    an UNAVAILABLE answer: each attempt is one of these)."""
+
+    instance_id: str
+    arrived: float  # time.monotonic() when the server began serving it
+    code: str  # the status it was answered with
 
 
 @dataclass(frozen=True)
@@ -186,6 +204,7 @@ class Recorder(_Interceptor):
         self._open_polls: dict[tuple[str, ...], int] = {}  # by the polling worker's queues
         self._polls_seen: dict[tuple[str, ...], int] = {}  # every poll ever begun, by queues
         self._calls: list[Call] = []
+        self._cancels: list[CancelSeen] = []
         self._deliveries: dict[str, Delivery] = {}  # by lease
         self._faults: list[_Armed] = []
         self._serving: dict[str, int] = {}  # lease -> calls about it being served right now
@@ -211,6 +230,14 @@ class Recorder(_Interceptor):
     def calls(self, leases: set[str]) -> list[Call]:
         with self._lock:
             return [c for c in self._calls if c.lease in leases]
+
+    def cancels(self, instance_id: str) -> list[CancelSeen]:
+        """The CancelInstance calls about `instance_id` answered so far, in the order they
+        arrived."""
+        with self._lock:
+            return sorted(
+                (c for c in self._cancels if c.instance_id == instance_id), key=lambda c: c.arrived
+            )
 
     def wait_recorded(self, leases: set[str], timeout_s: float) -> bool:
         """Wait until no call about these leases is still being served. The server applies a
@@ -287,6 +314,8 @@ class Recorder(_Interceptor):
         def serve(request: Any, context: grpc.ServicerContext) -> Any:
             if method == "PollTasks":
                 return self._poll(inner, request, context)
+            if method == "CancelInstance":
+                return self._cancel(inner, request, context)
             if method == "EndPolls":
                 with self._lock:
                     self._ending.add(request.worker_id)
@@ -322,6 +351,23 @@ class Recorder(_Interceptor):
             context.abort(grpc.StatusCode.UNAVAILABLE, "conformance fault: response lost")
         self._record(method, request, response, context)
         return response
+
+    def _cancel(self, inner: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        """Serve a cancel and note when it reached the server: a cancel refuses the reports
+        applied after it, so whether it came too late for its moment is judged by this time
+        (_spoiled), not by when the runner sent it (a loaded client or a retried attempt may
+        deliver it seconds later). Recorded before the answer goes out, so the runner finds it
+        once its call returns."""
+        arrived = time.monotonic()
+        code = "OK"
+        try:
+            return inner(request, context)
+        except BaseException:
+            code = _code_name(context)
+            raise
+        finally:
+            with self._lock:
+                self._cancels.append(CancelSeen(request.instance_id, arrived, code))
 
     def _enter(self, leases: Sequence[str]) -> None:
         with self._lock:

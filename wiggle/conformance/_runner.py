@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +37,16 @@ from wiggle.conformance._check import (
     check_reports,
     check_retry_delays,
     check_steps,
-    show,
 )
 from wiggle.conformance._databases import database_label, fresh_databases
 from wiggle.conformance._orchestration import RunContext, check_orchestration, render_reports
 from wiggle.conformance._recorder import REPORTS
 from wiggle.conformance._session import BATCH_SIZE, RunnerOptions, Session, Watch
 from wiggle.conformance._spoiled import Landed, spoiled
+from wiggle.jsonvalue import show
+from wiggle.modes import MODES
 
 __all__ = ["BATCH_SIZE", "MODES", "RunnerOptions", "run_corpus"]
-
-MODES = ("SERVER", "LOCAL_SYNC", "LOCAL_ASYNC")
 
 #: How many times a run is tried when the machine, not the worker, spoiled it (_spoiled).
 _TRIES = 3
@@ -172,11 +172,13 @@ def _execute_run(session: Session, case: Case, run: Run, version: str) -> RunRes
             watch.forget_tokens()
         if cancel is not None and watch.reached(cancel):
             # Noted before the call: what was reported or traced by then preceded the cancel.
-            landed.append(session.landed("cancel", cancel))
+            sent = session.landed("cancel", cancel)
             try:
                 client.cancel(root, run.cancel_reason)
             except InstanceNotRunning as exc:
                 result.problems.append(f"the cancel came too late: {exc}")
+            finally:
+                landed.append(_arrived(session, sent, root))
             cancel = None
         counts, view = look(watch, client, root)
         pending = bool(signals or faults or cancel is not None)
@@ -241,6 +243,14 @@ def _execute_run(session: Session, case: Case, run: Run, version: str) -> RunRes
     if result.problems and session.options.verbose:
         result.problems += _evidence(watch, t0, reports)
     return result
+
+
+def _arrived(session: Session, sent: Landed, root: str) -> Landed:
+    """The cancel `sent`, with when the server began serving the attempt of it that took
+    effect: the last one, since the client sends it again only after an UNAVAILABLE answer.
+    The recorder notes each attempt before answering it, so the call's return finds them."""
+    attempts = [c for c in session.recorder.cancels(root) if c.arrived >= sent.at]
+    return replace(sent, arrived=attempts[-1].arrived) if attempts else sent
 
 
 def look(watch: Watch, client: Any, root: str) -> tuple[dict[str, int], Any]:

@@ -10,7 +10,11 @@ meant to, and runs it again if not (`_runner`). Two things spoil a run:
 - a kill, a pause or a cancel aimed at a `hold` step (the slow step that the crash cases use to
   have a step in flight) that landed after that step had ended: its result was reported before
   the fault, or the run had moved on to the step after it; a term (SIGTERM, a drain) only when
-  the run had moved on, since a drain lets the step finish and report;
+  the run had moved on, since a drain lets the step finish and report. A cancel lands when the
+  server begins serving the attempt that took effect, which on a loaded machine (or after an
+  UNAVAILABLE attempt the client sent again) can be seconds after the runner sent it: a report
+  of the step answered before then means the moment had passed before the cancel reached the
+  server. One that reached the server in time is judged, whatever the engine then did with it;
 - a lease that expired where no fault explains it: no fault, or more expiries than the leases a
   kill took down or a pause held (handed out before the worker was let go on: a frozen worker's
   open poll may take a lease with it); a lease handed out after a thaw and left to expire is
@@ -42,6 +46,8 @@ class Landed:
     at: float  # time.monotonic(), the recorder's clock: a kill's process is dead by then
     lines: int  # how many trace lines had been written by then
     thawed: float | None = None  # a pause: when the worker was let go on
+    #: A cancel: when the server began serving the attempt that took effect (None: not seen).
+    arrived: float | None = None
 
 
 def _final(call: Call) -> bool:
@@ -90,12 +96,17 @@ def late_landings(
                 )
             continue
         # A kill or pause stops the worker at `at`: whatever it reported was sent before. A
-        # cancel refuses what comes after it, so only a report answered before it counts.
-        before = {d.lease: d for d in deliveries if d.instance_id == root and d.at < fault.at}
+        # cancel refuses what the server applies after it, so only a report answered before the
+        # cancel reached the server counts (answered means applied: the answer follows the
+        # commit).
+        at = fault.at
+        if fault.action == "cancel" and fault.arrived is not None:
+            at = max(at, fault.arrived)
+        before = {d.lease: d for d in deliveries if d.instance_id == root and d.at < at}
         reported = any(
             _carries(c, before[c.lease], node.id)
             for c in calls
-            if c.lease in before and (fault.action != "cancel" or c.at < fault.at)
+            if c.lease in before and (fault.action != "cancel" or c.at < at)
         )
         if moved_on or reported:
             how = f"{node.next} had started" if moved_on else f"{node.id} had been reported"
