@@ -7,8 +7,9 @@ import pytest
 
 from wiggle.conformance import Row, summarise
 from wiggle.conformance._cases import MISSING, Count
-from wiggle.conformance._check import RunResult, check_steps, compare_modes, json_equal
+from wiggle.conformance._check import RunResult, check_steps, compare_modes
 from wiggle.conformance._trace import Trace
+from wiggle.jsonvalue import json_equal
 
 
 @pytest.mark.parametrize(

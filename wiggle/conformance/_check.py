@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from wiggle.conformance._cases import MISSING, Count, Expect
+from wiggle.jsonvalue import json_equal, show
+from wiggle.modes import CORPUS, Difference, Ending, differences
 
 __all__ = [
     "RunResult",
@@ -17,30 +17,7 @@ __all__ = [
     "check_retry_delays",
     "check_steps",
     "compare_modes",
-    "json_equal",
-    "show",
 ]
-
-
-def json_equal(a: Any, b: Any) -> bool:
-    """Equality of JSON values as Wiggle keeps them (docs/worker-protocol.md, "JSON values"):
-    an integer and a number written with a fraction are different (4 is not 4.0, as a worker must
-    not turn one into the other), integers compare exactly at any size, and true is not 1 (as it
-    is in Python)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return type(a) is type(b) and a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    return type(a) is type(b) and bool(a == b)
-
-
-def show(value: Any, limit: int = 400) -> str:
-    text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 @dataclass
@@ -65,10 +42,6 @@ class RunResult:
     @property
     def passed(self) -> bool:
         return not self.problems
-
-    def executed(self, optional: frozenset[str] = frozenset()) -> frozenset[str]:
-        """The nodes that ran, leaving out those allowed to run or not (they may differ)."""
-        return frozenset(k for k, n in self.steps.items() if n > 0) - self.optional - optional
 
 
 def check_steps(expected: Mapping[str, Count], observed: Mapping[str, int]) -> list[str]:
@@ -122,31 +95,35 @@ def check_outcome(expect: Expect, status: str, context: Any, reason: str) -> lis
 
 
 def compare_modes(results: Sequence[RunResult]) -> list[str]:
-    """The same run under every mode must end alike: status, context (but for a cancelled run,
-    whose context is what its mode had committed), the set of steps run."""
-    problems: list[str] = []
+    """The same run under every mode must end alike (wiggle.modes, the CORPUS rule): status,
+    context (but for a cancelled run), the set of steps run, the optional ones left out."""
     done = [r for r in results if r.status is not None]
-    if len(done) < 2:
-        return problems
-    first = done[0]
-    for other in done[1:]:
-        pair = f"{first.mode} vs {other.mode}"
-        if other.status != first.status:
-            problems.append(f"run {first.run}: status {first.status} vs {other.status} ({pair})")
-        # A cancelled instance keeps the context committed when the cancel landed, and what a
-        # mode has committed by then differs by design (LOCAL_ASYNC reports at its handback).
-        cancelled = first.status == other.status == "CANCELLED"
-        if not cancelled and (
-            (first.context is MISSING) != (other.context is MISSING)
-            or (first.context is not MISSING and not json_equal(first.context, other.context))
-        ):
-            problems.append(
-                f"run {first.run}: context {show(first.context)} vs {show(other.context)} ({pair})"
-            )
-        mine, theirs = first.executed(other.optional), other.executed(first.optional)
-        if mine != theirs:
-            a, b = sorted(mine - theirs), sorted(theirs - mine)
-            problems.append(
-                f"run {first.run}: steps only in {first.mode} {a}, only in {other.mode} {b}"
-            )
+    endings = [_ending(r) for r in done]
+    problems: list[str] = []
+    for other in endings[1:]:
+        problems += _worded(done[0].run, differences([endings[0], other], CORPUS))
     return problems
+
+
+def _ending(r: RunResult) -> Ending:
+    assert r.status is not None
+    return Ending(r.mode, r.status, r.context, steps=r.steps, optional=r.optional)
+
+
+def _worded(run: int, apart: Sequence[Difference]) -> list[str]:
+    """The differences of one pair of modes as the corpus's table lists them."""
+    out: list[str] = []
+    steps = [d for d in apart if d.aspect == "steps"]
+    for d in apart:
+        a, b = d.reference, d.other
+        pair = f"{a.mode} vs {b.mode}"
+        if d.aspect == "status":
+            out.append(f"run {run}: status {a.status} vs {b.status} ({pair})")
+        elif d.aspect == "context":
+            out.append(f"run {run}: context {show(a.context)} vs {show(b.context)} ({pair})")
+    if steps:
+        a, b = steps[0].reference, steps[0].other
+        mine = [d.step for d in steps if a.steps.get(d.step, 0) > 0]
+        theirs = [d.step for d in steps if b.steps.get(d.step, 0) > 0]
+        out.append(f"run {run}: steps only in {a.mode} {mine}, only in {b.mode} {theirs}")
+    return out

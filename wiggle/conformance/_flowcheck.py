@@ -6,10 +6,10 @@ embedded stack each (engine, gRPC server, the Python worker, a client), with the
 from it return the same context). Every handler call is counted by node. The runs must agree
 on the final status, the final context, and, for runs that complete, which steps ran how often
 (when an instance fails or is cancelled, which steps of its other branches ran first is a
-matter of timing); every difference is reported. It is the corpus's "modes agree" check for
-flows outside the corpus (`wiggle conformance --flow`). `check_flows` does the same for many
-runs at once, sharing one stack per mode and database (one worker per handlers registry): how
-the shipped definitions are checked.
+matter of timing); every difference is reported (`wiggle.modes`, the LIVE rule). It is the
+corpus's "modes agree" check for flows outside the corpus (`wiggle conformance --flow`).
+`check_flows` does the same for many runs at once, sharing one stack per mode and database (one
+worker per handlers registry): how the shipped definitions are checked.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wiggle.conformance._cases import MISSING, Moment
-from wiggle.conformance._check import json_equal, show
 from wiggle.conformance._databases import database_label, fresh_databases
+from wiggle.jsonvalue import show
+from wiggle.modes import LIVE, MODES, Difference, Ending, compiled_in_mode, differences, flow_queues
 
 if TYPE_CHECKING:
     from wiggle.client import Client
@@ -40,10 +41,8 @@ __all__ = [
     "ModeOutcome",
     "check_flow",
     "check_flows",
-    "compiled_in_mode",
 ]
 
-MODES = ("SERVER", "LOCAL_SYNC", "LOCAL_ASYNC")
 AT_START = Moment("at_start")
 
 
@@ -95,26 +94,6 @@ class FlowCheck:
 
     def outcome(self, mode: str, database: str = "sqlite") -> ModeOutcome:
         return next(o for o in self.outcomes if o.mode == mode and o.database == database)
-
-
-def compiled_in_mode(flow: CompiledFlow, mode: str) -> CompiledFlow:
-    """`flow` with its `execution` set to `mode` (a variant with its own version hash)."""
-    from wiggle.compiler import canonical_json, graph_from_canonical
-
-    if flow.document.get("execution") == mode:
-        return flow
-    return graph_from_canonical(canonical_json({**flow.document, "execution": mode}))
-
-
-def _queues(flows: Sequence[CompiledFlow]) -> set[str]:
-    queues: set[str] = set()
-    for flow in flows:
-        for node in flow.graph:
-            for holder in (node, getattr(node, "apply", None)):
-                queue = getattr(holder, "queue", None)
-                if isinstance(queue, str):
-                    queues.add(queue)
-    return queues or {"default"}
 
 
 class _Counter:
@@ -218,7 +197,7 @@ def _run_mode(
         owners: dict[str, int] = {}
         served: dict[int, tuple[Registry, set[str]]] = {}
         for plan, flows in zip(plans, variants, strict=True):
-            queues = _queues(flows)
+            queues = flow_queues(flows)
             for q in queues:
                 if owners.setdefault(q, id(plan.registry)) != id(plan.registry):
                     raise ValueError(f"queue {q!r} is used by flows with different handlers")
@@ -315,27 +294,26 @@ def _step(client: Client, counter: _Counter, r: _Live, deadline: float, deadline
 
 
 def _differences(outcomes: Sequence[ModeOutcome]) -> list[str]:
+    """How the modes ended the run differently on each database (wiggle.modes, the LIVE rule:
+    status, context, and how often each step ran when both runs completed)."""
     problems: list[str] = []
     for database, group in itertools.groupby(outcomes, key=lambda o: o.database):
-        runs = list(group)
-        first = runs[0]
-        for other in runs[1:]:
-            pair = f"{first.mode} vs {other.mode} on {database}"
-            if other.status != first.status:
-                problems.append(f"status {first.status} vs {other.status} ({pair})")
-            if not json_equal(first.context, other.context):
-                problems.append(
-                    f"context {show(first.context, 200)} vs {show(other.context, 200)} ({pair})"
-                )
-            if first.status != "COMPLETED" or other.status != "COMPLETED":
-                # Parallel branches race a failure or a cancel: which of their steps ran before
-                # the instance ended is timing, not mode.
-                continue
-            for node in sorted(set(first.steps) | set(other.steps)):
-                a, b = first.steps.get(node, 0), other.steps.get(node, 0)
-                if a != b:
-                    problems.append(f"step {node} ran {a} times vs {b} times ({pair})")
+        endings = [Ending(o.mode, o.status, o.context, o.reason, o.steps) for o in group]
+        problems += [_worded(d, database) for d in differences(endings, LIVE)]
     return problems
+
+
+def _worded(d: Difference, database: str) -> str:
+    a, b = d.reference, d.other
+    pair = f"{a.mode} vs {b.mode} on {database}"
+    if d.aspect == "status":
+        return f"status {a.status} vs {b.status} ({pair})"
+    if d.aspect == "context":
+        return f"context {show(a.context, 200)} vs {show(b.context, 200)} ({pair})"
+    if d.aspect == "steps":
+        n, m = a.steps.get(d.step, 0), b.steps.get(d.step, 0)
+        return f"step {d.step} ran {n} times vs {m} times ({pair})"
+    return f"{d.aspect} differs ({pair})"
 
 
 def check_flows(

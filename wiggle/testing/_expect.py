@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from wiggle.conformance._check import json_equal, show
 from wiggle.engine.model.data import MISSING, resolve_pointer
+from wiggle.jsonvalue import json_equal, show
 
 from ._model import Expect
 

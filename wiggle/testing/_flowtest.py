@@ -18,7 +18,6 @@ from typing import Any
 
 from wiggle.compiler import CompiledFlow, load_flow_file
 from wiggle.compiler._durations import parse_duration
-from wiggle.conformance._flowcheck import _queues, compiled_in_mode
 from wiggle.engine import (
     DEFAULT_START_MS,
     Engine,
@@ -30,6 +29,7 @@ from wiggle.engine import (
 from wiggle.engine.model.data import parse_instant_ms
 from wiggle.errors import InstanceNotRunning
 from wiggle.graph import ExecutionMode, Graph
+from wiggle.modes import MODES, compiled_in_mode, flow_queues
 from wiggle.worker import Registry, load_handlers
 
 from ._answers import Answers
@@ -40,8 +40,6 @@ from ._trace import Trace, trace
 from ._worker import InProcessWorker
 
 __all__ = ["MODES", "FlowTest", "Harness", "ScenarioError", "resolve_mode"]
-
-MODES = ("SERVER", "LOCAL_SYNC", "LOCAL_ASYNC")
 
 #: A run that keeps arming timers is stopped after this many, rather than spinning forever.
 MAX_TIMERS = 10_000
@@ -181,7 +179,7 @@ class FlowTest:
             answers = {**(answers or {}), **parse_results(results, [*others, main])}
         self.answers = Answers(answers or {}, _registry(handlers))
         self.worker = InProcessWorker(
-            self.engine, self.answers, sorted(_queues(variants)), graphs=self.harness.graphs
+            self.engine, self.answers, sorted(flow_queues(variants)), graphs=self.harness.graphs
         )
         self.instance_id: str | None = None
 

@@ -3,7 +3,8 @@
 One `Harness` (a virtual clock, one in-memory engine per mode) serves the whole run; each
 scenario sets the clock to its start time and cancels its instance if it is still running at
 the end, so scenarios never see each other. A scenario passes in a mode when every expectation
-holds there and the mode ended it as the first mode did (status, reason, context, path, calls).
+holds there and the mode ended it as the first mode did (status, reason, context, path, calls:
+the EXACT rule of `wiggle.modes`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wiggle.conformance._check import json_equal, show
 from wiggle.errors import FlowError, WiggleError
+from wiggle.jsonvalue import show
+from wiggle.modes import EXACT, Ending, differences
 from wiggle.worker import Registry, load_handlers
 
 from ._coverage import Coverage
@@ -192,26 +194,32 @@ def run_scenario(
     return result
 
 
+def _ending(run: ModeRun) -> Ending:
+    return Ending(run.mode, run.status, run.context, run.reason, run.calls, path=run.path)
+
+
 def _compare(reference: ModeRun, other: ModeRun) -> list[str]:
-    """How `other` ended differently from `reference` (each a mode of one scenario)."""
+    """How `other` ended differently from `reference` (each a mode of one scenario), by the
+    EXACT rule of wiggle.modes: on a virtual clock nothing races, so everything must match."""
+    found = {d.aspect for d in differences([_ending(reference), _ending(other)], EXACT)}
     out = []
     first = reference.mode
-    if (reference.status, reference.reason) != (other.status, other.reason):
+    if found & {"status", "reason"}:
         out.append(
             f"mode difference: {first} ended {reference.status} ({reference.reason!r}), "
             f"{other.mode} {other.status} ({other.reason!r})"
         )
-    if not json_equal(reference.context, other.context):
+    if "context" in found:
         out.append(
             f"mode difference: the contexts differ\n  {first}: {show(reference.context)}\n"
             f"  {other.mode}: {show(other.context)}"
         )
-    if reference.path != other.path:
+    if "path" in found:
         out.append(
             f"mode difference: the paths differ\n  {first}: {show_path(reference.path)}\n"
             f"  {other.mode}: {show_path(other.path)}"
         )
-    if reference.calls != other.calls:
+    if "steps" in found:
         out.append(
             f"mode difference: the calls differ\n  {first}: {show(reference.calls)}\n"
             f"  {other.mode}: {show(other.calls)}"
