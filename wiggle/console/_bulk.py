@@ -23,9 +23,9 @@ from wiggle import errors
 from wiggle.client import Batch, BulkPreview, Definition, describe_bulk_action
 from wiggle.console import _security as sec
 from wiggle.console._backend import STATUSES
+from wiggle.console._forms import JsonInputError, parse_json_input
 from wiggle.console._pages import Pages
 from wiggle.console._targets import BulkResetNodes, bulk_reset_nodes
-from wiggle.console._views import JsonInputError, parse_json_input
 from wiggle.filters import parse_filter
 from wiggle.graph import Graph
 

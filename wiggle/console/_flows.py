@@ -15,16 +15,11 @@ from starlette.routing import Route
 from wiggle import errors
 from wiggle.client import DefinitionSummary, NodeCount
 from wiggle.console._backend import Unsupported
+from wiggle.console._forms import JsonInputError, awaited_signals, parse_json_input, schema_problems
+from wiggle.console._listing import list_query
 from wiggle.console._pages import Pages
 from wiggle.console._svg import diagram
-from wiggle.console._views import (
-    JsonInputError,
-    awaited_signals,
-    list_query,
-    parse_json_input,
-    pretty_json,
-    schema_problems,
-)
+from wiggle.console._text import pretty_json
 
 __all__ = ["heat", "routes"]
 

@@ -16,21 +16,19 @@ from wiggle import errors
 from wiggle.client import Instance
 from wiggle.console._backend import STATUSES, Unsupported
 from wiggle.console._bulk import BulkRequest, reset_nodes
+from wiggle.console._forms import JsonInputError, awaited_signals, parse_json_input
 from wiggle.console._history import step_history
-from wiggle.console._pages import Pages
-from wiggle.console._svg import diagram
-from wiggle.console._targets import reset_offer
-from wiggle.console._views import (
+from wiggle.console._listing import (
     SORTS,
-    JsonInputError,
     ListQuery,
-    awaited_signals,
     failed_at,
     list_query,
-    parse_json_input,
     resolve_version,
     sort_rows,
 )
+from wiggle.console._pages import Pages
+from wiggle.console._svg import diagram
+from wiggle.console._targets import reset_offer
 from wiggle.graph import Graph
 from wiggle.overlay import node_states
 

@@ -25,9 +25,10 @@ from wiggle import errors
 from wiggle.client import Batch, DefinitionSummary
 from wiggle.console._backend import Unsupported
 from wiggle.console._bulk import requested_by, to_batch
+from wiggle.console._forms import JsonInputError
+from wiggle.console._listing import split_conditions
 from wiggle.console._pages import Pages
 from wiggle.console._svg import diagram
-from wiggle.console._views import JsonInputError, split_conditions
 from wiggle.graph import Graph
 from wiggle.migration import diff_graphs
 

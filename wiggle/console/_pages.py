@@ -24,16 +24,9 @@ from starlette.templating import Jinja2Templates
 from wiggle import errors
 from wiggle.console import _security as sec
 from wiggle.console._backend import STATUSES, Backend
+from wiggle.console._listing import conditions_text, failed_at
 from wiggle.console._sources import FlowSources
-from wiggle.console._views import (
-    ago,
-    conditions_text,
-    duration,
-    failed_at,
-    format_ms,
-    pretty_json,
-    short_version,
-)
+from wiggle.console._text import ago, duration, format_ms, pretty_json, short_version
 
 __all__ = ["FRAGMENT_HEADER", "Handler", "Pages"]
 

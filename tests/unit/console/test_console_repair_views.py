@@ -11,15 +11,11 @@ import pytest
 from wiggle.client import Incident
 from wiggle.compiler import load_flow
 from wiggle.console._bulk import bulk_request
+from wiggle.console._forms import JsonInputError
+from wiggle.console._listing import conditions_text, list_query, split_conditions
 from wiggle.console._migrations import PlanStore, parse_map
 from wiggle.console._operate import retry_query
 from wiggle.console._targets import reset_offer
-from wiggle.console._views import (
-    JsonInputError,
-    conditions_text,
-    list_query,
-    split_conditions,
-)
 
 FAN = b"""
 wiggle: 1

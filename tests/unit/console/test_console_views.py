@@ -7,18 +7,10 @@ import xml.etree.ElementTree as ET
 from urllib.parse import parse_qsl
 
 from wiggle.client import Instance, InstanceStatus
+from wiggle.console._forms import awaited_signals, parse_json_input, schema_problems
+from wiggle.console._listing import failed_at, list_query, resolve_version, sort_rows
 from wiggle.console._svg import _clean
-from wiggle.console._views import (
-    ago,
-    awaited_signals,
-    duration,
-    failed_at,
-    list_query,
-    parse_json_input,
-    resolve_version,
-    schema_problems,
-    sort_rows,
-)
+from wiggle.console._text import ago, duration
 
 HOSTILE_SVG = """<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"
   onload="alert(1)" width="10"><script>alert(2)</script>

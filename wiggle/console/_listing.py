@@ -1,6 +1,5 @@
-"""Pure helpers of the pages: the instance list's query string (checked, with a message per bad
-value), times and durations as people read them, JSON to text, the signal names a flow can
-receive, input checks against a flow's schema."""
+"""The instance list as its query string asks for it: the query checked (a message per value it
+cannot use), the search box's conditions, a typed version resolved, the rows of a page sorted."""
 
 from __future__ import annotations
 
@@ -11,29 +10,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 
-import orjson
-from jsonschema.validators import validator_for  # type: ignore[import-untyped,unused-ignore]
-
 from wiggle.client import Instance
 from wiggle.console._backend import STATUSES, InstanceFilter
+from wiggle.console._forms import JsonInputError
+from wiggle.console._text import short_version
 from wiggle.overlay import failed_node
 
 __all__ = [
     "SORTS",
-    "JsonInputError",
     "ListQuery",
-    "ago",
-    "awaited_signals",
     "conditions_text",
-    "duration",
     "failed_at",
-    "format_ms",
     "list_query",
-    "parse_json_input",
-    "pretty_json",
     "resolve_version",
-    "schema_problems",
-    "short_version",
     "sort_rows",
     "split_conditions",
 ]
@@ -45,12 +34,6 @@ _SHORT_VERSION = re.compile(r"^(?:sha256:)?([0-9a-f]{4,64})$")
 MAX_BACK = 100
 #: Columns the list can be sorted by (within the page: the server pages newest first).
 SORTS = ("started", "updated", "instance", "flow", "status", "step")
-
-
-class JsonInputError(ValueError):
-    """Text typed into a form that is not the JSON it should be."""
-
-
 #: A word that starts a condition of the filter language (wiggle/filters.py): FIELD OP ...
 _CONDITION_START = re.compile(r"^[a-z][a-z0-9_]*(?:>=|<=|!=|=|>|<|~)")
 #: A word: a run of non-blanks that may hold "double-quoted text with blanks".
@@ -89,44 +72,6 @@ def conditions_text(conditions: Sequence[str]) -> str:
             c = c[: head.end()] + f'"{value}"'
         words.append(c)
     return " ".join(words)
-
-
-def format_ms(ms: int) -> str:
-    """Milliseconds since the epoch as `2025-01-31 12:00:03Z`; '' for 0."""
-    if not ms:
-        return ""
-    moment = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
-    return moment.strftime("%Y-%m-%d %H:%M:%S") + "Z"
-
-
-def duration(ms: int) -> str:
-    """A length of time as people say it: `850 ms`, `4.2 s`, `3 min 20 s`, `2 h 5 min`,
-    `3 d 4 h`."""
-    ms = max(0, int(ms))
-    if ms < 1000:
-        return f"{ms} ms"
-    if ms < 10_000:
-        return f"{ms / 1000:.1f} s"
-    s = ms // 1000
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min" + (f" {s % 60} s" if s % 60 else "")
-    if s < 86400:
-        return f"{s // 3600} h" + (f" {s % 3600 // 60} min" if s % 3600 // 60 else "")
-    return f"{s // 86400} d" + (f" {s % 86400 // 3600} h" if s % 86400 // 3600 else "")
-
-
-def ago(ms: int, now_ms: int) -> str:
-    """`3 min ago`, `in 5 s`, `just now`; '' for 0."""
-    if not ms:
-        return ""
-    delta = now_ms - ms
-    if abs(delta) < 1000:
-        return "just now"
-    text = duration(abs(delta)).split(" ", 2)
-    rounded = " ".join(text[:2])  # the largest unit only: "3 min", not "3 min 20 s"
-    return f"{rounded} ago" if delta > 0 else f"in {rounded}"
 
 
 def _parse_local(text: str) -> int | None:
@@ -370,45 +315,3 @@ def sort_rows(rows: Sequence[Instance], column: str, descending: bool) -> list[I
     if not column:
         return list(rows)
     return sorted(rows, key=_row_key(column), reverse=descending)
-
-
-def short_version(version: str) -> str:
-    """`sha256:0123456789ab…` -> `0123456789ab`."""
-    return version.removeprefix("sha256:")[:12]
-
-
-def pretty_json(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
-
-
-def parse_json_input(text: str, what: str) -> Any:
-    """The JSON value typed into a form field; '' is null."""
-    if not text.strip():
-        return None
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise JsonInputError(f"{what} is not valid JSON: {exc}") from None
-
-
-def schema_problems(schema: Mapping[str, Any] | None, value: Any) -> list[str]:
-    """Every way `value` fails the flow's input schema, as `path: message` lines."""
-    if not schema:
-        return []
-    cls = validator_for(schema)
-    validator = cls(schema)
-    problems = []
-    for error in sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path)):
-        path = "/" + "/".join(str(p) for p in error.absolute_path)
-        problems.append(f"{path}: {error.message}")
-    return problems
-
-
-def awaited_signals(canonical: Mapping[str, Any]) -> list[str]:
-    """The signal names the flow's awaits receive, in node order, each once."""
-    names: list[str] = []
-    for node in canonical.get("nodes", {}).values():
-        signal = node.get("signal") if node.get("kind") == "await" else None
-        if isinstance(signal, str) and signal not in names:
-            names.append(signal)
-    return names
