@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from wiggle.engine import StepFailure
-from wiggle.worker import Registry
+from wiggle.worker import Registry, StepInfo
 from wiggle.worker._activities import run_handler
-from wiggle.worker._context import StepInfo
 
 from ._model import Answer
 

@@ -26,7 +26,7 @@ from wiggle.engine import (
 )
 from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
 from wiggle.localrun import flush_after
-from wiggle.worker._context import StepInfo
+from wiggle.worker import StepInfo
 
 from ._answers import Answers, Outcome
 
