@@ -190,7 +190,7 @@ func (r *localRun) finish(ctx context.Context, reason traversal.Handback) {
 // flush sends the buffer; nil when the run must stop (refused, not RUNNING, fallen back).
 func (r *localRun) flush(ctx context.Context, final bool, reason traversal.Handback) *wigglepb.AdvanceRunResponse {
 	if r.w.advanceRun.Load() < 0 && r.flushes == 0 {
-		r.fallBack(ctx) // another run found out the server has no AdvanceRun
+		r.fallBack() // another run found out the server has no AdvanceRun
 		return nil
 	}
 	seq := r.l.nextSeq()
@@ -231,7 +231,7 @@ func (r *localRun) refused(ctx context.Context, err error) {
 		if r.w.advanceRun.Swap(-1) != -1 { // say it once, not per run
 			r.w.log.Warn("server does not implement AdvanceRun; running tasks in SERVER mode")
 		}
-		r.fallBack(ctx)
+		r.fallBack()
 		return
 	}
 	if r.handback == "" {
@@ -241,9 +241,9 @@ func (r *localRun) refused(ctx context.Context, err error) {
 }
 
 // fallBack reports the first buffered step with CompleteTask / FailTask, as in SERVER mode.
-func (r *localRun) fallBack(ctx context.Context) {
+func (r *localRun) fallBack() {
 	out := outcomeOf(r.buffer[0])
 	r.buffer = nil
 	r.handback = "fallback"
-	r.w.reportSingle(ctx, r.t, r.l, out, false)
+	r.w.reportSingle(r.t, r.l, out, false)
 }

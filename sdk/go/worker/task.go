@@ -49,8 +49,9 @@ func (w *worker) runOne(t *wigglepb.Task) (next *wigglepb.Task) {
 	}
 	next = w.serverStep(ctx, t, l)
 	if next != nil && w.isDraining() {
-		// Leased to us while we began to drain: give it back unrun, no attempt consumed.
-		w.release(ctx, next, newLease(next, nil), "shutdown")
+		// Leased to us while we began to drain: give it back unrun, no attempt consumed. Under
+		// abortCtx: ctx ends with t's lease, which the report that brought next has ended.
+		w.release(w.abortCtx, next, newLease(next, nil), "shutdown")
 		return nil
 	}
 	return next
@@ -91,12 +92,19 @@ func (w *worker) serverStep(ctx context.Context, t *wigglepb.Task, l *lease) *wi
 	info := stepInfo(t, t.GetNodeId(), t.GetActivity(), int(t.GetAttempt()), graph.ModeServer)
 	h, ok := w.reg.get(t.GetActivity())
 	out := runHandler(WithStep(ctx, info), h, ok, t.GetActivity(), t.GetInput(), false)
-	return w.reportSingle(ctx, t, l, checkLimits(out, t.GetMaxPayloadBytes()), true)
+	return w.reportSingle(t, l, checkLimits(out, t.GetMaxPayloadBytes()), true)
 }
 
 // reportSingle reports one step with CompleteTask or FailTask; with wantNext (and not draining)
 // CompleteTask asks for the instance's next task, which it returns.
-func (w *worker) reportSingle(ctx context.Context, t *wigglepb.Task, l *lease, out outcome, wantNext bool) *wigglepb.Task {
+//
+// The report is sent under abortCtx, not the step's context: that one ends when the lease is
+// lost, and the report itself ends the lease. A heartbeat that reaches the server after the
+// report was applied, its answer still on the way, is refused and loses the lease; were the call
+// cancelled then, the answer's next task, leased to this worker, would be dropped and sit unrun
+// until its lease expired. A report of a lease that really was lost is refused by the server.
+func (w *worker) reportSingle(t *wigglepb.Task, l *lease, out outcome, wantNext bool) *wigglepb.Task {
+	ctx := w.abortCtx
 	if why := l.lost(); why != "" {
 		w.log.Info("task dropped", "task", t.GetTaskId(), "why", why)
 		return nil
