@@ -180,3 +180,41 @@ def test_a_lower_layer_importing_a_higher_one_is_found(tmp_path: Path) -> None:
         "wiggle.engine.machine.tx imports wiggle.engine, a higher layer",
         "wiggle.engine.store.db imports wiggle.engine.ops.prune, a higher layer",
     ]
+
+
+def _private_imports(graph: dict[str, set[str]], package: str) -> list[str]:
+    """Modules of another package that `package` reaches past that package's public face: a
+    module whose name has a private part, or the engine's layers."""
+    out = []
+    for module, targets in sorted(graph.items()):
+        if module != package and not module.startswith(package + "."):
+            continue
+        for target in sorted(targets):
+            if target == package or target.startswith(package + "."):
+                continue
+            inner = target.split(".")[1:]
+            if any(part.startswith("_") for part in inner) or _engine_layer(target) not in (
+                None,
+                FACADE,
+            ):
+                out.append(f"{module} imports {target}")
+    return out
+
+
+def test_wiggle_testing_imports_only_public_modules_of_other_packages() -> None:
+    assert _private_imports(_graph(PACKAGE), "wiggle.testing") == []
+
+
+def test_a_private_import_is_found(tmp_path: Path) -> None:
+    base = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "testing/__init__.py": "from wiggle.compiler._loader import x\n",
+            "compiler/__init__.py": "",
+            "compiler/_loader.py": "",
+        },
+    )
+    assert _private_imports(_graph(base), "wiggle.testing") == [
+        "wiggle.testing imports wiggle.compiler._loader"
+    ]

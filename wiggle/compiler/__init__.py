@@ -14,14 +14,24 @@ from __future__ import annotations
 
 from wiggle.compiler._api import CompiledFlow, graph_from_canonical, load_flow, load_flow_file
 from wiggle.compiler._canonical import canonical_json
+from wiggle.compiler._durations import parse_duration
+from wiggle.compiler._loader import MAX_BYTES, SourceMap, load_document
+from wiggle.compiler._loader import Path as DocumentPath
+from wiggle.compiler._messages import schema_diagnostics
 from wiggle.compiler._references import SubflowRef, subflow_references
 
 __all__ = [
+    "MAX_BYTES",
     "CompiledFlow",
+    "DocumentPath",
+    "SourceMap",
     "SubflowRef",
     "canonical_json",
     "graph_from_canonical",
+    "load_document",
     "load_flow",
     "load_flow_file",
+    "parse_duration",
+    "schema_diagnostics",
     "subflow_references",
 ]

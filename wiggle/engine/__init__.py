@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ._engine import Engine
 from .model.clock import DEFAULT_START_MS, Clock, VirtualClock
+from .model.data import MISSING, parse_instant_ms, resolve_pointer
 from .model.types import (
     AdvanceResult,
     DefinitionSummary,
@@ -39,6 +40,7 @@ from .store.schema import SCHEMA_VERSION, IncompatibleSchema
 
 __all__ = [
     "DEFAULT_START_MS",
+    "MISSING",
     "SCHEMA_VERSION",
     "AdvanceResult",
     "Clock",
@@ -73,4 +75,6 @@ __all__ = [
     "VirtualClock",
     "WorkerNote",
     "WorkerSeen",
+    "parse_instant_ms",
+    "resolve_pointer",
 ]

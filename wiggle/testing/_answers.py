@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wiggle.engine import StepFailure
-from wiggle.worker import Registry, StepInfo
-from wiggle.worker._activities import run_handler
+from wiggle.worker import Registry, StepInfo, run_handler
 
 from ._model import Answer
 

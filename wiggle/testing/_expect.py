@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from wiggle.engine.model.data import MISSING, resolve_pointer
+from wiggle.engine import MISSING, resolve_pointer
 from wiggle.jsonvalue import json_equal, show
 
 from ._model import Expect

@@ -16,8 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from wiggle.compiler import CompiledFlow, load_flow_file
-from wiggle.compiler._durations import parse_duration
+from wiggle.compiler import CompiledFlow, load_flow_file, parse_duration
 from wiggle.engine import (
     DEFAULT_START_MS,
     Engine,
@@ -25,8 +24,8 @@ from wiggle.engine import (
     InstanceView,
     TokenState,
     VirtualClock,
+    parse_instant_ms,
 )
-from wiggle.engine.model.data import parse_instant_ms
 from wiggle.errors import InstanceNotRunning
 from wiggle.graph import ExecutionMode, Graph
 from wiggle.modes import MODES, compiled_in_mode, flow_queues

@@ -20,13 +20,19 @@ from typing import Any
 
 import jsonschema  # type: ignore[import-untyped,unused-ignore]
 
-from wiggle.compiler import CompiledFlow, SubflowRef, load_flow_file, subflow_references
-from wiggle.compiler._durations import parse_duration
-from wiggle.compiler._loader import MAX_BYTES, SourceMap, load_document
-from wiggle.compiler._loader import Path as DocPath
-from wiggle.compiler._messages import schema_diagnostics
-from wiggle.engine import DEFAULT_START_MS
-from wiggle.engine.model.data import parse_instant_ms
+from wiggle.compiler import (
+    MAX_BYTES,
+    CompiledFlow,
+    SourceMap,
+    SubflowRef,
+    load_document,
+    load_flow_file,
+    parse_duration,
+    schema_diagnostics,
+    subflow_references,
+)
+from wiggle.compiler import DocumentPath as DocPath
+from wiggle.engine import DEFAULT_START_MS, parse_instant_ms
 from wiggle.errors import Diagnostic, FlowError
 from wiggle.graph import Await, End, Graph, Join, Predicate, Task
 

@@ -28,7 +28,7 @@ runs hand back at their next step boundary with everything they computed.
 
 from __future__ import annotations
 
-from wiggle.worker._activities import Activity, Registry, activity, default_registry
+from wiggle.worker._activities import Activity, Registry, activity, default_registry, run_handler
 from wiggle.worker._context import StepInfo, step
 from wiggle.worker._eager import EagerSlot
 from wiggle.worker._errors import NonRetryable, NotInActivity
@@ -47,5 +47,6 @@ __all__ = [
     "activity",
     "default_registry",
     "load_handlers",
+    "run_handler",
     "step",
 ]

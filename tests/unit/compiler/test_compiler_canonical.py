@@ -202,12 +202,20 @@ def test_number_form_round_trips_and_is_shortest(number: float) -> None:
 
 
 def test_public_names() -> None:
+    # The document-reading names serve wiggle.testing's scenario files (durations, source
+    # positions, schema messages written as the compiler writes them).
     assert sorted(wiggle.compiler.__all__) == [
         "CompiledFlow",
+        "DocumentPath",
+        "MAX_BYTES",
+        "SourceMap",
         "SubflowRef",
         "canonical_json",
         "graph_from_canonical",
+        "load_document",
         "load_flow",
         "load_flow_file",
+        "parse_duration",
+        "schema_diagnostics",
         "subflow_references",
     ]

@@ -78,6 +78,7 @@ def test_the_public_names_of_wiggle_worker():
         "activity",
         "default_registry",
         "load_handlers",
+        "run_handler",
         "step",
     ]
     for name in wiggle.worker.__all__:
