@@ -23,20 +23,9 @@ __all__ = ["INSTANCE_FIELDS", "lock_tasks", "lock_token", "read_locked"]
 _i = s.instances
 ROOT = s.instances.alias("root")
 _r = ROOT
-# The instance's columns are read from the *locked* alias: on PostgreSQL, a statement that had
-# to wait for the lock re-reads only the locked row (EvalPlanQual); the other joined rows keep
-# the values of its snapshot, which may predate the transaction that held the lock.
-# Only what a transition needs: the instance's context (its input) can be large.
-INSTANCE_FIELDS = (
-    "id",
-    "root_id",
-    "flow",
-    "version",
-    "status",
-    "mode",
-    "parent_instance_id",
-    "parent_token_id",
-)
+# The instance's columns are read from the *locked* alias (see LOCKED_INSTANCE_FIELDS); only
+# what a transition needs: the instance's context (its input) can be large.
+INSTANCE_FIELDS = LOCKED_INSTANCE_FIELDS
 INSTANCE_LABELLED = [_r.c[name].label(f"i_{name}") for name in INSTANCE_FIELDS]
 
 
