@@ -13,6 +13,7 @@ import { Definitions } from "./definitions.js";
 import { isWorkerStep, type ExecutionMode, type Graph } from "./graph.js";
 import { Lease } from "./lease.js";
 import { LocalRun } from "./local-run.js";
+import type { RunHost } from "./run-host.js";
 import { Slots } from "./slots.js";
 import type { Logger } from "./log.js";
 import { DEFAULT_BATCH_SIZE } from "./policy.js";
@@ -85,7 +86,7 @@ export function defaultWorkerId(): string {
   return `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`.slice(-200);
 }
 
-export class Core {
+export class Core implements RunHost {
   readonly defs: Definitions;
   /** 0 until the server first answers AdvanceRun, 1 once it did, -1 after UNIMPLEMENTED. */
   advanceRun: 0 | 1 | -1 = 0;

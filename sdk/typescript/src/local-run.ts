@@ -14,7 +14,7 @@
  * everything buffered since the last flush in LOCAL_ASYNC.
  */
 import type { Outcome } from "./activity.js";
-import type { Core } from "./core.js";
+import type { RunHost } from "./run-host.js";
 import { stepActivity, stepTimeoutMs, type ExecutionMode, type Graph, type GraphNode } from "./graph.js";
 import type { Lease } from "./lease.js";
 import { defaultMaxRequestBytes, DEFAULT_MAX_PAYLOAD_BYTES, flushAfter, overRequestLimit } from "./policy.js";
@@ -41,7 +41,7 @@ export class LocalRun {
   private nextTimeoutMs = 0;
 
   constructor(
-    private readonly core: Core,
+    private readonly core: RunHost,
     private readonly task: Task,
     private readonly graph: Graph,
     private readonly lease: Lease,
@@ -293,7 +293,7 @@ export class LocalRun {
   }
 }
 
-function readLoopCounts(t: Task, core: Core): LoopCounts {
+function readLoopCounts(t: Task, core: RunHost): LoopCounts {
   if (t.loopCounts.length === 0) {
     return {};
   }

@@ -1,0 +1,31 @@
+/**
+ * What a local run (local-run.ts) needs of the worker that holds its task: the step it runs
+ * next, reporting, the worker's state and settings. Core (core.ts) provides it; the local run
+ * names only this interface, so the two modules do not import each other.
+ */
+
+import type { Handler, Outcome } from "./activity.js";
+import type { ReportBatcher } from "./batching.js";
+import type { ExecutionMode } from "./graph.js";
+import type { Lease } from "./lease.js";
+import type { Logger } from "./log.js";
+import type { CallOptions, RpcError, Task } from "./rpc.js";
+import type { Step } from "./step.js";
+
+export interface RunHost {
+  /** 0 until the server first answers AdvanceRun, 1 once it did, -1 after UNIMPLEMENTED. */
+  advanceRun: 0 | 1 | -1;
+  readonly draining: boolean;
+  /** Aborted when the worker stops without finishing: runs drop what they hold. */
+  readonly abortSignal: AbortSignal;
+  readonly log: Logger;
+  readonly api: ReportBatcher;
+  readonly opts: { readonly queues: readonly string[]; readonly localBatchSize: number };
+  readonly handlers: ReadonlyMap<string, Handler>;
+  stepOf(t: Task, nodeId: string, activity: string, attempt: number, mode: ExecutionMode, lease: Lease): Step;
+  run(step: Step, input: Uint8Array, asPredicate: boolean): Promise<Outcome>;
+  limited(out: Outcome, t: Task): Outcome;
+  reportSingle(t: Task, lease: Lease, out: Outcome, wantNext: boolean): Promise<Task | null>;
+  refused(what: string, t: Task, lease: Lease, e: RpcError): Promise<void>;
+  report<T>(lease: Lease, send: (o: CallOptions) => Promise<T>): Promise<T>;
+}
