@@ -85,7 +85,9 @@ def _run_training_flows(session: Session) -> None:
         started.append(client.start(name, {"hold_ms": 50}, version=version))
     deadline = time.monotonic() + _TRAINING_S
     for instance in started:
-        while not client.describe(instance.instance_id).status.finished:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the JVM training run did not end within {_TRAINING_S} s")
-            time.sleep(0.05)
+        try:  # WaitInstance answers the moment the instance ends
+            client.wait(instance.instance_id, timeout=max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            raise AssertionError(
+                f"the JVM training run did not end within {_TRAINING_S} s"
+            ) from None

@@ -80,6 +80,7 @@ final class ReportBatcher {
     Pending p = new Pending(kind.wrap(request), options.getDeadline());
     synchronized (this) {
       queue.add(p);
+      notifyAll(); // a test waiting in awaitQueued
       if (!sending) {
         sending = true;
         sender.execute(this::pump);
@@ -101,8 +102,19 @@ final class ReportBatcher {
     return maxBytes.get();
   }
 
-  /** Reports waiting for the batch in flight to be answered (for tests). */
-  synchronized int queued() {
+  /**
+   * Waits until at least {@code n} reports wait behind the batch in flight, or {@code timeoutMs}
+   * passes; returns how many wait (for tests: woken by each report queued, no polling).
+   */
+  synchronized int awaitQueued(int n, long timeoutMs) throws InterruptedException {
+    long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+    while (queue.size() < n) {
+      long left = end - System.nanoTime();
+      if (left <= 0) {
+        break;
+      }
+      TimeUnit.NANOSECONDS.timedWait(this, left);
+    }
     return queue.size();
   }
 

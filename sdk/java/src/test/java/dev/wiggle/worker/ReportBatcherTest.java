@@ -115,10 +115,7 @@ class ReportBatcherTest {
 
   /** Waits until {@code n} reports queue behind the batch in flight (no timing is asserted). */
   private static void awaitQueued(ReportBatcher b, int n) throws InterruptedException {
-    for (int i = 0; i < 1_000 && b.queued() < n; i++) {
-      Thread.sleep(10);
-    }
-    assertEquals(n, b.queued());
+    assertEquals(n, b.awaitQueued(n, 10_000));
   }
 
   @Test
