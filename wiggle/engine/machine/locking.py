@@ -23,8 +23,9 @@ __all__ = ["INSTANCE_FIELDS", "lock_tasks", "lock_token", "read_locked"]
 _i = s.instances
 ROOT = s.instances.alias("root")
 _r = ROOT
-# The instance's columns are read from the *locked* alias (see LOCKED_INSTANCE_FIELDS); only
-# what a transition needs: the instance's context (its input) can be large.
+# The instance's columns are read from the *locked* alias (see
+# wiggle.engine.store.queries.LOCKED_INSTANCE_FIELDS); only what a transition needs: the
+# instance's context (its input) can be large.
 INSTANCE_FIELDS = LOCKED_INSTANCE_FIELDS
 INSTANCE_LABELLED = [_r.c[name].label(f"i_{name}") for name in INSTANCE_FIELDS]
 
