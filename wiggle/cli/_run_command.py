@@ -66,20 +66,6 @@ def _activities(graphs: list[Graph]) -> set[str]:
     return names
 
 
-def _queues(graphs: list[Graph]) -> list[str]:
-    """Every queue a step of these graphs runs on: the in-process worker serves them all."""
-    queues: set[str] = set()
-    for graph in graphs:
-        for node in graph:
-            queue = getattr(node, "queue", None)
-            if isinstance(queue, str):
-                queues.add(queue)
-            apply = getattr(node, "apply", None)
-            if apply is not None:
-                queues.add(apply.queue)
-    return sorted(queues) or ["default"]
-
-
 def _signals(values: list[str]) -> Iterator[tuple[str, Any]]:
     for value in values:
         name, sep, payload = value.partition("=")
@@ -122,6 +108,7 @@ def _run(args: argparse.Namespace) -> int:
         )
 
     from wiggle.graph import ExecutionMode
+    from wiggle.modes import flow_queues
     from wiggle.server import embedded_stack
     from wiggle.worker import Worker
 
@@ -136,7 +123,7 @@ def _run(args: argparse.Namespace) -> int:
         address, client = embedded.address, embedded.client
         worker = Worker(
             address,
-            queues=_queues([f.graph for f in flows]),
+            queues=sorted(flow_queues(flows)),  # the in-process worker serves them all
             registry=registry,
             concurrency=args.concurrency,
             poll_wait_ms=5_000,

@@ -28,7 +28,7 @@ from ._engine_views import Views
 from .machine.claims import claim, heartbeat_stmt
 from .machine.reports import apply_reports
 from .machine.starts import StartRequest, apply_starts
-from .machine.tx import FenceLost, Tx, new_id
+from .machine.tx import FenceLost, new_id
 from .model.clock import Clock
 from .model.types import (
     AdvanceResult,
@@ -79,9 +79,11 @@ class Engine(Definitions, Views, Repairs):
     ) -> None:
         # `clock`: None reads the database's clock (production); tests give a VirtualClock.
         self.db: Database = open_database(database_url, database_profile, clock=clock)
-        self.default_mode = default_mode
-        self.node_id = node_id or f"engine-{new_id()[:12]}"
-        self.leader_ttl_s = leader_ttl_s
+        # What the operations below the facade may use of the engine (see ops/context.py); the
+        # engine's own settings are read from it too, so they are held once.
+        self.ops = OpsContext(
+            self.db, self.graph_of, default_mode, node_id or f"engine-{new_id()[:12]}", leader_ttl_s
+        )
         self._graphs: dict[str, Graph] = {}
         self._validators: dict[str, Any] = {}
         self._stop = threading.Event()
@@ -100,8 +102,6 @@ class Engine(Definitions, Views, Repairs):
         self._reports: GroupCommit[Report, AdvanceResult] = GroupCommit(
             self._run_reports, max_batch=64, max_active=2 if self.db.is_postgres else 1
         )
-        # What the operations below the facade may use of the engine (see ops/context.py).
-        self.ops = OpsContext(self.db, self.graph_of, default_mode, self.node_id, leader_ttl_s)
         self._bulk = BulkRunner(self.ops)
         self._starts: GroupCommit[StartRequest, StartResult] = GroupCommit(
             self._run_starts, max_batch=64, max_active=2 if self.db.is_postgres else 1
@@ -130,6 +130,20 @@ class Engine(Definitions, Views, Repairs):
         self.db.lock_schema(conn)
         now = int(conn.execute(select(self.db.now)).scalar_one())
         s.ensure_schema(conn, now, distributed=self.db.distributed)
+
+    @property
+    def default_mode(self) -> ExecutionMode:
+        """The mode of a flow that names none."""
+        return self.ops.default_mode
+
+    @property
+    def node_id(self) -> str:
+        """This engine's name in the leader election."""
+        return self.ops.node_id
+
+    @property
+    def leader_ttl_s(self) -> float:
+        return self.ops.leader_ttl_s
 
     @property
     def sa_engine(self) -> Any:
@@ -169,7 +183,7 @@ class Engine(Definitions, Views, Repairs):
         started one of the caller-chosen ids meanwhile, a bug) each is started alone."""
 
         def fn(conn: Connection) -> list[StartResult | WiggleError]:
-            tx = Tx(conn, self.db, 0, self.graph_of, self.default_mode)
+            tx = self.ops.tx(conn)
             results = apply_starts(tx, requests, self._check_input, self.default_mode)
             tx.finish(commit=True)  # the last statement: on PostgreSQL the COMMIT goes with it
             return results
@@ -306,7 +320,7 @@ class Engine(Definitions, Views, Repairs):
         report answers for itself only."""
 
         def fn(conn: Connection) -> list[AdvanceResult | WiggleError]:
-            tx = Tx(conn, self.db, 0, self.graph_of, self.default_mode)
+            tx = self.ops.tx(conn)
             answers = apply_reports(tx, reports)
             tx.finish(commit=True)  # the last statement: on PostgreSQL the COMMIT goes with it
             return answers
