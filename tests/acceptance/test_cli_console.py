@@ -33,6 +33,15 @@ def _wiggle(*args: str, cwd: Path) -> subprocess.Popen[str]:
     )
 
 
+def _signal_dispositions(pid: int) -> str:
+    """The ignored and blocked signal masks of `pid` (Linux), for a failure message."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return "no /proc status"
+    return ", ".join(line for line in status.splitlines() if line.startswith(("SigIgn", "SigBlk")))
+
+
 def _line_with(proc: subprocess.Popen[str], text: str) -> str:
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -65,8 +74,14 @@ def test_run_with_console_serves_the_instance_page_and_stays_open_until_interrup
         with urllib.request.urlopen(url, timeout=10) as response:
             page = response.read().decode()
         assert response.status == 200 and "COMPLETED" in page and "svg" in page
+        # The signal dispositions the process runs with, said if it does not stop: a SIGINT
+        # ignored or blocked from the start is inherited from whoever started it.
+        dispositions = _signal_dispositions(proc.pid)
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 0
+        try:
+            assert proc.wait(timeout=30) == 0
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running 30 s after SIGINT; {dispositions}")
     finally:
         if proc.poll() is None:
             proc.kill()
