@@ -22,7 +22,8 @@ FLOW = "wiggle: 1\nname: greet\nsteps:\n  - task: hello\n"
 
 
 def _wiggle(*args: str, cwd: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # PYTHONFAULTHANDLER: a run that hangs can be made to print every thread's stack (SIGABRT).
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
     return subprocess.Popen(
         [sys.executable, "-m", "wiggle.cli", *args],
         cwd=cwd,
@@ -81,7 +82,9 @@ def test_run_with_console_serves_the_instance_page_and_stays_open_until_interrup
         try:
             assert proc.wait(timeout=30) == 0
         except subprocess.TimeoutExpired:
-            pytest.fail(f"still running 30 s after SIGINT; {dispositions}")
+            proc.send_signal(signal.SIGABRT)  # the fault handler prints where each thread is
+            _out, err = proc.communicate(timeout=30)
+            pytest.fail(f"still running 30 s after SIGINT; {dispositions}; stderr:\n{err[-12000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
