@@ -1,0 +1,124 @@
+package dev.wiggle.expressions;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.wiggle.Repo;
+import dev.wiggle.worker.Json;
+import java.math.BigDecimal;
+import java.nio.file.Files;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestFactory;
+
+/**
+ * Every case of spec/conformance/expressions/vectors.json under the Java evaluator: each gives
+ * the JSON value its expression must evaluate to (1 and 1.0 equal, 1 and true not), or the kind
+ * of error it must fail with. The contexts are read with the SDK's own codec (Json), as a worker
+ * reads them, and also as plain Java values.
+ */
+class ExpressionVectorsTest {
+  private static JsonNode cases() throws Exception {
+    return Json.parse(
+        Files.readAllBytes(Repo.root().resolve("spec/conformance/expressions/vectors.json")))
+        .get("cases");
+  }
+
+  @Test
+  void theVectorsAreThereAndNameKindsOfTheProfile() throws Exception {
+    JsonNode cases = cases();
+    assertEquals(97, cases.size(), "vector count");
+    Set<String> names = new HashSet<>();
+    for (JsonNode c : cases) {
+      assertTrue(names.add(c.get("name").asText()), "duplicate name " + c.get("name"));
+      if (c.has("error")) {
+        assertTrue(EvaluationException.KINDS.contains(c.get("error").asText()), c.toString());
+      }
+    }
+  }
+
+  @TestFactory
+  List<DynamicTest> vectors() throws Exception {
+    List<DynamicTest> tests = new ArrayList<>();
+    for (JsonNode c : cases()) {
+      tests.add(DynamicTest.dynamicTest(c.get("name").asText(), () -> run(c)));
+    }
+    return tests;
+  }
+
+  @SuppressWarnings("unchecked")
+  private static void run(JsonNode c) throws Exception {
+    String expr = c.get("expr").asText();
+    Expression e = Expression.compile(expr);
+    // As a worker sees it (Jackson tree, exact decimals), and as plain Java values.
+    Object treeCtx = c.get("ctx");
+    Object plainCtx = Json.mapper().convertValue(c.get("ctx"), Object.class);
+    Map<String, Object> instance =
+        c.has("instance") ? Json.mapper().convertValue(c.get("instance"), Map.class) : null;
+    for (Object ctx : new Object[] {treeCtx, plainCtx}) {
+      if (c.has("error")) {
+        EvaluationException err =
+            assertThrows(EvaluationException.class, () -> e.evaluate(ctx, instance),
+                () -> expr + " should fail with " + c.get("error").asText());
+        assertEquals(c.get("error").asText(), err.kind(), err.getMessage());
+        assertTrue(err.getMessage().startsWith("expression '" + expr + "' failed ("), err.getMessage());
+      } else {
+        Object got = e.evaluate(ctx, instance);
+        if (!same(c.get("value"), got)) {
+          fail(expr + " gave " + got + ", want " + c.get("value"));
+        }
+      }
+    }
+  }
+
+  /** JSON equality that tells 1 from true and 1 from 1.5, but not 1 from 1.0. */
+  static boolean same(JsonNode want, Object got) {
+    if (want.isNull()) {
+      return got == null;
+    }
+    if (want.isBoolean()) {
+      return got instanceof Boolean b && b == want.booleanValue();
+    }
+    if (want.isTextual()) {
+      return want.textValue().equals(got);
+    }
+    if (want.isNumber()) {
+      return (got instanceof Long || got instanceof Double)
+          && new BigDecimal(got.toString()).compareTo(want.decimalValue()) == 0;
+    }
+    if (want.isArray()) {
+      if (!(got instanceof List<?> l) || l.size() != want.size()) {
+        return false;
+      }
+      for (int i = 0; i < l.size(); i++) {
+        if (!same(want.get(i), l.get(i))) {
+          return false;
+        }
+      }
+      return true;
+    }
+    if (want.isObject()) {
+      if (!(got instanceof Map<?, ?> m) || m.size() != want.size()) {
+        return false;
+      }
+      Iterator<Map.Entry<String, JsonNode>> it = want.fields();
+      while (it.hasNext()) {
+        Map.Entry<String, JsonNode> f = it.next();
+        if (!m.containsKey(f.getKey()) || !same(f.getValue(), m.get(f.getKey()))) {
+          return false;
+        }
+      }
+      return true;
+    }
+    return false;
+  }
+}
