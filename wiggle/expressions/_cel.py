@@ -20,6 +20,10 @@ from wiggle.expressions._values import NotJson, from_cel, to_cel
 
 __all__ = ["Expression", "compile_expression"]
 
+#: cel-expr-python's fixed budget of comprehension iterations per evaluation (cel-cpp's
+#: default; the binding does not let it be changed).
+ITERATION_BUDGET = 10_000
+
 # "ERROR: <input>:1:4: undeclared reference to 'foo' (in container '')"
 _CEL_ERROR = re.compile(r"ERROR: <input>:(\d+):(\d+): (.*)")
 
@@ -64,7 +68,14 @@ class Expression:
             raise EvaluationError(self.source, "invalid_argument", str(exc)) from None
         from cel_expr_python import cel
 
-        value = self._program.eval(data=data)
+        try:
+            value = self._program.eval(data=data)
+        except RuntimeError as exc:  # the runtime raises some errors instead of returning them
+            message = str(exc)
+            if "Iteration budget exceeded" in message:
+                detail = f"more than {ITERATION_BUDGET} comprehension iterations in one evaluation"
+                raise EvaluationError(self.source, "invalid_argument", detail) from None
+            raise EvaluationError(self.source, _kind(message), _plain(message)) from None
         if value.type() == cel.Type.ERROR:
             message = str(value.value())
             raise EvaluationError(self.source, _kind(message), _plain(message))

@@ -71,3 +71,14 @@ def test_positions_count_code_points_and_lines():
     assert position("é + x", 4) == (1, 5)
     texts = [t.text for t in tokens("a.b(1u, 2.5e3)")]
     assert texts == ["a", ".", "b", "(", "1u", ",", "2.5e3", ")"]
+
+
+def test_a_comprehension_past_the_iteration_budget_fails_its_evaluation_not_the_process():
+    from wiggle.expressions import EvaluationError
+    from wiggle.expressions._cel import ITERATION_BUDGET
+
+    expression = compile_expression("ctx.l.map(x, x + 1)")
+    assert len(expression.evaluate({"l": list(range(ITERATION_BUDGET // 2))})) == 5000
+    with pytest.raises(EvaluationError) as caught:
+        expression.evaluate({"l": list(range(ITERATION_BUDGET * 2))})
+    assert caught.value.kind == "invalid_argument" and "iterations" in caught.value.detail
