@@ -37,3 +37,12 @@ export {
 } from "./rpc.js";
 export { stderrLogger, type Logger, type LogLevel } from "./log.js";
 export { SDK, type StartOptions, type Started } from "./core.js";
+export {
+  compileExpression,
+  ERROR_KINDS,
+  EvaluationError,
+  ExpressionInvalid,
+  type ErrorKind,
+  type Expression,
+  type Instance,
+} from "./expressions.js";

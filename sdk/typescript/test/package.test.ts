@@ -31,6 +31,9 @@ it("require() and import give the same API, conformance subpath included, and no
   assert.deepEqual(esm, [
     "CHANNEL_OPTIONS",
     "DEFAULT_ADDRESS",
+    "ERROR_KINDS",
+    "EvaluationError",
+    "ExpressionInvalid",
     "JsonFloat",
     "JsonSyntaxError",
     "LeaseLostError",
@@ -42,6 +45,7 @@ it("require() and import give the same API, conformance subpath included, and no
     "TooDeepError",
     "Worker",
     "WorkerStoppingError",
+    "compileExpression",
     "conformance.TRACE_ENV",
     "conformance.activities",
     "conformance.main",
