@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_math, ext_strings
+
 from wiggle.expressions._errors import CompileProblem, EvaluationError, ExpressionInvalid
 from wiggle.expressions._static import check_source, position
 from wiggle.expressions._values import NotJson, from_cel, to_cel
@@ -39,9 +42,6 @@ _KINDS = (
 
 @cache
 def _env() -> Any:
-    from cel_expr_python import cel
-    from cel_expr_python.ext import ext_math, ext_strings
-
     return cel.NewEnv(
         variables={
             "ctx": cel.Type.DYN,
@@ -66,23 +66,23 @@ class Expression:
             data = {"ctx": to_cel(ctx), "instance": to_cel(instance or {})}
         except TypeError as exc:
             raise EvaluationError(self.source, "invalid_argument", str(exc)) from None
-        from cel_expr_python import cel
-
         try:
             value = self._program.eval(data=data)
         except RuntimeError as exc:  # the runtime raises some errors instead of returning them
-            message = str(exc)
-            if "Iteration budget exceeded" in message:
-                detail = f"more than {ITERATION_BUDGET} comprehension iterations in one evaluation"
-                raise EvaluationError(self.source, "invalid_argument", detail) from None
-            raise EvaluationError(self.source, _kind(message), _plain(message)) from None
+            raise self._failed(str(exc)) from None
         if value.type() == cel.Type.ERROR:
-            message = str(value.value())
-            raise EvaluationError(self.source, _kind(message), _plain(message))
+            raise self._failed(str(value.value()))
         try:
             return from_cel(value.plain_value())
         except NotJson as exc:
             raise EvaluationError(self.source, "not_json", str(exc)) from None
+
+    def _failed(self, message: str) -> EvaluationError:
+        """The EvaluationError for one of the runtime's error messages."""
+        if "Iteration budget exceeded" in message:
+            detail = f"more than {ITERATION_BUDGET} comprehension iterations in one evaluation"
+            return EvaluationError(self.source, "invalid_argument", detail)
+        return EvaluationError(self.source, _kind(message), _plain(message))
 
     def condition(self, ctx: Any, instance: dict[str, Any] | None = None) -> bool:
         """`evaluate`, for a choice arm, filter or while: the result must be a bool."""

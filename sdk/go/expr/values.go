@@ -37,10 +37,7 @@ func toCEL(v any) (any, error) {
 		return number(float64(x)), nil
 	case json.Number:
 		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
-			if i >= -MaxSafeInteger && i <= MaxSafeInteger {
-				return i, nil
-			}
-			return float64(i), nil
+			return integer(i), nil
 		}
 		f, err := strconv.ParseFloat(string(x), 64)
 		if err != nil {
