@@ -10,6 +10,8 @@ Edges are named on the node that owns them:
 |-----------|---------------------------------------------------------------------------|
 | task      | next                                                                      |
 | predicate | next (true), alt (false; None on a filter: the token ends, filtered)      |
+| condition | as a predicate; an expression gives the boolean                           |
+| set       | next (an expression per context key gives the new values)                 |
 | fork      | branches (name -> first node of the branch), join                         |
 | join      | next (after the combine activity ran)                                     |
 | foreach   | body (first node of the per-element body), join                           |
@@ -30,8 +32,10 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "EXPRESSION_KINDS",
     "WORKER_KINDS",
     "Await",
+    "Condition",
     "End",
     "ExecutionMode",
     "ForEach",
@@ -44,6 +48,7 @@ __all__ = [
     "Retry",
     "SearchAttribute",
     "SearchType",
+    "SetValues",
     "Sleep",
     "Subflow",
     "Task",
@@ -112,6 +117,30 @@ class Predicate(_Activity):
     alt: str | None
     max_iterations: int | None
     kind: str = "predicate"
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A predicate whose boolean a CEL expression gives (`if`): a filter, a choice arm or a
+    loop's `while` written as an expression. Nobody leases it: whoever moves a token onto it
+    (the server, or a worker in a local run) evaluates it on the spot."""
+
+    id: str
+    expression: str  # the `if` field, as written
+    next: str
+    alt: str | None
+    max_iterations: int | None
+    kind: str = "condition"
+
+
+@dataclass(frozen=True)
+class SetValues:
+    """A `set` step: each context key's new value is a CEL expression of the context."""
+
+    id: str
+    values: Mapping[str, str]
+    next: str
+    kind: str = "set"
 
 
 @dataclass(frozen=True)
@@ -184,10 +213,14 @@ class End:
     kind: str = "end"
 
 
-Node = Task | Predicate | Fork | ForEach | Join | Sleep | Await | Subflow | End
+Node = (
+    Task | Predicate | Condition | SetValues | Fork | ForEach | Join | Sleep | Await | Subflow | End
+)
 
 #: Node kinds a worker executes (and so may chain locally).
 WORKER_KINDS = frozenset({"task", "predicate"})
+#: Node kinds an expression decides: evaluated where the token reaches them, never leased.
+EXPRESSION_KINDS = frozenset({"condition", "set"})
 
 
 def _activity_fields(node_id: str, doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -213,6 +246,10 @@ def _node_from_json(node_id: str, doc: Mapping[str, Any]) -> Node:
             alt=doc["alt"],
             max_iterations=doc["max_iterations"],
         )
+    if kind == "condition":
+        return Condition(node_id, doc["if"], doc["next"], doc["alt"], doc["max_iterations"])
+    if kind == "set":
+        return SetValues(node_id, dict(doc["values"]), doc["next"])
     if kind == "fork":
         return Fork(node_id, dict(doc["branches"]), doc["join"])
     if kind == "foreach":
@@ -344,7 +381,7 @@ def successors(node: Node) -> list[str]:
     if isinstance(node, ForEach):
         return [node.body]
     out: list[str | None] = [getattr(node, "next", None)]
-    if isinstance(node, Predicate):
+    if isinstance(node, Predicate | Condition):
         out.append(node.alt)
     if isinstance(node, Await):
         out.append(node.on_timeout)
@@ -357,8 +394,8 @@ class OutEdge:
 
     | role       | out of                     | taken when                                  |
     |------------|----------------------------|---------------------------------------------|
-    | next       | task, join, sleep, subflow | the step, combine, timer or child is done   |
-    | true       | filter, choice arm         | the predicate returned true                 |
+    | next       | task, set, join, sleep, subflow | the step, combine, timer or child is done |
+    | true       | filter, choice arm         | the predicate (condition) was true          |
     | back       | a loop's `while`           | it returned true: the body runs again       |
     | false      | choice arm, loop's `while` | it returned false (out of a loop: the exit) |
     | filtered   | filter                     | it returned false: the token ends (no target) |
@@ -385,9 +422,9 @@ class OutEdge:
 
 def out_edges(node: Node) -> list[OutEdge]:
     """The edges out of `node`, in a fixed order (the renderer lays them out in this order)."""
-    if isinstance(node, Task | Join | Sleep | Subflow):
+    if isinstance(node, Task | SetValues | Join | Sleep | Subflow):
         return [OutEdge(node.id, node.next, "next")]
-    if isinstance(node, Predicate):
+    if isinstance(node, Predicate | Condition):
         true = OutEdge(node.id, node.next, "back" if node.max_iterations is not None else "true")
         false = (
             OutEdge(node.id, None, "filtered")

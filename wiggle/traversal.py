@@ -9,7 +9,9 @@ the vectors in `spec/conformance/traversal/`.
 The rule: after a task, combine or apply step the token moves to `next`; after a predicate to
 `next` (true) or `alt` (false). The worker keeps going only while that node is a task or
 predicate on a queue it serves and enough of its lease is left; every other case is a handback,
-with a reason that is recorded in the instance's event log.
+with a reason that is recorded in the instance's event log. A `condition` moves like a
+predicate and a `set` like a task; neither is ever a handback: whoever holds the token
+evaluates it on the spot (`wiggle.expressions.steps`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from wiggle.graph import Await, Graph, Join, Predicate, Task
+from wiggle.graph import Await, Condition, Graph, Join, Predicate, SetValues, Task
 
 __all__ = [
     "Handback",
@@ -88,11 +90,11 @@ def successor(
     """
     counts = dict(loop_counts or {})
     node = graph.nodes.get(node_id)
-    if isinstance(node, Task | Join | Await):
+    if isinstance(node, Task | SetValues | Join | Await):
         if isinstance(node, Await) and node.apply is None:
             raise ValueError(f"await node {node_id!r} has no apply step to complete")
         return Move(node.next, counts)
-    if not isinstance(node, Predicate):
+    if not isinstance(node, Predicate | Condition):
         raise ValueError(f"node {node_id!r} is not a step a worker runs")
     if predicate_value is None:
         raise ValueError(f"predicate {node_id!r} needs a boolean result")
@@ -118,6 +120,8 @@ def classify(graph: Graph, next_node: str, worker_queues: Collection[str]) -> Ha
     boundary = _BOUNDARY_KINDS.get(node.kind)
     if boundary is not None:
         return boundary
+    if isinstance(node, Condition | SetValues):
+        return None  # evaluated where the token is: no queue, no lease
     assert isinstance(node, Task | Predicate)
     if node.queue not in worker_queues:
         return Handback.OTHER_QUEUE

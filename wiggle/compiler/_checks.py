@@ -17,6 +17,7 @@ from wiggle.compiler._compile import DEFAULT_RETRY, END, Claim, Compiled, _Compi
 from wiggle.compiler._durations import is_duration_syntax, parse_duration
 from wiggle.compiler._loader import Path, SourceMap
 from wiggle.errors import Diagnostic
+from wiggle.expressions import ExpressionInvalid, compile_expression
 from wiggle.filters import BUILTIN_FIELDS
 
 __all__ = ["DOCUMENT_CHECKS", "GRAPH_CHECKS", "iter_steps"]
@@ -191,6 +192,61 @@ def check_reachable(compiled: Compiled, source: SourceMap) -> Iterator[Diagnosti
             yield source.diagnostic(claim.path, message, at_key=claim.at_key)
 
 
+def _expressions(step: Step, path: Path) -> Iterator[tuple[Any, Path, bool]]:
+    """(source, path, is a condition) of every expression a step writes."""
+    if isinstance(step.get("filter"), dict):
+        yield step["filter"].get("if"), (*path, "filter", "if"), True
+    for i, arm in enumerate(_list(step.get("choice"))):
+        if isinstance(arm, dict) and "if" in arm:
+            yield arm["if"], (*path, "choice", i, "if"), True
+    loop = _dict(step.get("loop"))
+    if isinstance(loop.get("while"), dict):
+        yield loop["while"].get("if"), (*path, "loop", "while", "if"), True
+    for key, source in _dict(step.get("set")).items():
+        yield source, (*path, "set", key), False
+
+
+def check_expressions(flow: dict[str, Any], source: SourceMap) -> Iterator[Diagnostic]:
+    """Every expression parses and type-checks under the profile; each problem is reported
+    where it is inside the expression (docs/expressions.md)."""
+    for step, path in iter_steps(flow.get("steps"), ("steps",)):
+        for text, where, condition in _expressions(step, path):
+            if not isinstance(text, str) or not text:
+                continue  # the schema reports it
+            try:
+                compile_expression(text, condition=condition)
+            except ExpressionInvalid as exc:
+                for problem in exc.problems:
+                    line, column = source.inside(where, problem.line, problem.column)
+                    found = source.diagnostic(where, f"expression: {problem.message}")
+                    yield Diagnostic(found.file, line, column, found.message, found.path)
+
+
+_ACTIVITY_SETTINGS = ("queue", "retry", "timeout")
+
+
+def check_expression_settings(flow: dict[str, Any], source: SourceMap) -> Iterator[Diagnostic]:
+    """`queue`, `retry` and `timeout` belong to a predicate activity: an expression has none
+    (writing one would be silently ignored)."""
+    for step, path in iter_steps(flow.get("steps"), ("steps",)):
+        owners: list[tuple[Step, Path, str]] = []
+        if isinstance(step.get("filter"), dict):
+            owners.append((step, path, "an expression filter"))
+        if isinstance(_dict(step.get("loop")).get("while"), dict):
+            owners.append((step, path, "a loop with an expression `while`"))
+        for i, arm in enumerate(_list(step.get("choice"))):
+            if isinstance(arm, dict) and "if" in arm:
+                owners.append((arm, (*path, "choice", i), "an `if` arm"))
+        for owner, where, what in owners:
+            for key in _ACTIVITY_SETTINGS:
+                if key in owner:
+                    yield source.diagnostic(
+                        (*where, key),
+                        f"`{key}` applies to a predicate activity; {what} runs no activity",
+                        at_key=True,
+                    )
+
+
 DocumentCheck = Callable[[dict[str, Any], SourceMap], Iterator[Diagnostic]]
 GraphCheck = Callable[[Compiled, SourceMap], Iterator[Diagnostic]]
 
@@ -200,6 +256,8 @@ DOCUMENT_CHECKS: tuple[DocumentCheck, ...] = (
     check_retry_bounds,
     check_await_timeout,
     check_input_schema,
+    check_expressions,
+    check_expression_settings,
 )
 GRAPH_CHECKS: tuple[GraphCheck, ...] = (check_node_ids, check_reachable)
 

@@ -1,6 +1,7 @@
 """A schema-valid flow document → the canonical graph's nodes, wired through networkx.
 
-Two passes. The first numbers the blocks (`parallel-N`, `for_each-N`, `sleep-N`) in document
+Two passes. The first numbers the blocks (`parallel-N`, `for_each-N`, `sleep-N`, `set-N`, and
+the expression forms `filter-N`, `if-N`, `while-N`) in document
 order and records which step claimed which node id; the second wires each sequence back to
 front, so every node's successor id is known when the node is written. Every field of every
 node is written, defaults filled in, so spelling out a default never changes the hash.
@@ -94,12 +95,20 @@ class _Compiler:
         if "task" in step:
             self.ids[path] = (self._claim(step, path, step["task"], "task"),)
         elif "filter" in step:
-            self.ids[path] = (self._claim(step, path, step["filter"], "filter"),)
+            if isinstance(step["filter"], dict):
+                self.ids[path] = (self._numbered(step, path, "filter"),)
+            else:
+                self.ids[path] = (self._claim(step, path, step["filter"], "filter"),)
+        elif "set" in step:
+            self.ids[path] = (self._numbered(step, path, "set"),)
         elif "choice" in step:
             arms = []
             for i, arm in enumerate(step["choice"]):
                 arm_path = (*path, "choice", i)
-                arms.append(self._claim(arm, arm_path, arm["when"], "when"))
+                if "if" in arm:
+                    arms.append(self._numbered(arm, arm_path, "if"))
+                else:
+                    arms.append(self._claim(arm, arm_path, arm["when"], "when"))
                 self.number(arm["steps"], (*arm_path, "steps"))
             self.ids[path] = tuple(arms)
             if "otherwise" in step:
@@ -127,7 +136,12 @@ class _Compiler:
             # The body is written before its `while` predicate, so it is numbered first.
             self.number(step["loop"]["steps"], (*path, "loop", "steps"))
             predicate = step["loop"]["while"]
-            self.ids[path] = (self._claim(step, path, predicate, "loop", "while"),)
+            if isinstance(predicate, dict):
+                self.counters["while"] = self.counters.get("while", 0) + 1
+                default = f"while-{self.counters['while']}"
+                self.ids[path] = (self._claim(step, path, default, "loop", "while"),)
+            else:
+                self.ids[path] = (self._claim(step, path, predicate, "loop", "while"),)
 
     # -- pass 2: wiring, back to front --------------------------------------------------------
 
@@ -174,10 +188,23 @@ class _Compiler:
         self._emit(ids[0], node)
         return ids[0]
 
+    def _decision(
+        self, written: Any, step: dict[str, Any], nxt: str, alt: str | None, limit: int | None
+    ) -> dict[str, Any]:
+        """A predicate node for an activity name, a condition node for `{if: expression}`."""
+        if isinstance(written, dict):
+            node: dict[str, Any] = {"kind": "condition", "if": written["if"], "next": nxt}
+        else:
+            node = {"kind": "predicate", **self._activity(written, step), "next": nxt}
+        node.update(alt=alt, max_iterations=limit)
+        return node
+
     def _filter(self, step: dict[str, Any], path: Path, ids: tuple[str, ...], after: str) -> str:
-        node = {"kind": "predicate", **self._activity(step["filter"], step), "next": after}
-        node.update(alt=None, max_iterations=None)
-        self._emit(ids[0], node)
+        self._emit(ids[0], self._decision(step["filter"], step, after, None, None))
+        return ids[0]
+
+    def _set(self, step: dict[str, Any], path: Path, ids: tuple[str, ...], after: str) -> str:
+        self._emit(ids[0], {"kind": "set", "values": dict(step["set"]), "next": after})
         return ids[0]
 
     def _choice(self, step: dict[str, Any], path: Path, ids: tuple[str, ...], after: str) -> str:
@@ -187,9 +214,8 @@ class _Compiler:
         for i in range(len(step["choice"]) - 1, -1, -1):
             arm = step["choice"][i]
             first = self.sequence(arm["steps"], (*path, "choice", i, "steps"), after)
-            node = {"kind": "predicate", **self._activity(arm["when"], arm), "next": first}
-            node.update(alt=alt, max_iterations=None)
-            self._emit(ids[i], node)
+            written = {"if": arm["if"]} if "if" in arm else arm["when"]
+            self._emit(ids[i], self._decision(written, arm, first, alt, None))
             alt = ids[i]
         return alt
 
@@ -251,9 +277,8 @@ class _Compiler:
         loop = step["loop"]
         check = ids[0]
         body = self.sequence(loop["steps"], (*path, "loop", "steps"), check)
-        node = {"kind": "predicate", **self._activity(loop["while"], step), "next": body}
-        node.update(alt=after, max_iterations=loop.get("max_iterations", DEFAULT_MAX_ITERATIONS))
-        self._emit(check, node)
+        limit = loop.get("max_iterations", DEFAULT_MAX_ITERATIONS)
+        self._emit(check, self._decision(loop["while"], step, body, after, limit))
         return body
 
     _Wire = Callable[["_Compiler", dict[str, Any], Path, tuple[str, ...], str], str]
@@ -267,6 +292,7 @@ class _Compiler:
         ("await", _await),
         ("subflow", _subflow),
         ("loop", _loop),
+        ("set", _set),
     )
 
 

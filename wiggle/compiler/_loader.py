@@ -60,6 +60,10 @@ class SourceMap:
     file: str
     values: dict[Path, tuple[int, int]] = field(default_factory=dict)
     keys: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    # The style of each string scalar (None plain, '"', "'", '|', '>') and the text's lines:
+    # enough to point inside a string, at a position an expression's checker reports.
+    styles: dict[Path, str | None] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
 
     def value(self, path: Path) -> tuple[int, int]:
         """1-based (line, column) of the value at `path`, or of its nearest written ancestor."""
@@ -72,6 +76,25 @@ class SourceMap:
     def key(self, path: Path) -> tuple[int, int]:
         """Position of the key naming `path` (falls back to the value's position)."""
         return self.keys.get(path) or self.value(path)
+
+    def inside(self, path: Path, line: int, column: int) -> tuple[int, int]:
+        """The file's (line, column) of the 1-based (line, column) inside the string at
+        `path`. Exact for a one-line plain or quoted scalar and for a literal block; a quoted
+        string with escapes before the point, or a folded one, is off by what they change."""
+        at_line, at_column = self.value(path)
+        if path not in self.styles or at_line == 0:
+            return at_line, at_column
+        style = self.styles[path]
+        if style in ("|", ">"):
+            first = at_line + line  # block content starts on the line after the indicator
+            text = self.lines[first - 1] if 0 < first <= len(self.lines) else ""
+            indent = len(text) - len(text.lstrip(" "))
+            return first, indent + column
+        if line == 1:
+            return at_line, at_column + (1 if style in ('"', "'") else 0) + column - 1
+        here = at_line + line - 1
+        text = self.lines[here - 1] if 0 < here <= len(self.lines) else ""
+        return here, len(text) - len(text.lstrip(" ")) + column
 
     def diagnostic(self, path: Path, message: str, *, at_key: bool = False) -> Diagnostic:
         line, column = self.key(path) if at_key else self.value(path)
@@ -242,6 +265,8 @@ class _Builder:
             else:
                 value = _scalar(event, self.file)
                 path = self._place(event, value)
+                if isinstance(value, str):
+                    self.source.styles[path] = event.style
                 if event.value == "" and event.style is None and path in self.source.keys:
                     # An empty value's mark is wherever the next token starts; its key is
                     # where the reader looks.
@@ -268,6 +293,7 @@ def load_document(source: str | bytes, file: str, *, max_bytes: int = MAX_BYTES)
     """Parse one YAML or JSON document; raise FlowError with the first problem met."""
     text = _check_size_and_text(source, file, max_bytes)
     builder = _Builder(file)
+    builder.source.lines = text.splitlines()
     try:
         for event in YAML(typ="safe", pure=True).parse(text):
             builder.feed(event)

@@ -21,7 +21,7 @@ import orjson
 
 from wiggle._limits import MAX_JSON_DEPTH
 from wiggle.conformance._recorder import REPORTS, Call, Delivery, StepSeen
-from wiggle.graph import Graph, Predicate, Task
+from wiggle.graph import Condition, Graph, Predicate, SetValues, Task
 from wiggle.localrun import REQUEST_HEADROOM, RUNTIME_HANDBACKS, default_max_request_bytes
 from wiggle.traversal import Handback, Move, advance
 
@@ -247,18 +247,20 @@ class _Run:
             if not call.final:
                 self.problems.append("an empty non-final AdvanceRun")
             return
-        if mode == "LOCAL_SYNC" and len(steps) > 1:
+        # Expression results travel with the worker step before them and are not counted.
+        worker = [s for s in steps if not self._expression(s.node_id)]
+        if mode == "LOCAL_SYNC" and len(worker) > 1:
             names = " ".join(s.node_id for s in steps)
             self.problems.append(
-                f"LOCAL_SYNC sent {len(steps)} steps in one AdvanceRun ({names}): it reports "
+                f"LOCAL_SYNC sent {len(worker)} steps in one AdvanceRun ({names}): it reports "
                 "every step before the next one runs"
             )
-        if mode == "LOCAL_ASYNC" and len(steps) > self.ctx.batch_size:
+        if mode == "LOCAL_ASYNC" and len(worker) > self.ctx.batch_size:
             self.problems.append(
-                f"{len(steps)} steps in one AdvanceRun; the batch size is {self.ctx.batch_size}"
+                f"{len(worker)} steps in one AdvanceRun; the batch size is {self.ctx.batch_size}"
             )
-        for step in steps[:-1]:
-            self._inside(step)
+        for i, step in enumerate(steps[:-1]):
+            self._inside(step, any(not self._expression(s.node_id) for s in steps[i + 1 :]))
         last = steps[-1]
         failed, move = self._follow(last)
         if call.final:
@@ -270,8 +272,15 @@ class _Run:
             self.problems.append(
                 f"sent final=false after {last.node_id}, where the run hands back ({move.handback})"
             )
+        elif move is not None and self._expression(move.next_node or ""):
+            self.problems.append(
+                f"flushed after {last.node_id} in front of {move.next_node}: an expression node "
+                "is evaluated before the flush and travels with the step before it"
+            )
         elif (
-            mode == "LOCAL_ASYNC" and self._flush_reason(last, len(steps), call, following) is None
+            mode == "LOCAL_ASYNC"
+            and self._flush_reason(worker[-1] if worker else last, len(worker), call, following)
+            is None
         ):
             self.problems.append(
                 f"flushed after {last.node_id} ({len(steps)} steps): not a checkpoint, the batch "
@@ -283,7 +292,10 @@ class _Run:
                 "(keep_going was true)"
             )
 
-    def _inside(self, step: StepSeen) -> None:
+    def _expression(self, node_id: str) -> bool:
+        return isinstance(self.graph.nodes.get(node_id), Condition | SetValues)
+
+    def _inside(self, step: StepSeen, worker_step_follows: bool) -> None:
         """A step with more steps after it in the same call: the run went on from it."""
         failed, move = self._follow(step)
         node = self.graph.nodes.get(step.node_id)
@@ -293,7 +305,12 @@ class _Run:
             self.problems.append(
                 f"chained past {step.node_id}, where the run hands back ({move.handback})"
             )
-        elif self.d.mode == "LOCAL_ASYNC" and isinstance(node, Task) and node.checkpoint:
+        elif (
+            self.d.mode == "LOCAL_ASYNC"
+            and isinstance(node, Task)
+            and node.checkpoint
+            and worker_step_follows
+        ):
             self.problems.append(
                 f"checkpoint {step.node_id} was not flushed before the next step ran"
             )
@@ -304,7 +321,7 @@ class _Run:
         value: bool | None = None
         if step.kind in ("failure", "none"):
             return True, None
-        if isinstance(node, Predicate):
+        if isinstance(node, Predicate | Condition):
             if step.kind == "predicate":
                 value = step.predicate
             elif step.context_bool is not None:

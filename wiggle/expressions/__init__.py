@@ -16,15 +16,25 @@ from wiggle.expressions._errors import (
     EvaluationError,
     ExpressionInvalid,
 )
+from wiggle.expressions._nodes import (
+    EXPRESSION_ERROR_TYPE,
+    NodeValue,
+    evaluate_node,
+    failure_message,
+)
 from wiggle.expressions._values import from_cel, to_cel
 
 __all__ = [
     "ERROR_KINDS",
+    "EXPRESSION_ERROR_TYPE",
     "CompileProblem",
     "EvaluationError",
     "Expression",
     "ExpressionInvalid",
+    "NodeValue",
     "compile_expression",
+    "evaluate_node",
+    "failure_message",
     "from_cel",
     "profile",
     "to_cel",

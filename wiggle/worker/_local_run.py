@@ -26,7 +26,8 @@ import orjson
 
 from wiggle import traversal
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
-from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
+from wiggle.expressions import EXPRESSION_ERROR_TYPE, evaluate_node, failure_message
+from wiggle.graph import Await, Condition, ExecutionMode, Graph, Join, Predicate, SetValues, Task
 from wiggle.localrun import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     RuntimeHandback,
@@ -35,7 +36,7 @@ from wiggle.localrun import (
     over_request_limit,
 )
 from wiggle.traversal import Handback
-from wiggle.worker._activities import Outcome, Registry, run_handler
+from wiggle.worker._activities import Failure, Outcome, Registry, run_handler
 from wiggle.worker._context import StepInfo
 from wiggle.worker._definitions import DefinitionCache
 from wiggle.worker._heartbeat import Lease, LeaseKeeper
@@ -147,6 +148,21 @@ def _local_graph(env: RunEnv, task: pb.Task) -> Graph | None:
 
 def _decode(raw: bytes) -> Any:
     return orjson.loads(raw) if raw else None
+
+
+def expression_outcome(node: Condition | SetValues, ctx: Any, task: pb.Task) -> Outcome:
+    """Evaluate an expression node the run reached (docs/worker-protocol.md, "Expression
+    nodes in a run"): its boolean, its new context, or its non-retryable failure."""
+    value = evaluate_node(node, ctx, {"id": task.instance_id, "flow": task.flow})
+    if value.error is not None:
+        message = failure_message(value.error)
+        return Outcome(
+            failure=Failure(message, non_retryable=True, error_type=EXPRESSION_ERROR_TYPE)
+        )
+    if isinstance(node, Condition):
+        return Outcome(predicate=value.predicate)
+    outcome = Outcome(context=orjson.dumps(value.context), value=value.context)
+    return check_result(outcome, task.max_payload_bytes)
 
 
 def _step_result(node_id: str, outcome: Outcome) -> pb.StepResult:
@@ -291,6 +307,27 @@ class LocalRun:
                 predicate_value=outcome.predicate,
                 loop_counts=loop_counts,
             )
+            if not is_predicate:
+                ctx = outcome.value
+            # Expression nodes are evaluated here and travel with the step before them: never
+            # flushed alone, never a reason to hand back.
+            while move.handback is None and isinstance(
+                expr := graph.nodes[move.next_node or ""], Condition | SetValues
+            ):
+                evaluated = expression_outcome(expr, ctx, task)
+                self.buffer.append(_step_result(expr.id, evaluated))
+                if evaluated.failure is not None:
+                    self._finish(Handback.STEP_FAILED)
+                    return
+                if evaluated.predicate is None:
+                    ctx = evaluated.value
+                move = traversal.advance(
+                    graph,
+                    expr.id,
+                    env.queues,
+                    predicate_value=evaluated.predicate,
+                    loop_counts=move.loop_counts,
+                )
             reason = move.handback or self._between_steps(move.next_node)
             if reason == "abandon":
                 return
@@ -298,18 +335,21 @@ class LocalRun:
                 self._finish(reason)
                 return
             assert move.next_node is not None
-            if flush_after(self.mode, node, len(self.buffer), self.env.local_batch_size):
+            if flush_after(self.mode, node, self._buffered_steps(), self.env.local_batch_size):
                 response = self._flush(final=False, reason="", next_node=move.next_node)
                 if response is None or not response.keep_going:
                     return
-            if not is_predicate:
-                ctx = outcome.value
             node_id = move.next_node
             next_node = graph.nodes[node_id]
             assert isinstance(next_node, Task | Predicate)
             activity = next_node.activity
             attempt = 1
             loop_counts = move.loop_counts
+
+    def _buffered_steps(self) -> int:
+        """Worker steps in the buffer: the batch size does not count expression results."""
+        nodes = self.graph.nodes
+        return sum(not isinstance(nodes[r.node_id], Condition | SetValues) for r in self.buffer)
 
     def _renew_for(self, node_id: str) -> None:
         """The next step may run longer than the lease was last renewed for: renew it by that

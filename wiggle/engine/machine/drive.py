@@ -1,7 +1,8 @@
 """Driving tokens through the graph: everything the server does between worker steps.
 
 `place` moves a token onto a node and keeps going through the nodes the server handles itself
-(fork, foreach, join arrival, sleep, await, subflow, end) until the token parks: READY for a
+(condition and set, evaluated on the spot; fork, foreach, join arrival, sleep, await, subflow,
+end) until the token parks: READY for a
 worker, WAITING on a timer or a child, AWAITING a signal, JOINED at a barrier, or DONE. The
 end of an instance (and what it means for its children and its parent) is `finish_instance`.
 
@@ -23,17 +24,21 @@ from __future__ import annotations
 
 from sqlalchemy import select, update
 
+from wiggle.expressions import EXPRESSION_ERROR_TYPE, evaluate_node, failure_message
 from wiggle.graph import (
     Await,
+    Condition,
     ForEach,
     Fork,
     Join,
     Node,
     Predicate,
+    SetValues,
     Sleep,
     Subflow,
     Task,
 )
+from wiggle.traversal import Handback, successor
 
 from ..model.data import MISSING, parse_instant_ms, resolve_pointer, type_name
 from ..model.types import InstanceStatus, Json, TokenState, resolve_mode
@@ -46,6 +51,7 @@ __all__ = [
     "arrive",
     "branch_filtered",
     "deliver",
+    "evaluate",
     "fail_token_instance",
     "finish_instance",
     "foreach",
@@ -66,6 +72,10 @@ def place(tx: Tx, inst: Inst, tok: Tok) -> None:
             tok.attempt = 1
             make_ready(tx, tok, node.queue, node.timeout_ms, activity=node.activity)
             return
+        if isinstance(node, Condition | SetValues):
+            if not evaluate(tx, inst, tok, node):
+                return
+            continue
         if isinstance(node, Join):
             tok.state = TokenState.JOINED
             tx.save(tok)
@@ -110,6 +120,54 @@ def place(tx: Tx, inst: Inst, tok: Tok) -> None:
         tx.save(tok)
         finish_instance(tx, inst, InstanceStatus.COMPLETED, "", tok.context)
         return
+
+
+def evaluate(tx: Tx, inst: Inst, tok: Tok, node: Condition | SetValues) -> bool:
+    """The server evaluates an expression node inside the transition that reached it and
+    records the value in the node's event. True: the token moved on (drive on); False: it
+    ended (filtered, a loop's limit, or the expression failed the instance)."""
+    value = evaluate_node(node, tok.context, {"id": inst.id, "flow": inst.flow})
+    if value.error is not None:
+        message = failure_message(value.error)
+        tx.event(
+            inst.id,
+            "step_failed",
+            node.id,
+            1,
+            message=message,
+            error_type=EXPRESSION_ERROR_TYPE,
+            non_retryable=True,
+            **tok.where,
+        )
+        fail_token_instance(tx, inst, tok, f"step {node.id!r} failed: {message}", retryable=False)
+        return False
+    if isinstance(node, Condition):
+        tx.event(inst.id, "step_completed", node.id, 1, predicate=value.predicate, **tok.where)
+        move = successor(
+            inst.graph, node.id, predicate_value=value.predicate, loop_counts=tok.loop_counts
+        )
+    else:
+        tx.event(inst.id, "step_completed", node.id, 1, values=value.values, **tok.where)
+        _search.note_context_change(tx, inst, tok.context, value.context)
+        tok.context = value.context
+        move = successor(inst.graph, node.id, loop_counts=tok.loop_counts)
+    tok.loop_counts = dict(move.loop_counts)
+    if move.handback is Handback.FILTERED:
+        branch_filtered(tx, inst, tok)
+        return False
+    if move.handback is Handback.LOOP_LIMIT:
+        assert isinstance(node, Condition)
+        fail_token_instance(
+            tx,
+            inst,
+            tok,
+            f"loop {node.id!r} exceeded max_iterations {node.max_iterations}",
+            retryable=False,
+        )
+        return False
+    assert move.next_node is not None
+    tok.node_id = move.next_node
+    return True
 
 
 def deliver(tx: Tx, inst: Inst, tok: Tok, node: Await, payload: Json) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wiggle.errors import WrongPath
-from wiggle.graph import Predicate, Task
+from wiggle.graph import Condition, Predicate, SetValues, Task
 from wiggle.traversal import Handback, Move, classify, successor
 
 from ..model.data import type_name
@@ -35,7 +35,8 @@ __all__ = ["Plan", "apply_plan", "apply_steps", "plan_steps"]
 
 @dataclass
 class Plan:
-    completed: list[tuple[str, int, bool | None]]  # (node, attempt, predicate value)
+    # (node, attempt, value): a predicate's or condition's boolean, a set's computed values
+    completed: list[tuple[str, int, bool | dict[str, Json] | None]]
     context: Json
     loop_counts: dict[str, int]
     failure: tuple[str, StepFailure] | None
@@ -67,7 +68,7 @@ def plan_steps(inst: Inst, tok: Tok, steps: Sequence[StepOutcome]) -> Plan:
             plan.failure = (cur, st.failure)
             cur, stopped = None, f"{st.node_id!r} failed"
             continue
-        if isinstance(node, Predicate):
+        if isinstance(node, Predicate | Condition):
             value = st.predicate
             if value is None and st.has_context and isinstance(st.context, bool):
                 value = st.context
@@ -90,14 +91,19 @@ def plan_steps(inst: Inst, tok: Tok, steps: Sequence[StepOutcome]) -> Plan:
                 raise WrongPath(f"step {i} at {cur!r} must carry the step's result context")
             ctx = st.context
             move = successor(graph, cur, loop_counts=counts)
-            plan.completed.append((cur, attempt, None))
+            if isinstance(node, SetValues):
+                # The event keeps what the worker computed, as the server's own evaluation does.
+                computed = {k: ctx[k] for k in node.values if isinstance(ctx, dict) and k in ctx}
+                plan.completed.append((cur, attempt, computed))
+            else:
+                plan.completed.append((cur, attempt, None))
         counts = dict(move.loop_counts)
         plan.end = move
         if move.next_node is None:
             cur, stopped = None, f"{st.node_id!r} ended the token ({move.handback})"
             continue
         nxt = graph.nodes[move.next_node]
-        if isinstance(nxt, Task | Predicate):
+        if isinstance(nxt, Task | Predicate | Condition | SetValues):
             cur = nxt.id
             plan.entered.append((cur, ctx, counts))
         else:
@@ -140,6 +146,8 @@ def apply_plan(
     for node_id, attempt, value in plan.completed:
         if value is None:
             tx.event(inst.id, "step_completed", node_id, attempt, **where)
+        elif isinstance(value, dict):
+            tx.event(inst.id, "step_completed", node_id, attempt, values=value, **where)
         else:
             tx.event(inst.id, "step_completed", node_id, attempt, predicate=value, **where)
     if tok.parent_token_id is None:
@@ -150,6 +158,9 @@ def apply_plan(
     tok.loop_counts = plan.loop_counts
     if plan.failure is not None:
         node_id, failure = plan.failure
+        if isinstance(graph.nodes[node_id], Condition | SetValues):
+            _expression_failed(tx, inst, tok, node_id, failure)
+            return AdvanceResult(inst.status, 0, False)
         if node_id != tok.node_id:
             _move_to(tok, graph.nodes[node_id])
         apply_failure(tx, inst, tok, failure)
@@ -169,7 +180,7 @@ def apply_plan(
         return AdvanceResult(inst.status, 0, False)
     if end.handback is Handback.LOOP_LIMIT:
         pred = graph.nodes[plan.completed[-1][0]]
-        assert isinstance(pred, Predicate)
+        assert isinstance(pred, Predicate | Condition)
         fail_token_instance(
             tx,
             inst,
@@ -196,6 +207,24 @@ def apply_plan(
     tok.lease_expires_at_ms = None
     place(tx, inst, tok)
     return AdvanceResult(inst.status, 0, False)
+
+
+def _expression_failed(tx: Tx, inst: Inst, tok: Tok, node_id: str, failure: StepFailure) -> None:
+    """A worker's evaluation of an expression node failed: for good, as the server's would."""
+    tok.node_id = node_id
+    tx.event(
+        inst.id,
+        "step_failed",
+        node_id,
+        1,
+        message=failure.message,
+        error_type=failure.error_type,
+        non_retryable=True,
+        **tok.where,
+    )
+    fail_token_instance(
+        tx, inst, tok, f"step {node_id!r} failed: {failure.message}", retryable=False
+    )
 
 
 def _move_to(tok: Tok, node: Any) -> None:
