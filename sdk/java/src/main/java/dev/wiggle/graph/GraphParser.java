@@ -4,13 +4,16 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 
 /**
- * Reads a canonical graph and checks that it is well formed: known kinds, the fields each kind
+ * Reads a canonical graph and checks that it is well formed: known kinds (expression nodes,
+ * {@code condition} and {@code set}, included), the fields each kind
  * needs, every edge pointing at a node that exists. Only structure is checked, not the whole
  * graph schema: a worker trusts the server's compiler and needs only to walk the graph without
  * meeting a dangling edge. Nothing here does I/O.
@@ -100,6 +103,29 @@ public final class GraphParser {
         throw new GraphException("graph: node '" + id + "': fork without branches");
       }
     }
+    String expression = null;
+    Map<String, String> values = new LinkedHashMap<>();
+    if (kind == Kind.CONDITION) {
+      expression = text(d, "if");
+      if (expression == null) {
+        throw new GraphException("graph: node '" + id + "': condition needs if (a CEL expression)");
+      }
+    }
+    if (kind == Kind.SET) {
+      JsonNode v = d.path("values");
+      if (!v.isObject()) {
+        throw new GraphException("graph: node '" + id + "': set needs values (an object)");
+      }
+      Iterator<Map.Entry<String, JsonNode>> it = v.fields();
+      while (it.hasNext()) {
+        Map.Entry<String, JsonNode> e = it.next();
+        if (!e.getValue().isTextual()) {
+          throw new GraphException("graph: node '" + id + "': set value '" + e.getKey()
+              + "' is not a string (a CEL expression)");
+        }
+        values.put(e.getKey(), e.getValue().textValue());
+      }
+    }
     JsonNode maxIter = d.path("max_iterations");
     return new Node(
         id,
@@ -115,13 +141,15 @@ public final class GraphParser {
         text(d, "join"),
         text(d, "body"),
         text(d, "on_timeout"),
-        hasApply);
+        hasApply,
+        expression,
+        Collections.unmodifiableMap(values));
   }
 
   private static List<String> edges(Node n) throws GraphException {
     List<String> edges = new ArrayList<>();
     switch (n.kind()) {
-      case TASK, PREDICATE, JOIN, SLEEP, SUBFLOW, AWAIT -> edges.add(need(n, n.next(), "next"));
+      case TASK, PREDICATE, JOIN, SLEEP, SUBFLOW, AWAIT, CONDITION, SET -> edges.add(need(n, n.next(), "next"));
       case FORK -> {
         edges.addAll(n.branches().values());
         edges.add(need(n, n.join(), "join"));

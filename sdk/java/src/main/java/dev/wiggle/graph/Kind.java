@@ -12,6 +12,10 @@ public enum Kind {
   SLEEP,
   AWAIT,
   SUBFLOW,
+  /** A predicate whose value a CEL expression gives (no activity). */
+  CONDITION,
+  /** A task whose result CEL expressions give: context keys replaced or added (no activity). */
+  SET,
   END;
 
   /** The kind named by the graph's {@code "kind"} field; null when there is none. */

@@ -26,6 +26,8 @@ import java.util.Map;
  * @param body a foreach: the first node of its body
  * @param onTimeout an await: where the token goes at the deadline (null: no deadline)
  * @param hasApply an await with an apply activity (which a worker runs)
+ * @param expression a condition: its CEL expression ({@code if}), as written; null otherwise
+ * @param values a set: context key to CEL expression, in the graph's key order; empty otherwise
  */
 public record Node(
     String id,
@@ -41,7 +43,9 @@ public record Node(
     String join,
     String body,
     String onTimeout,
-    boolean hasApply) {
+    boolean hasApply,
+    String expression,
+    Map<String, String> values) {
 
   /** Whether a worker runs this node: a task, predicate, join (its combine) or await apply. */
   public boolean isWorkerStep() {
@@ -50,5 +54,13 @@ public record Node(
       case AWAIT -> hasApply;
       default -> false;
     };
+  }
+
+  /**
+   * Whether this is an expression node (a condition or a set): whoever holds the token evaluates
+   * it on the spot; no activity runs it, so it is never leased and never a handback.
+   */
+  public boolean isExpression() {
+    return kind == Kind.CONDITION || kind == Kind.SET;
   }
 }

@@ -14,13 +14,16 @@ import java.util.Map;
  * <p>After a task, combine or apply the token moves to {@code next}; after a predicate to {@code
  * next} (true) or {@code alt} (false). The worker keeps going only while that node is a task or
  * predicate on a queue it serves and enough of its lease is left; anything else is a handback.
+ * A {@code condition} moves like a predicate and a {@code set} like a task; neither is ever a
+ * handback: whoever holds the token evaluates it on the spot.
  */
 public final class Traversal {
   private Traversal() {}
 
   /**
    * The node a completed step at {@code nodeId} leads to (a handback only for FILTERED and
-   * LOOP_LIMIT). {@code predicate} is the predicate's value, null for other steps.
+   * LOOP_LIMIT). {@code predicate} is the predicate's (or condition's) value, null for other
+   * steps.
    *
    * @throws IllegalArgumentException when the node is not a step a worker runs, or a predicate
    *     has no value: a caller bug, or a path the graph does not have
@@ -33,7 +36,7 @@ public final class Traversal {
       throw new IllegalArgumentException("node '" + nodeId + "' is not a step a worker runs");
     }
     switch (node.kind()) {
-      case TASK, JOIN:
+      case TASK, JOIN, SET:
         return new Move(node.next(), Map.copyOf(counts), null);
       case AWAIT:
         if (!node.hasApply()) {
@@ -41,7 +44,7 @@ public final class Traversal {
               "await node '" + nodeId + "' has no apply step to complete");
         }
         return new Move(node.next(), Map.copyOf(counts), null);
-      case PREDICATE:
+      case PREDICATE, CONDITION:
         break;
       default:
         throw new IllegalArgumentException("node '" + nodeId + "' is not a step a worker runs");
@@ -84,6 +87,7 @@ public final class Traversal {
       case AWAIT -> Handback.AWAIT;
       case SUBFLOW -> Handback.SUBFLOW;
       case END -> Handback.END;
+      case CONDITION, SET -> null; // evaluated where the token is: no queue, no lease
       case TASK, PREDICATE -> queues.contains(node.queue()) ? null : Handback.OTHER_QUEUE;
     };
   }

@@ -1,6 +1,8 @@
 package dev.wiggle.graph;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -61,5 +63,57 @@ class GraphParserTest {
     GraphException e = assertThrows(GraphException.class,
         () -> GraphParser.parse(doc.getBytes(StandardCharsets.UTF_8)));
     assertTrue(e.getMessage().contains("teleport"), e.getMessage());
+  }
+
+  private static final String EXPRESSIONS = "{\"format\":1,\"name\":\"x\",\"execution\":\"LOCAL_SYNC\","
+      + "\"input\":null,\"start\":\"set-1\",\"nodes\":{"
+      + "\"set-1\":{\"kind\":\"set\",\"values\":{\"z\":\"ctx.n + 1\",\"a\":\"'x'\"},\"next\":\"if-1\"},"
+      + "\"if-1\":{\"kind\":\"condition\",\"if\":\"ctx.n > 1\",\"next\":\"end\",\"alt\":null,"
+      + "\"max_iterations\":null},"
+      + "\"end\":{\"kind\":\"end\"}}}";
+
+  @Test
+  void conditionAndSetNodesParse() throws Exception {
+    Graph g = GraphParser.parse(EXPRESSIONS.getBytes(StandardCharsets.UTF_8));
+    Node cond = g.node("if-1");
+    assertEquals(Kind.CONDITION, cond.kind());
+    assertEquals("ctx.n > 1", cond.expression());
+    assertEquals("end", cond.next());
+    assertNull(cond.alt());
+    assertNull(cond.maxIterations());
+    assertTrue(cond.isExpression());
+    assertFalse(cond.isWorkerStep());
+    Node set = g.node("set-1");
+    assertEquals(Kind.SET, set.kind());
+    assertEquals(List.of("z", "a"), List.copyOf(set.values().keySet()), "kept in the graph's order");
+    assertEquals("ctx.n + 1", set.values().get("z"));
+    assertEquals("if-1", set.next());
+    assertTrue(set.isExpression());
+    assertFalse(set.isWorkerStep());
+    assertNull(set.activity());
+  }
+
+  @Test
+  void aConditionWithoutAnExpressionIsRefused() {
+    String doc = EXPRESSIONS.replace("\"if\":\"ctx.n > 1\",", "");
+    GraphException e = assertThrows(GraphException.class,
+        () -> GraphParser.parse(doc.getBytes(StandardCharsets.UTF_8)));
+    assertTrue(e.getMessage().contains("if-1"), e.getMessage());
+  }
+
+  @Test
+  void aSetWhoseValueIsNotAStringIsRefused() {
+    String doc = EXPRESSIONS.replace("\"ctx.n + 1\"", "1");
+    GraphException e = assertThrows(GraphException.class,
+        () -> GraphParser.parse(doc.getBytes(StandardCharsets.UTF_8)));
+    assertTrue(e.getMessage().contains("set-1"), e.getMessage());
+  }
+
+  @Test
+  void aSetWithoutNextIsRefused() {
+    String doc = EXPRESSIONS.replace(",\"next\":\"if-1\"", "");
+    GraphException e = assertThrows(GraphException.class,
+        () -> GraphParser.parse(doc.getBytes(StandardCharsets.UTF_8)));
+    assertTrue(e.getMessage().contains("set needs next"), e.getMessage());
   }
 }

@@ -2,6 +2,7 @@ package dev.wiggle.traversal;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -33,6 +34,9 @@ class TraversalVectorsTest {
   @Test
   void theVectorsAreThere() throws IOException {
     assertFalse(files().isEmpty(), "no traversal vectors found");
+    // The expression nodes' vectors (condition, set) run with the others.
+    assertTrue(files().stream().anyMatch(p -> p.getFileName().toString().equals("expressions.json")),
+        "expressions.json is missing");
   }
 
   @TestFactory
