@@ -33,6 +33,10 @@ import java.util.Map;
  * draining (hand back with reason {@code shutdown}, flushing the buffer), whether the lease was
  * lost (abandon: the server would refuse the results anyway) and whether enough lease is left.
  *
+ * <p>A {@code condition} or {@code set} node after a worker step is evaluated on the spot
+ * ({@link ExpressionNodes}) and its result buffered with that step: it is never a handback, never
+ * flushed alone, and the batch size counts worker steps only.
+ *
  * <p>What a crash costs follows from when results reach the server: one step in LOCAL_SYNC,
  * everything buffered since the last flush in LOCAL_ASYNC.
  */
@@ -49,6 +53,9 @@ final class LocalRun {
   private final long maxRequestBytes;
   private final List<StepResult> buffer = new ArrayList<>();
   private long bufferBytes; // the encoded size of the buffered steps as AdvanceRun fields
+  private int workerSteps; // the buffered results of worker steps (the batch size counts these)
+  /** The {@code instance} variable of the run's expressions: {"id": ..., "flow": ...}. */
+  private final Map<String, Object> instance;
   private int flushes;
   /** Why the run ended, for logs and tests. */
   String handback;
@@ -60,6 +67,7 @@ final class LocalRun {
     this.lease = lease;
     this.mode = TaskRunner.mode(task);
     this.maxRequestBytes = Limits.request(task.getMaxRequestBytes(), task.getMaxPayloadBytes());
+    this.instance = Map.of("id", task.getInstanceId(), "flow", task.getFlow());
   }
 
   void run() {
@@ -92,6 +100,7 @@ final class LocalRun {
       }
       buffer.add(step);
       bufferBytes += size;
+      workerSteps++;
       if (out.failure() != null || (isPredicate && out.predicate() == null)) {
         // A failure goes with the successful prefix, so the server applies both and then the
         // retry policy in one transaction. A predicate's non-boolean result goes as it is, so
@@ -100,6 +109,34 @@ final class LocalRun {
         return;
       }
       Move move = Traversal.advance(g, nodeId, env.queues, out.predicate(), loopCounts);
+      if (!isPredicate) {
+        input = out.context(); // a predicate leaves the context as it was
+      }
+      // Expression nodes are evaluated here and travel with the worker step before them: never
+      // flushed alone, never a reason to hand back (docs/worker-protocol.md, "Expression nodes
+      // in a run").
+      JsonNode ctx = null;
+      while (move.handback() == null && g.node(move.next()).isExpression()) {
+        Node expr = g.node(move.next());
+        if (ctx == null) {
+          ctx = context(input);
+        }
+        ExpressionNodes.Result value = ExpressionNodes.evaluate(expr, ctx, instance,
+            task.getMaxPayloadBytes());
+        StepResult result = value.outcome().toStep(expr.id());
+        buffer.add(result);
+        bufferBytes += CodedOutputStream.computeMessageSize(AdvanceRunRequest.STEPS_FIELD_NUMBER, result);
+        if (value.outcome().failure() != null) {
+          finish(Handback.STEP_FAILED);
+          return;
+        }
+        if (value.outcome().predicate() == null) {
+          input = value.outcome().context();
+          ctx = value.context();
+        }
+        move = Traversal.advance(g, expr.id(), env.queues, value.outcome().predicate(),
+            move.loopCounts());
+      }
       if (move.handback() != null) {
         finish(move.handback());
         return;
@@ -120,13 +157,21 @@ final class LocalRun {
           return;
         }
       }
-      if (!isPredicate) {
-        input = out.context();
-      }
       nodeId = next.id();
       activity = next.activity();
       attempt = 1;
       loopCounts = move.loopCounts();
+    }
+  }
+
+  /** The context an expression node receives, as a tree; an unreadable one is JSON null. */
+  private JsonNode context(byte[] json) {
+    try {
+      return Json.parse(json);
+    } catch (IOException e) {
+      LOG.log(Level.WARNING, "task " + task.getTaskId() + ": the context is not JSON: "
+          + e.getMessage());
+      return com.fasterxml.jackson.databind.node.NullNode.getInstance();
     }
   }
 
@@ -181,7 +226,7 @@ final class LocalRun {
   private boolean mustFlush(Node node) {
     return mode == ExecutionMode.LOCAL_SYNC
         || (node.kind() == Kind.TASK && node.checkpoint())
-        || buffer.size() >= env.localBatchSize;
+        || workerSteps >= env.localBatchSize; // expression results do not count
   }
 
   private void finish(Handback reason) {
@@ -225,6 +270,7 @@ final class LocalRun {
     flushes++;
     buffer.clear();
     bufferBytes = 0;
+    workerSteps = 0;
     env.advanceRun.set(1);
     if (r.getInstanceStatus() != InstanceStatus.RUNNING) {
       if (handback == null) {

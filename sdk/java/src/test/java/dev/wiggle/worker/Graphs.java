@@ -38,6 +38,31 @@ final class Graphs {
     return this;
   }
 
+  Graphs condition(String id, String expression, String next, String alt, Integer maxIterations) {
+    ObjectNode n = nodes.putObject(id).put("kind", "condition").put("if", expression).put("next", next);
+    if (alt == null) {
+      n.putNull("alt");
+    } else {
+      n.put("alt", alt);
+    }
+    if (maxIterations == null) {
+      n.putNull("max_iterations");
+    } else {
+      n.put("max_iterations", maxIterations);
+    }
+    return this;
+  }
+
+  /** A set node; {@code values} alternates key and CEL source. */
+  Graphs set(String id, String next, String... values) {
+    ObjectNode n = nodes.putObject(id).put("kind", "set").put("next", next);
+    ObjectNode v = n.putObject("values");
+    for (int i = 0; i < values.length; i += 2) {
+      v.put(values[i], values[i + 1]);
+    }
+    return this;
+  }
+
   Graphs sleep(String id, String next) {
     nodes.putObject(id).put("kind", "sleep").put("duration_ms", 100).put("next", next).putNull("until");
     return this;
