@@ -269,6 +269,9 @@ class ExpressionRunTest {
         "total", "ctx.price * ctx.n + 1",
         "half", "double(ctx.price) / 4.0",
         "third", "1.0 / 3.0",
+        "tenth", "0.1",
+        "sum", "0.1 + 0.2",
+        "nested", "[0.1, {'k': 2.5e-7}]",
         "whole", "ctx.four",
         "seen", "{'n_before': ctx.n, 'flow': instance.flow, 'id': instance.id}").graph();
     String input = "{\"price\":6,\"n\":1,\"four\":4.0,\"keep\":0.10,"
@@ -281,6 +284,12 @@ class ExpressionRunTest {
     assertEquals("7", c.get("total").toString()); // ints stay ints
     assertEquals("1.5", c.get("half").toString());
     assertEquals(1.0 / 3.0, c.get("third").doubleValue());
+    // A double goes out as the shortest text that reads back as it, never as its binary expansion.
+    assertTrue(got.contains("\"tenth\":0.1,"), got);
+    assertTrue(got.contains("\"sum\":0.30000000000000004,"), got);
+    assertEquals(0.1, c.get("nested").get(0).doubleValue());
+    assertEquals(2.5e-7, c.get("nested").get(1).get("k").doubleValue());
+    assertTrue(c.get("nested").get(0).toString().length() <= 4, got);
     assertEquals("4", c.get("whole").toString()); // an integral number maps to an int
     assertEquals("{\"n_before\":1,\"flow\":\"test\",\"id\":\"i1\"}", c.get("seen").toString());
     // Keys the set does not touch pass through exactly as they came.
