@@ -44,10 +44,12 @@ final class ExpressionNodes {
    * {@code {"id": ..., "flow": ...}}; a set's result is held to the server's payload limit like
    * any step result.
    */
-  static Result evaluate(Node node, JsonNode ctx, Map<String, Object> instance, long maxPayloadBytes) {
+  static Result evaluate(
+      Node node, JsonNode ctx, Map<String, Object> instance, long maxPayloadBytes) {
     try {
       if (node.kind() == Kind.CONDITION) {
-        return new Result(Outcome.ofPredicate(compiled(node.expression()).condition(ctx, instance)), null);
+        boolean value = compiled(node.expression()).condition(ctx, instance);
+        return new Result(Outcome.ofPredicate(value), null);
       }
       if (node.kind() != Kind.SET) {
         throw new IllegalArgumentException("node '" + node.id() + "' is not an expression node");
@@ -78,7 +80,10 @@ final class ExpressionNodes {
     return e.kind() + ": " + e.detail() + " (expression " + quoted(e.source()) + ")";
   }
 
-  /** The compiled expression of {@code source}, compiled once; a stored graph that does not compile fails its node. */
+  /**
+   * The compiled expression of {@code source}, compiled once; a stored graph whose expression
+   * does not compile fails its node ({@code invalid_argument}).
+   */
   static Expression compiled(String source) {
     Object found = CACHE.get(source);
     if (found == null) {
@@ -97,7 +102,8 @@ final class ExpressionNodes {
     }
     if (found instanceof InvalidExpressionException e) {
       // A graph the compiler would refuse (written by hand, or by an older profile).
-      throw new EvaluationException(source, "invalid_argument", "does not compile: " + e.getMessage());
+      throw new EvaluationException(
+          source, "invalid_argument", "does not compile: " + e.getMessage());
     }
     return (Expression) found;
   }

@@ -125,7 +125,8 @@ final class LocalRun {
             task.getMaxPayloadBytes());
         StepResult result = value.outcome().toStep(expr.id());
         buffer.add(result);
-        bufferBytes += CodedOutputStream.computeMessageSize(AdvanceRunRequest.STEPS_FIELD_NUMBER, result);
+        bufferBytes +=
+            CodedOutputStream.computeMessageSize(AdvanceRunRequest.STEPS_FIELD_NUMBER, result);
         if (value.outcome().failure() != null) {
           finish(Handback.STEP_FAILED);
           return;
