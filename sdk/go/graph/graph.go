@@ -5,6 +5,8 @@
 //
 //	task       next
 //	predicate  next (true), alt (false; nil on a filter: the token ends, filtered)
+//	condition  next (true), alt (false; nil on a filter), as a predicate, from a CEL expression
+//	set        next (after its CEL values replaced or added context keys), as a task
 //	fork       branches (name -> first node of the branch), join
 //	join       next (after the combine activity ran)
 //	foreach    body (first node of the per-element body), join
@@ -29,6 +31,8 @@ type Kind string
 const (
 	KindTask      Kind = "task"
 	KindPredicate Kind = "predicate"
+	KindCondition Kind = "condition" // a predicate whose value a CEL expression gives
+	KindSet       Kind = "set"       // a task whose result CEL expressions give
 	KindFork      Kind = "fork"
 	KindJoin      Kind = "join"
 	KindForEach   Kind = "foreach"
@@ -93,8 +97,12 @@ type Node struct {
 
 	Next          string  `json:"next,omitempty"`           // every kind but fork, foreach, end
 	Checkpoint    bool    `json:"checkpoint,omitempty"`     // task
-	Alt           *string `json:"alt,omitempty"`            // predicate; nil on a filter
-	MaxIterations *int    `json:"max_iterations,omitempty"` // predicate: a loop's while
+	Alt           *string `json:"alt,omitempty"`            // predicate, condition; nil on a filter
+	MaxIterations *int    `json:"max_iterations,omitempty"` // predicate, condition: a loop's while
+
+	// Expression fields (docs/expressions.md), kept exactly as written.
+	If     string            `json:"if,omitempty"`     // condition: the CEL expression
+	Values map[string]string `json:"values,omitempty"` // set: context key -> CEL expression
 
 	Branches       map[string]string `json:"branches,omitempty"`        // fork
 	Join           string            `json:"join,omitempty"`            // fork, foreach
@@ -124,6 +132,12 @@ func (n *Node) IsWorkerStep() bool {
 		return n.Apply != nil
 	}
 	return false
+}
+
+// IsExpression reports whether this node is evaluated from CEL rather than run by an activity:
+// a condition or a set. In a local run the worker evaluates it; nothing leases it.
+func (n *Node) IsExpression() bool {
+	return n.Kind == KindCondition || n.Kind == KindSet
 }
 
 // StepActivity is the activity a worker runs at this node ("" when none).

@@ -60,6 +60,19 @@ func (g *Graph) check(n *Node) error {
 		if n.Kind == KindJoin {
 			edges = append(edges, n.Fork)
 		}
+	case KindCondition:
+		if n.If == "" {
+			return fmt.Errorf("condition needs if")
+		}
+		edges = append(edges, n.Next)
+		if n.Alt != nil {
+			edges = append(edges, *n.Alt)
+		}
+	case KindSet:
+		if len(n.Values) == 0 {
+			return fmt.Errorf("set needs values")
+		}
+		edges = append(edges, n.Next)
 	case KindFork:
 		if len(n.Branches) == 0 {
 			return fmt.Errorf("fork without branches")

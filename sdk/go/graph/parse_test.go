@@ -116,3 +116,57 @@ func TestRetryDelay(t *testing.T) {
 		t.Errorf("fixed delay %d", d)
 	}
 }
+
+// TestParseExpressionNodes reads the traversal corpus's expression graph: conditions (a filter,
+// a choice arm, a loop's while) and a set keep their CEL sources exactly, with their edges.
+func TestParseExpressionNodes(t *testing.T) {
+	raw, err := os.ReadFile("../../../spec/conformance/traversal/expressions.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vf struct {
+		Graph json.RawMessage `json:"graph"`
+	}
+	if err := json.Unmarshal(raw, &vf); err != nil {
+		t.Fatal(err)
+	}
+	g, err := graph.Parse(vf.Graph)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	checkAgainstGeneric(t, vf.Graph, g)
+	filter, while, set := g.Nodes["filter-1"], g.Nodes["while-1"], g.Nodes["set-1"]
+	if filter.Kind != graph.KindCondition || filter.If != "ctx.ok" || filter.Alt != nil || filter.Next != "big" {
+		t.Errorf("filter-1: %+v", filter)
+	}
+	if while.Kind != graph.KindCondition || while.MaxIterations == nil || *while.MaxIterations != 2 ||
+		while.Alt == nil || *while.Alt != "z" {
+		t.Errorf("while-1: %+v", while)
+	}
+	if set.Kind != graph.KindSet || set.Values["n"] != "0" || set.Next != "filter-1" || len(set.Values) != 1 {
+		t.Errorf("set-1: %+v", set)
+	}
+	for _, n := range []*graph.Node{filter, while, set} {
+		if !n.IsExpression() || n.IsWorkerStep() || n.StepActivity() != "" {
+			t.Errorf("%s: an expression node is no worker step", n.ID)
+		}
+	}
+	if g.Nodes["a"].IsExpression() {
+		t.Error("a task is no expression node")
+	}
+}
+
+func TestParseRejectsBadExpressionNodes(t *testing.T) {
+	for name, nodes := range map[string]string{
+		"condition without if":   `"a":{"kind":"condition","next":"end","alt":null,"max_iterations":null}`,
+		"condition dangling alt": `"a":{"kind":"condition","if":"true","next":"end","alt":"nowhere","max_iterations":null}`,
+		"set without values":     `"a":{"kind":"set","values":{},"next":"end"}`,
+		"set dangling next":      `"a":{"kind":"set","values":{"k":"1"},"next":"nowhere"}`,
+		"set non-string value":   `"a":{"kind":"set","values":{"k":1},"next":"end"}`,
+	} {
+		doc := `{"format":1,"name":"x","execution":"DEFAULT","input":null,"start":"a","nodes":{` + nodes + `,"end":{"kind":"end"}}}`
+		if _, err := graph.Parse([]byte(doc)); err == nil {
+			t.Errorf("%s: must be refused", name)
+		}
+	}
+}

@@ -3,8 +3,10 @@
 // it exactly; spec/conformance/traversal/ holds the vectors both pass.
 //
 // After a task, combine or apply the token moves to next; after a predicate to next (true) or
-// alt (false). The worker keeps going only while that node is a task or predicate on a queue it
-// serves and enough of its lease is left; anything else is a handback with a reason.
+// alt (false); a set moves like a task and a condition like a predicate. The worker keeps going
+// only while that node is a task or predicate on a queue it serves, or a condition or set (which
+// it evaluates itself), and enough of its lease is left; anything else is a handback with a
+// reason.
 package traversal
 
 import (
@@ -57,7 +59,7 @@ type Move struct {
 }
 
 // Successor is the node a completed step at nodeID leads to (a handback only for Filtered and
-// LoopLimit). predicate is the predicate's value, nil for other steps. It fails when nodeID is
+// LoopLimit). predicate is the predicate's (or condition's) value, nil for other steps. It fails when nodeID is
 // not a step a worker runs or a predicate's value is missing: a caller bug, or a path the
 // graph does not have.
 func Successor(g *graph.Graph, nodeID string, predicate *bool, loopCounts map[string]int) (Move, error) {
@@ -70,14 +72,14 @@ func Successor(g *graph.Graph, nodeID string, predicate *bool, loopCounts map[st
 		return Move{}, fmt.Errorf("node %q is not a step a worker runs", nodeID)
 	}
 	switch node.Kind {
-	case graph.KindTask, graph.KindJoin:
+	case graph.KindTask, graph.KindSet, graph.KindJoin:
 		return Move{Next: node.Next, LoopCounts: counts}, nil
 	case graph.KindAwait:
 		if node.Apply == nil {
 			return Move{}, fmt.Errorf("await node %q has no apply step to complete", nodeID)
 		}
 		return Move{Next: node.Next, LoopCounts: counts}, nil
-	case graph.KindPredicate:
+	case graph.KindPredicate, graph.KindCondition:
 	default:
 		return Move{}, fmt.Errorf("node %q is not a step a worker runs", nodeID)
 	}
@@ -113,6 +115,9 @@ func Classify(g *graph.Graph, next string, queues []string) Handback {
 	}
 	if h, ok := boundaryKinds[node.Kind]; ok {
 		return h
+	}
+	if node.IsExpression() {
+		return None // evaluated where the token is: no queue, no lease
 	}
 	if !slices.Contains(queues, node.Queue) {
 		return OtherQueue
