@@ -20,10 +20,14 @@ import (
 // It starts at the leased node and keeps executing nodes itself while the handback rule says
 // the next node is a step this worker may run, reporting through AdvanceRun: after every step
 // in LOCAL_SYNC; in LOCAL_ASYNC at handback, right after a checkpoint step, whenever
-// LocalBatchSize results are buffered, and before a result would push the request over the
+// LocalBatchSize worker steps are buffered, and before a result would push the request over the
 // server's limit. Between steps it checks whether the lease was lost (abandon: the server would
 // refuse the results anyway), whether the worker is draining (hand back with reason shutdown),
 // whether enough lease is left, and whether it has the next step's activity.
+//
+// A condition or set node the token reaches after a worker step is evaluated on the spot
+// (expressions.go) and its result buffered with that step; the flush and handback decisions
+// are taken after the chain of such nodes, at the worker step or boundary it leads to.
 //
 // What a crash costs follows from when results reach the server: one step in LOCAL_SYNC,
 // everything buffered since the last flush in LOCAL_ASYNC.
@@ -93,6 +97,30 @@ func (r *localRun) run(ctx context.Context) {
 			r.finish(ctx, traversal.StepFailed)
 			return
 		}
+		// The context the next node receives: a predicate leaves it as it was.
+		if !isPredicate {
+			in = out.context
+		}
+		// Expression nodes are evaluated here and travel with the worker step before them:
+		// never flushed alone, never a reason to hand back (docs/worker-protocol.md,
+		// "Expression nodes in a run"). The checks below apply after the chain.
+		for move.Handback == traversal.None && g.Nodes[move.Next].IsExpression() {
+			x := g.Nodes[move.Next]
+			value := evaluateNode(x, in, r.instance(), t.GetMaxPayloadBytes())
+			r.buffer = append(r.buffer, stepResult(x.ID, value))
+			if value.failure != nil {
+				r.finish(ctx, traversal.StepFailed)
+				return
+			}
+			if value.predicate == nil {
+				in = value.context
+			}
+			if move, err = traversal.Advance(g, x.ID, w.opts.Queues, value.predicate, move.LoopCounts); err != nil {
+				w.log.Error("traversal refused an expression node", "task", t.GetTaskId(), "node", x.ID, "err", err)
+				r.finish(ctx, traversal.StepFailed)
+				return
+			}
+		}
 		reason := move.Handback
 		if reason == traversal.None {
 			var abandon bool
@@ -104,20 +132,34 @@ func (r *localRun) run(ctx context.Context) {
 			r.finish(ctx, reason)
 			return
 		}
-		if flushAfter(r.mode, node, len(r.buffer), w.opts.LocalBatchSize) {
+		if flushAfter(r.mode, node, r.workerSteps(), w.opts.LocalBatchSize) {
 			r.nextTimeout = stepTimeout(g.Nodes[move.Next])
 			if resp := r.flush(ctx, false, ""); resp == nil || !resp.GetKeepGoing() {
 				return
 			}
-		}
-		if !isPredicate {
-			in = out.context
 		}
 		nodeID = move.Next
 		activity = g.Nodes[nodeID].StepActivity()
 		attempt = 1
 		loopCounts = move.LoopCounts
 	}
+}
+
+// instance is the expressions' instance variable: {"id": ..., "flow": ...}.
+func (r *localRun) instance() map[string]any {
+	return map[string]any{"id": r.t.GetInstanceId(), "flow": r.t.GetFlow()}
+}
+
+// workerSteps is how many buffered results are worker steps: the batch size does not count
+// expression results.
+func (r *localRun) workerSteps() int {
+	n := 0
+	for _, s := range r.buffer {
+		if node := r.g.Nodes[s.GetNodeId()]; node == nil || !node.IsExpression() {
+			n++
+		}
+	}
+	return n
 }
 
 func stepTimeout(n *graph.Node) time.Duration {
