@@ -14,7 +14,8 @@ type Options struct {
 	Queues []string
 	// Concurrency is the most tasks (SERVER steps or local runs) in flight at once. Default 16.
 	Concurrency int
-	// LocalBatchSize is how many LOCAL_ASYNC results are buffered before a mid-run flush.
+	// LocalBatchSize is how many LOCAL_ASYNC worker-step results are buffered before a mid-run
+	// flush (the results of the condition and set nodes evaluated after them do not count).
 	// Default 64.
 	LocalBatchSize int
 	// WorkerID names the worker as the lease owner. Default "<host>:<pid>:<random>".
