@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/wiggle-engine/wiggle/sdk/go/expr"
 	"github.com/wiggle-engine/wiggle/sdk/go/graph"
 	"github.com/wiggle-engine/wiggle/sdk/go/wigglepb"
@@ -267,5 +270,18 @@ func TestFailureMessageQuotesLikePython(t *testing.T) {
 	}
 	if got := failureMessage(&expr.EvaluationError{Kind: expr.TypeMismatch, Detail: "d"}); got != "type_mismatch: d" {
 		t.Errorf("no source: %s", got)
+	}
+}
+
+// A server without AdvanceRun gets the worker step the SERVER way; the expressions buffered
+// after it are dropped (the server evaluates them itself).
+func TestUnimplementedAdvanceRunReportsOnlyTheWorkerStep(t *testing.T) {
+	f := newFake()
+	f.advanceErr = status.Error(codes.Unimplemented, "no AdvanceRun here")
+	doc, version := chainFlow(t, false)
+	f.graphs[version] = doc
+	run(t, f, Options{}, false, task(version, "a", lsync), "a", "b", "x")
+	if len(f.completes) != 1 || f.completes[0].GetTaskId() != "t-a" || string(f.completes[0].GetResult()) != `{"trail":["a"]}` {
+		t.Fatalf("completes %v", f.completes)
 	}
 }
