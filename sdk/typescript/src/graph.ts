@@ -18,6 +18,8 @@ export type NodeKind =
   | "sleep"
   | "await"
   | "subflow"
+  | "condition"
+  | "set"
   | "end";
 
 /** Who drives a run of steps: the server, or the worker (docs/flow-format.md). */
@@ -47,6 +49,10 @@ export interface GraphNode {
   readonly body?: string;
   readonly on_timeout?: string | null;
   readonly apply?: Apply | null;
+  /** A condition's CEL expression (docs/expressions.md). */
+  readonly if?: string;
+  /** A set's values: key -> CEL source, each evaluated against the incoming context. */
+  readonly values?: Readonly<Record<string, string>>;
 }
 
 /** A compiled flow: its identity and its nodes by id. */
@@ -93,7 +99,12 @@ export function stepTimeoutMs(node: GraphNode): number {
   return node.timeout_ms ?? 0;
 }
 
-const KINDS = new Set<string>(["task", "predicate", "fork", "join", "foreach", "sleep", "await", "subflow", "end"]);
+const KINDS = new Set<string>(["task", "predicate", "fork", "join", "foreach", "sleep", "await", "subflow", "condition", "set", "end"]);
+
+/** Whether the worker evaluates this node itself in a local run: a condition or a set. */
+export function isExpressionNode(node: GraphNode): boolean {
+  return node.kind === "condition" || node.kind === "set";
+}
 
 /** Thrown for bytes that are not a canonical graph a worker can walk. */
 export class GraphError extends Error {
@@ -184,6 +195,26 @@ function check(nodes: Map<string, GraphNode>, n: GraphNode): string | undefined 
       if (n.apply != null && (!n.apply.activity || !n.apply.queue)) {
         return "await apply needs activity and queue";
       }
+      break;
+    case "condition":
+      if (typeof n.if !== "string" || n.if === "") {
+        return "condition needs if";
+      }
+      edges.push(n.next);
+      if (n.alt != null) {
+        edges.push(n.alt);
+      }
+      break;
+    case "set":
+      if (typeof n.values !== "object" || n.values === null || Array.isArray(n.values)) {
+        return "set needs values";
+      }
+      for (const v of Object.values(n.values)) {
+        if (typeof v !== "string") {
+          return "set values must be expressions";
+        }
+      }
+      edges.push(n.next);
       break;
     case "end":
       break;

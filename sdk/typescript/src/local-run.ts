@@ -15,7 +15,8 @@
  */
 import type { Outcome } from "./activity.js";
 import type { RunHost } from "./run-host.js";
-import { stepActivity, stepTimeoutMs, type ExecutionMode, type Graph, type GraphNode } from "./graph.js";
+import { evaluateNode } from "./expression-nodes.js";
+import { isExpressionNode, stepActivity, stepTimeoutMs, type ExecutionMode, type Graph, type GraphNode } from "./graph.js";
 import type { Lease } from "./lease.js";
 import { defaultMaxRequestBytes, DEFAULT_MAX_PAYLOAD_BYTES, flushAfter, overRequestLimit } from "./policy.js";
 import { Code, RpcError, type AdvanceRunResponse, type StepResult, type Task } from "./rpc.js";
@@ -26,6 +27,8 @@ interface Buffered {
   readonly result: StepResult;
   readonly outcome: Outcome;
   readonly bytes: number;
+  /** An expression node's result: not counted toward the batch size. */
+  readonly expression: boolean;
 }
 
 /** Why a run stopped without a final report: the lease is lost, or the worker gave up. */
@@ -95,13 +98,39 @@ export class LocalRun {
         await this.finish("step_failed");
         return;
       }
-      const move = advance(
+      let move = advance(
         g,
         nodeId,
         core.opts.queues,
         out.kind === "predicate" ? out.value : null,
         loopCounts,
       );
+      if (!isPredicate && out.kind === "context") {
+        input = out.json; // a predicate leaves the context as it was
+      }
+      // Expression nodes are evaluated here and travel with the step before them: never
+      // flushed alone, never a reason to hand back (docs/worker-protocol.md, W32).
+      const instance = { id: t.instanceId, flow: t.flow };
+      for (;;) {
+        const at = move.handback === null && move.next !== null ? g.nodes.get(move.next) : undefined;
+        if (at === undefined || !isExpressionNode(at)) {
+          break;
+        }
+        let value = evaluateNode(at, input, instance);
+        if (value.kind === "context") {
+          value = core.limited(value, t);
+        }
+        const result = this.stepResult(at.id, value);
+        this.buffer.push({ result, outcome: value, bytes: stepEntryBytes(result), expression: true });
+        if (value.kind === "failure") {
+          await this.finish("step_failed");
+          return;
+        }
+        if (value.kind === "context") {
+          input = value.json;
+        }
+        move = advance(g, at.id, core.opts.queues, value.kind === "predicate" ? value.value : null, move.loopCounts);
+      }
       let reason: Handback | null = move.handback;
       const next = move.next === null ? undefined : g.nodes.get(move.next);
       if (reason === null && next !== undefined) {
@@ -122,9 +151,6 @@ export class LocalRun {
           return;
         }
       }
-      if (!isPredicate && out.kind === "context") {
-        input = out.json; // a predicate leaves the context as it was
-      }
       nodeId = next.id;
       activity = stepActivity(next);
       attempt = 1;
@@ -134,7 +160,8 @@ export class LocalRun {
 
   /** Whether the run, going on past `node`, flushes its buffer now (see policy.ts). */
   flushDue(node: GraphNode): boolean {
-    return flushAfter(this.mode, node, this.buffer.length, this.core.opts.localBatchSize);
+    const workerSteps = this.buffer.filter((b) => !b.expression).length;
+    return flushAfter(this.mode, node, workerSteps, this.core.opts.localBatchSize);
   }
 
   /**
@@ -183,7 +210,7 @@ export class LocalRun {
   /** A step's result as AdvanceRun carries it, with its encoded size. */
   private entry(nodeId: string, out: Outcome): Buffered {
     const result = this.stepResult(nodeId, out);
-    return { result, outcome: out, bytes: stepEntryBytes(result) };
+    return { result, outcome: out, bytes: stepEntryBytes(result), expression: false };
   }
 
   /** A step's outcome as the wire's StepResult. */

@@ -5,7 +5,8 @@
  *
  * After a task, combine or apply the token moves to `next`; after a predicate to `next` (true)
  * or `alt` (false). The worker keeps going only while that node is a task or predicate on a
- * queue it serves; anything else is a handback with a reason.
+ * queue it serves, or an expression node (condition: moves like a predicate; set: like a task),
+ * which it evaluates itself; anything else is a handback with a reason.
  */
 import type { Graph, GraphNode, NodeKind } from "./graph.js";
 
@@ -61,6 +62,7 @@ export function successor(graph: Graph, nodeId: string, predicate: boolean | nul
   switch (node.kind) {
     case "task":
     case "join":
+    case "set":
       return { next: node.next ?? null, loopCounts: counts, handback: null };
     case "await":
       if (node.apply == null) {
@@ -68,6 +70,7 @@ export function successor(graph: Graph, nodeId: string, predicate: boolean | nul
       }
       return { next: node.next ?? null, loopCounts: counts, handback: null };
     case "predicate":
+    case "condition":
       break;
     default:
       throw new Error(`node "${nodeId}" is not a step a worker runs`);
@@ -106,6 +109,9 @@ export function classify(graph: Graph, next: string, queues: readonly string[]):
   const boundary = BOUNDARIES[node.kind];
   if (boundary !== undefined) {
     return boundary;
+  }
+  if (node.kind === "condition" || node.kind === "set") {
+    return null; // the worker evaluates an expression node itself: never a handback
   }
   return queues.includes(node.queue ?? "") ? null : "other_queue";
 }
