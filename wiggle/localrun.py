@@ -9,20 +9,28 @@ conformance runner uses it to judge the AdvanceRun calls a worker made
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
-from wiggle.graph import ExecutionMode, Node, Task
+from wiggle import traversal
+from wiggle.expressions import NodeValue, evaluate_node
+from wiggle.graph import Condition, ExecutionMode, Graph, Node, SetValues, Task
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "REQUEST_HEADROOM",
     "RUNTIME_HANDBACKS",
+    "Chain",
     "Flush",
     "RuntimeHandback",
     "default_max_request_bytes",
     "flush_after",
     "over_request_limit",
+    "through_expressions",
+    "worker_steps",
 ]
 
 #: LOCAL_ASYNC results buffered before a run flushes anyway.
@@ -78,3 +86,51 @@ def over_request_limit(request_bytes: int, max_request_bytes: int) -> bool:
     """Whether a batch of this encoded size must not be sent as one request: the buffer is
     flushed before the result that would make it so is added."""
     return request_bytes > max_request_bytes - REQUEST_HEADROOM
+
+
+@dataclass
+class Chain:
+    """The expression nodes a run went through after a worker step (docs/worker-protocol.md,
+    "Expression nodes in a run"): each node's value in order, the move after the last one,
+    and the context then. `failed`: the last value is an error and the run ends there."""
+
+    values: list[tuple[str, NodeValue]] = field(default_factory=list)
+    move: traversal.Move | None = None
+    context: Any = None
+    failed: bool = False
+
+
+def through_expressions(
+    graph: Graph,
+    move: traversal.Move,
+    context: Any,
+    instance: Mapping[str, Any],
+    worker_queues: Collection[str],
+) -> Chain:
+    """Evaluate the condition and set nodes `move` leads to, one after another, until the
+    token reaches another kind of node or ends; what a local run does after each worker step."""
+    chain = Chain(move=move, context=context)
+    while move.handback is None and isinstance(
+        node := graph.nodes[move.next_node or ""], Condition | SetValues
+    ):
+        value = evaluate_node(node, context, dict(instance))
+        chain.values.append((node.id, value))
+        if value.error is not None:
+            chain.failed = True
+            break
+        if value.predicate is None:
+            context = value.context
+        move = traversal.advance(
+            graph,
+            node.id,
+            worker_queues,
+            predicate_value=value.predicate,
+            loop_counts=move.loop_counts,
+        )
+    chain.move, chain.context = move, context
+    return chain
+
+
+def worker_steps(graph: Graph, node_ids: Collection[str]) -> int:
+    """How many of `node_ids` are worker steps: a batch size does not count expressions."""
+    return sum(not isinstance(graph.nodes[n], Condition | SetValues) for n in node_ids)

@@ -6,10 +6,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from html import escape
 
-from wiggle.graph import ExecutionMode, Graph, Node, Predicate
+from wiggle.graph import Condition, ExecutionMode, Graph, Node, Predicate
 
 from ._dotwriter import DotWriter, Html, quote
-from ._labels import node_label
+from ._labels import full_text, node_label
 from ._layout import Edge, Group, Layout, analyse
 from ._states import InstanceStates, NodeHighlight, highlights
 from ._styles import (
@@ -60,7 +60,7 @@ def _node_attrs(node: Node, layout: Layout, lit: dict[str, NodeHighlight] | None
     highlight = lit.get(node.id) if lit is not None else None
     attrs = kind_attrs(node.kind)
     attrs["label"] = Html(node_label(node, highlight.text if highlight else ""))
-    attrs["tooltip"] = node.id
+    attrs["tooltip"] = full_text(node)
     if node.kind in _PAIR_KINDS:
         colour = pair_colour(layout.pair_index[node.id])
         attrs["color"] = attrs["fillcolor"] = colour
@@ -140,7 +140,7 @@ def _placement(graph: Graph, layout: Layout) -> dict[str | None, list[str]]:
             key = layout.group_of.get(node_id)
         placed[key].append(node_id)
         node = graph.nodes[node_id]
-        if isinstance(node, Predicate) and node.alt is None:
+        if isinstance(node, Predicate | Condition) and node.alt is None:
             placed[key].append(filtered_id(node_id))
     return placed
 

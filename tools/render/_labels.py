@@ -11,6 +11,7 @@ from html import escape
 
 from wiggle.graph import (
     Await,
+    Condition,
     End,
     ForEach,
     Fork,
@@ -18,6 +19,7 @@ from wiggle.graph import (
     Node,
     Predicate,
     Retry,
+    SetValues,
     Sleep,
     Subflow,
     Task,
@@ -27,9 +29,11 @@ __all__ = [
     "DEFAULT_RETRY",
     "DEFAULT_TIMEOUT_MS",
     "duration",
+    "full_text",
     "node_label",
     "options_line",
     "retry_text",
+    "short_expression",
 ]
 
 DEFAULT_RETRY = Retry(max_attempts=3, backoff="exponential", initial_ms=1000, max_ms=60000)
@@ -79,7 +83,7 @@ def options_line(node: Node) -> str:
         parts += _activity_options(node.retry, node.timeout_ms)
     if isinstance(node, Task) and node.checkpoint:
         parts.append("⚑ checkpoint")
-    if isinstance(node, Predicate) and node.max_iterations is not None:
+    if isinstance(node, Predicate | Condition) and node.max_iterations is not None:
         parts.append(f"max {node.max_iterations} iterations")
     if isinstance(node, ForEach) and node.max_concurrency is not None:
         parts.append(f"max {node.max_concurrency} at once")
@@ -103,6 +107,12 @@ def _head(node: Node) -> tuple[str, str]:
         else:
             prefix = "when"
         return prefix, f"{node.activity}?"
+    if isinstance(node, Condition):
+        if node.max_iterations is not None:
+            return "while", node.id
+        return ("filter" if node.alt is None else "if"), node.id
+    if isinstance(node, SetValues):
+        return "set", ", ".join(node.values)
     if isinstance(node, Fork):
         return "parallel", node.id
     if isinstance(node, ForEach):
@@ -129,9 +139,26 @@ def _secondary(node: Node) -> list[str]:
         lines.append(f"id {node.id}")
     if isinstance(node, Await) and node.apply is not None:
         lines.append(f"apply {node.apply.activity}")
+    if isinstance(node, SetValues):
+        lines += [f"{key} = {short_expression(src, 32)}" for key, src in node.values.items()]
     if isinstance(node, Subflow) and node.version is not None:
         lines.append(f"@ {node.version[:19]}…")
     return lines
+
+
+def short_expression(source: str, limit: int = 40) -> str:
+    """An expression on one line, cut to `limit` characters (the full text goes in a tooltip)."""
+    text = " ".join(source.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def full_text(node: Node) -> str:
+    """What hovering over a node shows: its id, and an expression node's expressions in full."""
+    if isinstance(node, Condition):
+        return f"{node.id}: {node.expression}"
+    if isinstance(node, SetValues):
+        return "\n".join([node.id, *(f"{k} = {v}" for k, v in node.values.items())])
+    return node.id
 
 
 def _small(text: str) -> str:

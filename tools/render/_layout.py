@@ -8,10 +8,11 @@ together, which nodes sit inside which branch or loop body, and which queue lane
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from wiggle.graph import (
     Await,
+    Condition,
     End,
     ForEach,
     Fork,
@@ -22,6 +23,8 @@ from wiggle.graph import (
     Task,
     out_edges,
 )
+
+from ._labels import short_expression
 
 __all__ = ["Edge", "Group", "Layout", "analyse", "edges_of", "node_queue"]
 
@@ -77,10 +80,20 @@ _LABELS.update(signal="signal", on_timeout="on_timeout")
 def edges_of(node: Node) -> list[Edge]:
     """The edges to draw out of `node`, in a fixed order (the order shapes the layout): the
     graph's own (`wiggle.graph.out_edges`), labelled."""
-    return [
+    edges = [
         Edge(e.source, e.target, e.role, e.branch or _LABELS.get(e.role, ""), e.key)
         for e in out_edges(node)
     ]
+    if isinstance(node, Condition):
+        # The condition is drawn on the edge it decides (in full in the node's tooltip).
+        text = short_expression(node.expression)
+        edges = [
+            replace(e, label=f"{text} ↺" if e.role == "back" else text)
+            if e.role in ("true", "back")
+            else e
+            for e in edges
+        ]
+    return edges
 
 
 def _successors(graph: Graph, node_id: str) -> Iterator[str]:
@@ -147,7 +160,7 @@ def _groups(graph: Graph, order: list[str], pair_index: Mapping[str, int]) -> li
                 found.append(
                     (f"foreach:{node.id}", "foreach", node.id, body | {node.id, node.join})
                 )
-        elif isinstance(node, Predicate) and node.max_iterations is not None:
+        elif isinstance(node, Predicate | Condition) and node.max_iterations is not None:
             body = _reach(graph, node.next, node.id)
             if body is not None:
                 found.append((f"loop:{node.id}", "loop", node.id, body | {node.id}))

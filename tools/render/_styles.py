@@ -34,6 +34,8 @@ FONT = "Helvetica,Arial,sans-serif"
 KIND_SHAPES: Mapping[str, str] = {
     "task": "box",
     "predicate": "diamond",
+    "condition": "diamond",
+    "set": "box",
     "fork": "trapezium",
     "join": "invtrapezium",
     "foreach": "hexagon",
@@ -49,6 +51,9 @@ DEFAULT_FILL = "#ffffff"
 _KIND_EXTRA: Mapping[str, Mapping[str, str]] = {
     "task": {"style": "rounded,filled", "fillcolor": DEFAULT_FILL},
     "predicate": {"style": "filled", "fillcolor": "#fff8e1"},
+    # Expression nodes run no activity: dashed outlines tell them from a worker's steps.
+    "condition": {"style": "filled,dashed", "fillcolor": "#fff8e1"},
+    "set": {"style": "filled,dashed", "fillcolor": "#f1f8e9"},
     "fork": {"style": "filled", "fontcolor": "#ffffff"},
     "join": {"style": "filled", "fontcolor": "#ffffff"},
     "foreach": {"style": "filled", "fontcolor": "#ffffff"},

@@ -21,11 +21,13 @@ from wiggle.engine import (
     EagerRequest,
     Engine,
     InstanceStatus,
+    StepFailure,
     StepOutcome,
     TaskActivation,
 )
+from wiggle.expressions import EXPRESSION_ERROR_TYPE, failure_message
 from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
-from wiggle.localrun import flush_after
+from wiggle.localrun import flush_after, through_expressions, worker_steps
 from wiggle.worker import StepInfo
 
 from ._answers import Answers, Outcome
@@ -149,14 +151,36 @@ class InProcessWorker:
             move = traversal.advance(
                 graph, node_id, self.queues, predicate_value=predicate, loop_counts=counts
             )
+            if not is_predicate:
+                value = out.value
+            # Expression nodes: evaluated here, in the same batch as the step before them.
+            chain = through_expressions(
+                graph, move, value, {"id": task.instance_id, "flow": task.flow}, self.queues
+            )
+            for expr_id, got in chain.values:
+                if got.error is not None:
+                    failure = StepFailure(
+                        failure_message(got.error),
+                        non_retryable=True,
+                        error_type=EXPRESSION_ERROR_TYPE,
+                    )
+                    buffer.append(StepOutcome(expr_id, failure=failure))
+                elif got.predicate is None:
+                    buffer.append(StepOutcome(expr_id, context=got.context))
+                else:
+                    buffer.append(StepOutcome(expr_id, predicate=got.predicate))
+            if chain.failed:
+                send(True, str(traversal.Handback.STEP_FAILED))
+                return steps
+            assert chain.move is not None
+            move, value = chain.move, chain.context
             if move.handback is not None or move.next_node is None:
                 send(True, str(move.handback or ""))
                 return steps
-            due = flush_after(task.execution_mode, node, len(buffer), self.batch_size)
+            buffered = worker_steps(graph, [b.node_id for b in buffer])
+            due = flush_after(task.execution_mode, node, buffered, self.batch_size)
             if due is not None and not send(False):
                 return steps
-            if not is_predicate:
-                value = out.value
             node_id, counts, attempt = move.next_node, dict(move.loop_counts), 1
             nxt = graph.nodes[node_id]
             assert isinstance(nxt, Task | Predicate)  # else the handback rule had stopped

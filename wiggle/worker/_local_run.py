@@ -26,14 +26,16 @@ import orjson
 
 from wiggle import traversal
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
-from wiggle.expressions import EXPRESSION_ERROR_TYPE, evaluate_node, failure_message
-from wiggle.graph import Await, Condition, ExecutionMode, Graph, Join, Predicate, SetValues, Task
+from wiggle.expressions import EXPRESSION_ERROR_TYPE, NodeValue, failure_message
+from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
 from wiggle.localrun import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     RuntimeHandback,
     default_max_request_bytes,
     flush_after,
     over_request_limit,
+    through_expressions,
+    worker_steps,
 )
 from wiggle.traversal import Handback
 from wiggle.worker._activities import Failure, Outcome, Registry, run_handler
@@ -150,16 +152,15 @@ def _decode(raw: bytes) -> Any:
     return orjson.loads(raw) if raw else None
 
 
-def expression_outcome(node: Condition | SetValues, ctx: Any, task: pb.Task) -> Outcome:
-    """Evaluate an expression node the run reached (docs/worker-protocol.md, "Expression
-    nodes in a run"): its boolean, its new context, or its non-retryable failure."""
-    value = evaluate_node(node, ctx, {"id": task.instance_id, "flow": task.flow})
+def expression_outcome(value: NodeValue, task: pb.Task) -> Outcome:
+    """An expression node's value as a step outcome: its boolean, its new context (held to the
+    server's payload limit like any result), or its non-retryable failure."""
     if value.error is not None:
         message = failure_message(value.error)
         return Outcome(
             failure=Failure(message, non_retryable=True, error_type=EXPRESSION_ERROR_TYPE)
         )
-    if isinstance(node, Condition):
+    if value.predicate is not None:
         return Outcome(predicate=value.predicate)
     outcome = Outcome(context=orjson.dumps(value.context), value=value.context)
     return check_result(outcome, task.max_payload_bytes)
@@ -311,23 +312,23 @@ class LocalRun:
                 ctx = outcome.value
             # Expression nodes are evaluated here and travel with the step before them: never
             # flushed alone, never a reason to hand back.
-            while move.handback is None and isinstance(
-                expr := graph.nodes[move.next_node or ""], Condition | SetValues
-            ):
-                evaluated = expression_outcome(expr, ctx, task)
-                self.buffer.append(_step_result(expr.id, evaluated))
-                if evaluated.failure is not None:
-                    self._finish(Handback.STEP_FAILED)
-                    return
-                if evaluated.predicate is None:
-                    ctx = evaluated.value
-                move = traversal.advance(
-                    graph,
-                    expr.id,
-                    env.queues,
-                    predicate_value=evaluated.predicate,
-                    loop_counts=move.loop_counts,
-                )
+            chain = through_expressions(
+                graph, move, ctx, {"id": task.instance_id, "flow": task.flow}, env.queues
+            )
+            # An erring expression, or a set whose new context is over the payload limit,
+            # ends the run there: nothing after it is sent.
+            failed = False
+            for expr_id, value in chain.values:
+                expr_outcome = expression_outcome(value, task)
+                self.buffer.append(_step_result(expr_id, expr_outcome))
+                if expr_outcome.failure is not None:
+                    failed = True
+                    break
+            if failed:
+                self._finish(Handback.STEP_FAILED)
+                return
+            assert chain.move is not None
+            move, ctx = chain.move, chain.context
             reason = move.handback or self._between_steps(move.next_node)
             if reason == "abandon":
                 return
@@ -335,7 +336,12 @@ class LocalRun:
                 self._finish(reason)
                 return
             assert move.next_node is not None
-            if flush_after(self.mode, node, self._buffered_steps(), self.env.local_batch_size):
+            if flush_after(
+                self.mode,
+                node,
+                worker_steps(self.graph, [r.node_id for r in self.buffer]),
+                self.env.local_batch_size,
+            ):
                 response = self._flush(final=False, reason="", next_node=move.next_node)
                 if response is None or not response.keep_going:
                     return
@@ -345,11 +351,6 @@ class LocalRun:
             activity = next_node.activity
             attempt = 1
             loop_counts = move.loop_counts
-
-    def _buffered_steps(self) -> int:
-        """Worker steps in the buffer: the batch size does not count expression results."""
-        nodes = self.graph.nodes
-        return sum(not isinstance(nodes[r.node_id], Condition | SetValues) for r in self.buffer)
 
     def _renew_for(self, node_id: str) -> None:
         """The next step may run longer than the lease was last renewed for: renew it by that

@@ -44,6 +44,20 @@ def predicate(activity, next, alt, max_iterations=None, queue="default", **over)
     return {**node, "next": next, "alt": alt, "max_iterations": max_iterations}
 
 
+def condition(expression, next, alt, max_iterations=None):
+    return {
+        "kind": "condition",
+        "if": expression,
+        "next": next,
+        "alt": alt,
+        "max_iterations": max_iterations,
+    }
+
+
+def set_values(values, next):
+    return {"kind": "set", "values": values, "next": next}
+
+
 def fork(branches, join):
     return {"kind": "fork", "branches": branches, "join": join}
 
@@ -100,6 +114,8 @@ def g() -> SimpleNamespace:
     return SimpleNamespace(
         task=task,
         predicate=predicate,
+        condition=condition,
+        set_values=set_values,
         fork=fork,
         join=join,
         foreach=foreach,
