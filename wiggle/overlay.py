@@ -11,12 +11,12 @@ What a node shows (docs/console.md, "What the graph shows"):
 
 - a live token counts at its node in its state (READY, RUNNING, WAITING, AWAITING, JOINED; a
   leased token is RUNNING, the word an operator expects);
-- DONE n: how many times a token went past the node. A task, predicate or join (its combine)
-  and an await with an apply step count their `step_completed` events; an await without one its
-  `signal_consumed` events; an await also its deadline's `timer_fired`; a sleep its
-  `timer_fired`, or, when it had nothing to wait for (an `until` in the past), the arrivals at
-  the node after it; a subflow its children that completed; a fork or for_each the combines
-  started at its join; the end the token that reached it;
+- DONE n: how many times a token went past the node. A task, predicate, condition, set or
+  join (its combine) and an await with an apply step count their `step_completed` events; an
+  await without one its `signal_consumed` events; an await also its deadline's `timer_fired`; a
+  sleep its `timer_fired`, or, when it had nothing to wait for (an `until` in the past), the
+  arrivals at the node after it; a subflow its children that completed; a fork or for_each the
+  combines started at its join; the end the token that reached it;
 - FAILED 1: where a FAILED instance failed (the node its reason names);
 - CANCELLED n: the tokens the end of the instance cut off there (a cancel, or a failure on
   another branch), a for_each's held elements included.
@@ -32,7 +32,20 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from wiggle.graph import Await, ForEach, Fork, Graph, Join, Node, Predicate, Sleep, Subflow, Task
+from wiggle.graph import (
+    Await,
+    Condition,
+    ForEach,
+    Fork,
+    Graph,
+    Join,
+    Node,
+    Predicate,
+    SetValues,
+    Sleep,
+    Subflow,
+    Task,
+)
 
 __all__ = ["EventLike", "TokenLike", "failed_node", "node_states"]
 
@@ -111,7 +124,7 @@ class _Log:
 
 def _passes(node: Node, log: _Log) -> int:
     """How many times the node's own events say a token went past it."""
-    if isinstance(node, Task | Predicate | Join):
+    if isinstance(node, Task | Predicate | Join | Condition | SetValues):
         return log.completed[node.id]
     if isinstance(node, Await):
         by_signal = log.completed[node.id] if node.apply is not None else log.consumed[node.id]
@@ -237,7 +250,7 @@ def _predecessors(graph: Graph) -> dict[str, set[str]]:
             targets = [node.body]
         else:
             targets = [getattr(node, "next", None)]
-            if isinstance(node, Predicate):
+            if isinstance(node, Predicate | Condition):
                 targets.append(node.alt)
             if isinstance(node, Await):
                 targets.append(node.on_timeout)

@@ -292,3 +292,30 @@ def test_the_failed_node_is_read_from_every_reason_the_engine_writes():
     assert failed_node("loop 'again' exceeded max_iterations 5") == "again"
     assert failed_node("cancelled: by ops") == ""
     assert failed_node("step 'a.b-c_1' failed: x") == "a.b-c_1"
+
+
+def test_expression_nodes_count_their_evaluations_and_a_failing_one_is_where_it_failed():
+    flow = graph(
+        """steps:
+  - set: {total: "ctx.n * 2"}
+  - loop:
+      steps: [{task: inc}]
+      while: {if: "ctx.n < ctx.total"}
+      max_iterations: 9
+  - filter: {if: "ctx.total > 0"}
+"""
+    )
+    events = done("set-1", "inc", "while-1", "inc", "while-1", "filter-1")
+    states = node_states(flow, "COMPLETED", "", [Tok("end", "DONE", "t")], events)
+    assert states == {
+        "set-1": {"DONE": 1},
+        "inc": {"DONE": 2},
+        "while-1": {"DONE": 2},
+        "filter-1": {"DONE": 1},
+        "end": {"DONE": 1},
+    }
+    failing = [*done("set-1", "inc"), Ev("step_failed", "while-1")]
+    reason = "step 'while-1' failed: no_such_field: 'total' (expression 'ctx.n < ctx.total')"
+    states = node_states(flow, "FAILED", reason, [Tok("while-1", "DONE", "t")], failing)
+    assert states["while-1"] == {"FAILED": 1}
+    assert states["set-1"] == {"DONE": 1} and states["inc"] == {"DONE": 1}

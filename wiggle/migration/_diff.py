@@ -19,6 +19,7 @@ from typing import Any
 
 from wiggle.graph import (
     Await,
+    Condition,
     End,
     ForEach,
     Fork,
@@ -26,6 +27,7 @@ from wiggle.graph import (
     Join,
     Node,
     Predicate,
+    SetValues,
     Sleep,
     Subflow,
     Task,
@@ -36,7 +38,7 @@ __all__ = ["Edge", "GraphDiff", "NodeChange", "diff_graphs", "edges_of", "node_f
 Edge = tuple[str, str, str]
 
 #: Each dataclass field shown under the name a flow author knows it by.
-_FIELD_NAMES = {"timeout_ms": "timeout", "duration_ms": "duration"}
+_FIELD_NAMES = {"timeout_ms": "timeout", "duration_ms": "duration", "expression": "if"}
 #: Fields that are edges (reported as edges; still listed among a node's changed fields).
 _EDGE_FIELDS = {"next", "alt", "branches", "join", "body", "on_timeout"}
 
@@ -147,9 +149,9 @@ def edges_of(node: Node) -> list[Edge]:
         out.append((node.id, node.join, "join"))
     elif isinstance(node, ForEach):
         out += [(node.id, node.body, "body"), (node.id, node.join, "join")]
-    elif isinstance(node, Task | Join | Sleep | Subflow):
+    elif isinstance(node, Task | Join | Sleep | Subflow | SetValues):
         out.append((node.id, node.next, "next"))
-    elif isinstance(node, Predicate):
+    elif isinstance(node, Predicate | Condition):
         out.append((node.id, node.next, "next"))
         if node.alt is not None:
             out.append((node.id, node.alt, "alt"))

@@ -23,6 +23,7 @@ from typing import Any
 
 from wiggle.graph import (
     Await,
+    Condition,
     End,
     ForEach,
     Fork,
@@ -30,6 +31,7 @@ from wiggle.graph import (
     Join,
     OutEdge,
     Predicate,
+    SetValues,
     Sleep,
     Subflow,
     Task,
@@ -126,7 +128,7 @@ class _Walk:
             self.enter(node.next)
             return
         self.pass_node(node_id)
-        if isinstance(node, Predicate):
+        if isinstance(node, Predicate | Condition):
             value = detail.get("predicate") if isinstance(detail, dict) else None
             if value is True and ends_in_loop_limit:
                 self.t.outcomes[(node_id, "loop_limit")] += 1
@@ -134,7 +136,7 @@ class _Walk:
                 self.take(out_edges(node)[0])
             elif value is False:
                 self.take(out_edges(node)[1])
-        elif isinstance(node, Task | Join):
+        elif isinstance(node, Task | Join | SetValues):
             self.take(self.edge(node_id, "next"))
 
     def step_failed(self, node_id: str, attempt: int, detail: Any) -> None:

@@ -139,3 +139,47 @@ def test_a_subflow_is_passed_when_its_child_finishes():
     finished = Ev("child_finished", "child", 0, {"status": "COMPLETED"})
     t = trace(g, [START, Ev("child_started", "child"), finished, done("after")])
     assert t.path == ["child", "after"] and t.edges["child -next-> after"] == 1
+
+
+def test_expression_nodes_take_the_edge_their_value_names():
+    g = graph(
+        '  - set: {total: "ctx.n * 2"}\n'
+        '  - choice:\n      - if: "ctx.total > 10"\n        steps: [{task: review}]\n'
+        "    otherwise: [{task: approve}]\n"
+        '  - filter: {if: "ctx.total > 0"}\n'
+    )
+    events = [
+        START,
+        done("set-1", values={"total": 4}),
+        done("if-1", predicate=False),
+        done("approve"),
+        done("filter-1", predicate=True),
+    ]
+    t = trace(g, events)
+    assert t.path == ["set-1", "if-1", "approve", "filter-1"]
+    assert t.edges == {
+        "set-1 -next-> if-1": 1,
+        "if-1 -false-> approve": 1,
+        "approve -next-> filter-1": 1,
+        "filter-1 -true-> end": 1,
+    }
+    assert "review" not in t.visited
+
+
+def test_a_while_expression_at_its_limit_counts_a_loop_limit():
+    g = graph(
+        '  - loop:\n      steps: [{task: inc}]\n      while: {if: "ctx.n < 9"}\n'
+        "      max_iterations: 2\n"
+    )
+    failed = Ev("instance_failed", "", 0, {"reason": "loop 'while-1' exceeded max_iterations 2"})
+    events = [
+        START,
+        done("inc"),
+        done("while-1", predicate=True),
+        done("inc"),
+        done("while-1", predicate=True),
+        failed,
+    ]
+    t = trace(g, events)
+    assert t.edges["while-1 -back-> inc"] == 1
+    assert t.outcomes[("while-1", "loop_limit")] == 1
