@@ -1,7 +1,9 @@
 """Handlers for definitions/invoice-approval.yaml.
 
-Amounts are integer cents. The approval chain grows with the amount; each approver answers with
-an `approval_decision` signal `{"approver": ..., "approve": true|false, "comment": ...}`.
+Amounts are integer cents. The auto-approval limit is not here: the flow compares the amount
+itself (`if: ctx.amount_cents < 100000`), so no handler runs for it. The approval chain grows
+with the amount; each approver answers with an `approval_decision` signal
+`{"approver": ..., "approve": true|false, "comment": ...}`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from wiggle import NonRetryable, activity
 
 Context = dict[str, Any]
 
-AUTO_APPROVAL_LIMIT_CENTS = 100_000  # 1,000.00
 HEAD_APPROVAL_FROM_CENTS = 1_000_000  # 10,000.00
 CFO_APPROVAL_FROM_CENTS = 5_000_000  # 50,000.00
 
@@ -22,11 +23,6 @@ def register_invoice(ctx: Context) -> Context:
     if ctx["amount_cents"] <= 0:
         raise NonRetryable("an invoice amount must be positive")
     return {**ctx, "status": "registered", "decisions": []}
-
-
-@activity
-def below_auto_approval_limit(ctx: Context) -> bool:
-    return bool(ctx["amount_cents"] < AUTO_APPROVAL_LIMIT_CENTS)
 
 
 @activity

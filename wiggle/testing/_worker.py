@@ -27,7 +27,7 @@ from wiggle.engine import (
 )
 from wiggle.expressions import EXPRESSION_ERROR_TYPE, failure_message
 from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
-from wiggle.localrun import flush_after, through_expressions, worker_steps
+from wiggle.localrun import Chain, flush_after, through_expressions, worker_steps
 from wiggle.worker import StepInfo
 
 from ._answers import Answers, Outcome
@@ -157,18 +157,7 @@ class InProcessWorker:
             chain = through_expressions(
                 graph, move, value, {"id": task.instance_id, "flow": task.flow}, self.queues
             )
-            for expr_id, got in chain.values:
-                if got.error is not None:
-                    failure = StepFailure(
-                        failure_message(got.error),
-                        non_retryable=True,
-                        error_type=EXPRESSION_ERROR_TYPE,
-                    )
-                    buffer.append(StepOutcome(expr_id, failure=failure))
-                elif got.predicate is None:
-                    buffer.append(StepOutcome(expr_id, context=got.context))
-                else:
-                    buffer.append(StepOutcome(expr_id, predicate=got.predicate))
+            buffer += expression_outcomes(chain)
             if chain.failed:
                 send(True, str(traversal.Handback.STEP_FAILED))
                 return steps
@@ -185,3 +174,21 @@ class InProcessWorker:
             nxt = graph.nodes[node_id]
             assert isinstance(nxt, Task | Predicate)  # else the handback rule had stopped
             activity = nxt.activity
+
+
+def expression_outcomes(chain: Chain) -> list[StepOutcome]:
+    """The step outcomes of the expression nodes a run went through (docs/worker-protocol.md,
+    "Expression nodes in a run"): a condition's boolean, a set's new context, or the
+    non-retryable failure of the one that erred."""
+    out = []
+    for node_id, got in chain.values:
+        if got.error is not None:
+            failure = StepFailure(
+                failure_message(got.error), non_retryable=True, error_type=EXPRESSION_ERROR_TYPE
+            )
+            out.append(StepOutcome(node_id, failure=failure))
+        elif got.predicate is None:
+            out.append(StepOutcome(node_id, context=got.context))
+        else:
+            out.append(StepOutcome(node_id, predicate=got.predicate))
+    return out

@@ -23,6 +23,8 @@ from wiggle.engine import (
     VirtualClock,
 )
 from wiggle.graph import Graph, Predicate, Task
+from wiggle.localrun import through_expressions
+from wiggle.testing._worker import expression_outcomes
 from wiggle.traversal import advance
 from wiggle.worker import NonRetryable
 from wiggle.worker._context import StepInfo, running
@@ -131,6 +133,17 @@ class Driver:
                 buf.append(StepOutcome(node_id, context=out))
                 ctx = out
                 move = advance(graph, node_id, self.queues, loop_counts=counts)
+            # Expression nodes after the step: evaluated here, sent with it.
+            instance = {"id": task.instance_id, "flow": task.flow}
+            chain = through_expressions(graph, move, ctx, instance, self.queues)
+            buf += expression_outcomes(chain)
+            if chain.failed:
+                self.engine.advance_run(
+                    task.task_id, task.lease, buf, final=True, handback_reason="step_failed"
+                )
+                return
+            assert chain.move is not None
+            move, ctx = chain.move, chain.context
             if move.handback is not None or move.next_node is None:
                 self.engine.advance_run(
                     task.task_id, task.lease, buf, final=True, handback_reason=str(move.handback)
