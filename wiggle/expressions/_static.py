@@ -26,7 +26,7 @@ __all__ = ["Problem", "Token", "check_source", "position", "tokens"]
 
 @dataclass(frozen=True)
 class Token:
-    kind: str  # "ident" | "number" | "string" | "punct"
+    kind: str  # "ident" | "quoted" (a `backquoted` field name) | "number" | "string" | "punct"
     text: str
     offset: int  # in code points, from 0
 
@@ -47,6 +47,9 @@ class LexError(Exception):
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A field selected by a quoted name, `{'content-type': 'x'}.`content-type``: CEL's grammar allows
+# letters, digits and _ . - / and space between the backquotes. Never a call or a function name.
+_QUOTED = re.compile(r"`[A-Za-z0-9_./\- ]+`")
 _NUMBER = re.compile(
     r"0[xX][0-9a-fA-F]+[uU]?|(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?[uU]?"
 )
@@ -70,7 +73,7 @@ def tokens(source: str) -> Iterator[Token]:
             yield Token("string", source[at:end], at)
             at = end
             continue
-        for kind, pattern in (("ident", _IDENT), ("number", _NUMBER)):
+        for kind, pattern in (("ident", _IDENT), ("quoted", _QUOTED), ("number", _NUMBER)):
             found = pattern.match(source, at)
             if found:
                 yield Token(kind, found.group(0), at)

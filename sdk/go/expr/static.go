@@ -40,13 +40,17 @@ var namespacedFunctions = []string{
 }
 
 type token struct {
-	kind   string // "ident" | "number" | "string" | "punct"
+	kind   string // "ident" | "quoted" (a `backquoted` field name) | "number" | "string" | "punct"
 	text   string
 	offset int // in code points, from 0
 }
 
 var (
-	identRe       = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*`)
+	identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*`)
+	// quotedRe is a field selected by a quoted name, {'content-type': 'x'}.`content-type`:
+	// CEL's grammar allows letters, digits and _ . - / and space between the backquotes. Never a
+	// call or a function name.
+	quotedRe      = regexp.MustCompile("^`[A-Za-z0-9_./\\- ]+`")
 	numberRe      = regexp.MustCompile(`^(?:0[xX][0-9a-fA-F]+[uU]?|(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?[uU]?)`)
 	stringStartRe = regexp.MustCompile(`^(?:[rR][bB]?|[bB][rR]?)?("""|'''|"|')`)
 	spaceRe       = regexp.MustCompile(`^(?:\s+|//[^\n]*)`)
@@ -83,6 +87,11 @@ func lex(source string) ([]token, *lexError) {
 		}
 		if m := identRe.FindString(r); m != "" {
 			toks = append(toks, token{"ident", m, at})
+			at += len(m)
+			continue
+		}
+		if m := quotedRe.FindString(r); m != "" {
+			toks = append(toks, token{"quoted", m, at})
 			at += len(m)
 			continue
 		}
