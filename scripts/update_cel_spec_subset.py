@@ -580,7 +580,8 @@ def subset_text(source: Source, cases: list[dict[str, Any]]) -> str:
             "notice": (
                 f"Derived from cel-spec's {TESTDATA}*.textproto (Apache License 2.0, the CEL "
                 "authors): cases selected, their variables rewritten to ctx and their values to "
-                "JSON by scripts/update_cel_spec_subset.py; see README.md."
+                "JSON by scripts/update_cel_spec_subset.py; see "
+                "spec/conformance/expressions/cel-spec/README.md."
             ),
         },
         "cases": cases,

@@ -176,6 +176,9 @@ class Sleep:
     duration_ms: int | None
     until: str | None  # JSON pointer to an RFC 3339 instant in the context
     next: str
+    # A CEL expression giving the instant; only in graphs that use it, so that the graphs of
+    # sleeps by duration or pointer (and their versions) are as they always were.
+    until_expression: str | None = None
     kind: str = "sleep"
 
 
@@ -257,7 +260,13 @@ def _node_from_json(node_id: str, doc: Mapping[str, Any]) -> Node:
     if kind == "join":
         return Join(**_activity_fields(node_id, doc), fork=doc["fork"], next=doc["next"])
     if kind == "sleep":
-        return Sleep(node_id, doc["duration_ms"], doc["until"], doc["next"])
+        return Sleep(
+            node_id,
+            doc["duration_ms"],
+            doc["until"],
+            doc["next"],
+            until_expression=doc.get("until_expression"),
+        )
     if kind == "await":
         apply = doc["apply"]
         return Await(

@@ -122,6 +122,8 @@ def _head(node: Node) -> tuple[str, str]:
     if isinstance(node, Sleep):
         if node.duration_ms is not None:
             return "◷ sleep", duration(node.duration_ms)
+        if node.until_expression is not None:
+            return "◷ sleep until", short_expression(node.until_expression, 32)
         return "◷ sleep until", str(node.until)
     if isinstance(node, Await):
         return "✉ await", node.signal
@@ -158,6 +160,8 @@ def full_text(node: Node) -> str:
         return f"{node.id}: {node.expression}"
     if isinstance(node, SetValues):
         return "\n".join([node.id, *(f"{k} = {v}" for k, v in node.values.items())])
+    if isinstance(node, Sleep) and node.until_expression is not None:
+        return f"{node.id}: until {node.until_expression}"
     return node.id
 
 

@@ -13,7 +13,15 @@ import networkx as nx
 from jsonschema.exceptions import best_match  # type: ignore[import-untyped,unused-ignore]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped,unused-ignore]
 
-from wiggle.compiler._compile import DEFAULT_RETRY, END, Claim, Compiled, _Compiler, branch_order
+from wiggle.compiler._compile import (
+    DEFAULT_RETRY,
+    END,
+    Claim,
+    Compiled,
+    _Compiler,
+    branch_order,
+    is_expression_instant,
+)
 from wiggle.compiler._durations import is_duration_syntax, parse_duration
 from wiggle.compiler._loader import Path, SourceMap
 from wiggle.errors import Diagnostic
@@ -204,6 +212,9 @@ def _expressions(step: Step, path: Path) -> Iterator[tuple[Any, Path, bool]]:
         yield loop["while"].get("if"), (*path, "loop", "while", "if"), True
     for key, source in _dict(step.get("set")).items():
         yield source, (*path, "set", key), False
+    until = _dict(step.get("sleep")).get("until")
+    if isinstance(until, str) and is_expression_instant(until):
+        yield until, (*path, "sleep", "until"), False
 
 
 def check_expressions(flow: dict[str, Any], source: SourceMap) -> Iterator[Diagnostic]:

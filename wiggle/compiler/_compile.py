@@ -38,6 +38,12 @@ DEFAULT_MAX_ITERATIONS = 100
 END = "end"
 
 
+def is_expression_instant(until: str) -> bool:
+    """Whether a sleep's `until` is an expression: a JSON pointer is empty or starts with `/`
+    (RFC 6901), which no CEL expression can."""
+    return until != "" and not until.startswith("/")
+
+
 @dataclass(frozen=True)
 class Claim:
     """A node id and the path of the value that named it (an `id:` or the block's own key)."""
@@ -248,6 +254,8 @@ class _Compiler:
         duration = parse_duration(spec) if isinstance(spec, str) else None
         until = None if isinstance(spec, str) else spec["until"]
         node = {"kind": "sleep", "duration_ms": duration, "until": until, "next": after}
+        if until is not None and is_expression_instant(until):
+            node["until"], node["until_expression"] = None, until
         self._emit(ids[0], node)
         return ids[0]
 

@@ -79,22 +79,55 @@ class SourceMap:
 
     def inside(self, path: Path, line: int, column: int) -> tuple[int, int]:
         """The file's (line, column) of the 1-based (line, column) inside the string at
-        `path`. Exact for a one-line plain or quoted scalar and for a literal block; a quoted
-        string with escapes before the point, or a folded one, is off by what they change."""
+        `path`. Exact for plain, quoted, literal and folded scalars, over one line or many; a
+        quoted string with escapes before the point is off by what they change."""
         at_line, at_column = self.value(path)
         if path not in self.styles or at_line == 0:
             return at_line, at_column
         style = self.styles[path]
-        if style in ("|", ">"):
-            first = at_line + line  # block content starts on the line after the indicator
-            text = self.lines[first - 1] if 0 < first <= len(self.lines) else ""
-            indent = len(text) - len(text.lstrip(" "))
-            return first, indent + column
-        if line == 1:
-            return at_line, at_column + (1 if style in ('"', "'") else 0) + column - 1
-        here = at_line + line - 1
-        text = self.lines[here - 1] if 0 < here <= len(self.lines) else ""
-        return here, len(text) - len(text.lstrip(" ")) + column
+        if style == "|":
+            # The content starts on the line after the indicator, at the block's indentation
+            # (its first line's); a more indented line keeps the extra spaces in the string.
+            block = next((t for t in self.lines[at_line:] if t.strip()), "")
+            indent = len(block) - len(block.lstrip(" "))
+            return at_line + line, indent + column
+        if style == ">":
+            found = self._folded(at_line + 1, None, line, column)
+        else:
+            found = self._folded(at_line, at_column + (style in ('"', "'")), line, column)
+        return found or (at_line, at_column)
+
+    def _folded(
+        self, first: int, first_column: int | None, line: int, column: int
+    ) -> tuple[int, int] | None:
+        """Where (line, column) of a folded string lies in the file: YAML joins the string's
+        source lines with one space, and each blank line between them is a line break.
+        `first_column` is where the text starts on line `first` (None: at its indent)."""
+        at_line, at_column = 1, 1  # the string's position of the current source line's start
+        previous: int | None = None  # length of the previous source line's text
+        breaks = 0
+        for n in range(first, len(self.lines) + 1):
+            text = self.lines[n - 1]
+            if n == first and first_column is not None:
+                start, content = first_column, text[first_column - 1 :]
+            elif not text.strip():
+                breaks += 1
+                continue
+            else:
+                indent = len(text) - len(text.lstrip(" "))
+                start, content = indent + 1, text[indent:]
+            if previous is not None:
+                if breaks:
+                    at_line, at_column = at_line + breaks, 1
+                else:
+                    at_column += previous + 1
+            breaks = 0
+            if at_line > line:
+                return None
+            if at_line == line and column <= at_column + len(content):
+                return n, start + column - at_column
+            previous = len(content.rstrip())
+        return None
 
     def diagnostic(self, path: Path, message: str, *, at_key: bool = False) -> Diagnostic:
         line, column = self.key(path) if at_key else self.value(path)

@@ -99,6 +99,12 @@ def _message(error: ValidationError) -> str:
                 return f"{_unknown_block(unknown)}; a step needs one block key: one of {names}"
             return f"a step needs one block key: one of {names}"
         return f"a step must be a mapping with one block key ({names})"
+    if (
+        kind == "not"
+        and isinstance(error.instance, dict)
+        and {"if", "when"} <= error.instance.keys()
+    ):
+        return "a choice arm has `when` (a predicate activity) or `if` (an expression), not both"
     if kind == "pattern":
         if title == "flow name" and error.path and error.path[-1] == "subflow":
             return f"no flow can be named {error.instance!r}: {_PATTERN_HINTS[title]}"
@@ -174,6 +180,13 @@ def _unknown_keys(error: ValidationError) -> Iterator[tuple[str, str]]:
 def _missing_keys(error: ValidationError) -> Iterator[tuple[str, str]]:
     for key in error.validator_value:
         if key not in error.instance:
+            if key in ("when", "if") and "steps" in error.instance:
+                # A choice arm without its condition: either spelling would do.
+                yield (
+                    key,
+                    "a choice arm needs `when` (a predicate activity) or `if` (an expression)",
+                )
+                continue
             hint = " (there is no implicit join)" if key == "combine" else ""
             yield key, f"missing required key {key!r}{hint}"
 

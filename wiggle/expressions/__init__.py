@@ -20,6 +20,7 @@ from wiggle.expressions._nodes import (
     EXPRESSION_ERROR_TYPE,
     NodeValue,
     evaluate_node,
+    evaluate_value,
     failure_message,
 )
 from wiggle.expressions._values import from_cel, to_cel
@@ -34,6 +35,7 @@ __all__ = [
     "NodeValue",
     "compile_expression",
     "evaluate_node",
+    "evaluate_value",
     "failure_message",
     "from_cel",
     "profile",

@@ -16,7 +16,13 @@ from wiggle.expressions._cel import Expression, compile_expression
 from wiggle.expressions._errors import EvaluationError, ExpressionInvalid
 from wiggle.graph import Condition, SetValues
 
-__all__ = ["EXPRESSION_ERROR_TYPE", "NodeValue", "evaluate_node", "failure_message"]
+__all__ = [
+    "EXPRESSION_ERROR_TYPE",
+    "NodeValue",
+    "evaluate_node",
+    "evaluate_value",
+    "failure_message",
+]
 
 #: The `error_type` of an expression node's failure, in every language.
 EXPRESSION_ERROR_TYPE = "ExpressionError"
@@ -77,3 +83,9 @@ def evaluate_node(node: Condition | SetValues, ctx: Any, instance: dict[str, Any
         return NodeValue(context={**ctx, **values}, values=values)
     except EvaluationError as exc:
         return NodeValue(error=exc)
+
+
+def evaluate_value(source: str, ctx: Any, instance: dict[str, Any]) -> Any:
+    """The JSON value of one expression that is not a condition (a sleep's `until`); raises
+    EvaluationError as the node's failure."""
+    return _expression(source, False).evaluate(ctx, instance)

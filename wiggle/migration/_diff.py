@@ -38,7 +38,12 @@ __all__ = ["Edge", "GraphDiff", "NodeChange", "diff_graphs", "edges_of", "node_f
 Edge = tuple[str, str, str]
 
 #: Each dataclass field shown under the name a flow author knows it by.
-_FIELD_NAMES = {"timeout_ms": "timeout", "duration_ms": "duration", "expression": "if"}
+_FIELD_NAMES = {
+    "timeout_ms": "timeout",
+    "duration_ms": "duration",
+    "expression": "if",
+    "until_expression": "until",
+}
 #: Fields that are edges (reported as edges; still listed among a node's changed fields).
 _EDGE_FIELDS = {"next", "alt", "branches", "join", "body", "on_timeout"}
 

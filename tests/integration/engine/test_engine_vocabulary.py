@@ -305,6 +305,45 @@ def test_sleep_until_a_bad_instant_fails_clearly(make_driver, mode, ctx):
     assert view.reason.startswith("sleep 'sleep-1': /at ")
 
 
+UNTIL_EXPR = (
+    "wiggle: 1\nname: until-expr\nsteps:\n"
+    '  - sleep: {until: "timestamp(ctx.at) + duration(ctx.wait)"}\n  - task: b\n'
+)
+
+
+def test_sleep_until_an_expression_waits_for_the_instant_it_computes(make_driver, mode, clock):
+    import datetime as dt
+
+    d = make_driver({"b": lambda c: {**c, "b": 1}}, mode=mode)
+    d.deploy(UNTIL_EXPR)
+    now = dt.datetime.fromtimestamp(clock.now_ms() / 1000, dt.UTC)
+    at = now.isoformat().replace("+00:00", "Z")
+    view = d.run(d.engine.start("until-expr", {"at": at, "wait": "90s"}).instance_id)
+    assert view.status is InstanceStatus.COMPLETED
+    (fired,) = events_of(view, "timer_fired")
+    assert fired.at_ms >= int(now.timestamp() * 1000) + 90_000
+    past = d.run(
+        d.engine.start("until-expr", {"at": "2001-01-01T00:00:00Z", "wait": "1s"}).instance_id
+    )
+    assert past.status is InstanceStatus.COMPLETED and events_of(past, "timer_fired") == []
+
+
+@pytest.mark.parametrize(
+    ("ctx", "says"),
+    [
+        ({"at": "tomorrow", "wait": "1s"}, "invalid_argument"),
+        ({"wait": "1s"}, "no_such_key"),
+        ({"at": [1], "wait": "1s"}, "type_mismatch"),
+    ],
+)
+def test_sleep_until_a_failing_expression_fails_clearly(make_driver, mode, ctx, says):
+    d = make_driver({"b": lambda c: c}, mode=mode)
+    d.deploy(UNTIL_EXPR)
+    view = d.run(d.engine.start("until-expr", ctx).instance_id)
+    assert view.status is InstanceStatus.FAILED
+    assert view.reason.startswith(f"sleep 'sleep-1': {says}"), view.reason
+
+
 AWAIT = """
 wiggle: 1
 name: wait

@@ -38,6 +38,13 @@ def pred(
     return {**node, "max_iterations": max_iterations}
 
 
+def cond(
+    source: str, next: str, alt: str | None = None, max_iterations: int | None = None
+) -> dict[str, Any]:
+    node = {"kind": "condition", "if": source, "next": next, "alt": alt}
+    return {**node, "max_iterations": max_iterations}
+
+
 def join(name: str, fork: str, next: str, **kw: Any) -> dict[str, Any]:
     return {"kind": "join", **act(name, **kw), "fork": fork, "next": next}
 
@@ -370,6 +377,70 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
                 "w": task("w", "p"),
                 "p": pred("p", "w", "for_each-1.join", 100),
                 "for_each-1.join": join("c", "for_each-1", "end"),
+            },
+        ),
+    ),
+    # Expressions (docs/flow-format.md, "Expressions"): kept as written, no activity options.
+    (
+        "choice-if-beside-when",
+        "steps:\n  - choice:\n      - if: ctx.n >= 10\n        steps: [{task: big}]\n"
+        "      - when: odd\n        steps: [{task: o}]\n"
+        '      - if: "ctx.n  <  0"\n        id: negative\n        steps: [{task: neg}]\n'
+        "    otherwise: [{task: small}]\n",
+        graph(
+            "if-1",
+            {
+                "if-1": cond("ctx.n >= 10", "big", "odd"),
+                "big": task("big", "end"),
+                "odd": pred("odd", "o", "negative"),
+                "o": task("o", "end"),
+                "negative": cond("ctx.n  <  0", "neg", "small"),
+                "neg": task("neg", "end"),
+                "small": task("small", "end"),
+            },
+        ),
+    ),
+    (
+        "filter-if",
+        'steps:\n  - filter: {if: "size(ctx.items) > 0"}\n  - task: a\n',
+        graph("filter-1", {"filter-1": cond("size(ctx.items) > 0", "a"), "a": task("a", "end")}),
+    ),
+    (
+        "loop-while-if",
+        "steps:\n  - loop:\n      steps: [{task: inc}]\n      while: {if: ctx.n < 3}\n"
+        "      max_iterations: 7\n",
+        graph(
+            "inc", {"inc": task("inc", "while-1"), "while-1": cond("ctx.n < 3", "inc", "end", 7)}
+        ),
+    ),
+    (
+        "set",
+        'steps:\n  - set: {total: ctx.a + ctx.b, ok: "true"}\n  - set: {x: "1"}\n    id: one\n',
+        graph(
+            "set-1",
+            {
+                "set-1": {
+                    "kind": "set",
+                    "values": {"total": "ctx.a + ctx.b", "ok": "true"},
+                    "next": "one",
+                },
+                "one": {"kind": "set", "values": {"x": "1"}, "next": "end"},
+            },
+        ),
+    ),
+    (
+        "sleep-until-expression",
+        "steps:\n  - sleep: {until: \"timestamp(ctx.t) + duration('1h')\"}\n",
+        graph(
+            "sleep-1",
+            {
+                "sleep-1": {
+                    "kind": "sleep",
+                    "duration_ms": None,
+                    "until": None,
+                    "until_expression": "timestamp(ctx.t) + duration('1h')",
+                    "next": "end",
+                },
             },
         ),
     ),

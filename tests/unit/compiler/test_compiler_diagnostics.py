@@ -232,6 +232,64 @@ BAD: list[tuple[str, str, list[tuple[int, int, str]]]] = [
         b"wiggle: 1\nname: \xff\n",
         [(1, 1, "document is not UTF-8")],
     ),
+    # Expressions: located inside the string, however the YAML scalar is written.
+    ("expr-syntax", H + 'steps:\n  - filter: {if: "ctx.a +"}\n', [(4, 26, "ends too early")]),
+    (
+        "expr-folded",
+        H + "steps:\n  - set:\n      total: >-\n        ctx.a +\n        nope(ctx.b)\n",
+        [(7, 9, "nope() is not a function")],
+    ),
+    (
+        "expr-folded-blank-line",
+        H + "steps:\n  - set:\n      t: >-\n        ctx.a\n\n        + nope(1)\n",
+        [(8, 11, "nope() is not a function")],
+    ),
+    (
+        "expr-literal-more-indented",
+        H + "steps:\n  - set:\n      t: |-\n        ctx.a +\n          nope(1)\n",
+        [(7, 11, "nope() is not a function")],
+    ),
+    (
+        "expr-plain-two-lines",
+        H + "steps:\n  - filter:\n      if: ctx.a > 1 &&\n        nope(ctx.b)\n",
+        [(6, 9, "nope() is not a function")],
+    ),
+    (
+        "expr-undeclared",
+        H + 'steps:\n  - loop:\n      steps: [{task: a}]\n      while: {if: "x > 1"}\n',
+        [(6, 20, "undeclared reference to 'x'")],
+    ),
+    (
+        "expr-not-bool",
+        H + 'steps:\n  - filter: {if: "ctx.a + 1"}\n',
+        [(4, 19, "a condition must be a bool; its type is int")],
+    ),
+    (
+        "expr-sleep-until",
+        H + 'steps:\n  - sleep: {until: "nope(ctx.t)"}\n',
+        [(4, 21, "nope() is not a function")],
+    ),
+    (
+        "expr-arm-queue",
+        H
+        + "steps:\n  - choice:\n      - if: ctx.a\n        queue: q\n        steps: [{task: a}]\n",
+        [(6, 9, "`queue` applies to a predicate activity; an `if` arm runs no activity")],
+    ),
+    (
+        "expr-arm-when-and-if",
+        H + "steps:\n  - choice:\n      - {if: ctx.a, when: p, steps: [{task: a}]}\n",
+        [(5, 9, "has `when` (a predicate activity) or `if` (an expression), not both")],
+    ),
+    (
+        "expr-arm-neither",
+        H + "steps:\n  - choice:\n      - steps: [{task: a}]\n",
+        [(5, 9, "a choice arm needs `when` (a predicate activity) or `if` (an expression)")],
+    ),
+    (
+        "expr-set-key",
+        H + 'steps:\n  - set: {"not a name": "1"}\n',
+        [(4, 10, "'not a name' is not a valid")],
+    ),
 ]
 
 

@@ -108,3 +108,12 @@ def test_a_step_whose_id_differs_from_its_activity_shows_the_id(g, dot_of):
     label = dot_of(graph).nodes["again"]["label"]
     assert "<B>charge</B>" in label
     assert "id again" in label
+
+
+def test_sleep_until_an_expression_shows_it(g, dot_of):
+    node = g.sleep("end")
+    node["until_expression"] = "timestamp(ctx.due) + duration('1h')"
+    dot = dot_of(g.graph("sleep-1", {"sleep-1": node}))
+    assert "sleep until" in dot.nodes["sleep-1"]["label"]
+    assert "timestamp(ctx.due)" in dot.nodes["sleep-1"]["label"]
+    assert dot.nodes["sleep-1"]["tooltip"] == "sleep-1: until timestamp(ctx.due) + duration('1h')"

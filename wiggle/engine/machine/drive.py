@@ -22,9 +22,17 @@ All of it runs under the root instance's lock, inside the caller's transaction.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import select, update
 
-from wiggle.expressions import EXPRESSION_ERROR_TYPE, evaluate_node, failure_message
+from wiggle.expressions import (
+    EXPRESSION_ERROR_TYPE,
+    EvaluationError,
+    evaluate_node,
+    evaluate_value,
+    failure_message,
+)
 from wiggle.graph import (
     Await,
     Condition,
@@ -211,6 +219,8 @@ def take_signal(tx: Tx, instance_id: str, name: str, tok: Tok) -> Json:
 def _wake_at(tx: Tx, inst: Inst, tok: Tok, node: Sleep) -> int | None:
     if node.duration_ms is not None:
         return tx.now + node.duration_ms
+    if node.until_expression is not None:
+        return _wake_at_expression(tx, inst, tok, node)
     assert node.until is not None
     value = resolve_pointer(tok.context, node.until)
     if value is MISSING:
@@ -221,6 +231,27 @@ def _wake_at(tx: Tx, inst: Inst, tok: Tok, node: Sleep) -> int | None:
             return when
         problem = f"is {value!r}, not an RFC 3339 instant"
     fail_token_instance(tx, inst, tok, f"sleep {node.id!r}: {node.until} {problem}")
+    return None
+
+
+def sleep_instant_ms(node: Sleep, ctx: Any, instance: dict[str, Any]) -> int | str:
+    """The instant an expression sleep wakes at (epoch ms), or why it has none."""
+    assert node.until_expression is not None
+    try:
+        value = evaluate_value(node.until_expression, ctx, instance)
+    except EvaluationError as exc:
+        return failure_message(exc)
+    when = parse_instant_ms(value) if isinstance(value, str) else None
+    if when is None:
+        return f"expression {node.until_expression!r} gave {value!r}, not an RFC 3339 instant"
+    return when
+
+
+def _wake_at_expression(tx: Tx, inst: Inst, tok: Tok, node: Sleep) -> int | None:
+    when = sleep_instant_ms(node, tok.context, {"id": inst.id, "flow": inst.flow})
+    if isinstance(when, int):
+        return when
+    fail_token_instance(tx, inst, tok, f"sleep {node.id!r}: {when}", retryable=False)
     return None
 
 

@@ -27,6 +27,7 @@ from sqlalchemy import Connection, delete, select, update
 from wiggle.graph import Await, Graph, Join, Predicate, Sleep, Task
 from wiggle.migration import TokenPos, fingerprint, plan_instance
 
+from ..machine.drive import sleep_instant_ms
 from ..machine.park import load_instance
 from ..machine.search import values_of
 from ..machine.tx import TOKEN_COLUMNS, Inst, Tok, Tx
@@ -67,7 +68,7 @@ def _live(tx: Tx, inst: Inst) -> list[Tok]:
     return [tx.adopt(r) for r in rows]
 
 
-def _timer(tx: Tx, tok: Tok, node: Any, timer: str) -> None:
+def _timer(tx: Tx, tok: Tok, node: Any, timer: str, flow: str) -> None:
     if timer in ("", "keep"):
         return
     if timer == "drop":
@@ -77,6 +78,10 @@ def _timer(tx: Tx, tok: Tok, node: Any, timer: str) -> None:
     if isinstance(node, Sleep):
         if node.duration_ms is not None:
             wake = tx.now + node.duration_ms
+        elif node.until_expression is not None:
+            # A restarted timer takes the new version's expression, as a pointer is read anew.
+            found = sleep_instant_ms(node, tok.context, {"id": tok.instance_id, "flow": flow})
+            wake = found if isinstance(found, int) else tx.now
         else:
             assert node.until is not None
             value = resolve_pointer(tok.context, node.until)
@@ -109,7 +114,7 @@ def _move(
             tok.queue, tok.activity, tok.timeout_ms = apply.queue, apply.activity, apply.timeout_ms
         if tok.state is TokenState.READY:
             tx.wakeups.task_ready(tok.queue or "default")
-    _timer(tx, tok, node, timer)
+    _timer(tx, tok, node, timer, graph.name)
     tx.save(tok)
 
 
