@@ -32,6 +32,8 @@ FLAWS: dict[str, str] = {
     "cancels-its-poll": "on a drain cancels its open poll instead of ending it with EndPolls",
     "runs-tasks-received-while-draining": "runs a task that arrives during a drain instead of "
     "releasing it",
+    "hands-back-at-expressions": "stops a local run in front of a condition or set node "
+    "(a final AdvanceRun) instead of evaluating it and going on",
 }
 
 
@@ -141,6 +143,20 @@ def _break(flaw: str) -> None:
         from wiggle.worker import _worker
 
         _worker.run_task = ignoring_the_drain  # type: ignore[attr-defined]
+    elif flaw == "hands-back-at-expressions":
+        from wiggle.graph import Condition, SetValues
+        from wiggle.localrun import Chain
+        from wiggle.traversal import Handback
+
+        def stops_there(graph: Any, move: Any, context: Any, *_: Any) -> Chain:
+            # As a worker that knows no expression kinds treats them: like another queue's step.
+            if move.handback is None and isinstance(
+                graph.nodes.get(move.next_node or ""), Condition | SetValues
+            ):
+                move = replace(move, handback=Handback.OTHER_QUEUE)
+            return Chain(move=move, context=context)
+
+        _local_run.through_expressions = stops_there
     else:
         raise SystemExit(f"unknown flaw {flaw!r}; one of {', '.join(FLAWS)}")
 

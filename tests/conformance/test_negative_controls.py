@@ -135,6 +135,13 @@ CONTROLS = [
         ["missing report: release a / shutdown"],
         id="runs-tasks-received-while-draining",
     ),
+    pytest.param(
+        "hands-back-at-expressions",
+        "expressions/choice,expressions/set",
+        ["LOCAL_SYNC", "LOCAL_ASYNC"],
+        ["but the run could go on to if-1", "but the run could go on to set-1"],
+        id="hands-back-at-expressions",
+    ),
 ]
 
 
