@@ -209,6 +209,16 @@ def test_unknown_activity_needs_a_missing_activity() -> None:
     assert judge(d, advance(step("a"), final="unknown_activity"), activities={"a"}) == []
 
 
+def test_no_activity_is_missing_in_front_of_a_set_node() -> None:
+    # A set node runs no handler: a worker handing back there for want of one does not know it.
+    graph = load_flow(b"wiggle: 1\nname: judged-set\nsteps: [{task: a}, {set: {x: '1'}}]").graph
+    d = replace(task("a", "LOCAL_SYNC"), flow="judged-set", version=graph.version)
+    problems = judge(
+        d, advance(step("a"), final="unknown_activity"), graph_of={graph.version: graph}.get
+    )
+    assert any("but set-1 needs no activity" in p for p in problems), problems
+
+
 def test_chaining_past_a_queue_the_worker_does_not_serve_is_caught() -> None:
     calls = [advance(step("p", True), step("c"), step("d"), final="end")]
     problems = judge(task("p", "LOCAL_ASYNC"), *calls)

@@ -373,6 +373,8 @@ class _Run:
             why = "nothing stopped the worker"
         elif reason == "lease_budget" and not self._lease_was_low(call, last):
             why = "heartbeats kept the lease"
+        elif reason == "unknown_activity" and isinstance(node, Condition | SetValues):
+            why = f"{next_node} needs no activity"
         elif reason == "unknown_activity" and getattr(node, "activity", "") in ctx.activities:
             why = f"the worker has {getattr(node, 'activity', '')}"
         if why:

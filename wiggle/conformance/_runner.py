@@ -43,6 +43,7 @@ from wiggle.conformance._orchestration import RunContext, check_orchestration, r
 from wiggle.conformance._recorder import REPORTS
 from wiggle.conformance._session import BATCH_SIZE, RunnerOptions, Session, Watch
 from wiggle.conformance._spoiled import Landed, spoiled
+from wiggle.conformance._worker_process import WorkerExited
 from wiggle.jsonvalue import show
 from wiggle.modes import MODES
 
@@ -191,6 +192,10 @@ def _execute_run(session: Session, case: Case, run: Run, version: str) -> RunRes
             if parked and all(counts.get(k, 0) >= c.min for k, c in expected_steps.items()):
                 break
         if now > deadline:
+            break
+        died = session.worker_died()
+        if died is not None:
+            result.problems.append(died)
             break
         time.sleep(delay)
         # Polls are what loads the server (in this process) most: keep them sparse once nothing
@@ -417,6 +422,16 @@ def _run_mode(
             arrive()
             for case in [c for c in cases if c.has_faults and c.id in versions]:
                 report(_run_case(session, case, versions))
+    except WorkerExited as exc:
+        # Every case not yet judged fails with the reason, and the other sessions go on.
+        done = {r.case_id for r in results}
+        report(
+            [
+                RunResult(c.id, 0, session.mode, session.database, problems=[str(exc)])
+                for c in cases
+                if c.id not in done
+            ]
+        )
     finally:
         arrive()  # a session that failed early must not hold the others back
     return results

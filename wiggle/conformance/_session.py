@@ -23,7 +23,7 @@ from wiggle.conformance._cases import Case, Fault, Moment
 from wiggle.conformance._recorder import Recorder
 from wiggle.conformance._spoiled import Landed
 from wiggle.conformance._trace import Trace, TraceLine
-from wiggle.conformance._worker_process import WorkerProcess
+from wiggle.conformance._worker_process import WorkerExited, WorkerProcess
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -55,6 +55,7 @@ SIDE_QUEUES = "side"
 _POLL_GONE_S = 5.0
 #: How long a started worker may take to begin polling before the cases go ahead regardless.
 _WORKER_READY_S = 60.0
+_READY_SLICE_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,24 @@ class Session:
         ]
         for process, _ in workers:
             process.start()
-        for key, before in seen:
-            self.recorder.wait_polling(key, before, _WORKER_READY_S)
+        deadline = time.monotonic() + _WORKER_READY_S
+        for (process, _), (key, before) in zip(workers, seen, strict=True):
+            # In slices: a worker that dies at start (a bad command, a missing build) is told
+            # at once instead of after the wait and every case's deadline.
+            while not self.recorder.wait_polling(key, before, _READY_SLICE_S):
+                status = process.exited()
+                if status is not None:
+                    raise WorkerExited(process.death(status))
+                if time.monotonic() > deadline:
+                    break
+
+    def worker_died(self) -> str | None:
+        """Why the main or side worker is gone when it ended on its own, else None."""
+        for process in (self.worker, self.side):
+            status = None if process is None else process.exited()
+            if process is not None and status is not None:
+                return process.death(status)
+        return None
 
     @contextmanager
     def worker_process(self, label: str) -> Iterator[WorkerProcess]:

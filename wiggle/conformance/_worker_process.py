@@ -17,9 +17,14 @@ import time
 from pathlib import Path
 from typing import IO
 
-__all__ = ["PYTHON_WORKER", "WorkerProcess"]
+__all__ = ["PYTHON_WORKER", "WorkerExited", "WorkerProcess"]
 
 PYTHON_WORKER = f"{shlex.quote(sys.executable)} -m wiggle.conformance"
+
+
+class WorkerExited(Exception):
+    """The worker under test ended on its own: no case can run on it, and waiting for its polls
+    or its steps would only spend every case's deadline."""
 
 
 class WorkerProcess:
@@ -89,3 +94,16 @@ class WorkerProcess:
     def exited(self) -> int | None:
         """The exit status when the process has ended on its own, else None."""
         return None if self._proc is None else self._proc.poll()
+
+    def death(self, status: int) -> str:
+        """What to tell the user of a worker that ended with `status`: the command and the end
+        of what it printed (its log file holds the rest)."""
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()[-5:]
+        except OSError:
+            lines = []
+        said = "".join(f"\n    {line}" for line in lines) or " (it printed nothing)"
+        return (
+            f"the worker `{shlex.join(self.argv)}` exited with status {status}; "
+            f"the end of its output ({self.log_path}):{said}"
+        )

@@ -113,7 +113,7 @@ export class LocalRun {
       const instance = { id: t.instanceId, flow: t.flow };
       for (;;) {
         const at = move.handback === null && move.next !== null ? g.nodes.get(move.next) : undefined;
-        if (at === undefined || !isExpressionNode(at)) {
+        if (at === undefined || !this.chainsThrough(at)) {
           break;
         }
         let value = evaluateNode(at, input, instance);
@@ -156,6 +156,12 @@ export class LocalRun {
       attempt = 1;
       loopCounts = move.loopCounts;
     }
+  }
+
+  /** Whether the run evaluates `node` itself and goes on past it: a condition or set node
+   * (W32). A method, so that the negative controls can break the rule. */
+  chainsThrough(node: GraphNode): boolean {
+    return isExpressionNode(node);
   }
 
   /** Whether the run, going on past `node`, flushes its buffer now (see policy.ts). */

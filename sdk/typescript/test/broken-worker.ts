@@ -12,7 +12,7 @@ import { runHandler, type Outcome } from "../src/activity.js";
 import { ReportBatcher } from "../src/batching.js";
 import { main } from "../src/conformance/main.js";
 import { Core } from "../src/core.js";
-import type { GraphNode } from "../src/graph.js";
+import { isExpressionNode, type GraphNode } from "../src/graph.js";
 import { Lease } from "../src/lease.js";
 import { LocalRun } from "../src/local-run.js";
 import { resendable, RpcError, sleep, type CallOptions, type StepResult, type Task } from "../src/rpc.js";
@@ -136,6 +136,15 @@ const FLAWS: Record<string, () => void> = {
       const core = this as unknown as CoreState;
       core.pollController.abort();
       await core.pollerDone;
+    };
+  },
+  // Stops a local run in front of a condition or set node, as a worker that knows no
+  // expression kinds would: like in front of another queue's step.
+  "hands-back-at-expressions": () => {
+    LocalRun.prototype.chainsThrough = () => false;
+    const between = proto(LocalRun.prototype)["betweenSteps"] as (next: GraphNode) => Promise<unknown>;
+    proto(LocalRun.prototype)["betweenSteps"] = function (this: LocalRun, next: GraphNode) {
+      return isExpressionNode(next) ? Promise.resolve("other_queue") : between.call(this, next);
     };
   },
   // Runs a task that arrives during a drain instead of releasing it.
