@@ -18,3 +18,9 @@ def bench_step(ctx: Any) -> Any:
     if ctx.get("fail_at") == n:
         raise NonRetryable(f"injected failure at n={n}")
     return {**ctx, "n": n + 1}
+
+
+@activity("bench_n_is_even")
+def bench_n_is_even(ctx: Any) -> bool:
+    """The predicate of the expressions benchmark's choices: what an expression replaces."""
+    return bool(ctx.get("n", 0) % 2 == 0)
