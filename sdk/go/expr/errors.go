@@ -57,6 +57,10 @@ func (e *InvalidError) Error() string {
 // for it yet (the Python evaluator has no run-time cost limit), so it is invalid_argument.
 const costLimitDetail = "the expression exceeded its cost limit of %d (cel-go: %s)"
 
+// iterationBudgetDetail is the detail of an evaluation stopped by IterationBudget, in the
+// words the other SDKs use.
+const iterationBudgetDetail = "more than %d comprehension iterations in one evaluation"
+
 // kinds sorts cel-go's run-time error messages into the profile's kinds; first match wins,
 // anything else is invalid_argument (a conversion that cannot be made).
 var kinds = []struct {

@@ -17,6 +17,7 @@
 package expr
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -34,6 +35,23 @@ import (
 // expressions stay far below this; it is a guard against the pathological, not a budget.
 // An evaluation that reaches it fails with invalid_argument (the profile has no kind for it yet).
 const CostLimit = 1_000_000
+
+// IterationBudget is the profile's limit on comprehension iterations in one evaluation, across
+// all its comprehensions (docs/expressions.md, "Limits"): each element a comprehension visits
+// counts one. Past it the evaluation fails with invalid_argument.
+const IterationBudget = 10_000
+
+// errIterationBudget is the cause of the always-cancelled context every evaluation runs under.
+// cel-go counts comprehension steps per evaluation and looks at the context's Done channel every
+// InterruptCheckFrequency steps; a frequency of IterationBudget + 1 on a context that is already
+// done stops exactly the evaluation whose steps go past the budget, and no other.
+var errIterationBudget = errors.New("iteration budget exceeded")
+
+var overBudget = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errIterationBudget)
+	return ctx
+}()
 
 var (
 	envOnce sync.Once
@@ -85,7 +103,7 @@ func Compile(source string) (*Expression, error) {
 		}
 		return nil, &InvalidError{Source: source, Problems: problems}
 	}
-	program, err := e.Program(checked, cel.CostLimit(CostLimit))
+	program, err := e.Program(checked, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(IterationBudget+1))
 	if err != nil {
 		return nil, &InvalidError{Source: source, Problems: []Problem{{Line: 1, Column: 1, Message: err.Error()}}}
 	}
@@ -113,8 +131,11 @@ func (x *Expression) Evaluate(ctx any, instance map[string]any) (any, error) {
 			return nil, x.fail(InvalidArgument, err.Error())
 		}
 	}
-	out, _, err := x.program.Eval(map[string]any{"ctx": c, "instance": inst})
+	out, _, err := x.program.ContextEval(overBudget, map[string]any{"ctx": c, "instance": inst})
 	if err != nil {
+		if errors.Is(err, errIterationBudget) {
+			return nil, x.fail(InvalidArgument, fmt.Sprintf(iterationBudgetDetail, IterationBudget))
+		}
 		var cancelled interpreter.EvalCancelledError
 		if errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded {
 			return nil, x.fail(InvalidArgument, fmt.Sprintf(costLimitDetail, CostLimit, err.Error()))

@@ -24,8 +24,9 @@
  *
  * The library has no checker in its public API, so a literal comparison of mixed types
  * (`1 == 1.0`) is not refused when compiled, and a type error shows only when evaluated. It has
- * no cost or iteration limit either: the profile's static rules (checked by the server on the
- * source before a worker sees an expression) bound the work instead.
+ * no cost or iteration limit either: each comprehension's loop condition is wrapped here in a
+ * call that counts the evaluation's iterations against the profile's budget
+ * ({@link ITERATION_BUDGET}).
  */
 import {
   CelScalar,
@@ -113,6 +114,41 @@ type Misses = Set<string>;
 
 /** A value that is not JSON inside the context (`undefined`, a function, a class instance). */
 class NotAJsonValue extends Error {}
+
+/** The profile's limit on comprehension iterations in one evaluation, across all its
+ * comprehensions (docs/expressions.md, "Limits"); past it the evaluation fails with
+ * invalid_argument. */
+export const ITERATION_BUDGET = 10_000;
+
+class IterationBudgetExceeded extends Error {}
+
+/** Iterations of the evaluation under way. Evaluations are synchronous and never nest, so one
+ * counter serves them all; `compileExpression`'s evaluate resets it. */
+let iterations = 0;
+
+/** The internal function each comprehension's loop condition is wrapped in. `@` cannot start a
+ * name in CEL's grammar, so no expression can call it itself. */
+const ITERATION = "@wiggle_iteration";
+
+const COUNT_ITERATION = {
+  [FUNC_MARK]: {},
+  id: `${ITERATION}(dyn)`,
+  name: ITERATION,
+  target: undefined,
+  arguments: [CelScalar.DYN],
+  result: CelScalar.DYN,
+  call(_id: number, _target: CelValue | undefined, args: CelValue[]): CelResult | undefined {
+    iterations += 1;
+    if (iterations > ITERATION_BUDGET) {
+      // Thrown, not returned: a CEL error would only become the accumulator, and the
+      // comprehension would go on iterating.
+      throw new IterationBudgetExceeded(
+        `more than ${ITERATION_BUDGET} comprehension iterations in one evaluation`,
+      );
+    }
+    return args[0];
+  },
+} as unknown as CelFunc;
 
 function toCel(value: unknown, misses: Misses): unknown {
   switch (typeof value) {
@@ -386,7 +422,7 @@ const VARS = { ctx: CelScalar.DYN, instance: mapType(CelScalar.STRING, CelScalar
 let env: ReturnType<typeof celEnv<typeof VARS>> | undefined;
 
 function theEnv(): ReturnType<typeof celEnv<typeof VARS>> {
-  env ??= celEnv({ variables: VARS, funcs: [...strings, ...MATH] });
+  env ??= celEnv({ variables: VARS, funcs: [...strings, ...MATH, COUNT_ITERATION] });
   return env;
 }
 
@@ -454,6 +490,49 @@ function first<T>(items: readonly T[], f: (item: T) => string | undefined): stri
   return undefined;
 }
 
+/** Wraps the loop condition of every comprehension under `node` in {@link ITERATION}, which
+ * the library evaluates once per element visited (and once more where a condition stops the
+ * loop early). */
+function countIterations(node: Node | undefined): void {
+  if (node === undefined) return;
+  const kind = node.exprKind;
+  switch (kind.case) {
+    case "selectExpr":
+      countIterations(kind.value.operand);
+      return;
+    case "callExpr":
+      countIterations(kind.value.target);
+      kind.value.args.forEach(countIterations);
+      return;
+    case "listExpr":
+      kind.value.elements.forEach(countIterations);
+      return;
+    case "structExpr":
+      for (const e of kind.value.entries) {
+        if (e.keyKind.case === "mapKey") countIterations(e.keyKind.value);
+        countIterations(e.value);
+      }
+      return;
+    case "comprehensionExpr": {
+      const c = kind.value;
+      [c.iterRange, c.accuInit, c.loopCondition, c.loopStep, c.result].forEach(countIterations);
+      const condition = c.loopCondition;
+      if (condition !== undefined) {
+        c.loopCondition = {
+          ...condition,
+          exprKind: {
+            case: "callExpr",
+            value: { $typeName: "cel.expr.Expr.Call", target: undefined, function: ITERATION, args: [condition] },
+          },
+        } as Node;
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
 /** Parses `source` and checks that it names only `ctx`, `instance` and its comprehensions'
  * variables; {@link ExpressionInvalid} otherwise. */
 export function compileExpression(source: string): Expression {
@@ -469,17 +548,21 @@ export function compileExpression(source: string): Expression {
   if (name !== undefined) {
     throw new ExpressionInvalid(source, 1, 1, `undeclared reference to '${name}'`);
   }
+  countIterations(parsed.expr);
   const program = plan(theEnv(), parsed);
   const evaluate = (ctx: unknown, instance?: Instance): Json => {
     const misses: Misses = new Set();
     let result: CelResult;
+    iterations = 0;
     try {
       result = program({
         ctx: toCel(ctx, misses) as never,
         instance: new JsonMap((instance ?? {}) as Record<string, unknown>, misses),
       });
     } catch (e) {
-      if (e instanceof NotAJsonValue) throw new EvaluationError(source, "invalid_argument", e.message);
+      if (e instanceof NotAJsonValue || e instanceof IterationBudgetExceeded) {
+        throw new EvaluationError(source, "invalid_argument", e.message);
+      }
       throw e;
     }
     if (isCelError(result)) {

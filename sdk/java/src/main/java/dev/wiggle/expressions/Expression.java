@@ -21,25 +21,28 @@ import java.util.regex.Pattern;
  * and its strings and math extensions. {@link #compile} parses and type-checks once;
  * {@link #evaluate} may then run any number of times, from any thread.
  *
- * <p>Limits set on cel-java (generous: the profile's own limits, checked on the source by the
- * server before a worker ever sees an expression, are far tighter):
+ * <p>Limits set on cel-java:
  * <ul>
- *   <li>{@link #MAX_COMPREHENSION_ITERATIONS} iterations per comprehension, so a context far
- *       larger than the server's payload limit still cannot run one without end;
+ *   <li>{@link #ITERATION_BUDGET} comprehension iterations per evaluation, across all its
+ *       comprehensions: the profile's budget (docs/expressions.md, "Limits"), the same in every
+ *       SDK; past it the evaluation fails with invalid_argument;
  *   <li>{@link #MAX_PARSE_RECURSION_DEPTH} levels of parser recursion (the profile allows 24
  *       brackets).
  * </ul>
  */
 public final class Expression {
-  /** cel-java's comprehensionMaxIterations: at most this many iterations per comprehension. */
-  public static final int MAX_COMPREHENSION_ITERATIONS = 1_000_000;
+  /**
+   * The profile's iteration budget, given to cel-java as comprehensionMaxIterations (which
+   * cel-java counts over the whole evaluation, not per comprehension).
+   */
+  public static final int ITERATION_BUDGET = 10_000;
 
   /** cel-java's maxParseRecursionDepth (its default is 250). */
   public static final int MAX_PARSE_RECURSION_DEPTH = 100;
 
   static final CelOptions OPTIONS =
       CelOptions.current()
-          .comprehensionMaxIterations(MAX_COMPREHENSION_ITERATIONS)
+          .comprehensionMaxIterations(ITERATION_BUDGET)
           .maxParseRecursionDepth(MAX_PARSE_RECURSION_DEPTH)
           .build();
 

@@ -36,7 +36,7 @@ class ExpressionVectorsTest {
   @Test
   void theVectorsAreThereAndNameKindsOfTheProfile() throws Exception {
     JsonNode cases = cases();
-    assertEquals(97, cases.size(), "vector count");
+    assertEquals(103, cases.size(), "vector count");
     Set<String> names = new HashSet<>();
     for (JsonNode c : cases) {
       assertTrue(names.add(c.get("name").asText()), "duplicate name " + c.get("name"));
