@@ -328,6 +328,18 @@ def test_sleep_until_an_expression_waits_for_the_instant_it_computes(make_driver
     assert past.status is InstanceStatus.COMPLETED and events_of(past, "timer_fired") == []
 
 
+def test_sleep_until_an_expression_records_the_instant_it_computed(make_driver, mode):
+    d = make_driver({"b": lambda c: {**c, "b": 1}}, mode=mode)
+    d.deploy(UNTIL_EXPR)
+    past = d.run(
+        d.engine.start("until-expr", {"at": "2001-01-01T00:00:00Z", "wait": "1.25s"}).instance_id
+    )
+    assert past.status is InstanceStatus.COMPLETED
+    (armed,) = events_of(past, "timer_set")
+    assert armed.node_id == "sleep-1"
+    assert armed.detail["until"] == "2001-01-01T00:00:01.250Z"
+
+
 @pytest.mark.parametrize(
     ("ctx", "says"),
     [

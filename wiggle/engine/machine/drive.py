@@ -22,6 +22,7 @@ All of it runs under the root instance's lock, inside the caller's transaction.
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from sqlalchemy import select, update
@@ -250,9 +251,18 @@ def sleep_instant_ms(node: Sleep, ctx: Any, instance: dict[str, Any]) -> int | s
 def _wake_at_expression(tx: Tx, inst: Inst, tok: Tok, node: Sleep) -> int | None:
     when = sleep_instant_ms(node, tok.context, {"id": inst.id, "flow": inst.flow})
     if isinstance(when, int):
+        # The instant the expression gave, in history: a reset or a migration that keeps the
+        # timer never evaluates it again, and a reader sees why the sleep ends when it does.
+        tx.event(inst.id, "timer_set", node.id, tok.attempt, until=_rfc3339_ms(when), **tok.where)
         return when
     fail_token_instance(tx, inst, tok, f"sleep {node.id!r}: {when}", retryable=False)
     return None
+
+
+def _rfc3339_ms(ms: int) -> str:
+    """`2025-03-01T12:00:05.250Z`: UTC, to the millisecond the timer keeps."""
+    at = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
 def start_child(tx: Tx, inst: Inst, tok: Tok, node: Subflow) -> None:
