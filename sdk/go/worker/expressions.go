@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -269,7 +271,7 @@ func encodeJSON(v any) (json.RawMessage, error) {
 	var b bytes.Buffer
 	e := json.NewEncoder(&b)
 	e.SetEscapeHTML(false)
-	if err := e.Encode(v); err != nil {
+	if err := e.Encode(keepFractions(v)); err != nil {
 		return nil, err
 	}
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
@@ -292,4 +294,35 @@ func what(raw json.RawMessage) string {
 		return "a boolean"
 	}
 	return "a number"
+}
+
+// keepFractions gives every integral float64 in v (expr.Evaluate leaves one only past
+// ±(2^53 - 1): it turns smaller ones into int64) a JSON form that stays a double, as
+// `1.8014398509481984e+16`: encoding/json would write `18014398509481984`, which another
+// language reads back as an exact integer.
+func keepFractions(v any) any {
+	switch x := v.(type) {
+	case float64:
+		if x != math.Trunc(x) {
+			return x
+		}
+		text := strconv.FormatFloat(x, 'g', -1, 64)
+		if !strings.ContainsAny(text, ".eE") {
+			text += ".0"
+		}
+		return json.Number(text)
+	case []any:
+		out := make([]any, len(x))
+		for i, item := range x {
+			out[i] = keepFractions(item)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, item := range x {
+			out[k] = keepFractions(item)
+		}
+		return out
+	}
+	return v
 }

@@ -113,6 +113,26 @@ func TestSetKeepsNumbersAndSeesTheIncomingContext(t *testing.T) {
 	}
 }
 
+func TestSetWritesABigIntegralDoubleAsADouble(t *testing.T) {
+	f := newFake()
+	doc, version := exprFlow(t,
+		exprTask("a", "default", "s", false),
+		`"s":{"kind":"set","values":{"d":"9007199254740992.0 * 2.0","g":"2.0 * 3.0","l":"[9007199254740992.0 * 4.0]"},"next":"end"}`,
+	)
+	f.graphs[version] = doc
+	w := testWorker(f, Options{})
+	w.Register("a", func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`{}`), nil
+	})
+	w.advanceRun.Store(1)
+	w.runTask(task(version, "a", lasync))
+	// Written as 18014398509481984, Python and Java would read an exact integer back.
+	want := `{"d":1.8014398509481984e+16,"g":6,"l":[3.602879701896397e+16]}`
+	if got := string(f.advances[0].GetSteps()[1].GetContext()); got != want {
+		t.Errorf("set context\n %s\nwant\n %s", got, want)
+	}
+}
+
 func TestLocalRunLoopsThroughAConditionWhile(t *testing.T) {
 	for _, c := range []struct {
 		max  int

@@ -249,6 +249,9 @@ function fromCel(value: unknown): Json {
       return intToJson(value);
     case "number":
       if (!Number.isFinite(value)) throw new NotJson(`the double ${value} has no JSON form`);
+      // An integral double past ±(2^53 - 1) keeps its fraction in JSON (`9007199254740992.0`):
+      // written as an integer, a reader in another language would take it for an exact one.
+      if (Number.isInteger(value) && Math.abs(value) > Number.MAX_SAFE_INTEGER) return JsonFloat.of(value);
       return value === 0 ? 0 : value; // -0 is written as 0
     case "object":
       break;

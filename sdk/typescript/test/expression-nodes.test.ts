@@ -31,6 +31,16 @@ describe("expression nodes", () => {
       assert.equal(out.json.toString("utf8"), '{"a":2,"big":12345678901234567890,"f":4.0,"b":1,"id":"i-1"}');
     }
   });
+  it("a set writes an integral double past 2^53 with its fraction, and a small one as an integer", () => {
+    const values = { d: "9007199254740992.0 * 2.0", e: "double(ctx.a) * 0.5", g: "2.0 * 3.0" };
+    const n: GraphNode = { id: "s", kind: "set", values, next: "x" };
+    const out = evaluateNode(n, ctx('{"a":1}'), inst);
+    assert.equal(out.kind, "context");
+    if (out.kind === "context") {
+      // Written as 18014398509481984, Python, Go and Java would read an exact integer back.
+      assert.equal(out.json.toString("utf8"), '{"a":1,"d":18014398509481984.0,"e":0.5,"g":6}');
+    }
+  });
   it("a set on a context that is not an object fails with type_mismatch", () => {
     const n: GraphNode = { id: "s", kind: "set", values: { a: "1" }, next: "x" };
     const out = evaluateNode(n, ctx("[1]"), inst);

@@ -114,7 +114,9 @@ describe("expressions", () => {
   it("maps numbers by value", () => {
     const e = compileExpression("ctx");
     assert.equal(e.evaluate(JsonFloat.of(4)), 4);
-    assert.equal(e.evaluate(2n ** 60n), 2 ** 60);
+    // Past 2^53 an integer is a double in CEL, and comes back as one that keeps its fraction.
+    const big = e.evaluate(2n ** 60n);
+    assert.ok(big instanceof JsonFloat && Number(big) === 2 ** 60, `got ${String(big)}`);
     assert.equal(compileExpression("ctx + 1").evaluate(JsonFloat.of(4)), 5);
     assert.throws(() => compileExpression("ctx.x").evaluate({ x: undefined }), (err: unknown) => err instanceof EvaluationError && err.kind === "invalid_argument");
   });
