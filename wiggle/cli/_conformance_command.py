@@ -198,9 +198,10 @@ def register(subparsers: Any) -> None:
         "--worker",
         default=env("WIGGLE_CONFORMANCE_WORKER", None),
         metavar="CMD",
-        help="the worker command to start; it gets WIGGLE_ADDRESS, WIGGLE_AUTH_TOKEN and "
-        "WIGGLE_CONFORMANCE_TRACE in its environment (env WIGGLE_CONFORMANCE_WORKER; "
-        "default the Python conformance worker)",
+        help="the worker command to start; it gets WIGGLE_ADDRESS, WIGGLE_AUTH_TOKEN, "
+        "WIGGLE_CONFORMANCE_TRACE, WIGGLE_QUEUES, WIGGLE_CONFORMANCE_BATCH_SIZE and, in the "
+        "TLS cases, WIGGLE_TLS_CA in its environment (spec/conformance/README.md says what "
+        "each means; env WIGGLE_CONFORMANCE_WORKER; default the Python conformance worker)",
     )
     p.add_argument(
         "--cases",

@@ -69,20 +69,33 @@ def evaluate_node(node: Condition | SetValues, ctx: Any, instance: dict[str, Any
         if isinstance(node, Condition):
             return NodeValue(predicate=_expression(node.expression, True).condition(ctx, instance))
         if not isinstance(ctx, dict):
-            kind = "a list" if isinstance(ctx, list) else type(ctx).__name__
-            what = "null" if ctx is None else kind
             raise EvaluationError(
                 "",
                 "type_mismatch",
-                f"set {node.id!r} needs an object context; the context is {what}",
+                f"set {node.id!r} needs an object context; the context is {_json_kind(ctx)}",
             )
+        # In the canonical graph's key order, whether this graph was read from it or compiled
+        # just now: the first failure and the new keys' order are those of every SDK.
         values = {
             key: _expression(source, False).evaluate(ctx, instance)
-            for key, source in node.values.items()
+            for key, source in sorted(node.values.items())
         }
         return NodeValue(context={**ctx, **values}, values=values)
     except EvaluationError as exc:
         return NodeValue(error=exc)
+
+
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in the words every SDK uses: null, a list, a string, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "a number"
 
 
 def evaluate_value(source: str, ctx: Any, instance: dict[str, Any]) -> Any:

@@ -68,20 +68,20 @@ export function failureMessage(e: EvaluationError): string {
 }
 
 function typeName(v: Json): string {
+  // The words every SDK uses for the context a set refused.
   if (v === null) return "null";
   if (Array.isArray(v)) return "a list";
-  if (v instanceof JsonFloat) return "float";
+  if (v instanceof JsonFloat) return "a number";
   switch (typeof v) {
     case "boolean":
-      return "bool";
+      return "a boolean";
     case "string":
-      return "str";
+      return "a string";
     case "bigint":
-      return "int";
     case "number":
-      return Number.isInteger(v) ? "int" : "float";
+      return "a number";
     default:
-      return "dict";
+      return "an object";
   }
 }
 
