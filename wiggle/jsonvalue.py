@@ -1,4 +1,5 @@
-"""JSON values as Wiggle keeps them: equality that tells 4 from 4.0, and a short rendering.
+"""JSON values as Wiggle keeps them: equality that tells 4 from 4.0, a short rendering, and
+the words a message uses for a value's kind.
 
 The conformance runner, the one-flow mode check and `wiggle test` all compare contexts and
 show them in their messages; this is the one rule for both.
@@ -10,7 +11,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["json_equal", "show"]
+__all__ = ["json_equal", "show", "type_name"]
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -33,3 +34,21 @@ def show(value: Any, limit: int = 400) -> str:
     """`value` as compact JSON with sorted keys, cut to `limit` characters ("..." after)."""
     text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def type_name(value: Any) -> str:
+    """What a JSON value is, in the words every message and every SDK uses: null, a boolean,
+    a number, a string, a list, an object."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__

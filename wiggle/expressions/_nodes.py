@@ -15,6 +15,7 @@ from typing import Any
 from wiggle.expressions._cel import Expression, compile_expression
 from wiggle.expressions._errors import EvaluationError, ExpressionInvalid
 from wiggle.graph import Condition, SetValues
+from wiggle.jsonvalue import type_name
 
 __all__ = [
     "EXPRESSION_ERROR_TYPE",
@@ -72,7 +73,7 @@ def evaluate_node(node: Condition | SetValues, ctx: Any, instance: dict[str, Any
             raise EvaluationError(
                 "",
                 "type_mismatch",
-                f"set {node.id!r} needs an object context; the context is {_json_kind(ctx)}",
+                f"set {node.id!r} needs an object context; the context is {type_name(ctx)}",
             )
         # In the canonical graph's key order, whether this graph was read from it or compiled
         # just now: the first failure and the new keys' order are those of every SDK.
@@ -83,19 +84,6 @@ def evaluate_node(node: Condition | SetValues, ctx: Any, instance: dict[str, Any
         return NodeValue(context={**ctx, **values}, values=values)
     except EvaluationError as exc:
         return NodeValue(error=exc)
-
-
-def _json_kind(value: Any) -> str:
-    """What a JSON value is, in the words every SDK uses: null, a list, a string, ..."""
-    if value is None:
-        return "null"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    return "a number"
 
 
 def evaluate_value(source: str, ctx: Any, instance: dict[str, Any]) -> Any:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from wiggle.jsonvalue import type_name
+
 __all__ = ["MISSING", "parse_instant_ms", "resolve_pointer", "type_name"]
 
 MISSING: Any = object()
@@ -50,19 +52,3 @@ def parse_instant_ms(value: Any) -> int | None:
     if dt.tzinfo is None:
         return None  # RFC 3339 requires an offset; a local time is ambiguous
     return int(dt.timestamp() * 1000)
-
-
-def type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
