@@ -1,7 +1,7 @@
 /**
- * The worker's machinery: the poll loop and its slots, SERVER steps, reports with seq and
- * resend, heartbeats, the drain. Local runs are in local-run.ts, batched reports in
- * batching.ts. {@link Worker} (worker.ts) is the public face of one Core.
+ * The worker's machinery: the poll loop and its slots, eager starts, SERVER steps, the drain.
+ * Reports (seq, resend, release, heartbeats) are in reporting.ts, local runs in local-run.ts,
+ * batched reports in batching.ts. {@link Worker} (worker.ts) is the public face of one Core.
  */
 import { setMaxListeners } from "node:events";
 import { hostname } from "node:os";
@@ -13,6 +13,7 @@ import { Definitions } from "./definitions.js";
 import { isWorkerStep, type ExecutionMode, type Graph } from "./graph.js";
 import { Lease } from "./lease.js";
 import { LocalRun } from "./local-run.js";
+import { Reporter } from "./reporting.js";
 import type { RunHost } from "./run-host.js";
 import { Slots } from "./slots.js";
 import type { Logger } from "./log.js";
@@ -20,16 +21,12 @@ import { DEFAULT_BATCH_SIZE } from "./policy.js";
 import {
   Backoff,
   Code,
-  leaseLost,
   Outage,
-  resendable,
   retryable,
   RpcError,
   sleep,
-  type CallOptions,
   type StartInstanceResponse,
   type Task,
-  unanswered,
   type WiggleApi,
 } from "./rpc.js";
 import { WorkerStoppingError, type Step } from "./step.js";
@@ -119,6 +116,8 @@ export class Core implements RunHost {
   readonly api: ReportBatcher;
   /** The server's calls as given (StartInstance is not a report). */
   private readonly server: WiggleApi;
+  /** Every report this worker sends: SERVER steps, releases, heartbeats, a run's calls. */
+  readonly reporter: Reporter;
 
   constructor(
     api: WiggleApi,
@@ -136,6 +135,7 @@ export class Core implements RunHost {
     // as the concurrency allows, which is no leak.
     setMaxListeners(0, this.drainSignal, this.abortSignal, this.pollController.signal);
     this.defs = new Definitions(api, this.log, opts.callTimeoutMs, this.abortSignal);
+    this.reporter = new Reporter(this.api, opts, this.log, this.outage, this.abortSignal, this);
   }
 
   /** Every registered activity, sorted: what PollTasks and `next` list. */
@@ -253,7 +253,7 @@ export class Core implements RunHost {
           version: options.version ?? "",
           input: body,
           instanceId: options.instanceId ?? "",
-          eager: reserved ? this.eagerDispatch() : null,
+          eager: reserved ? this.reporter.eagerDispatch() : null,
         },
         { timeoutMs: options.timeoutMs ?? this.opts.callTimeoutMs },
       );
@@ -302,7 +302,7 @@ export class Core implements RunHost {
 
   /** Gives back tasks the worker will not run, each with reason shutdown. */
   private async releaseAll(tasks: readonly Task[]): Promise<void> {
-    await Promise.all(tasks.map((t) => this.release(t, new Lease(t), "shutdown")));
+    await Promise.all(tasks.map((t) => this.reporter.release(t, new Lease(t), "shutdown")));
   }
 
   /** Runs `t` in the background; false once the drain stopped accepting tasks. */
@@ -339,7 +339,7 @@ export class Core implements RunHost {
     if (this.opts.abortStepsOnDrain) {
       lease.follow(this.drainSignal);
     }
-    lease.keepAlive((l) => this.beat(l));
+    lease.keepAlive((l) => this.reporter.beat(l));
     try {
       const graph = await this.localGraph(t);
       if (graph !== null) {
@@ -349,7 +349,7 @@ export class Core implements RunHost {
       const next = await this.serverStep(t, lease);
       if (next !== null && this.draining) {
         // Leased to us while we began to drain: give it back unrun, no attempt consumed.
-        await this.release(next, new Lease(next), "shutdown");
+        await this.reporter.release(next, new Lease(next), "shutdown");
         return null;
       }
       return next;
@@ -426,160 +426,10 @@ export class Core implements RunHost {
     const step = this.stepOf(t, t.nodeId, t.activity, t.attempt, "SERVER", lease);
     const out = this.limited(await this.run(step, t.input, false), t);
     if (out.kind === "failure" && out.interrupted === true) {
-      await this.release(t, lease, "shutdown");
+      await this.reporter.release(t, lease, "shutdown");
       return null;
     }
-    return this.reportSingle(t, lease, out, true);
-  }
-
-  /**
-   * Reports one step with CompleteTask or FailTask; with `wantNext` (and not draining)
-   * CompleteTask asks for the instance's next task, which it returns.
-   */
-  async reportSingle(t: Task, lease: Lease, out: Outcome, wantNext: boolean): Promise<Task | null> {
-    const why = lease.lost;
-    if (why !== "") {
-      this.log.info("task dropped", { task: t.taskId, why });
-      return null;
-    }
-    const seq = lease.nextSeq();
-    let next: Task | null = null;
-    try {
-      if (out.kind === "failure") {
-        await this.report(lease, (o) =>
-          this.api.failTask({ taskId: t.taskId, lease: t.lease, failure: out.failure, seq }, o),
-        );
-      } else {
-        const result = out.kind === "context" ? out.json : Buffer.from(String(out.value));
-        const resp = await this.report(lease, (o) =>
-          this.api.completeTask(
-            {
-              taskId: t.taskId,
-              lease: t.lease,
-              result,
-              seq,
-              next: wantNext && !this.draining ? this.eagerDispatch() : null,
-            },
-            o,
-          ),
-        );
-        const n = resp.nextTask;
-        next = n !== null && n !== undefined && n.taskId !== "" ? n : null;
-      }
-    } catch (e) {
-      await this.refused("report", t, lease, RpcError.of(e));
-      return null;
-    }
-    lease.applied(seq);
-    return next;
-  }
-
-  /** What CompleteTask's `next` carries for this worker. */
-  eagerDispatch(): { workerId: string; queues: string[]; activities: string[] } {
-    return { workerId: this.opts.workerId, queues: [...this.opts.queues], activities: this.activityNames };
-  }
-
-  /**
-   * A report the server did not apply: quietly dropped when the task is simply not ours any
-   * more; otherwise the lease may still be ours, so the task is released at once (the refused
-   * report's seq is still free) rather than left to expire.
-   */
-  async refused(what: string, t: Task, lease: Lease, e: RpcError): Promise<void> {
-    if (leaseLost(e)) {
-      this.log.info(`${what} refused: the lease is not ours`, { task: t.taskId, err: e.message });
-      return;
-    }
-    if (this.abortSignal.aborted) {
-      return; // the worker gave up draining: behave like a crash
-    }
-    if (unanswered(e)) {
-      // Its fate stayed unknown for the whole lease: another report under its seq (a release)
-      // may not follow it, and the server is unreachable anyway. The lease expires there.
-      this.log.error(`${what} not delivered within its lease`, { task: t.taskId, err: e.message });
-      return;
-    }
-    this.log.error(`${what} refused`, { task: t.taskId, code: e.code, err: e.message });
-    await this.release(t, lease, "report refused");
-  }
-
-  /** Gives a leased task back without a result: READY again at the same attempt. */
-  async release(t: Task, lease: Lease, reason: string): Promise<void> {
-    const seq = lease.nextSeq();
-    try {
-      await this.report(lease, (o) =>
-        this.api.releaseTask({ taskId: t.taskId, lease: t.lease, seq, reason }, o),
-      );
-      lease.applied(seq);
-      this.log.info("task released", { task: t.taskId, reason });
-    } catch (e) {
-      const err = RpcError.of(e);
-      if (err.code === Code.UNIMPLEMENTED) {
-        this.log.info("the server cannot release tasks; the lease will expire", { task: t.taskId });
-      } else {
-        this.log.info("release refused", { task: t.taskId, err: err.message });
-      }
-    }
-  }
-
-  /**
-   * Sends a report, resending it unchanged while its fate is unknown, for as long as the lease
-   * lasts (at least a second): past its end the task belongs to someone else. One attempt
-   * never outlives the lease by much, so a hung call leaves time to resend.
-   */
-  async report<T>(lease: Lease, send: (o: CallOptions) => Promise<T>): Promise<T> {
-    const giveUp = Date.now() + Math.max(1_000, lease.remainingMs());
-    const backoff = new Backoff();
-    for (;;) {
-      try {
-        const timeoutMs = Math.min(this.opts.callTimeoutMs, Math.max(2_000, lease.remainingMs()));
-        const resp = await send({ timeoutMs, signal: this.abortSignal });
-        this.outage.succeeded();
-        return resp;
-      } catch (e) {
-        const err = RpcError.of(e);
-        if (!resendable(err) || this.abortSignal.aborted) {
-          throw err;
-        }
-        this.outage.failed(err);
-        const d = backoff.next();
-        if (Date.now() + d > giveUp || !(await sleep(d, this.abortSignal))) {
-          throw err;
-        }
-      }
-    }
-  }
-
-  // ---- heartbeats --------------------------------------------------------------------------
-
-  /**
-   * Heartbeats `lease` once, naming the step running now. An unreachable server is not fatal:
-   * the next beat comes sooner, and a local run's budget check notices a deadline coming close.
-   * A refusal other than a lost lease is logged once per lease; the beats keep their cadence.
-   */
-  async beat(lease: Lease): Promise<void> {
-    const { length, node, nodeLength } = lease;
-    try {
-      const resp = await this.api.heartbeat(
-        { taskId: lease.taskId, lease: lease.token, nodeId: node },
-        { timeoutMs: Math.max(1_000, length / 3), signal: this.abortSignal },
-      );
-      if (resp.instanceStatus !== "RUNNING") {
-        lease.lose(`instance is ${resp.instanceStatus}`);
-        return;
-      }
-      lease.renewed(resp.leaseExpiresAtMs, resp.serverNowMs, nodeLength);
-    } catch (e) {
-      const err = RpcError.of(e);
-      if (leaseLost(err)) {
-        lease.lose(`heartbeat refused: ${err.message}`);
-        return;
-      }
-      if (!unanswered(err) && !lease.warned) {
-        lease.warned = true;
-        this.log.warn("heartbeat failed", { task: lease.taskId, err: err.message });
-      }
-      lease.beatFailed(resendable(err));
-    }
+    return this.reporter.reportSingle(t, lease, out, true);
   }
 
   // ---- the drain ---------------------------------------------------------------------------

@@ -269,7 +269,7 @@ export class LocalRun {
     const steps = this.buffer.map((b) => b.result);
     let resp: AdvanceRunResponse;
     try {
-      resp = await core.report(lease, (o) =>
+      resp = await core.reporter.report(lease, (o) =>
         core.api.advanceRun(
           { taskId: t.taskId, lease: t.lease, steps, final, handbackReason: reason ?? "", seq },
           o,
@@ -312,7 +312,7 @@ export class LocalRun {
     if (this.handback === "") {
       this.handback = "refused";
     }
-    await core.refused("AdvanceRun", this.task, this.lease, e);
+    await core.reporter.refused("AdvanceRun", this.task, this.lease, e);
   }
 
   /** Reports the first buffered step with CompleteTask / FailTask, as in SERVER mode. */
@@ -321,7 +321,7 @@ export class LocalRun {
     this.buffer = [];
     this.handback = "fallback";
     if (first !== undefined) {
-      await this.core.reportSingle(this.task, this.lease, first.outcome, false);
+      await this.core.reporter.reportSingle(this.task, this.lease, first.outcome, false);
     }
   }
 }

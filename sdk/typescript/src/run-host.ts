@@ -9,7 +9,8 @@ import type { ReportBatcher } from "./batching.js";
 import type { ExecutionMode } from "./graph.js";
 import type { Lease } from "./lease.js";
 import type { Logger } from "./log.js";
-import type { CallOptions, RpcError, Task } from "./rpc.js";
+import type { Reporter } from "./reporting.js";
+import type { Task } from "./rpc.js";
 import type { Step } from "./step.js";
 
 export interface RunHost {
@@ -25,7 +26,6 @@ export interface RunHost {
   stepOf(t: Task, nodeId: string, activity: string, attempt: number, mode: ExecutionMode, lease: Lease): Step;
   run(step: Step, input: Uint8Array, asPredicate: boolean): Promise<Outcome>;
   limited(out: Outcome, t: Task): Outcome;
-  reportSingle(t: Task, lease: Lease, out: Outcome, wantNext: boolean): Promise<Task | null>;
-  refused(what: string, t: Task, lease: Lease, e: RpcError): Promise<void>;
-  report<T>(lease: Lease, send: (o: CallOptions) => Promise<T>): Promise<T>;
+  /** The worker's reports: a run's calls are resent, refused and released through it. */
+  readonly reporter: Reporter;
 }

@@ -15,6 +15,7 @@ import { Core } from "../src/core.js";
 import { isExpressionNode, type GraphNode } from "../src/graph.js";
 import { Lease } from "../src/lease.js";
 import { LocalRun } from "../src/local-run.js";
+import { Reporter } from "../src/reporting.js";
 import { resendable, RpcError, sleep, type CallOptions, type StepResult, type Task } from "../src/rpc.js";
 import type { Step } from "../src/step.js";
 
@@ -23,6 +24,12 @@ interface RunState {
   mode: string;
   buffer: unknown[];
   core: Core;
+}
+
+/** What the private state of a Reporter holds, for the patches below. */
+interface ReporterState {
+  opts: { callTimeoutMs: number };
+  abortSignal: AbortSignal;
 }
 
 /** What the private state of a Core holds, for the patches below. */
@@ -81,8 +88,9 @@ const FLAWS: Record<string, () => void> = {
   },
   // Gives a report up when its answer is lost, instead of resending it.
   "never-resends": () => {
-    Core.prototype.report = function <T>(this: Core, _lease: Lease, send: (o: CallOptions) => Promise<T>): Promise<T> {
-      return send({ timeoutMs: this.opts.callTimeoutMs, signal: this.abortSignal });
+    Reporter.prototype.report = function <T>(this: Reporter, _lease: Lease, send: (o: CallOptions) => Promise<T>): Promise<T> {
+      const r = this as unknown as ReporterState;
+      return send({ timeoutMs: r.opts.callTimeoutMs, signal: r.abortSignal });
     };
   },
   // Resends a report whose answer was lost under the next seq, as if the lost one was applied.
@@ -91,11 +99,12 @@ const FLAWS: Record<string, () => void> = {
     proto(ReportBatcher.prototype)["submit"] = function (this: ReportBatcher, kind: string, req: { seq?: number }, opts: CallOptions & { seq?: number }) {
       return submit.call(this, kind, opts.seq === undefined ? req : { ...req, seq: opts.seq }, opts);
     };
-    Core.prototype.report = async function <T>(this: Core, lease: Lease, send: Send<T>): Promise<T> {
+    Reporter.prototype.report = async function <T>(this: Reporter, lease: Lease, send: Send<T>): Promise<T> {
+      const r = this as unknown as ReporterState;
       for (let i = 0; ; i++) {
         const seq = lease.nextSeq();
         try {
-          const resp = await send({ timeoutMs: this.opts.callTimeoutMs, signal: this.abortSignal, seq });
+          const resp = await send({ timeoutMs: r.opts.callTimeoutMs, signal: r.abortSignal, seq });
           lease.applied(seq);
           return resp;
         } catch (e) {
@@ -107,7 +116,7 @@ const FLAWS: Record<string, () => void> = {
           await sleep(100);
         }
       }
-    } as typeof Core.prototype.report;
+    } as typeof Reporter.prototype.report;
   },
   // On SIGTERM stops at once: no hand-back, no ReleaseTask.
   "exits-without-handing-back": () => {
@@ -128,7 +137,7 @@ const FLAWS: Record<string, () => void> = {
   },
   // Gives up a task whose report was refused without releasing it.
   "keeps-refused-tasks": () => {
-    Core.prototype.refused = () => Promise.resolve();
+    Reporter.prototype.refused = () => Promise.resolve();
   },
   // On a drain cancels its open poll instead of ending it with EndPolls.
   "cancels-its-poll": () => {

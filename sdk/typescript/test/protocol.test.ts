@@ -108,7 +108,7 @@ describe("heartbeats that renew nothing", () => {
     const lease = new Lease(task({ timeoutMs: 60_000, serverNowMs: now, leaseExpiresAtMs: now + 60_000 }));
     const settle = (): Promise<void> => new Promise((r) => setImmediate(r));
     t.mock.timers.enable({ apis: ["setTimeout"] });
-    lease.keepAlive((l) => w.beat(l));
+    lease.keepAlive((l) => w.reporter.beat(l));
     await lease.beatNow(); // refused for good: a third of the lease (20 s) until the next
     t.mock.timers.tick(10_000);
     await settle();
