@@ -11,11 +11,11 @@ SERVER mode and by the worker in LOCAL_SYNC). Both flavours in SERVER and LOCAL_
 PostgreSQL (a throwaway pgserver unless --database), one `wiggle server` and --workers `wiggle
 worker` processes of --concurrency slots, driven in a closed loop at 64 and at 1 instance in
 flight (each driver thread starts an instance, waits for its result, starts the next). Every
-result is checked (status COMPLETED, n == 15) and so is every instance's path (the 15 task
-nodes of the arms the rule picks, from wiggle_events). Figures per row: steps/s (20 an
-instance), p50 start-to-result, and per instance the server's RPCs by method, its transactions
-and PostgreSQL's commits: counts that hold from run to run where times move; each figure is
-the median over --rounds rounds.
+result is checked from the database (status COMPLETED, n == 15), and so is every instance's
+path (the 15 task nodes of the arms the rule picks, from wiggle_events). Figures per row:
+steps/s (20 an instance), p50 start-to-result, and per instance the server's RPCs by method,
+its transactions and PostgreSQL's commits: counts that hold from run to run where times move;
+each figure is the median over --rounds rounds.
 
 The language half: µs per evaluation of `ctx.amount_cents >= 1000000 && ctx.country != "NL"`
 compiled once, in Python (cel-expr-python), Go (cel-go, `go test -bench`), Java (dev.cel, the
@@ -34,19 +34,18 @@ import re
 import statistics
 import subprocess
 import sys
-import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from prometheus_client.parser import text_string_to_metric_families
 
 from wiggle._postgres import create_database, drop_database, postgres_server
 from wiggle.bench._counters import pg_counters
+from wiggle.bench._flow_latency import server_counts
+from wiggle.bench._loop import Outcome, drive
 from wiggle.bench._processes import free_port, running, wait_serving
 from wiggle.client import Client
 
@@ -105,68 +104,36 @@ class Stack:
 
     def reading(self) -> dict[str, float]:
         """The server's RPCs by method and transactions, and PostgreSQL's commits, now."""
-        with urllib.request.urlopen(
-            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10
-        ) as answer:
-            text = answer.read().decode()
         got: dict[str, float] = {}
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == "wiggle_rpcs_total":
-                    key = f"rpc {sample.labels['method']}"
-                elif sample.name == "wiggle_transaction_seconds_count":
-                    key = "server transactions"
-                else:
-                    continue
-                got[key] = got.get(key, 0.0) + sample.value
+        for key, value in server_counts(self.metrics_port).items():
+            key = "server transactions" if key.startswith("transactions ") else key
+            got[key] = got.get(key, 0.0) + value
         got["pg commits"] = float(pg_counters(self.url).commits)
         return got
 
 
-def drive(client: Client, flow: str, count: int, inflight: int) -> tuple[list[str], list[float]]:
-    """`count` instances, `inflight` at a time; each is checked. Returns ids and latencies (s)."""
-    lock = threading.Lock()
-    left = [count]
-    ids: list[str] = []
-    latencies: list[float] = []
-    errors: list[BaseException] = []
-
-    def loop() -> None:
-        try:
-            while True:
-                with lock:
-                    if left[0] <= 0 or errors:
-                        return
-                    left[0] -= 1
-                begun = time.perf_counter()
-                started = client.start(flow, {"n": 0})
-                view = client.wait(started.instance_id, timeout=120)
-                took = time.perf_counter() - begun
-                if str(view.status) != "COMPLETED" or view.context != {"n": TASKS}:
-                    raise RuntimeError(
-                        f"{flow}: instance {view.instance_id} ended {view.status} {view.context}"
-                    )
-                with lock:
-                    ids.append(started.instance_id)
-                    latencies.append(took)
-        except BaseException as exc:
-            with lock:
-                errors.append(exc)
-
-    threads = [threading.Thread(target=loop, daemon=True) for _ in range(min(inflight, count))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return ids, latencies
+def run_loop(client: Client, flow: str, count: int, inflight: int) -> list[Outcome]:
+    """`count` instances in the benchmarks' closed loop; each must have COMPLETED."""
+    outcomes = drive(client, flow, count, inflight, lambda _: {"n": 0}, timeout_s=120)
+    failed = [o for o in outcomes if o.status != "COMPLETED"]
+    if failed:
+        raise RuntimeError(f"{flow}: {len(failed)} instances did not complete, first {failed[0]}")
+    return outcomes
 
 
-def verify_paths(url: str, ids: list[str]) -> None:
-    """Every instance ran exactly the task nodes its choices pick, once each."""
+def verify(url: str, ids: list[str]) -> None:
+    """Every instance ended with n == 15 and ran exactly the task nodes its choices pick."""
     want = sorted(expected_tasks())
     with psycopg.connect(url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as c:
+        wrong_result = c.execute(
+            "SELECT id, context FROM wiggle_instances WHERE id = ANY(%s) "
+            "AND (status <> 'COMPLETED' OR context::jsonb <> %s::jsonb)",
+            (ids, json.dumps({"n": TASKS})),
+        ).fetchall()
+        if wrong_result:
+            raise RuntimeError(
+                f"{len(wrong_result)} instances ended wrong, first {wrong_result[0]}"
+            )
         rows = c.execute(
             "SELECT instance_id, node_id FROM wiggle_events "
             "WHERE kind = 'step_completed' AND instance_id = ANY(%s)",
@@ -189,15 +156,16 @@ def measure(
     stack: Stack, flavour: str, mode: str, inflight: int, count: int, settle_s: float
 ) -> dict[str, Any]:
     flow = stack.client.deploy(flow_source(flavour, mode).encode()).name
-    drive(stack.client, flow, max(inflight, count // 10), inflight)  # warm-up
+    run_loop(stack.client, flow, max(inflight, count // 10), inflight)  # warm-up
     time.sleep(settle_s)
     before = stack.reading()
     begun = time.perf_counter()
-    ids, latencies = drive(stack.client, flow, count, inflight)
+    outcomes = run_loop(stack.client, flow, count, inflight)
     took = time.perf_counter() - begun
     time.sleep(settle_s)
     after = stack.reading()
-    verify_paths(stack.url, ids)
+    verify(stack.url, [o.instance_id for o in outcomes])
+    latencies = [o.latency_s for o in outcomes]
     spent = {k: (after[k] - before.get(k, 0.0)) / count for k in after}
     return {
         "flavour": flavour,

@@ -55,7 +55,7 @@ class _Stack:
     def reading(self) -> dict[str, float]:
         """Every counter at this moment: RPCs and transactions (server metrics), CPU seconds
         per process, and on PostgreSQL its commits and CPU."""
-        got: dict[str, float] = dict(_server_counts(self.metrics_port))
+        got: dict[str, float] = dict(server_counts(self.metrics_port))
         got["cpu server"] = cpu_seconds(self.server)
         got["cpu worker"] = cpu_seconds(self.worker)
         got["cpu client"] = time.process_time()
@@ -67,7 +67,8 @@ class _Stack:
         return got
 
 
-def _server_counts(port: int) -> dict[str, float]:
+def server_counts(port: int) -> dict[str, float]:
+    """The server's RPCs by method (`rpc M`) and transactions by kind (`transactions K`)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
         text = answer.read().decode()
     out: dict[str, float] = {}
