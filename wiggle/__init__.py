@@ -7,9 +7,9 @@ compile flows with `load_flow` / `load_flow_file`. Everything else is internal.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from wiggle._lazy import lazy_getattr
 from wiggle.errors import (
     Conflict,
     DefinitionNotFound,
@@ -52,11 +52,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'wiggle' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = [
