@@ -84,6 +84,27 @@ def server_counts(port: int) -> dict[str, float]:
     return out
 
 
+def _settled(stack: _Stack, within_s: float = 2.0) -> dict[str, float]:
+    """A reading taken once the server has answered its last calls. The server counts a call
+    when it answers it, and the commit of an instance's last report wakes the client's
+    WaitInstance before that report's own call is answered: a reading taken at once can miss
+    it (seen on a loaded machine). Read until two readings 50 ms apart count the same calls
+    (long polls aside: an idle worker's poll may end at any moment)."""
+    deadline = time.monotonic() + within_s
+    last = stack.reading()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = stack.reading()
+        if _calls(now) == _calls(last):
+            return now
+        last = now
+    return last
+
+
+def _calls(reading: dict[str, float]) -> dict[str, float]:
+    return {k: v for k, v in reading.items() if k.startswith("rpc ") and k != "rpc PollTasks"}
+
+
 def _one_mode(stack: _Stack, mode: str, steps: int, count: int, warmup: int) -> dict[str, Any]:
     client = stack.client
     flow = client.deploy(flow_source(mode, steps).encode()).name
@@ -91,7 +112,7 @@ def _one_mode(stack: _Stack, mode: str, steps: int, count: int, warmup: int) -> 
     before: dict[str, float] = {}
     for i in range(warmup + count):
         if i == warmup:
-            before = stack.reading()
+            before = _settled(stack)  # the warm-up's last report answered and counted
         begun = time.perf_counter()
         started = client.start(flow, {"n": 0})
         view = client.wait(started.instance_id, timeout=60)
@@ -102,7 +123,7 @@ def _one_mode(stack: _Stack, mode: str, steps: int, count: int, warmup: int) -> 
             )
         if i >= warmup:
             latencies.append(took)
-    after = stack.reading()
+    after = _settled(stack)
     spent = {k: after[k] - before.get(k, 0.0) for k in after}
     p50 = statistics.median(latencies)
     return {
