@@ -2,23 +2,27 @@
 Wiggle profile. docs/expressions.md says why this library and not another.
 
 `compile_expression` runs the profile's static rules (_static), then CEL's parser and type
-checker with every variable declared `dyn`; `Expression.evaluate` maps the context to CEL
-(_values.to_cel), evaluates, and maps the result back, turning any CEL error into an
-EvaluationError that names its kind.
+checker with every variable declared `dyn`; then it compiles the expression a second time as
+_sizing rewrites it, with the counting calls of the size budget in it, and that program is the
+one evaluated. `Expression.evaluate` maps the context to CEL (_values.to_cel), evaluates, and
+maps the result back, turning any CEL error into an EvaluationError that names its kind.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 from cel_expr_python import cel
-from cel_expr_python.ext import ext_math, ext_strings
+from cel_expr_python.ext import ext_bindings, ext_math, ext_strings
 
 from wiggle.expressions._errors import CompileProblem, EvaluationError, ExpressionInvalid
+from wiggle.expressions._sizing import COUNT, JOIN, REPLACE, SIZE_BUDGET, counted
 from wiggle.expressions._static import check_source, position
+from wiggle.expressions._syntax import parse, write
 from wiggle.expressions._values import NotJson, from_cel, to_cel
 
 __all__ = ["Expression", "compile_expression"]
@@ -40,14 +44,82 @@ _KINDS = (
 )
 
 
+_VARIABLES = {"ctx": cel.Type.DYN, "instance": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)}
+
+OVER_SIZE_BUDGET = f"the evaluation made more than {SIZE_BUDGET} characters, elements and entries"
+
+
 @cache
 def _env() -> Any:
+    """The profile's environment: what an expression is checked against."""
     return cel.NewEnv(
-        variables={
-            "ctx": cel.Type.DYN,
-            "instance": cel.Type.Map(cel.Type.STRING, cel.Type.DYN),
-        },
-        extensions=[ext_strings.ExtStrings(), ext_math.ExtMath()],
+        variables=_VARIABLES, extensions=[ext_strings.ExtStrings(), ext_math.ExtMath()]
+    )
+
+
+class _Spent(threading.local):
+    """What the evaluation running on this thread has made so far. The library calls the
+    counting functions back on the thread that called `eval`."""
+
+    total = 0
+    over = False
+
+
+_spent = _Spent()
+
+
+def _count(size: int) -> bool:
+    _spent.total += size
+    if _spent.total > SIZE_BUDGET:
+        _spent.over = True
+        raise ValueError(OVER_SIZE_BUDGET)
+    return True
+
+
+def _replace(text: str, old: str, new: str, limit: int = -1) -> str:
+    """The strings extension's `replace`, its result counted before it is made."""
+    found = len(text) + 1 if old == "" else text.count(old)
+    if limit >= 0:
+        found = min(found, limit)
+    _count(len(text) + found * (len(new) - len(old)))
+    return text.replace(old, new, limit if limit >= 0 else -1)
+
+
+def _join(items: list[Any], separator: str = "") -> str:
+    """The strings extension's `join`, its result counted before it is made."""
+    if not all(isinstance(i, str) for i in items):
+        raise ValueError("No matching overloads found : join (the list holds a non-string)")
+    _count(sum(len(i) for i in items) + max(len(items) - 1, 0) * len(separator))
+    return separator.join(items)
+
+
+@cache
+def _counting_env() -> Any:
+    """The profile's environment with the size budget's functions, for _sizing's rewrite."""
+    text, number, strings = cel.Type.STRING, cel.Type.INT, cel.Type.List(cel.Type.DYN)
+    functions = [
+        cel.FunctionDecl(
+            COUNT, [cel.Overload(f"{COUNT}_int", cel.Type.BOOL, [number], impl=_count)]
+        ),
+        cel.FunctionDecl(
+            REPLACE,
+            [
+                cel.Overload(f"{REPLACE}_3", text, [text, text, text], impl=_replace),
+                cel.Overload(f"{REPLACE}_4", text, [text, text, text, number], impl=_replace),
+            ],
+        ),
+        cel.FunctionDecl(
+            JOIN,
+            [
+                cel.Overload(f"{JOIN}_1", text, [strings], impl=_join),
+                cel.Overload(f"{JOIN}_2", text, [strings, text], impl=_join),
+            ],
+        ),
+    ]
+    return cel.NewEnv(
+        variables=_VARIABLES,
+        functions=functions,
+        extensions=[ext_strings.ExtStrings(), ext_math.ExtMath(), ext_bindings.ExtBindings()],
     )
 
 
@@ -66,14 +138,17 @@ class Expression:
             data = {"ctx": to_cel(ctx), "instance": to_cel(instance or {})}
         except TypeError as exc:
             raise EvaluationError(self.source, "invalid_argument", str(exc)) from None
+        _spent.total, _spent.over = 0, False
         try:
             value = self._program.eval(data=data)
         except RuntimeError as exc:  # the runtime raises some errors instead of returning them
             raise self._failed(str(exc)) from None
+        if _spent.over:  # even when `||` or `?:` set the error aside
+            raise EvaluationError(self.source, "invalid_argument", OVER_SIZE_BUDGET)
         if value.type() == cel.Type.ERROR:
             raise self._failed(str(value.value()))
         try:
-            return from_cel(value.plain_value())
+            return from_cel(_copied_out(value))
         except NotJson as exc:
             raise EvaluationError(self.source, "not_json", str(exc)) from None
 
@@ -92,6 +167,36 @@ class Expression:
                 self.source, "not_boolean", f"a condition must be a bool; it gave {value!r}"
             )
         return value
+
+
+def _copied_out(value: Any) -> Any:
+    """The library's result as plain Python, read one level at a time and counted as it is
+    read: a list the evaluation made of many references to one large value (`ctx.l.map(x,
+    ctx.big)`) is small for the library and huge once copied out, so the copy stops as soon
+    as it passes the size budget."""
+    left = SIZE_BUDGET
+
+    def take(size: int) -> None:
+        nonlocal left
+        left -= size
+        if left < 0:
+            raise NotJson(
+                f"the result holds more than {SIZE_BUDGET} characters, elements and entries"
+            )
+
+    def walk(item: Any) -> Any:
+        got = item.value()
+        if isinstance(got, list):
+            take(len(got))
+            return [walk(i) for i in got]
+        if isinstance(got, dict):
+            take(len(got))
+            return {k: walk(v) for k, v in got.items()}
+        if isinstance(got, str):
+            take(len(got))
+        return got
+
+    return walk(value)
 
 
 def _kind(message: str) -> str:
@@ -118,14 +223,20 @@ def compile_expression(source: str, *, condition: bool = False) -> Expression:
     if problems:
         raise ExpressionInvalid(source, problems)
     try:
-        program = _env().compile(source)
+        checked = _env().compile(source)
     except RuntimeError as exc:
         raise ExpressionInvalid(source, _cel_problems(str(exc))) from None
-    result_type = program.return_type().name().lower()
+    result_type = checked.return_type().name().lower()
     if condition and result_type not in ("bool", "dyn"):
         raise ExpressionInvalid(
             source, [CompileProblem(1, 1, f"a condition must be a bool; its type is {result_type}")]
         )
+    try:
+        program = _counting_env().compile(write(counted(parse(source))))
+    except RuntimeError as exc:  # CEL's parser depth, which the counting calls add to
+        detail = _tidy(str(exc).splitlines()[0])
+        problem = f"too deeply nested once its sizes are counted (docs/expressions.md): {detail}"
+        raise ExpressionInvalid(source, [CompileProblem(1, 1, problem)]) from None
     return Expression(source, result_type, program)
 
 

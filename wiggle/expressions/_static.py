@@ -50,9 +50,8 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # A field selected by a quoted name, `{'content-type': 'x'}.`content-type``: CEL's grammar allows
 # letters, digits and _ . - / and space between the backquotes. Never a call or a function name.
 _QUOTED = re.compile(r"`[A-Za-z0-9_./\- ]+`")
-_NUMBER = re.compile(
-    r"0[xX][0-9a-fA-F]+[uU]?|(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?[uU]?"
-)
+# A float has digits after its point (`42.size()` is a call on the int 42).
+_NUMBER = re.compile(r"0[xX][0-9a-fA-F]+[uU]?|(?:[0-9]*\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?[uU]?")
 _STRING_START = re.compile(r"(?:[rR][bB]?|[bB][rR]?)?(\"\"\"|'''|\"|')")
 _PUNCT = ("&&", "||", "==", "!=", "<=", ">=", "?.", *"()[]{}.,:?!<>+-*/%")
 _SPACE = re.compile(r"\s+|//[^\n]*")
@@ -119,6 +118,12 @@ def check_source(source: str) -> list[Problem]:
     # The open brackets, each noting whether it is the argument list of a comprehension macro.
     stack: list[bool] = []
     for i, tok in enumerate(toks):
+        if tok.kind == "ident" and tok.text.startswith("__"):
+            problems.append(
+                Problem(
+                    tok.offset, f"{tok.text}: names that begin with two underscores are reserved"
+                )
+            )
         if tok.kind == "punct" and tok.text in "([{":
             called = _called_name(toks, i)
             comprehension = tok.text == "(" and called in COMPREHENSIONS and _is_member(toks, i)
