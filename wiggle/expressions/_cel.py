@@ -88,7 +88,7 @@ def _replace(text: str, old: str, new: str, limit: int = -1) -> str:
 def _join(items: list[Any], separator: str = "") -> str:
     """The strings extension's `join`, its result counted before it is made."""
     if not all(isinstance(i, str) for i in items):
-        raise ValueError("No matching overloads found : join (the list holds a non-string)")
+        raise TypeError("No matching overloads found : join (the list holds a non-string)")
     _count(sum(len(i) for i in items) + max(len(items) - 1, 0) * len(separator))
     return separator.join(items)
 

@@ -36,6 +36,7 @@ import {
 import type { CelFunc, CelList, CelMap, CelResult, CelUint, CelValue } from "@bufbuild/cel";
 import { strings } from "@bufbuild/cel/ext";
 
+import { SIZE_BUDGET, SIZE_FUNCS, SizeBudgetExceeded, codePoints, count, countSizes, resetSizes } from "./expression-sizes.js";
 import { JsonFloat, type Json } from "./json.js";
 
 /** What an evaluation can fail with (docs/expressions.md, "Errors"). */
@@ -119,6 +120,8 @@ class NotAJsonValue extends Error {}
  * comprehensions (docs/expressions.md, "Limits"); past it the evaluation fails with
  * invalid_argument. */
 export const ITERATION_BUDGET = 10_000;
+
+export { SIZE_BUDGET } from "./expression-sizes.js";
 
 class IterationBudgetExceeded extends Error {}
 
@@ -240,9 +243,13 @@ class JsonList {
 
 class NotJson extends Error {}
 
+/** The JSON form of a result, counted against the size budget as it is copied out: a list of
+ * many references to one large value is small for the library and huge once copied. */
 function fromCel(value: unknown): Json {
   switch (typeof value) {
     case "string":
+      count(codePoints(value));
+      return value;
     case "boolean":
       return value;
     case "bigint":
@@ -262,8 +269,12 @@ function fromCel(value: unknown): Json {
   if (isCelUint(value)) return intToJson(value.value);
   if (value instanceof Uint8Array) throw new NotJson("a bytes value has no JSON form (convert it with string())");
   if (isCelType(value)) throw new NotJson(`the type ${value.name} has no JSON form`);
-  if (isCelList(value)) return Array.from(value as CelList, fromCel);
+  if (isCelList(value)) {
+    count((value as CelList).size);
+    return Array.from(value as CelList, fromCel);
+  }
   if (isCelMap(value)) {
+    count((value as CelMap).size);
     const out: Record<string, Json> = {};
     for (const [k, v] of value as CelMap) {
       if (typeof k !== "string") {
@@ -425,7 +436,7 @@ const VARS = { ctx: CelScalar.DYN, instance: mapType(CelScalar.STRING, CelScalar
 let env: ReturnType<typeof celEnv<typeof VARS>> | undefined;
 
 function theEnv(): ReturnType<typeof celEnv<typeof VARS>> {
-  env ??= celEnv({ variables: VARS, funcs: [...strings, ...MATH, COUNT_ITERATION] });
+  env ??= celEnv({ variables: VARS, funcs: [...strings, ...MATH, COUNT_ITERATION, ...SIZE_FUNCS] });
   return env;
 }
 
@@ -551,19 +562,21 @@ export function compileExpression(source: string): Expression {
   if (name !== undefined) {
     throw new ExpressionInvalid(source, 1, 1, `undeclared reference to '${name}'`);
   }
+  countSizes(parsed);
   countIterations(parsed.expr);
   const program = plan(theEnv(), parsed);
   const evaluate = (ctx: unknown, instance?: Instance): Json => {
     const misses: Misses = new Set();
     let result: CelResult;
     iterations = 0;
+    resetSizes();
     try {
       result = program({
         ctx: toCel(ctx, misses) as never,
         instance: new JsonMap((instance ?? {}) as Record<string, unknown>, misses),
       });
     } catch (e) {
-      if (e instanceof NotAJsonValue || e instanceof IterationBudgetExceeded) {
+      if (e instanceof NotAJsonValue || e instanceof IterationBudgetExceeded || e instanceof SizeBudgetExceeded) {
         throw new EvaluationError(source, "invalid_argument", e.message);
       }
       throw e;
@@ -571,10 +584,14 @@ export function compileExpression(source: string): Expression {
     if (isCelError(result)) {
       throw new EvaluationError(source, kindOf(result.message, misses), result.message);
     }
+    resetSizes(); // the result's copy has a budget of its own
     try {
       return fromCel(result);
     } catch (e) {
       if (e instanceof NotJson) throw new EvaluationError(source, "not_json", e.message);
+      if (e instanceof SizeBudgetExceeded) {
+        throw new EvaluationError(source, "not_json", `the result holds more than ${SIZE_BUDGET} characters, elements and entries`);
+      }
       throw e;
     }
   };

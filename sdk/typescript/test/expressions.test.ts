@@ -103,6 +103,16 @@ describe("expression vectors", () => {
   });
 });
 
+const SIZES = join(ROOT, "spec/conformance/expressions/sizes.json");
+const SIZE_CASES = (JSON.parse(readFileSync(SIZES, "utf8")) as { cases: Case[] }).cases;
+
+describe("size budget vectors", () => {
+  // spec/conformance/expressions/sizes.json: what one evaluation may make (docs/expressions.md,
+  // "The size budget"), the same cases the server's evaluator runs.
+  for (const c of SIZE_CASES) it(c.name, () => check(c, c.ctx));
+  it("runs every one", () => assert.ok(SIZE_CASES.length >= 23, `only ${SIZE_CASES.length}`));
+});
+
 describe("expressions", () => {
   it("refuses an undeclared name when compiled", () => {
     assert.throws(() => compileExpression("x + 1"), (e: unknown) => e instanceof ExpressionInvalid && /undeclared reference to 'x'/.test(e.message));
