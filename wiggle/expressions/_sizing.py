@@ -135,8 +135,8 @@ class _Rewrite:
         return self.strings_of(self.visit(node))
 
     def strings_of(self, visited: Node) -> Node:
-        if isinstance(visited, Literal):
-            return visited  # part of the expression's text, not made by the evaluation
+        if isinstance(visited, Literal) and visited.text[-1:] not in ("'", '"'):
+            return visited  # a number, a bool or null
         return self.count(visited, _string_size)
 
     def count(self, value: Node, sized: Callable[[Node], Node]) -> Node:

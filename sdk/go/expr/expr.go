@@ -103,7 +103,9 @@ func Compile(source string) (*Expression, error) {
 		}
 		return nil, &InvalidError{Source: source, Problems: problems}
 	}
-	program, err := e.Program(checked, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(IterationBudget+1))
+	sizes := planSizes(checked.NativeRep())
+	program, err := e.Program(checked, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(IterationBudget+1),
+		cel.CustomDecorator(sizes.decorator()))
 	if err != nil {
 		return nil, &InvalidError{Source: source, Problems: []Problem{{Line: 1, Column: 1, Message: err.Error()}}}
 	}
@@ -131,12 +133,15 @@ func (x *Expression) Evaluate(ctx any, instance map[string]any) (any, error) {
 			return nil, x.fail(InvalidArgument, err.Error())
 		}
 	}
-	out, _, err := x.program.ContextEval(overBudget, map[string]any{"ctx": c, "instance": inst})
+	out, _, err := x.program.ContextEval(overBudget, map[string]any{"ctx": c, "instance": inst, spentName: &spent{}})
 	if err != nil {
 		if errors.Is(err, errIterationBudget) {
 			return nil, x.fail(InvalidArgument, fmt.Sprintf(iterationBudgetDetail, IterationBudget))
 		}
 		var cancelled interpreter.EvalCancelledError
+		if errors.As(err, &cancelled) && cancelled.Cause == sizeBudgetExceeded {
+			return nil, x.fail(InvalidArgument, cancelled.Message)
+		}
 		if errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded {
 			return nil, x.fail(InvalidArgument, fmt.Sprintf(costLimitDetail, CostLimit, err.Error()))
 		}
@@ -145,6 +150,9 @@ func (x *Expression) Evaluate(ctx any, instance map[string]any) (any, error) {
 	if types.IsError(out) {
 		msg := fmt.Sprint(out)
 		return nil, x.fail(kindOf(msg), msg)
+	}
+	if left := SizeBudget; !resultWithin(out, &left) {
+		return nil, x.fail(NotJSON, fmt.Sprintf("the result holds more than %d characters, elements and entries", SizeBudget))
 	}
 	v, err := fromCEL(out)
 	if err != nil {

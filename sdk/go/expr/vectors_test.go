@@ -15,6 +15,9 @@ import (
 // The vectors live in the repository's language-neutral corpus, three levels up.
 const vectorFile = "../../../spec/conformance/expressions/vectors.json"
 
+// sizeFile holds the size budget's cases (docs/expressions.md, "The size budget").
+const sizeFile = "../../../spec/conformance/expressions/sizes.json"
+
 type vectorCase struct {
 	Name     string          `json:"name"`
 	Expr     string          `json:"expr"`
@@ -24,7 +27,9 @@ type vectorCase struct {
 	Error    string          `json:"error"`
 }
 
-func loadCases(t testing.TB) []vectorCase {
+func loadCases(t testing.TB) []vectorCase { return loadFile(t, vectorFile) }
+
+func loadFile(t testing.TB, vectorFile string) []vectorCase {
 	raw, err := os.ReadFile(vectorFile)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +149,28 @@ func TestExpressionVectors(t *testing.T) {
 			})
 			continue
 		}
-		ok := t.Run(c.Name, func(t *testing.T) {
+		if t.Run(c.Name, func(t *testing.T) { checkCase(t, c) }) {
+			passed++
+		}
+	}
+	t.Logf("%d of %d expression vectors pass", passed, len(cases))
+}
+
+func TestSizeBudgetVectors(t *testing.T) {
+	cases := loadFile(t, sizeFile)
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) { checkCase(t, c) })
+	}
+	if len(cases) < 23 {
+		t.Fatalf("only %d size budget cases", len(cases))
+	}
+}
+
+// checkCase evaluates c with float64 and json.Number contexts: its value, or its error kind.
+func checkCase(t *testing.T, c vectorCase) {
+	t.Helper()
+	{
+		{
 			x, err := expr.Compile(c.Expr)
 			if err != nil {
 				t.Fatalf("compile %q: %v", c.Expr, err)
@@ -180,12 +206,8 @@ func TestExpressionVectors(t *testing.T) {
 					t.Fatalf("%s: the result %#v does not marshal: %v", c.Expr, got, err)
 				}
 			}
-		})
-		if ok {
-			passed++
 		}
 	}
-	t.Logf("%d of %d expression vectors pass", passed, len(cases))
 }
 
 // vectorPasses is whether c gives its value or its error kind (float64 contexts).

@@ -201,11 +201,6 @@ function isNumber(node: Node | undefined): boolean {
   return c === "int64Value" || c === "uint64Value" || c === "doubleValue";
 }
 
-function isLiteral(node: Node | undefined): boolean {
-  const c = node?.exprKind.case;
-  return c === "constExpr" || c === "listExpr" || c === "structExpr";
-}
-
 /** A literal made of literals only, and its entries (its inner literals' included). */
 function constantEntries(node: Node | undefined): number | undefined {
   const k = node?.exprKind;
@@ -232,11 +227,14 @@ function constantEntries(node: Node | undefined): number | undefined {
   return undefined;
 }
 
-/** A literal's element or key: a computed string counts its length (a literal counts itself). */
+/** A literal's element or key, or what a map makes: a string counts its length (an inner
+ * literal counts itself). */
 function element(node: Node | undefined, macros: Map<string, string>, macro: Macro | undefined): void {
   if (node === undefined) return;
   visit(node, macros, macro, false);
-  if (!isLiteral(node)) wrapped(node, STRING_SIZE);
+  const k = node.exprKind;
+  const scalar = k.case === "constExpr" && k.value.constantKind.case !== "stringValue";
+  if (!scalar && k.case !== "listExpr" && k.case !== "structExpr") wrapped(node, STRING_SIZE);
 }
 
 function visit(node: Node | undefined, macros: Map<string, string>, macro: Macro | undefined, chainLeft: boolean): void {
