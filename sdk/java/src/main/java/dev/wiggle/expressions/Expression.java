@@ -12,6 +12,8 @@ import dev.cel.extensions.CelExtensions;
 import dev.cel.parser.CelStandardMacro;
 import dev.cel.runtime.CelEvaluationException;
 import dev.cel.runtime.CelRuntime;
+import dev.cel.extensions.CelStringExtensions;
+import java.util.EnumSet;
 import java.util.Map;
 import java.util.regex.Pattern;
 
@@ -46,22 +48,32 @@ public final class Expression {
           .maxParseRecursionDepth(MAX_PARSE_RECURSION_DEPTH)
           .build();
 
+  /** The strings extension but replace and join, which {@link Sizes} counts before they make. */
+  private static final CelStringExtensions STRINGS =
+      CelExtensions.strings(
+          EnumSet.complementOf(
+              EnumSet.of(CelStringExtensions.Function.REPLACE, CelStringExtensions.Function.JOIN)));
+
   private static final Cel CEL =
       CelFactory.standardCelBuilder()
           .setOptions(OPTIONS)
           .setStandardMacros(CelStandardMacro.STANDARD_MACROS)
           .addVar("ctx", SimpleType.DYN)
           .addVar("instance", MapType.create(SimpleType.STRING, SimpleType.DYN))
-          .addCompilerLibraries(CelExtensions.strings(), CelExtensions.math(OPTIONS))
-          .addRuntimeLibraries(CelExtensions.strings(), CelExtensions.math(OPTIONS))
+          .addCompilerLibraries(STRINGS, CelExtensions.math(OPTIONS))
+          .addRuntimeLibraries(STRINGS, CelExtensions.math(OPTIONS))
+          .addFunctionDeclarations(Sizes.DECLARATIONS)
+          .addFunctionBindings(Sizes.BINDINGS)
           .build();
 
   private final String source;
   private final CelRuntime.Program program;
+  private final Sizes.Plan sizes;
 
-  private Expression(String source, CelRuntime.Program program) {
+  private Expression(String source, CelRuntime.Program program, Sizes.Plan sizes) {
     this.source = source;
     this.program = program;
+    this.sizes = sizes;
   }
 
   /** Parse and type-check {@code source}; InvalidExpressionException names the first problem. */
@@ -75,7 +87,8 @@ public final class Expression {
       throw new InvalidExpressionException(source, problem);
     }
     try {
-      return new Expression(source, CEL.createProgram(ast));
+      Sizes.Plan sizes = Sizes.plan(ast.getExpr(), ast.getSource().getMacroCalls());
+      return new Expression(source, CEL.createProgram(ast), sizes);
     } catch (CelEvaluationException e) {
       throw new InvalidExpressionException(source, e.getMessage());
     }
@@ -100,10 +113,24 @@ public final class Expression {
       throw new EvaluationException(source, "invalid_argument", e.getMessage());
     }
     Object result;
+    Sizes.reset();
     try {
-      result = program.eval(vars);
+      result = program.trace(vars, sizes.listener());
     } catch (CelEvaluationException e) {
+      if (Sizes.over()) {
+        throw new EvaluationException(source, "invalid_argument", Sizes.OVER);
+      }
       throw new EvaluationException(source, kind(e), detail(e));
+    } catch (Sizes.Exceeded e) {
+      throw new EvaluationException(source, "invalid_argument", Sizes.OVER);
+    }
+    if (Sizes.over()) { // even where CEL set the error aside
+      throw new EvaluationException(source, "invalid_argument", Sizes.OVER);
+    }
+    if (!Sizes.resultWithin(result)) {
+      throw new EvaluationException(
+          source, "not_json",
+          "the result holds more than " + Sizes.SIZE_BUDGET + " characters, elements and entries");
     }
     try {
       return Values.fromCel(result);

@@ -55,6 +55,20 @@ class ExpressionVectorsTest {
     return tests;
   }
 
+  /** spec/conformance/expressions/sizes.json: the size budget's cases (docs/expressions.md). */
+  @TestFactory
+  List<DynamicTest> sizeBudgetVectors() throws Exception {
+    JsonNode cases =
+        Json.parse(Files.readAllBytes(Repo.root().resolve("spec/conformance/expressions/sizes.json")))
+            .get("cases");
+    assertTrue(cases.size() >= 23, "size budget cases: " + cases.size());
+    List<DynamicTest> tests = new ArrayList<>();
+    for (JsonNode c : cases) {
+      tests.add(DynamicTest.dynamicTest(c.get("name").asText(), () -> run(c)));
+    }
+    return tests;
+  }
+
   @SuppressWarnings("unchecked")
   private static void run(JsonNode c) throws Exception {
     String expr = c.get("expr").asText();
