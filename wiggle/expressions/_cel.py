@@ -49,14 +49,6 @@ _VARIABLES = {"ctx": cel.Type.DYN, "instance": cel.Type.Map(cel.Type.STRING, cel
 OVER_SIZE_BUDGET = f"the evaluation made more than {SIZE_BUDGET} characters, elements and entries"
 
 
-@cache
-def _env() -> Any:
-    """The profile's environment: what an expression is checked against."""
-    return cel.NewEnv(
-        variables=_VARIABLES, extensions=[ext_strings.ExtStrings(), ext_math.ExtMath()]
-    )
-
-
 class _Spent(threading.local):
     """What the evaluation running on this thread has made so far. The library calls the
     counting functions back on the thread that called `eval`."""
@@ -94,8 +86,10 @@ def _join(items: list[Any], separator: str = "") -> str:
 
 
 @cache
-def _counting_env() -> Any:
-    """The profile's environment with the size budget's functions, for _sizing's rewrite."""
+def _env() -> Any:
+    """The profile's environment, with the size budget's functions and cel.bind for _sizing's
+    rewrite. An expression cannot call those itself: the static rules refuse every function
+    outside the profile before CEL sees the source."""
     text, number, strings = cel.Type.STRING, cel.Type.INT, cel.Type.List(cel.Type.DYN)
     functions = [
         cel.FunctionDecl(
@@ -232,7 +226,7 @@ def compile_expression(source: str, *, condition: bool = False) -> Expression:
             source, [CompileProblem(1, 1, f"a condition must be a bool; its type is {result_type}")]
         )
     try:
-        program = _counting_env().compile(write(counted(parse(source))))
+        program = _env().compile(write(counted(parse(source))))
     except RuntimeError as exc:  # CEL's parser depth, which the counting calls add to
         detail = _tidy(str(exc).splitlines()[0])
         problem = f"too deeply nested once its sizes are counted (docs/expressions.md): {detail}"

@@ -12,16 +12,17 @@
  *
  * @module
  */
-import { CelScalar, celError } from "@bufbuild/cel";
-import type { CelFunc, CelList, CelResult, CelValue, parse } from "@bufbuild/cel";
+import type { CelFunc, CelList, CelValue, parse } from "@bufbuild/cel";
 import { isCelList, isCelMap } from "@bufbuild/cel";
+
+import { EvaluationStop, variadic } from "./cel-func.js";
 
 /** The characters, elements and entries one evaluation may make in all. */
 export const SIZE_BUDGET = 4_194_304;
 
 export const OVER_SIZE_BUDGET = `the evaluation made more than ${SIZE_BUDGET} characters, elements and entries`;
 
-export class SizeBudgetExceeded extends Error {}
+export class SizeBudgetExceeded extends EvaluationStop {}
 
 type Parsed = ReturnType<typeof parse>;
 type Node = Parsed["expr"];
@@ -65,30 +66,6 @@ const STRING_SIZE = "@wiggle_string_size";
 const STATIC_SIZE = "@wiggle_static_size";
 const REPLACE = "@wiggle_replace";
 const JOIN = "@wiggle_join";
-
-function internal(
-  name: string,
-  impl: (args: CelValue[]) => CelValue | CelResult,
-): CelFunc {
-  const func = {
-    [Symbol.for("@bufbuild/cel/func")]: {},
-    id: `${name}(...)`,
-    name,
-    target: undefined,
-    arguments: [],
-    result: CelScalar.DYN,
-    call(id: number, target: CelValue | undefined, args: CelValue[]): CelResult | undefined {
-      if (target !== undefined) return undefined;
-      try {
-        return impl(args);
-      } catch (e) {
-        if (e instanceof SizeBudgetExceeded) throw e; // ends the evaluation, not a CEL error
-        return celError(e, id);
-      }
-    },
-  };
-  return func as unknown as CelFunc;
-}
 
 function typeError(name: string, args: CelValue[]): Error {
   const kinds = args.map((a) => (typeof a === "string" ? "string" : typeof a === "bigint" ? "int" : typeof a));
@@ -144,20 +121,20 @@ function join(args: CelValue[]): CelValue {
 
 /** The internal functions the rewritten tree calls; planned with the profile's own. */
 export const SIZE_FUNCS: CelFunc[] = [
-  internal(SIZE, ([v]) => {
+  variadic(SIZE, ([v]) => {
     count(sizeOf(v));
     return v as CelValue;
   }),
-  internal(STRING_SIZE, ([v]) => {
+  variadic(STRING_SIZE, ([v]) => {
     if (typeof v === "string") count(codePoints(v));
     return v as CelValue;
   }),
-  internal(STATIC_SIZE, ([v, n]) => {
+  variadic(STATIC_SIZE, ([v, n]) => {
     count(Number(n));
     return v as CelValue;
   }),
-  internal(REPLACE, replace),
-  internal(JOIN, join),
+  variadic(REPLACE, replace),
+  variadic(JOIN, join),
 ];
 
 const MAKERS = new Set(["lowerAscii", "upperAscii", "substring", "trim", "split"]);

@@ -31,12 +31,12 @@
 import {
   CelScalar,
   celEnv,
-  celError,
   isCelError, isCelList, isCelMap, isCelType, isCelUint, mapType, parse, plan } from "@bufbuild/cel";
 import type { CelFunc, CelList, CelMap, CelResult, CelUint, CelValue } from "@bufbuild/cel";
 import { strings } from "@bufbuild/cel/ext";
 
 import { SIZE_BUDGET, SIZE_FUNCS, SizeBudgetExceeded, codePoints, count, countSizes, resetSizes } from "./expression-sizes.js";
+import { variadic } from "./cel-func.js";
 import { JsonFloat, type Json } from "./json.js";
 
 /** What an evaluation can fail with (docs/expressions.md, "Errors"). */
@@ -345,27 +345,6 @@ function less(a: Num, b: Num): boolean {
   const y = numValue(b);
   if (typeof x === "bigint" && typeof y === "bigint") return x < y;
   return x < y; // JS compares a bigint with a number by value
-}
-
-/** A CelFunc of any arity (the library's celFunc takes a fixed number of arguments). */
-function variadic(name: string, impl: (args: CelValue[]) => CelValue): CelFunc {
-  const func = {
-    [FUNC_MARK]: {},
-    id: `${name}(...)`,
-    name,
-    target: undefined,
-    arguments: [],
-    result: CelScalar.DYN,
-    call(id: number, target: CelValue | undefined, args: CelValue[]): CelResult | undefined {
-      if (target !== undefined) return undefined;
-      try {
-        return impl(args);
-      } catch (e) {
-        return celError(e, id);
-      }
-    },
-  };
-  return func as unknown as CelFunc;
 }
 
 function extreme(name: string, pick: (a: Num, b: Num) => boolean): CelFunc {
