@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -20,7 +21,19 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_math, ext_strings
 
 from wiggle.expressions._errors import CompileProblem, EvaluationError, ExpressionInvalid
-from wiggle.expressions._sizing import COUNT, JOIN, REPLACE, SIZE_BUDGET, counted
+from wiggle.expressions._sizing import (
+    CHUNK,
+    CHUNKS,
+    CONTAINS,
+    COUNT,
+    INDEX_OF,
+    JOIN,
+    LAST_INDEX_OF,
+    LIVE,
+    REPLACE,
+    SIZE_BUDGET,
+    counted,
+)
 from wiggle.expressions._static import check_source, position
 from wiggle.expressions._syntax import parse, write
 from wiggle.expressions._values import NotJson, from_cel, to_cel
@@ -48,24 +61,72 @@ _VARIABLES = {"ctx": cel.Type.DYN, "instance": cel.Type.Map(cel.Type.STRING, cel
 
 OVER_SIZE_BUDGET = f"the evaluation made more than {SIZE_BUDGET} characters, elements and entries"
 
+#: The profile's time limit: how long one evaluation may run (docs/expressions.md, "Limits").
+TIME_LIMIT_S = 1.0
+OVER_TIME_LIMIT = "the evaluation ran longer than 1 second"
+
 
 class _Spent(threading.local):
-    """What the evaluation running on this thread has made so far. The library calls the
-    counting functions back on the thread that called `eval`."""
+    """The evaluation running on this thread: what it has made so far, when its time is up, and
+    which limit stopped it, if one did. The library calls the evaluator's functions back on the
+    thread that called `eval`."""
 
     total = 0
-    over = False
+    deadline = 0.0
+    stopped: str | None = None
 
 
 _spent = _Spent()
 
 
+def _stop(reason: str) -> None:
+    if _spent.stopped is None:  # the first limit reached is the one reported
+        _spent.stopped = reason
+
+
+def _live() -> bool:
+    """The guard in every comprehension step (_sizing): may the evaluation go on?"""
+    if _spent.stopped is None and time.monotonic() > _spent.deadline:
+        _stop(OVER_TIME_LIMIT)
+    return _spent.stopped is None
+
+
 def _count(size: int) -> bool:
     _spent.total += size
     if _spent.total > SIZE_BUDGET:
-        _spent.over = True
+        _stop(OVER_SIZE_BUDGET)
         raise ValueError(OVER_SIZE_BUDGET)
     return True
+
+
+def _chunks(length: int) -> list[list[int]]:
+    """The indices 0..length-1 in runs of CHUNK, for _sizing's linear map and filter."""
+    return [list(range(start, min(start + CHUNK, length))) for start in range(0, length, CHUNK)]
+
+
+def _offset(text: str, offset: int) -> int:
+    if not 0 <= offset <= len(text):
+        # The library's own words and status: the binding reports a TypeError as
+        # INVALID_ARGUMENT, as the strings extension does (a ValueError would be OUT_OF_RANGE).
+        raise TypeError(f"index out of range: {offset}")
+    return offset
+
+
+def _contains(text: str, part: str) -> bool:
+    """The standard `contains`, in Python's linear search."""
+    return part in text
+
+
+def _index_of(text: str, part: str, offset: int = 0) -> int:
+    """The strings extension's `indexOf`: the first `part` at or after `offset` (code points)."""
+    return text.find(part, _offset(text, offset))
+
+
+def _last_index_of(text: str, part: str, offset: int | None = None) -> int:
+    """The strings extension's `lastIndexOf`: the last `part` that begins at or before
+    `offset` (code points; the end when not given)."""
+    start = len(text) if offset is None else _offset(text, offset)
+    return text.rfind(part, 0, start + len(part))
 
 
 def _replace(text: str, old: str, new: str, limit: int = -1) -> str:
@@ -91,7 +152,36 @@ def _env() -> Any:
     rewrite. An expression cannot call those itself: the static rules refuse every function
     outside the profile before CEL sees the source."""
     text, number, strings = cel.Type.STRING, cel.Type.INT, cel.Type.List(cel.Type.DYN)
+    truth = cel.Type.BOOL
     functions = [
+        cel.FunctionDecl(LIVE, [cel.Overload(f"{LIVE}_0", truth, [], impl=_live)]),
+        cel.FunctionDecl(
+            CHUNKS,
+            [
+                cel.Overload(
+                    f"{CHUNKS}_1", cel.Type.List(cel.Type.List(number)), [number], impl=_chunks
+                )
+            ],
+        ),
+        cel.FunctionDecl(
+            CONTAINS, [cel.Overload(f"{CONTAINS}_2", truth, [text, text], impl=_contains)]
+        ),
+        cel.FunctionDecl(
+            INDEX_OF,
+            [
+                cel.Overload(f"{INDEX_OF}_2", number, [text, text], impl=_index_of),
+                cel.Overload(f"{INDEX_OF}_3", number, [text, text, number], impl=_index_of),
+            ],
+        ),
+        cel.FunctionDecl(
+            LAST_INDEX_OF,
+            [
+                cel.Overload(f"{LAST_INDEX_OF}_2", number, [text, text], impl=_last_index_of),
+                cel.Overload(
+                    f"{LAST_INDEX_OF}_3", number, [text, text, number], impl=_last_index_of
+                ),
+            ],
+        ),
         cel.FunctionDecl(
             COUNT, [cel.Overload(f"{COUNT}_int", cel.Type.BOOL, [number], impl=_count)]
         ),
@@ -132,13 +222,16 @@ class Expression:
             data = {"ctx": to_cel(ctx), "instance": to_cel(instance or {})}
         except TypeError as exc:
             raise EvaluationError(self.source, "invalid_argument", str(exc)) from None
-        _spent.total, _spent.over = 0, False
+        _spent.total, _spent.stopped = 0, None
+        _spent.deadline = time.monotonic() + TIME_LIMIT_S
         try:
             value = self._program.eval(data=data)
         except RuntimeError as exc:  # the runtime raises some errors instead of returning them
             raise self._failed(str(exc)) from None
-        if _spent.over:  # even when `||` or `?:` set the error aside
-            raise EvaluationError(self.source, "invalid_argument", OVER_SIZE_BUDGET)
+        if _spent.stopped is None and time.monotonic() > _spent.deadline:
+            _stop(OVER_TIME_LIMIT)  # an evaluation without a loop reads the clock only here
+        if _spent.stopped is not None:  # even when `||` or `?:` set the error aside
+            raise EvaluationError(self.source, "invalid_argument", _spent.stopped)
         if value.type() == cel.Type.ERROR:
             raise self._failed(str(value.value()))
         try:

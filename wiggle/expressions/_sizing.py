@@ -1,19 +1,34 @@
-"""The profile's size budget, as a rewrite of an expression's tree. Pure: no I/O, no CEL library.
+"""The profile's run-time limits (docs/expressions.md, "Limits"), as a rewrite of an expression's
+tree. Pure: no I/O, no CEL library.
 
-docs/expressions.md ("Limits") says what counts: the strings, lists and maps an evaluation
-makes, each by its size (a string's code points, a list's elements, a map's entries), against
-SIZE_BUDGET per evaluation; `replace` and `join` count their result before they make it.
+The server's library (cel-expr-python) has no hook into an evaluation and cannot be stopped from
+outside one, so everything the limits need happens through calls the rewrite puts into the tree:
 
-`counted` returns a tree in which every such value passes through a counting call:
+- The size budget: the strings, lists and maps an evaluation makes count by their size (a
+  string's code points, a list's elements, a map's entries) against SIZE_BUDGET. Every such
+  value passes through a counting call,
 
-    cel.bind(__wiggle_N, dyn(VALUE), <sized> ? wiggle_count(size(__wiggle_N)) ? __wiggle_N
-                                                                        : __wiggle_N
-                                        : __wiggle_N)
+      cel.bind(__wiggle_N, dyn(VALUE), <sized> ? wiggle_count(size(__wiggle_N)) ? __wiggle_N
+                                                                          : __wiggle_N
+                                          : __wiggle_N)
 
-`wiggle_count(n)` is the evaluator's: it adds n to the evaluation's total and fails once the
-total passes the budget. `replace` and `join` become `wiggle_replace` and `wiggle_join`, which
-count the size of their result first. `__wiggle_` names cannot clash with an expression's own:
-the static rules refuse identifiers that begin with two underscores.
+  and `replace` and `join` become `wiggle_replace` and `wiggle_join`, which count the size of
+  their result before they make it.
+- The time limit, and a stop once a budget is spent: every comprehension's step asks
+  `wiggle_live()` first (`l.all(x, p)` becomes `l.all(x, wiggle_live() && p)`, `exists` takes
+  `!wiggle_live() || p`, `map(x, f)` becomes `map(x, wiggle_live(), f)`). While the evaluation
+  may go on the guard changes nothing; once it may not, `all` and `exists` stop at that step and
+  `map`, `filter` and `exists_one` do nothing more than the guard in each remaining one, and the
+  evaluator fails the evaluation. A spent budget's counting call raises, but the library turns
+  that into an error value that a comprehension carries on past, so without the guard a loop
+  would go on making and reading to its end.
+- Linear searches: `contains`, `indexOf` and `lastIndexOf` become `wiggle_contains`,
+  `wiggle_index_of` and `wiggle_last_index_of`, the evaluator's own in Python's linear string
+  search (the library's are quadratic in the worst case, and one call outside any loop could
+  hold an evaluation for minutes).
+
+`__wiggle_` names cannot clash with an expression's own: the static rules refuse identifiers
+that begin with two underscores, and functions outside the profile.
 """
 
 from __future__ import annotations
@@ -35,7 +50,19 @@ from wiggle.expressions._syntax import (
     Unary,
 )
 
-__all__ = ["COUNT", "JOIN", "REPLACE", "SIZE_BUDGET", "counted"]
+__all__ = [
+    "CHUNK",
+    "CHUNKS",
+    "CONTAINS",
+    "COUNT",
+    "INDEX_OF",
+    "JOIN",
+    "LAST_INDEX_OF",
+    "LIVE",
+    "REPLACE",
+    "SIZE_BUDGET",
+    "counted",
+]
 
 #: The sizes (code points, elements, entries) one evaluation may make in all.
 SIZE_BUDGET = 4_194_304
@@ -43,6 +70,23 @@ SIZE_BUDGET = 4_194_304
 COUNT = "wiggle_count"
 REPLACE = "wiggle_replace"
 JOIN = "wiggle_join"
+LIVE = "wiggle_live"
+CHUNKS = "wiggle_chunks"
+
+#: map and filter over a longer list run in runs of this many elements (`_Rewrite.linear`).
+CHUNK = 100
+#: The most runs a list within the iteration budget can have.
+CHUNKS_AT_MOST = 100
+CONTAINS = "wiggle_contains"
+INDEX_OF = "wiggle_index_of"
+LAST_INDEX_OF = "wiggle_last_index_of"
+
+#: The string searches that become the evaluator's own, by arity (target excluded).
+_SEARCHES = {
+    "contains": (CONTAINS, (1,)),
+    "indexOf": (INDEX_OF, (1, 2)),
+    "lastIndexOf": (LAST_INDEX_OF, (1, 2)),
+}
 
 #: Member functions whose string or list result counts (replace and join are counted apart).
 _MAKERS = frozenset({"lowerAscii", "upperAscii", "substring", "trim", "split"})
@@ -111,22 +155,75 @@ class _Rewrite:
             var, *rest = node.args
             body = [self.visit(a) for a in rest]
             if name == "map":
-                body[-1] = self.strings_of(body[-1])  # each element it makes
-            macro = Call(name, (var, *body), self.visit(target))
-            return self.count(macro, _any_size)
-        if target is not None and name in ("all", "exists", "exists_one"):
-            var, *rest = node.args
-            return Call(name, (var, *(self.visit(a) for a in rest)), self.visit(target))
+                test = body[0] if len(body) == 2 else None
+                made = self.linear(var, self.visit(target), test, self.strings_of(body[-1]))
+            else:
+                made = self.linear(var, self.visit(target), body[0], None)
+            return self.count(made, _any_size)
+        if target is not None and name in ("all", "exists", "exists_one") and len(node.args) == 2:
+            var, test = node.args
+            visited = self.visit(test)
+            if name == "exists":  # stops at its first true: a stopped guard says true
+                guarded: Node = Binary("||", Unary("!", _LIVE), visited)
+            else:  # all stops at its first false; exists_one only does nothing more
+                guarded = _guarded(visited)
+            return Call(name, (var, guarded), self.visit(target))
         args = tuple(self.visit(a) for a in node.args)
         visited_target = None if target is None else self.visit(target)
         if visited_target is not None and name == "replace" and len(args) in (2, 3):
             return Call(REPLACE, (visited_target, *args))
         if visited_target is not None and name == "join" and len(args) in (0, 1):
             return Call(JOIN, (visited_target, *args))
+        if visited_target is not None and name in _SEARCHES:
+            search, arities = _SEARCHES[name]
+            if len(args) in arities:
+                return Call(search, (visited_target, *args))
         made = Call(name, args, visited_target)
         if visited_target is not None and name in _MAKERS:
             return self.count(made, _any_size)
         return made
+
+    def linear(self, var: Node, items: Node, test: Node | None, make: Node | None) -> Node:
+        """`items.map(var, test, make)` (`filter` when `make` is None: the element itself), in
+        time linear in the list's length.
+
+        The library builds a map's or filter's list one element at a time, copying what it has
+        so far at every step: 10,000 elements take it about 6 seconds. So a list longer than
+        CHUNK is cut into runs of CHUNK indices (`wiggle_chunks`), each run mapped on its own
+        (its copies bounded by CHUNK), and the runs joined by a balanced sum of at most
+        CHUNKS_AT_MOST terms. The iteration budget caps a list at 10,000 elements, and the runs'
+        own comprehension adds one iteration per run. A map's key range and a short list take
+        the library's own form."""
+        every, runs, run, index = (Ident(f"__wiggle_{next(self.numbers)}") for _ in range(4))
+
+        def on(element: Node, node: Node | None) -> Node | None:
+            return None if node is None else Call("bind", (var, element, node), Ident("cel"))
+
+        plain = Call("map", (var, _guarded(test), make or var), every)
+        element = Index(every, index)
+        per_run = Call(
+            "map", (index, _guarded(on(element, test)), on(element, make) or element), run
+        )
+        all_runs = Call("map", (run, per_run), Call(CHUNKS, (Call("size", (every,)),)))
+        joined = _balanced_sum(
+            [
+                Conditional(
+                    Binary(">", Call("size", (runs,)), Literal(str(k))),
+                    Index(runs, Literal(str(k))),
+                    ListLiteral(()),
+                )
+                for k in range(CHUNKS_AT_MOST)
+            ]
+        )
+        short = Binary(
+            "||",
+            Binary("!=", Call("type", (every,)), Ident("list")),
+            Binary("<=", Call("size", (every,)), Literal(str(CHUNK))),
+        )
+        chunked = Call("bind", (runs, all_runs, joined), Ident("cel"))
+        # dyn(): the checker would refuse indexing a range it knows is a map by an int.
+        bound = Call("dyn", (items,))
+        return Call("bind", (every, bound, Conditional(short, plain, chunked)), Ident("cel"))
 
     def strings(self, node: Node) -> Node:
         """A literal's element: a string counts its length (an inner literal counts itself)."""
@@ -145,6 +242,23 @@ class _Rewrite:
         # dyn(): the checker would refuse size() of a value it knows is a number.
         bound = Call("dyn", (value,))
         return Call("bind", (name, bound, Conditional(sized(name), charge, name)), Ident("cel"))
+
+
+_LIVE = Call(LIVE, ())
+
+
+def _balanced_sum(terms: list[Node]) -> Node:
+    """`a + b + ...` as a balanced tree: CEL's parser limits how deeply an expression nests, and
+    a chain of a hundred terms nests a hundred deep."""
+    if len(terms) == 1:
+        return terms[0]
+    middle = len(terms) // 2
+    return Binary("+", _balanced_sum(terms[:middle]), _balanced_sum(terms[middle:]))
+
+
+def _guarded(test: Node | None) -> Node:
+    """A comprehension step's test, asked only while the evaluation may go on."""
+    return _LIVE if test is None else Binary("&&", _LIVE, test)
 
 
 def _constant(node: Node) -> bool:
