@@ -52,7 +52,10 @@ _KINDS = (
     ("no_such_key", re.compile(r"Key not found|No such key|no such key")),
     ("division_by_zero", re.compile(r"divide by zero|modulus by zero|division by zero")),
     ("overflow", re.compile(r"overflow|out of int64 range|out of uint64 range|OUT_OF_RANGE")),
-    ("out_of_range", re.compile(r"Index error: index=|is greater than|is less than|negative")),
+    (
+        "out_of_range",
+        re.compile(r"Index error: index=|is greater than|is less than|negative|index out of range"),
+    ),
     ("type_mismatch", re.compile(r"No matching overloads|non-message type|expected .* type")),
 )
 
@@ -106,8 +109,9 @@ def _chunks(length: int) -> list[list[int]]:
 
 def _offset(text: str, offset: int) -> int:
     if not 0 <= offset <= len(text):
-        # The library's own words and status: the binding reports a TypeError as
-        # INVALID_ARGUMENT, as the strings extension does (a ValueError would be OUT_OF_RANGE).
+        # The strings extension's own words. A TypeError, which the binding reports as
+        # INVALID_ARGUMENT (a ValueError would be OUT_OF_RANGE, read as an overflow): the kind
+        # comes from the words, out_of_range as for substring and charAt.
         raise TypeError(f"index out of range: {offset}")
     return offset
 

@@ -38,12 +38,6 @@ var celSpecKnownFailures = map[string]string{
 	"fields/qualified_identifier_resolution/map_value_repeat_key_heterogeneous": "cel-go does not " +
 		"take the numerically equal keys 0 and 0u of {0: 1, 0u: 2} for a repeated key (nor does " +
 		"cel-cpp)",
-	"string_ext/value_errors/indexof_out_of_range": "cel-go's strings extension gives -1 for an " +
-		"indexOf offset past the end (ext/strings.go: 'return -1 rather than error'); cel-spec and " +
-		"the server's cel-cpp fail with index out of range",
-	"string_ext/value_errors/lastindexof_out_of_range": "cel-go's strings extension gives -1 " +
-		"for a lastIndexOf offset past the end; cel-spec and the server's cel-cpp fail with " +
-		"index out of range",
 }
 
 func loadCelSpec(t *testing.T) []celSpecCase {

@@ -53,13 +53,13 @@ func (e *InvalidError) Error() string {
 	return fmt.Sprintf("expression '%s' is invalid: %d:%d: %s", e.Source, p.Line, p.Column, p.Message)
 }
 
-// costLimitDetail is the detail of an evaluation stopped by CostLimit. The profile has no kind
-// for it yet (the Python evaluator has no run-time cost limit), so it is invalid_argument.
-const costLimitDetail = "the expression exceeded its cost limit of %d (cel-go: %s)"
-
 // iterationBudgetDetail is the detail of an evaluation stopped by IterationBudget, in the
 // words the other SDKs use.
 const iterationBudgetDetail = "more than %d comprehension iterations in one evaluation"
+
+// timeLimitDetail is the detail of an evaluation stopped by TimeLimit, in the words the other
+// SDKs use.
+const timeLimitDetail = "the evaluation ran longer than 1 second"
 
 // kinds sorts cel-go's run-time error messages into the profile's kinds; first match wins,
 // anything else is invalid_argument (a conversion that cannot be made).

@@ -17,11 +17,11 @@
 package expr
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
@@ -29,29 +29,15 @@ import (
 	"cel.dev/cel-go/interpreter"
 )
 
-// CostLimit is the most work cel-go may do in one evaluation, in its cost units (about one per
-// operation, field selection or list element visited). The profile's static rules keep an
-// expression linear in its context, and the server bounds a context's size, so honest
-// expressions stay far below this; it is a guard against the pathological, not a budget.
-// An evaluation that reaches it fails with invalid_argument (the profile has no kind for it yet).
-const CostLimit = 1_000_000
-
 // IterationBudget is the profile's limit on comprehension iterations in one evaluation, across
 // all its comprehensions (docs/expressions.md, "Limits"): each element a comprehension visits
 // counts one. Past it the evaluation fails with invalid_argument.
 const IterationBudget = 10_000
 
-// errIterationBudget is the cause of the always-cancelled context every evaluation runs under.
-// cel-go counts comprehension steps per evaluation and looks at the context's Done channel every
-// InterruptCheckFrequency steps; a frequency of IterationBudget + 1 on a context that is already
-// done stops exactly the evaluation whose steps go past the budget, and no other.
-var errIterationBudget = errors.New("iteration budget exceeded")
-
-var overBudget = func() context.Context {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(errIterationBudget)
-	return ctx
-}()
+// TimeLimit is the profile's limit on how long one evaluation may run, on the monotonic clock
+// from the start of Evaluate (docs/expressions.md, "The time limit"). Past it the evaluation
+// stops and fails with invalid_argument.
+const TimeLimit = time.Second
 
 var (
 	envOnce sync.Once
@@ -104,8 +90,7 @@ func Compile(source string) (*Expression, error) {
 		return nil, &InvalidError{Source: source, Problems: problems}
 	}
 	sizes := planSizes(checked.NativeRep())
-	program, err := e.Program(checked, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(IterationBudget+1),
-		cel.CustomDecorator(sizes.decorator()))
+	program, err := e.Program(checked, cel.CustomDecorator(sizes.decorator()))
 	if err != nil {
 		return nil, &InvalidError{Source: source, Problems: []Problem{{Line: 1, Column: 1, Message: err.Error()}}}
 	}
@@ -123,6 +108,7 @@ func tidy(message string) string {
 // Evaluate is the JSON value of the expression for this context and instance (nil: empty);
 // an *EvaluationError when CEL fails or the result has no JSON form.
 func (x *Expression) Evaluate(ctx any, instance map[string]any) (any, error) {
+	limits := &spent{start: time.Now()}
 	c, err := toCEL(ctx)
 	if err != nil {
 		return nil, x.fail(InvalidArgument, err.Error())
@@ -133,17 +119,11 @@ func (x *Expression) Evaluate(ctx any, instance map[string]any) (any, error) {
 			return nil, x.fail(InvalidArgument, err.Error())
 		}
 	}
-	out, _, err := x.program.ContextEval(overBudget, map[string]any{"ctx": c, "instance": inst, spentName: &spent{}})
+	out, _, err := x.program.Eval(map[string]any{"ctx": c, "instance": inst, spentName: limits})
 	if err != nil {
-		if errors.Is(err, errIterationBudget) {
-			return nil, x.fail(InvalidArgument, fmt.Sprintf(iterationBudgetDetail, IterationBudget))
-		}
 		var cancelled interpreter.EvalCancelledError
-		if errors.As(err, &cancelled) && cancelled.Cause == sizeBudgetExceeded {
+		if errors.As(err, &cancelled) && cancelled.Cause == overLimit {
 			return nil, x.fail(InvalidArgument, cancelled.Message)
-		}
-		if errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded {
-			return nil, x.fail(InvalidArgument, fmt.Sprintf(costLimitDetail, CostLimit, err.Error()))
 		}
 		return nil, x.fail(kindOf(err.Error()), err.Error())
 	}

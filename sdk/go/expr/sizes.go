@@ -3,6 +3,7 @@ package expr
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"cel.dev/cel-go/common/ast"
@@ -19,21 +20,47 @@ const SizeBudget = 4_194_304
 
 const overSizeBudget = "the evaluation made more than %d characters, elements and entries"
 
-// sizeBudgetExceeded is the cause of the cancellation that ends an evaluation past the budget:
-// a panic cel-go's program recovers and returns, so that no `||` can set it aside.
-const sizeBudgetExceeded interpreter.CancellationCause = 1000
+// overLimit is the cause of the cancellation that ends an evaluation past one of the profile's
+// run-time limits (the size and iteration budgets, the time limit), its message the failure's
+// detail: a panic cel-go's program recovers and returns, so that no `||` can set it aside.
+const overLimit interpreter.CancellationCause = 1000
 
-// spentName is the activation entry holding the evaluation's count; `@` cannot start a name an
-// expression writes.
+// spentName is the activation entry holding what the evaluation has spent of its limits; `@`
+// cannot start a name an expression writes.
 const spentName = "@wiggle_spent"
 
-type spent struct{ total int }
+// spent is what one evaluation has spent of the profile's run-time limits.
+type spent struct {
+	start time.Time // when Evaluate began
+	steps int       // comprehension steps
+	total int       // what the evaluation made
+}
 
 func (s *spent) count(n int) {
 	s.total += n
 	if s.total > SizeBudget {
-		panic(interpreter.EvalCancelledError{Cause: sizeBudgetExceeded, Message: fmt.Sprintf(overSizeBudget, SizeBudget)})
+		stop(fmt.Sprintf(overSizeBudget, SizeBudget))
 	}
+}
+
+// step is one comprehension step, counted before it runs: the 10,001st stops the evaluation.
+func (s *spent) step() {
+	s.steps++
+	if s.steps > IterationBudget {
+		stop(fmt.Sprintf(iterationBudgetDetail, IterationBudget))
+	}
+}
+
+// inTime stops the evaluation once TimeLimit has passed. time.Since reads the monotonic clock
+// alone: tens of nanoseconds, a fraction of the cheapest comprehension step.
+func (s *spent) inTime() {
+	if time.Since(s.start) > TimeLimit {
+		stop(timeLimitDetail)
+	}
+}
+
+func stop(detail string) {
+	panic(interpreter.EvalCancelledError{Cause: overLimit, Message: detail})
 }
 
 func spentOf(act interpreter.Activation) *spent {
@@ -42,7 +69,7 @@ func spentOf(act interpreter.Activation) *spent {
 			return s
 		}
 	}
-	return &spent{} // an evaluation outside Evaluate: counted, but against nothing shared
+	return &spent{start: time.Now()} // an evaluation outside Evaluate: counted, but against nothing shared
 }
 
 func sizeOf(v ref.Val) int {
@@ -57,7 +84,7 @@ func sizeOf(v ref.Val) int {
 	return 0
 }
 
-// What the budget counts at a node of the checked tree, by its id.
+// What the evaluation counts at a node of the checked tree, by its id.
 type counting int
 
 const (
@@ -66,6 +93,8 @@ const (
 	countStatic                      // a constant literal: its entries, known from the text
 	countReplace                     // `replace`, counted before it is made
 	countJoin                        // `join`, counted before it is made
+	countStep                        // a comprehension's step: the iteration budget, and the clock
+	ownSearch                        // `indexOf`, `lastIndexOf`: the SDK's own (search.go), not counted
 )
 
 type plan struct {
@@ -122,6 +151,8 @@ func (p *plan) visit(e ast.Expr, macros map[int64]string, in *macro, chainLeft b
 			p.what[e.ID()] = countReplace
 		case call.IsMemberFunction() && name == "join" && len(args) <= 1:
 			p.what[e.ID()] = countJoin
+		case call.IsMemberFunction() && (name == "indexOf" || name == "lastIndexOf"):
+			p.what[e.ID()] = ownSearch
 		case call.IsMemberFunction() && makers[name]:
 			p.what[e.ID()] = countSize
 		}
@@ -157,6 +188,9 @@ func (p *plan) visit(e ast.Expr, macros map[int64]string, in *macro, chainLeft b
 		case "filter":
 			p.what[e.ID()] = countSize
 		}
+		// cel-go runs the step once per element visited. The size budget counts no step (a map's
+		// or filter's `accu + [element]` is not a sum that counts), so this takes no count's place.
+		p.what[c.LoopStep().ID()] = countStep
 	}
 }
 
@@ -221,8 +255,9 @@ func (p *plan) decorator() interpreter.InterpretableDecorator {
 		if _, done := i.(*counted); done {
 			return i, nil
 		}
-		if _, attribute := i.(interpreter.InterpretableAttribute); attribute {
-			// cel-go plans `{'k': 1}['k']` as an attribute of the same id; it must stay one.
+		if _, attribute := i.(interpreter.InterpretableAttribute); attribute && what != countStep {
+			// cel-go plans `{'k': 1}['k']` as an attribute of the same id; it must stay one. A step
+			// (a filter's is a `?:`, which cel-go plans as an attribute) is never qualified.
 			return i, nil
 		}
 		return &counted{Interpretable: i, what: what, entries: p.entries[i.ID()]}, nil
@@ -235,21 +270,26 @@ type counted struct {
 	entries int
 }
 
+// Eval looks at the clock before every node the plan names, then counts it as the plan says.
 func (c *counted) Eval(act interpreter.Activation) ref.Val {
+	s := spentOf(act)
+	s.inTime()
 	switch c.what {
-	case countReplace, countJoin:
+	case countStep:
+		s.step()
+		return c.Interpretable.Eval(act)
+	case countReplace, countJoin, ownSearch:
 		if call, ok := c.Interpretable.(interpreter.InterpretableCall); ok {
-			if v, handled := c.evalMade(call, act); handled {
+			if v, handled := c.evalOwn(call, act, s); handled {
 				return v
 			}
 		}
 		return c.Interpretable.Eval(act)
 	case countStatic:
-		spentOf(act).count(c.entries)
+		s.count(c.entries)
 		return c.Interpretable.Eval(act)
 	}
 	v := c.Interpretable.Eval(act)
-	s := spentOf(act)
 	s.count(sizeOf(v))
 	if c.what == countStrings {
 		s.count(innerStrings(v))
@@ -280,9 +320,10 @@ func innerStrings(v ref.Val) int {
 	return n
 }
 
-// evalMade is replace or join with its result counted before it is made; handled is false when
-// the arguments are not what they take (the library's own call then gives its error).
-func (c *counted) evalMade(call interpreter.InterpretableCall, act interpreter.Activation) (ref.Val, bool) {
+// evalOwn is the SDK's own replace or join, with its result counted before it is made, or
+// indexOf or lastIndexOf; handled is false when the arguments are not what they take (the
+// library's own call then gives its error).
+func (c *counted) evalOwn(call interpreter.InterpretableCall, act interpreter.Activation, s *spent) (ref.Val, bool) {
 	args := make([]ref.Val, 0, 4)
 	for _, a := range call.Args() {
 		v := a.Eval(act)
@@ -291,10 +332,13 @@ func (c *counted) evalMade(call interpreter.InterpretableCall, act interpreter.A
 		}
 		args = append(args, v)
 	}
-	if c.what == countReplace {
-		return replaceCounted(args, spentOf(act))
+	switch c.what {
+	case countReplace:
+		return replaceCounted(args, s)
+	case countJoin:
+		return joinCounted(args, s)
 	}
-	return joinCounted(args, spentOf(act))
+	return search(call.Function(), args)
 }
 
 func replaceCounted(args []ref.Val, s *spent) (ref.Val, bool) {

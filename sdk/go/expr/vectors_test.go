@@ -18,6 +18,9 @@ const vectorFile = "../../../spec/conformance/expressions/vectors.json"
 // sizeFile holds the size budget's cases (docs/expressions.md, "The size budget").
 const sizeFile = "../../../spec/conformance/expressions/sizes.json"
 
+// timeFile holds the time limit's cases (docs/expressions.md, "The time limit").
+const timeFile = "../../../spec/conformance/expressions/time.json"
+
 type vectorCase struct {
 	Name     string          `json:"name"`
 	Expr     string          `json:"expr"`
@@ -164,6 +167,96 @@ func TestSizeBudgetVectors(t *testing.T) {
 	if len(cases) < 23 {
 		t.Fatalf("only %d size budget cases", len(cases))
 	}
+}
+
+// TestTimeLimitVectors runs time.json's cases, each with its context built first. Each error case
+// runs for TimeLimit, twice (checkCase): about ten seconds in all.
+func TestTimeLimitVectors(t *testing.T) {
+	cases := loadFile(t, timeFile)
+	for _, c := range cases {
+		raw, err := json.Marshal(built(t, decode(t, c.Ctx, true)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Ctx = raw
+		t.Run(c.Name, func(t *testing.T) { checkCase(t, c) })
+	}
+	if len(cases) < 11 {
+		t.Fatalf("only %d time limit cases", len(cases))
+	}
+}
+
+// built is a context of time.json with each object of one key that begins with `$` built, as the
+// file's comment says: {"$repeat": [s, n]} s n times, {"$range": n} the ints 0 to n-1,
+// {"$fill": [v, n]} n copies of v, {"$concat": [a, b, ...]} the strings joined.
+func built(t *testing.T, v any) any {
+	t.Helper()
+	switch x := v.(type) {
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = built(t, e)
+		}
+		return out
+	case map[string]any:
+		if len(x) == 1 {
+			for op, arg := range x {
+				if strings.HasPrefix(op, "$") {
+					return builtFrom(t, op, arg)
+				}
+			}
+		}
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = built(t, e)
+		}
+		return out
+	}
+	return v
+}
+
+func builtFrom(t *testing.T, op string, arg any) any {
+	t.Helper()
+	args, _ := arg.([]any)
+	str := func(v any) string {
+		s, ok := built(t, v).(string)
+		if !ok {
+			t.Fatalf("%s: %#v is not a string", op, v)
+		}
+		return s
+	}
+	count := func(v any) int {
+		number, _ := v.(json.Number)
+		n, err := number.Int64()
+		if err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		return int(n)
+	}
+	switch {
+	case op == "$repeat" && len(args) == 2:
+		return strings.Repeat(str(args[0]), count(args[1]))
+	case op == "$range":
+		out := make([]any, count(arg))
+		for i := range out {
+			out[i] = int64(i)
+		}
+		return out
+	case op == "$fill" && len(args) == 2:
+		out := make([]any, count(args[1]))
+		for i := range out {
+			out[i] = built(t, args[0])
+		}
+		return out
+	case op == "$concat":
+		var b strings.Builder
+		for _, a := range args {
+			b.WriteString(str(a))
+		}
+		return b.String()
+	}
+	t.Fatalf("cannot build %s from %#v", op, arg)
+	return nil
 }
 
 // checkCase evaluates c with float64 and json.Number contexts: its value, or its error kind.
