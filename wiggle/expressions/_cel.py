@@ -32,6 +32,7 @@ from wiggle.expressions._sizing import (
     LIVE,
     REPLACE,
     SIZE_BUDGET,
+    SPLIT,
     counted,
 )
 from wiggle.expressions._static import check_source, position
@@ -126,6 +127,19 @@ def _index_of(text: str, part: str, offset: int = 0) -> int:
     return text.find(part, _offset(text, offset))
 
 
+def _split(text: str, separator: str, limit: int = -1) -> list[str]:
+    """The strings extension's `split`: at most `limit` parts (all when negative, none at 0);
+    an empty separator splits between code points."""
+    if limit == 0:
+        return []
+    if separator == "":
+        parts = list(text) or [""]  # an empty string splits into one empty part
+        if limit > 0 and len(parts) > limit:
+            parts[limit - 1 :] = ["".join(parts[limit - 1 :])]
+        return parts
+    return text.split(separator, limit - 1 if limit > 0 else -1)
+
+
 def _last_index_of(text: str, part: str, offset: int | None = None) -> int:
     """The strings extension's `lastIndexOf`: the last `part` that begins at or before
     `offset` (code points; the end when not given)."""
@@ -175,6 +189,13 @@ def _env() -> Any:
             [
                 cel.Overload(f"{INDEX_OF}_2", number, [text, text], impl=_index_of),
                 cel.Overload(f"{INDEX_OF}_3", number, [text, text, number], impl=_index_of),
+            ],
+        ),
+        cel.FunctionDecl(
+            SPLIT,
+            [
+                cel.Overload(f"{SPLIT}_2", cel.Type.List(text), [text, text], impl=_split),
+                cel.Overload(f"{SPLIT}_3", cel.Type.List(text), [text, text, number], impl=_split),
             ],
         ),
         cel.FunctionDecl(

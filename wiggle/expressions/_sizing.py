@@ -22,10 +22,10 @@ outside one, so everything the limits need happens through calls the rewrite put
   evaluator fails the evaluation. A spent budget's counting call raises, but the library turns
   that into an error value that a comprehension carries on past, so without the guard a loop
   would go on making and reading to its end.
-- Linear searches: `contains`, `indexOf` and `lastIndexOf` become `wiggle_contains`,
-  `wiggle_index_of` and `wiggle_last_index_of`, the evaluator's own in Python's linear string
-  search (the library's are quadratic in the worst case, and one call outside any loop could
-  hold an evaluation for minutes).
+- Linear string functions: `contains`, `indexOf`, `lastIndexOf` and `split` become
+  `wiggle_contains`, `wiggle_index_of`, `wiggle_last_index_of` and `wiggle_split`, the
+  evaluator's own on Python's linear string search (the library's are quadratic in the worst
+  case, and one call outside any loop could hold an evaluation for minutes).
 
 `__wiggle_` names cannot clash with an expression's own: the static rules refuse identifiers
 that begin with two underscores, and functions outside the profile.
@@ -61,6 +61,7 @@ __all__ = [
     "LIVE",
     "REPLACE",
     "SIZE_BUDGET",
+    "SPLIT",
     "counted",
 ]
 
@@ -80,12 +81,15 @@ CHUNKS_AT_MOST = 100
 CONTAINS = "wiggle_contains"
 INDEX_OF = "wiggle_index_of"
 LAST_INDEX_OF = "wiggle_last_index_of"
+SPLIT = "wiggle_split"
 
-#: The string searches that become the evaluator's own, by arity (target excluded).
-_SEARCHES = {
+#: The string functions that become the evaluator's own, linear in their strings, by arity
+#: (target excluded).
+_LINEAR = {
     "contains": (CONTAINS, (1,)),
     "indexOf": (INDEX_OF, (1, 2)),
     "lastIndexOf": (LAST_INDEX_OF, (1, 2)),
+    "split": (SPLIT, (1, 2)),
 }
 
 #: Member functions whose string or list result counts (replace and join are counted apart).
@@ -174,11 +178,9 @@ class _Rewrite:
             return Call(REPLACE, (visited_target, *args))
         if visited_target is not None and name == "join" and len(args) in (0, 1):
             return Call(JOIN, (visited_target, *args))
-        if visited_target is not None and name in _SEARCHES:
-            search, arities = _SEARCHES[name]
-            if len(args) in arities:
-                return Call(search, (visited_target, *args))
         made = Call(name, args, visited_target)
+        if visited_target is not None and name in _LINEAR and len(args) in _LINEAR[name][1]:
+            made = Call(_LINEAR[name][0], (visited_target, *args))
         if visited_target is not None and name in _MAKERS:
             return self.count(made, _any_size)
         return made
