@@ -16,6 +16,7 @@ import type { CelFunc, CelList, CelValue, parse } from "@bufbuild/cel";
 import { isCelList, isCelMap } from "@bufbuild/cel";
 
 import { EvaluationStop, variadic } from "./cel-func.js";
+import { codePoints, indexOf } from "./cel-strings.js";
 
 /** The characters, elements and entries one evaluation may make in all. */
 export const SIZE_BUDGET = 4_194_304;
@@ -41,19 +42,6 @@ export function count(size: number): void {
   if (spent > SIZE_BUDGET) throw new SizeBudgetExceeded(OVER_SIZE_BUDGET);
 }
 
-/** A string's length in code points (a surrogate pair is one). */
-export function codePoints(s: string): number {
-  let n = s.length;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 0xdc00 && c <= 0xdfff && i > 0) {
-      const before = s.charCodeAt(i - 1);
-      if (before >= 0xd800 && before <= 0xdbff) n -= 1;
-    }
-  }
-  return n;
-}
-
 function sizeOf(value: unknown): number {
   if (typeof value === "string") return codePoints(value);
   if (isCelList(value)) return (value as CelList).size;
@@ -74,7 +62,7 @@ function typeError(name: string, args: CelValue[]): Error {
 
 /** The strings extension's `replace`: the first `limit` (all when negative or absent)
  * non-overlapping occurrences of `old`, an empty `old` matching before every code point and
- * at the end; its size counted before it is made. */
+ * at the end; its size counted before it is made, its search linear (cel-strings.ts). */
 function replace(args: CelValue[]): CelValue {
   const [text, old, repl, limit] = args;
   if (typeof text !== "string" || typeof old !== "string" || typeof repl !== "string" ||
@@ -88,7 +76,7 @@ function replace(args: CelValue[]): CelValue {
     found = Math.min(points.length + 1, cap);
   } else {
     found = 0;
-    for (let at = text.indexOf(old); at !== -1 && found < cap; at = text.indexOf(old, at + old.length)) found++;
+    for (let at = indexOf(text, old); at !== -1 && found < cap; at = indexOf(text, old, at + old.length)) found++;
   }
   count(codePoints(text) + found * (codePoints(repl) - codePoints(old)));
   if (old === "") {
@@ -99,7 +87,7 @@ function replace(args: CelValue[]): CelValue {
   let out = "";
   let from = 0;
   for (let n = 0; n < found; n++) {
-    const at = text.indexOf(old, from);
+    const at = indexOf(text, old, from);
     out += text.slice(from, at) + repl;
     from = at + old.length;
   }

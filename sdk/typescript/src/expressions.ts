@@ -20,13 +20,16 @@
  * - the library's maps answer `has()` and `in` with false for a key whose value is null: the
  *   context's objects are wrapped in a map of this module that tells null from absent;
  * - the library reports a missing key and a field of a non-map alike (`field not found: k`):
- *   the wrapper notes each key it lacks, so only those are `no_such_key`.
+ *   the wrapper notes each key it lacks, so only those are `no_such_key`;
+ * - the library's `size` of a string is slow, and its `contains`, `indexOf` and `lastIndexOf`
+ *   (V8's search) can take time quadratic in their strings: cel-strings.ts replaces them.
  *
  * The library has no checker in its public API, so a literal comparison of mixed types
  * (`1 == 1.0`) is not refused when compiled, and a type error shows only when evaluated. It has
- * no cost or iteration limit either: each comprehension's loop condition is wrapped here in a
- * call that counts the evaluation's iterations against the profile's budget
- * ({@link ITERATION_BUDGET}).
+ * no cost, iteration or time limit either: each comprehension's loop condition is wrapped here
+ * in a call that counts the evaluation's iterations against the profile's budget
+ * ({@link ITERATION_BUDGET}) and ends the evaluation once it has run longer than
+ * {@link TIME_LIMIT_MS}, which the string functions of cel-strings.ts check too.
  */
 import {
   CelScalar,
@@ -35,8 +38,9 @@ import {
 import type { CelFunc, CelList, CelMap, CelResult, CelUint, CelValue } from "@bufbuild/cel";
 import { strings } from "@bufbuild/cel/ext";
 
-import { SIZE_BUDGET, SIZE_FUNCS, SizeBudgetExceeded, codePoints, count, countSizes, resetSizes } from "./expression-sizes.js";
-import { variadic } from "./cel-func.js";
+import { SIZE_BUDGET, SIZE_FUNCS, SizeBudgetExceeded, count, countSizes, resetSizes } from "./expression-sizes.js";
+import { EvaluationStop, checkClock, overload, startClock, variadic } from "./cel-func.js";
+import { STRING_FUNCS, codePoints } from "./cel-strings.js";
 import { JsonFloat, type Json } from "./json.js";
 
 /** What an evaluation can fail with (docs/expressions.md, "Errors"). */
@@ -108,7 +112,6 @@ export interface Expression {
 
 const MAP_MARK = Symbol.for("@bufbuild/cel/map");
 const LIST_MARK = Symbol.for("@bufbuild/cel/list");
-const FUNC_MARK = Symbol.for("@bufbuild/cel/func");
 
 /** The keys an evaluation looked up and did not find (for telling `no_such_key`). */
 type Misses = Set<string>;
@@ -122,8 +125,9 @@ class NotAJsonValue extends Error {}
 export const ITERATION_BUDGET = 10_000;
 
 export { SIZE_BUDGET } from "./expression-sizes.js";
+export { TIME_LIMIT_MS } from "./cel-func.js";
 
-class IterationBudgetExceeded extends Error {}
+class IterationBudgetExceeded extends EvaluationStop {}
 
 /** Iterations of the evaluation under way. Evaluations are synchronous and never nest, so one
  * counter serves them all; `compileExpression`'s evaluate resets it. */
@@ -133,25 +137,18 @@ let iterations = 0;
  * name in CEL's grammar, so no expression can call it itself. */
 const ITERATION = "@wiggle_iteration";
 
-const COUNT_ITERATION = {
-  [FUNC_MARK]: {},
-  id: `${ITERATION}(dyn)`,
-  name: ITERATION,
-  target: undefined,
-  arguments: [CelScalar.DYN],
-  result: CelScalar.DYN,
-  call(_id: number, _target: CelValue | undefined, args: CelValue[]): CelResult | undefined {
-    iterations += 1;
-    if (iterations > ITERATION_BUDGET) {
-      // Thrown, not returned: a CEL error would only become the accumulator, and the
-      // comprehension would go on iterating.
-      throw new IterationBudgetExceeded(
-        `more than ${ITERATION_BUDGET} comprehension iterations in one evaluation`,
-      );
-    }
-    return args[0];
-  },
-} as unknown as CelFunc;
+const COUNT_ITERATION = overload(`${ITERATION}(dyn)`, ITERATION, (_target, [condition]) => {
+  iterations += 1;
+  if (iterations > ITERATION_BUDGET) {
+    // Thrown, not returned: a CEL error would only become the accumulator, and the
+    // comprehension would go on iterating.
+    throw new IterationBudgetExceeded(`more than ${ITERATION_BUDGET} comprehension iterations in one evaluation`);
+  }
+  // Once per iteration: with the static rules, one iteration's work is bounded by the
+  // expression's length and the context's size, so the evaluation ends at most that much late.
+  checkClock();
+  return condition;
+});
 
 function toCel(value: unknown, misses: Misses): unknown {
   switch (typeof value) {
@@ -415,7 +412,7 @@ const VARS = { ctx: CelScalar.DYN, instance: mapType(CelScalar.STRING, CelScalar
 let env: ReturnType<typeof celEnv<typeof VARS>> | undefined;
 
 function theEnv(): ReturnType<typeof celEnv<typeof VARS>> {
-  env ??= celEnv({ variables: VARS, funcs: [...strings, ...MATH, COUNT_ITERATION, ...SIZE_FUNCS] });
+  env ??= celEnv({ variables: VARS, funcs: [...strings, ...STRING_FUNCS, ...MATH, COUNT_ITERATION, ...SIZE_FUNCS] });
   return env;
 }
 
@@ -548,6 +545,7 @@ export function compileExpression(source: string): Expression {
     const misses: Misses = new Set();
     let result: CelResult;
     iterations = 0;
+    startClock();
     resetSizes();
     try {
       result = program({
@@ -555,13 +553,14 @@ export function compileExpression(source: string): Expression {
         instance: new JsonMap((instance ?? {}) as Record<string, unknown>, misses),
       });
     } catch (e) {
-      if (e instanceof NotAJsonValue || e instanceof IterationBudgetExceeded || e instanceof SizeBudgetExceeded) {
-        throw new EvaluationError(source, "invalid_argument", e.message);
-      }
+      if (e instanceof NotAJsonValue) throw new EvaluationError(source, "invalid_argument", e.message);
       throw e;
     }
     if (isCelError(result)) {
-      throw new EvaluationError(source, kindOf(result.message, misses), result.message);
+      // The library turns what the evaluation throws into an error value with it as the cause:
+      // a spent budget, the time limit, a value in the context that is not JSON.
+      const stopped = result.cause instanceof EvaluationStop || result.cause instanceof NotAJsonValue;
+      throw new EvaluationError(source, stopped ? "invalid_argument" : kindOf(result.message, misses), result.message);
     }
     resetSizes(); // the result's copy has a budget of its own
     try {

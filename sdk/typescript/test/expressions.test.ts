@@ -16,7 +16,9 @@ import {
   formatDuration,
   formatTimestamp,
   type Instance,
+  TIME_LIMIT_MS,
 } from "../src/expressions.js";
+import { indexOf, lastIndexOf } from "../src/cel-strings.js";
 import { decode, JsonFloat } from "../src/json.js";
 import { ROOT } from "./fake.js";
 
@@ -113,6 +115,38 @@ describe("size budget vectors", () => {
   it("runs every one", () => assert.ok(SIZE_CASES.length >= 23, `only ${SIZE_CASES.length}`));
 });
 
+const TIME = join(ROOT, "spec/conformance/expressions/time.json");
+const TIME_CASES = (JSON.parse(readFileSync(TIME, "utf8")) as { cases: Case[] }).cases;
+
+/** A time.json context with its `$` values built (the file's comment says what each makes). */
+function build(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(build);
+  if (value === null || typeof value !== "object") return value;
+  const entries = Object.entries(value);
+  const [key, arg] = entries[0] ?? [];
+  if (entries.length !== 1 || !key?.startsWith("$")) return Object.fromEntries(entries.map(([k, v]) => [k, build(v)]));
+  const args = arg as unknown[];
+  switch (key) {
+    case "$repeat":
+      return (build(args[0]) as string).repeat(args[1] as number);
+    case "$range":
+      return Array.from({ length: arg as number }, (_, i) => i);
+    case "$fill":
+      return Array.from({ length: args[1] as number }, () => build(args[0]));
+    case "$concat":
+      return args.map(build).join("");
+    default:
+      throw new Error(`unknown ${key} in time.json`);
+  }
+}
+
+describe("time limit vectors", () => {
+  // spec/conformance/expressions/time.json: how long one evaluation may run (docs/expressions.md,
+  // "The time limit"), the same cases the server's evaluator runs.
+  for (const c of TIME_CASES) it(c.name, () => check(c, build(c.ctx)));
+  it("runs every one", () => assert.ok(TIME_CASES.length >= 11, `only ${TIME_CASES.length}`));
+});
+
 describe("expressions", () => {
   it("refuses an undeclared name when compiled", () => {
     assert.throws(() => compileExpression("x + 1"), (e: unknown) => e instanceof ExpressionInvalid && /undeclared reference to 'x'/.test(e.message));
@@ -160,6 +194,78 @@ describe("expressions", () => {
       compileExpression("timestamp('2026-01-02T03:04:05.1234567Z')").evaluate(null),
       "2026-01-02T03:04:05.123456Z",
     );
+  });
+
+  it("ends an evaluation that runs past the time limit, promptly", () => {
+    // 4,000 iterations of a few milliseconds each: many seconds without the limit.
+    const ctx = { l: Array.from({ length: 4000 }, (_, i) => i), a: "a".repeat(1_000_000) };
+    const started = performance.now();
+    assert.throws(() => compileExpression("ctx.l.all(x, size(ctx.a) > 0)").evaluate(ctx), {
+      message: /failed \(invalid_argument\): the evaluation ran longer than 1 second$/,
+    });
+    const took = performance.now() - started;
+    assert.ok(took >= TIME_LIMIT_MS && took < TIME_LIMIT_MS + 500, `took ${took} ms`);
+  });
+
+  it("ends an evaluation past the time limit outside any comprehension too", () => {
+    // A hundred sizes of a 16 MB string: seconds, but no comprehension iterates.
+    const source = `[${Array(100).fill("size(ctx.a)").join(", ")}]`;
+    const started = performance.now();
+    assert.throws(() => compileExpression(source).evaluate({ a: "a".repeat(16_000_000) }), {
+      message: /failed \(invalid_argument\): the evaluation ran longer than 1 second$/,
+    });
+    const took = performance.now() - started;
+    assert.ok(took >= TIME_LIMIT_MS && took < TIME_LIMIT_MS + 500, `took ${took} ms`);
+  });
+
+  it("searches in time linear in the strings", () => {
+    // V8's own lastIndexOf takes minutes here, and its indexOf and includes on the second pattern.
+    const a = "a".repeat(2_000_000);
+    const started = performance.now();
+    assert.equal(lastIndexOf(a, "a".repeat(1_000_000) + "b"), -1);
+    assert.equal(indexOf(a, "a".repeat(500_000) + "b" + "a".repeat(500_000)), -1);
+    const e = compileExpression("ctx.a.contains(ctx.c) || ctx.a.indexOf(ctx.c) >= 0 || ctx.a.lastIndexOf(ctx.c) >= 0 || ctx.a.replace(ctx.c, '') != ctx.a");
+    assert.equal(e.evaluate({ a, c: "a".repeat(500_000) + "b" + "a".repeat(500_000) }), false);
+    const took = performance.now() - started;
+    assert.ok(took < 2000, `took ${took} ms`);
+  });
+
+  it("finds what V8's search finds, long patterns too", () => {
+    // Strings over two letters, so that patterns past V8's threshold still occur, and often.
+    let seed = 1;
+    const random = (n: number): string => {
+      let s = "";
+      for (let i = 0; i < n; i++) {
+        seed = (seed * 1103515245 + 12345) % 2 ** 31;
+        s += seed % 7 === 0 ? "b" : "a";
+      }
+      return s;
+    };
+    const pairs: [string, string][] = [
+      ["a".repeat(100), "a".repeat(40)],
+      ["ab".repeat(60), "ab".repeat(20) + "a"],
+      ["ab".repeat(60), "b" + "ab".repeat(20)],
+      ["a".repeat(50) + "b" + "a".repeat(50), "a".repeat(20) + "b" + "a".repeat(20)],
+      ["a".repeat(30), "a".repeat(40)],
+    ];
+    for (let round = 0; round < 300; round++) {
+      const text = random(40 + (round % 120));
+      const at = round % (text.length - 33);
+      pairs.push([text, round % 3 === 0 ? text.slice(at, at + 33 + (round % 40)) : random(33 + (round % 50))]);
+    }
+    for (const [i, [text, pattern]] of pairs.entries()) {
+      const name = `${JSON.stringify(text)} ${JSON.stringify(pattern)}`;
+      assert.equal(indexOf(text, pattern), text.indexOf(pattern), name);
+      assert.equal(lastIndexOf(text, pattern), text.lastIndexOf(pattern), name);
+      for (const from of [0, (i * 7) % text.length, text.length - 1, text.length + 5]) {
+        assert.equal(indexOf(text, pattern, from), text.indexOf(pattern, from), `${name} ${from}`);
+        assert.equal(lastIndexOf(text, pattern, from), text.lastIndexOf(pattern, from), `${name} ${from}`);
+      }
+    }
+  });
+
+  it("size counts code points: a surrogate pair as one, a lone surrogate (JSON allows one) as one", () => {
+    assert.equal(compileExpression("size(ctx) + ctx.size()").evaluate("a😀b\uDE00\uD83D"), 10);
   });
 
   it("the error message names the expression, the kind and the detail", () => {
