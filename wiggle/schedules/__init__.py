@@ -1,0 +1,53 @@
+"""Schedules: flows that start themselves on a timetable (docs/schedules.md).
+
+    load_schedule / load_schedule_file   YAML or JSON → Schedule (raises FlowError with every
+                                         problem, each at FILE:LINE:COL)
+    nominal_times                        a schedule's nominal times after an instant
+    catch_up, overlap, jitter_ms         the firing rules, pure
+    instance_id                          the instance a nominal time starts
+
+The stages, each a private module: `_load` (schedule.schema.json and the checks the schema
+cannot make), `_model` (the checked schedule), `_times` (cron, calendar and interval times in a
+zone, with the clock-change rule), `_rules` (what a due nominal time does).
+"""
+
+from __future__ import annotations
+
+from wiggle.schedules._load import (
+    SCHEDULE_SUFFIXES,
+    load_schedule,
+    load_schedule_file,
+    schedule_schema,
+)
+from wiggle.schedules._model import Calendar, CatchUp, Exclusion, Schedule, Spec
+from wiggle.schedules._rules import (
+    GRACE_MS,
+    Decision,
+    catch_up,
+    instance_id,
+    jitter_ms,
+    nominal_from_instance_id,
+    overlap,
+)
+from wiggle.schedules._times import local_time, nominal_times
+
+__all__ = [
+    "GRACE_MS",
+    "SCHEDULE_SUFFIXES",
+    "Calendar",
+    "CatchUp",
+    "Decision",
+    "Exclusion",
+    "Schedule",
+    "Spec",
+    "catch_up",
+    "instance_id",
+    "jitter_ms",
+    "load_schedule",
+    "load_schedule_file",
+    "local_time",
+    "nominal_from_instance_id",
+    "nominal_times",
+    "overlap",
+    "schedule_schema",
+]
