@@ -23,19 +23,16 @@ import java.util.regex.Pattern;
  * and its strings and math extensions. {@link #compile} parses and type-checks once;
  * {@link #evaluate} may then run any number of times, from any thread.
  *
- * <p>Limits set on cel-java:
- * <ul>
- *   <li>{@link #ITERATION_BUDGET} comprehension iterations per evaluation, across all its
- *       comprehensions: the profile's budget (docs/expressions.md, "Limits"), the same in every
- *       SDK; past it the evaluation fails with invalid_argument;
- *   <li>{@link #MAX_PARSE_RECURSION_DEPTH} levels of parser recursion (the profile allows 24
- *       brackets).
- * </ul>
+ * <p>The profile's run-time limits (docs/expressions.md, "Limits"), each of which fails an
+ * evaluation with invalid_argument, are kept by {@link Sizes}: {@link #ITERATION_BUDGET}
+ * comprehension iterations per evaluation, across all its comprehensions; the size budget; the
+ * time limit of one second. cel-java itself gets {@link #MAX_PARSE_RECURSION_DEPTH} levels of
+ * parser recursion (the profile allows 24 brackets).
  */
 public final class Expression {
   /**
-   * The profile's iteration budget, given to cel-java as comprehensionMaxIterations (which
-   * cel-java counts over the whole evaluation, not per comprehension).
+   * The profile's iteration budget. Not cel-java's comprehensionMaxIterations, whose spent budget
+   * is a CEL error that {@code ||} may set aside.
    */
   public static final int ITERATION_BUDGET = 10_000;
 
@@ -44,15 +41,20 @@ public final class Expression {
 
   static final CelOptions OPTIONS =
       CelOptions.current()
-          .comprehensionMaxIterations(ITERATION_BUDGET)
           .maxParseRecursionDepth(MAX_PARSE_RECURSION_DEPTH)
           .build();
 
-  /** The strings extension but replace and join, which {@link Sizes} counts before they make. */
+  /**
+   * The strings extension but replace and join, which {@link Sizes} counts before they make, and
+   * indexOf, lastIndexOf and split, which {@link Search} makes linear.
+   */
   private static final CelStringExtensions STRINGS =
       CelExtensions.strings(
           EnumSet.complementOf(
-              EnumSet.of(CelStringExtensions.Function.REPLACE, CelStringExtensions.Function.JOIN)));
+              EnumSet.of(
+                  CelStringExtensions.Function.REPLACE, CelStringExtensions.Function.JOIN,
+                  CelStringExtensions.Function.INDEX_OF, CelStringExtensions.Function.LAST_INDEX_OF,
+                  CelStringExtensions.Function.SPLIT)));
 
   private static final Cel CEL =
       CelFactory.standardCelBuilder()
@@ -63,7 +65,9 @@ public final class Expression {
           .addCompilerLibraries(STRINGS, CelExtensions.math(OPTIONS))
           .addRuntimeLibraries(STRINGS, CelExtensions.math(OPTIONS))
           .addFunctionDeclarations(Sizes.DECLARATIONS)
+          .addFunctionDeclarations(Search.DECLARATIONS)
           .addFunctionBindings(Sizes.BINDINGS)
+          .addFunctionBindings(Search.BINDINGS)
           .build();
 
   private final String source;
@@ -113,19 +117,12 @@ public final class Expression {
       throw new EvaluationException(source, "invalid_argument", e.getMessage());
     }
     Object result;
-    Sizes.reset();
     try {
       result = program.trace(vars, sizes.listener());
     } catch (CelEvaluationException e) {
-      if (Sizes.over()) {
-        throw new EvaluationException(source, "invalid_argument", Sizes.OVER);
-      }
       throw new EvaluationException(source, kind(e), detail(e));
-    } catch (Sizes.Exceeded e) {
-      throw new EvaluationException(source, "invalid_argument", Sizes.OVER);
-    }
-    if (Sizes.over()) { // even where CEL set the error aside
-      throw new EvaluationException(source, "invalid_argument", Sizes.OVER);
+    } catch (Sizes.Stop e) {
+      throw new EvaluationException(source, "invalid_argument", e.getMessage());
     }
     if (!Sizes.resultWithin(result)) {
       throw new EvaluationException(

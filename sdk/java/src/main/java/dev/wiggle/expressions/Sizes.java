@@ -16,51 +16,62 @@ import java.util.Map;
 import java.util.Set;
 
 /**
- * The profile's size budget (docs/expressions.md, "The size budget"): what one evaluation makes
- * (a string by its code points, a list by its elements, a map by its entries) counts against
- * {@link #SIZE_BUDGET}, and {@code replace} and {@code join} count their result before they make
- * it.
- *
- * <p>cel-java calls an evaluation listener with the value of every node it evaluates: {@link
- * #plan} finds, in the checked tree, the nodes whose values the rules count, and the listener
- * counts them. {@code replace} and {@code join} are this class's own functions, in place of the
- * strings extension's. Past the budget the evaluation ends with {@link Exceeded}, not a CEL error
- * that {@code ||} could set aside.
+ * The profile's run-time limits (docs/expressions.md, "Limits"), kept by the evaluation listener
+ * that cel-java calls with the value of every node it evaluates:
+ * <ul>
+ *   <li>the size budget: what one evaluation makes (a string by its code points, a list by its
+ *       elements, a map by its entries) counts against {@link #SIZE_BUDGET}. {@link #plan} finds,
+ *       in the checked tree, the nodes whose values the rules count. {@code replace} and
+ *       {@code join} are this class's own functions, in place of the strings extension's, and
+ *       count their result before they make it;
+ *   <li>the iteration budget: each evaluation of a comprehension's loop condition, once per
+ *       element it visits, counts against {@link Expression#ITERATION_BUDGET};
+ *   <li>the time limit: the listener reads the clock at each comprehension step and every 16th
+ *       node, so an evaluation ends at most 16 nodes' work past it.
+ * </ul>
+ * Past a limit the evaluation ends with {@link Stop}.
  */
 final class Sizes {
   static final int SIZE_BUDGET = 4_194_304;
 
+  static final long TIME_LIMIT_NANOS = 1_000_000_000L;
+
   static final String OVER =
       "the evaluation made more than " + SIZE_BUDGET + " characters, elements and entries";
 
-  /** Thrown past the budget: it ends the evaluation. */
-  static final class Exceeded extends RuntimeException {
-    Exceeded() {
-      super(OVER, null, false, false);
+  static final String OVER_ITERATIONS =
+      "more than " + Expression.ITERATION_BUDGET + " comprehension iterations in one evaluation";
+
+  static final String OVER_TIME = "the evaluation ran longer than 1 second";
+
+  /**
+   * Ends an evaluation past a limit. An Error, not an exception: cel-java turns every exception
+   * that the listener or a function throws into a CEL error, which {@code ||}, {@code &&} and
+   * {@code ?:} may set aside, and after which a comprehension takes its next step.
+   */
+  static final class Stop extends Error {
+    Stop(String detail) {
+      super(detail, null, false, false);
     }
   }
 
-  /** What the evaluation under way on this thread has made (cel-java evaluates on the caller's). */
-  private static final ThreadLocal<int[]> SPENT = ThreadLocal.withInitial(() -> new int[2]);
-
-  static void reset() {
-    int[] s = SPENT.get();
-    s[0] = 0;
-    s[1] = 0;
+  /** What the evaluation under way on this thread has spent (cel-java evaluates on the caller's
+   * thread). */
+  private static final class Spent {
+    long start; // System.nanoTime() when it began
+    long made;
+    int iterations;
+    int nodes;
   }
 
-  static boolean over() {
-    return SPENT.get()[1] != 0;
-  }
+  private static final ThreadLocal<Spent> SPENT = ThreadLocal.withInitial(Spent::new);
 
   static void count(long size) {
-    int[] s = SPENT.get();
-    long total = s[0] + size;
-    if (total > SIZE_BUDGET) {
-      s[1] = 1;
-      throw new Exceeded();
+    Spent s = SPENT.get();
+    s.made += size;
+    if (s.made > SIZE_BUDGET) {
+      throw new Stop(OVER);
     }
-    s[0] = (int) total;
   }
 
   static int codePoints(String s) {
@@ -98,14 +109,27 @@ final class Sizes {
   enum Counting {
     SIZE, // a string, list or map: its size
     STRINGS, // a list or map with its strings: its size and theirs
-    STATIC // a constant literal: its entries, known from the text
+    STATIC, // a constant literal: its entries, known from the text
+    STEP // a comprehension's loop condition: one iteration
   }
 
-  /** What the budget counts at each node of one checked tree, by id. */
+  /** What the limits count at each node of one checked tree, by id. */
   record Plan(Map<Long, Counting> what, Map<Long, Integer> entries) {
+    /** The listener of one evaluation on this thread, which starts now. */
     CelEvaluationListener listener() {
+      Spent s = SPENT.get();
+      s.start = System.nanoTime();
+      s.made = 0;
+      s.iterations = 0;
+      s.nodes = 0;
       return (expr, value) -> {
         Counting c = what.get(expr.id());
+        // The clock at every comprehension step and every 16th node: at every node, it took 15%
+        // of an evaluation of a small expression.
+        if ((c == Counting.STEP || (++s.nodes & 15) == 0)
+            && System.nanoTime() - s.start > TIME_LIMIT_NANOS) {
+          throw new Stop(OVER_TIME);
+        }
         if (c == null) {
           return;
         }
@@ -113,6 +137,11 @@ final class Sizes {
           case STATIC -> count(entries.get(expr.id()));
           case SIZE -> count(sizeOf(value));
           case STRINGS -> count(sizeOf(value) + innerStrings(value));
+          case STEP -> {
+            if (++s.iterations > Expression.ITERATION_BUDGET) {
+              throw new Stop(OVER_ITERATIONS);
+            }
+          }
         }
       };
     }
@@ -190,6 +219,7 @@ final class Sizes {
         Macro inner = new Macro(c.accuVar(), name);
         visit(p, c.iterRange(), macros, in, false);
         visit(p, c.loopCondition(), macros, inner, false);
+        p.what().put(c.loopCondition().id(), Counting.STEP);
         visit(p, c.loopStep(), macros, inner, false);
         visit(p, c.result(), macros, inner, false);
         if ("map".equals(name)) {
@@ -297,7 +327,8 @@ final class Sizes {
     if (old.isEmpty()) {
       found = Math.min(points + 1L, cap);
     } else {
-      for (int at = text.indexOf(old); at >= 0 && found < cap; at = text.indexOf(old, at + old.length())) {
+      for (int at = next(text, old, 0); at >= 0 && found < cap;
+          at = next(text, old, at + old.length())) {
         found++;
       }
     }
@@ -322,11 +353,16 @@ final class Sizes {
     }
     int from = 0;
     for (long n = 0; n < found; n++) {
-      int at = text.indexOf(old, from);
+      int at = next(text, old, from);
       out.append(text, from, at).append(repl);
       from = at + old.length();
     }
     return out.append(text.substring(from)).toString();
+  }
+
+  /** The next occurrence of old from char from, in linear time (String.indexOf's is not). */
+  private static int next(String text, String old, int from) {
+    return Search.find(text, old, from, text.length(), false);
   }
 
   static String join(List<?> items, String sep) throws dev.cel.runtime.CelEvaluationException {
