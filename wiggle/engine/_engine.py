@@ -24,6 +24,7 @@ from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
 
 from ._engine_definitions import Definitions
 from ._engine_repairs import Repairs
+from ._engine_schedules import Schedules
 from ._engine_views import Views
 from .machine.claims import claim, heartbeat_stmt
 from .machine.reports import apply_reports
@@ -64,7 +65,7 @@ _d = s.definitions
 _t = s.tokens
 
 
-class Engine(Definitions, Views, Repairs):
+class Engine(Definitions, Views, Repairs, Schedules):
     """Runs compiled flows durably over one SQLite or PostgreSQL database."""
 
     def __init__(
@@ -433,7 +434,7 @@ class Engine(Definitions, Views, Repairs):
 
     def tick(self) -> int:
         """Leader election, then due timers and expired leases; returns how many were handled."""
-        done = _ticker.tick(self.ops, self._bulk)
+        done = _ticker.tick(self.ops, self._bulk, self._check_input)
         self.is_leader = done.leader
         return done.handled
 

@@ -270,8 +270,36 @@ def test_a_schema_1_database_is_upgraded_keeping_its_instances(database_url):
         e.close()
 
 
+def _make_v5(conn):
+    """Turn a current database back into schema 5 (no schedules)."""
+    for table in ("wiggle_schedule_fires", "wiggle_schedules"):
+        conn.exec_driver_sql(f"DROP TABLE {table}")
+    conn.execute(update(schema.schema_version).values(version=5))
+
+
+def test_a_schema_5_database_is_upgraded_to_6_and_takes_schedules(database_url):
+    """Schema 6 adds the schedules and their fires; what the database held stays."""
+    from wiggle.schedules import load_schedule
+
+    e = Engine(database_url)
+    try:
+        e.register(LIN)
+        kept = e.start("lin", {"x": 1})
+        e.db.write(_make_v5)
+    finally:
+        e.close()
+    e = Engine(database_url)
+    try:
+        assert e.describe(kept.instance_id).input == {"x": 1}
+        e.apply_schedule(load_schedule("schedule: s\nflow: lin\ncron: '0 * * * *'\n"))
+        assert [v.name for v in e.list_schedules()] == ["s"]
+    finally:
+        e.close()
+
+
 def _make_v4(conn):
     """Turn a current database back into schema 4 (search value indexes not partial)."""
+    _make_v5(conn)
     for name, column in (("text", "text_value"), ("num", "num_value")):
         conn.exec_driver_sql(f"DROP INDEX ix_wiggle_search_{name}")
         conn.exec_driver_sql(

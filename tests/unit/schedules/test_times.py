@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from itertools import islice
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -139,3 +140,18 @@ def test_start_and_end_bound_the_times() -> None:
 def test_a_schedule_whose_exclusions_remove_everything_ends_instead_of_searching_forever() -> None:
     spec = Spec(ZoneInfo("UTC"), crons=("* * * * * *",), exclusions=(Exclusion(),))
     assert times(spec, "2026-01-01T00:00:00+00:00", 1) == []
+
+
+def test_the_shipped_nightly_batch_schedule_runs_once_every_night_clock_changes_included() -> None:
+    from wiggle.schedules import load_schedule_file
+
+    root = Path(__file__).parents[3]
+    shipped = load_schedule_file(root / "definitions/schedules/nightly-batch.schedule.yaml")
+    assert times(shipped.spec, "2026-03-28T12:00:00+01:00", 2) == [
+        "2026-03-29T03:00:00+02:00",  # 02:30 does not exist that night
+        "2026-03-30T02:30:00+02:00",
+    ]
+    assert times(shipped.spec, "2026-10-24T12:00:00+02:00", 2) == [
+        "2026-10-25T02:30:00+02:00",  # the first of the two 02:30s
+        "2026-10-26T02:30:00+01:00",
+    ]

@@ -90,22 +90,30 @@ def due_leases_stmt(db: Database) -> Any:
 
 
 def wakeup_stmt(db: Database) -> Any:
-    """The earliest timer and lease expiry, and the database's now, in one round trip."""
+    """The earliest timer, lease expiry and schedule fire, and the database's now, in one round
+    trip."""
     timers = select(func.min(_t.c.wake_at_ms)).where(s.TIMED_TOKENS).scalar_subquery()
     leases = select(func.min(_t.c.lease_expires_at_ms)).where(s.LEASED_TOKENS).scalar_subquery()
-    return select(timers.label("timer"), leases.label("lease"), db.now)
+    _s = s.schedules
+    fires = select(func.min(_s.c.next_due_ms)).where(_s.c.next_due_ms.is_not(None))
+    return select(
+        timers.label("timer"),
+        leases.label("lease"),
+        fires.scalar_subquery().label("fire"),
+        db.now,
+    )
 
 
 def next_due(conn: Connection, db: Database) -> int | None:
     row = conn.execute(wakeup_stmt(db)).one()
-    soonest = [int(v) for v in (row.timer, row.lease) if v is not None]
+    soonest = [int(v) for v in (row.timer, row.lease, row.fire) if v is not None]
     return min(soonest) if soonest else None
 
 
 def next_wakeup(conn: Connection, db: Database, cap_s: float) -> float:
     row = conn.execute(wakeup_stmt(db)).one()
     now = int(row.now_ms)
-    soonest = [v for v in (row.timer, row.lease) if v is not None]
+    soonest = [v for v in (row.timer, row.lease, row.fire) if v is not None]
     if not soonest:
         return cap_s
     # A lease is reclaimed once strictly past its expiry: wake a hair after it.

@@ -17,6 +17,7 @@ from ..machine.park import ready_again
 from ..model.types import InstanceStatus, StepFailure, TokenState
 from ..store import schema as s
 from ..store.transition import FenceLost
+from . import schedules as _schedules
 from .bulk_runner import BulkRunner
 from .context import OpsContext
 from .leader import (
@@ -43,9 +44,9 @@ _t = s.tokens
 _BATCH = 256
 
 
-def tick(ctx: OpsContext, bulk: BulkRunner) -> Tick:
-    """Election, then (when this engine leads) due timers, expired leases and a share of the
-    bulk actions' items. What they made READY wakes pollers after each commit, see
+def tick(ctx: OpsContext, bulk: BulkRunner, check_input: _schedules.CheckInput) -> Tick:
+    """Election, then (when this engine leads) due timers, expired leases, due schedules and a
+    share of the bulk actions' items. What they made READY wakes pollers after each commit, see
     wiggle.engine.store.wakeups."""
     me = {"me": ctx.node_id}
     ttl_ms = int(ctx.leader_ttl_s * 1000)
@@ -66,6 +67,16 @@ def tick(ctx: OpsContext, bulk: BulkRunner) -> Tick:
     leases = ctx.db.read(lambda c: c.execute(due_leases_stmt(ctx.db), params).all())
     for row in leases:
         work += _once(ctx, functools.partial(_reclaim, ctx, token_id=row.id, lease=row.lease))
+    for name in ctx.db.read(lambda c: _schedules.due_schedules(ctx, c, _BATCH)):
+        work += _once(
+            ctx,
+            functools.partial(_schedules.fire_due, ctx, name=name, check_input=check_input),
+        )
+    for name in ctx.db.read(lambda c: _schedules.buffered_ready(c, _BATCH)):
+        work += _once(
+            ctx,
+            functools.partial(_schedules.start_buffered, ctx, name=name, check_input=check_input),
+        )
     work += bulk.tick()
     ctx.db.sweep()
     return Tick(leader=True, handled=work)

@@ -48,6 +48,8 @@ __all__ = [
     "instances",
     "leader",
     "metadata",
+    "schedule_fires",
+    "schedules",
     "schema_version",
     "search_values",
     "signals",
@@ -62,7 +64,7 @@ HALTED_FAILED = "FAILED"
 HALTED_FINAL = "FINAL"
 
 #: The schema version this code writes. Bump it and add a MIGRATIONS entry for every change.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants a BIGINT identity.
 _SeqType = BigInteger().with_variant(Integer(), "sqlite")
@@ -306,6 +308,51 @@ batch_items = Table(
     Index("ix_wiggle_batch_items_instance", "instance_id"),
 )
 
+# Since schema 6. Schedules (docs/schedules.md): each one's document as applied and how far it
+# has fired. Every nominal time up to `cursor_ms` is decided, each in the transaction that
+# records its fire and starts its instance (engine/ops/schedules.py); the leader finds the due
+# ones through the partial index on `next_due_ms`, so schedules that are not due cost nothing.
+schedules = Table(
+    "wiggle_schedules",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("flow", String(200), nullable=False),
+    Column("document", Text, nullable=False),  # JSON: the schedule as applied
+    Column("digest", String(80), nullable=False),  # sha256: of the canonical document
+    Column("paused", Boolean, nullable=False),
+    Column("note", Text, nullable=False),  # why it was paused
+    Column("cursor_ms", BigInteger, nullable=False),
+    Column("next_due_ms", BigInteger),  # the next fire's due time; NULL: paused or none left
+    Column("running_id", String(64)),  # the instance of its last start
+    Column("buffered", Integer, nullable=False),  # fires waiting for that instance to end
+    Column("fired", BigInteger, nullable=False),
+    Column("skipped", BigInteger, nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    Column("updated_at_ms", BigInteger, nullable=False),
+    Index("ix_wiggle_schedules_due", "next_due_ms", **_where("next_due_ms IS NOT NULL")),
+    Index("ix_wiggle_schedules_buffered", "name", **_where("buffered > 0")),
+)
+
+# One row per decided nominal time: started, buffered or skipped (a run of nominal times
+# skipped for one reason is one row, `count` of them up to `until_ms`).
+schedule_fires = Table(
+    "wiggle_schedule_fires",
+    metadata,
+    Column("schedule", String(64), primary_key=True),
+    Column("nominal_ms", BigInteger, primary_key=True),
+    Column("until_ms", BigInteger, nullable=False),
+    Column("count", Integer, nullable=False),
+    Column("due_ms", BigInteger, nullable=False),
+    Column("outcome", String(16), nullable=False),  # STARTED | BUFFERED | SKIPPED
+    Column("reason", Text, nullable=False),
+    Column("instance_id", String(64)),
+    Column("triggered", Boolean, nullable=False),  # by `trigger` or a backfill
+    Column("decided_at_ms", BigInteger, nullable=False),
+    Column("started_at_ms", BigInteger),
+    Index("ix_wiggle_schedule_fires_recent", "schedule", "decided_at_ms"),
+    Index("ix_wiggle_schedule_fires_instance", "instance_id"),
+)
+
 leader = Table(
     "wiggle_leader",
     metadata,
@@ -371,12 +418,19 @@ def _v4_to_v5(conn: Connection) -> None:
         index.create(conn)
 
 
+def _v5_to_v6(conn: Connection) -> None:
+    """Schema 6: schedules and their fires."""
+    for table in (schedules, schedule_fires):
+        table.create(conn)
+
+
 #: MIGRATIONS[v] upgrades a database at version v to v + 1, inside the creation transaction.
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
     3: _v3_to_v4,
     4: _v4_to_v5,
+    5: _v5_to_v6,
 }
 
 
