@@ -103,3 +103,36 @@ func asRunes(s string) string {
 	}
 	return string([]rune(s))
 }
+
+// split is the strings extension's split, but for an empty string split on an empty separator,
+// which cel-spec, cel-cpp and the other implementations split into one empty string (with no
+// count, or one that is not 0) where Go's strings.Split gives no part at all. A count of 0 gives
+// no part, a negative one every part, n > 0 at most n, the last holding the rest; an empty
+// separator splits between code points. Go's search is linear in the strings (strings.Index
+// turns to Rabin-Karp on a long pattern that keeps nearly matching). handled is false when the
+// arguments are not what split takes.
+func split(args []ref.Val) (v ref.Val, handled bool) {
+	text, ok1 := args[0].(types.String)
+	sep, ok2 := args[1].(types.String)
+	if !ok1 || !ok2 {
+		return nil, false
+	}
+	n := types.Int(-1)
+	if len(args) == 3 {
+		if n, ok1 = args[2].(types.Int); !ok1 {
+			return nil, false
+		}
+	}
+	var parts []string
+	switch {
+	case n == 0:
+		parts = []string{}
+	case text == "" && sep == "":
+		parts = []string{""}
+	case n < 0:
+		parts = strings.Split(string(text), string(sep))
+	default:
+		parts = strings.SplitN(string(text), string(sep), int(n))
+	}
+	return types.DefaultTypeAdapter.NativeToValue(parts), true
+}

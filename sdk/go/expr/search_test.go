@@ -3,8 +3,10 @@ package expr
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -60,5 +62,78 @@ func TestSearchIsTheStringsExtensions(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// The SDK's split gives what the strings extension's own gives, for every count in and around
+// each string's parts, with code points of one to four bytes and bytes that are not UTF-8;
+// except an empty string split on an empty separator, which is one empty string in cel-spec and
+// the other implementations (the extension gives no part).
+func TestSplitIsTheStringsExtensions(t *testing.T) {
+	e, err := celEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := []string{"", "a", "abc", "a,b,,c", ",", ",,", "héllo wörld", "😀a😀b😀", "\xffa\xfe", "ab\xff\xff"}
+	seps := []string{"", ",", "a", "b", "ab", "ö", "😀", "\xff", "abcabcabc"}
+	for _, src := range []string{`ctx.t.split(ctx.s)`, `ctx.t.split(ctx.s, ctx.n)`} {
+		checked, iss := e.Compile(src)
+		if iss.Err() != nil {
+			t.Fatal(iss.Err())
+		}
+		library, err := e.Program(checked)
+		if err != nil {
+			t.Fatal(err)
+		}
+		own, err := Compile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, text := range texts {
+			for _, sep := range seps {
+				for n := int64(-2); n <= int64(len(text))+2; n++ {
+					ctx := map[string]any{"t": text, "s": sep, "n": n}
+					got, gerr := own.Evaluate(ctx, nil)
+					if gerr != nil {
+						t.Fatalf("%s with t %q, s %q, n %d: %v", src, text, sep, n, gerr)
+					}
+					want := []any{}
+					if text == "" && sep == "" && (n != 0 || !strings.Contains(src, "ctx.n")) {
+						want = []any{""}
+					} else {
+						v, _, werr := library.Eval(map[string]any{"ctx": ctx})
+						if werr != nil {
+							t.Fatal(werr)
+						}
+						parts, err := v.ConvertToNative(reflect.TypeOf([]string{}))
+						if err != nil {
+							t.Fatal(err)
+						}
+						for _, p := range parts.([]string) {
+							want = append(want, p)
+						}
+					}
+					if !reflect.DeepEqual(got, want) {
+						t.Fatalf("%s with t %q, s %q, n %d: %q; want %q", src, text, sep, n, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// Go's split is linear in its strings, a near miss in the middle of a long separator included.
+func TestSplitIsLinear(t *testing.T) {
+	x, err := Compile(`ctx.a.split(ctx.c).size() + ctx.a.split(ctx.d, 3).size() + ctx.a.split(ctx.e).size()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := strings.Repeat("a", 2_000_000)
+	half := strings.Repeat("a", 500_000)
+	ctx := map[string]any{"a": a, "c": half + "b" + half, "d": half + "b", "e": strings.Repeat("a", 40)}
+	start := time.Now()
+	v, err := x.Evaluate(ctx, nil)
+	if took := time.Since(start); err != nil || v != int64(1+1+50_001) || took > 500*time.Millisecond {
+		t.Fatalf("%v (%v) in %v", v, err, took)
 	}
 }

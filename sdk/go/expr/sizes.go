@@ -95,6 +95,7 @@ const (
 	countJoin                        // `join`, counted before it is made
 	countStep                        // a comprehension's step: the iteration budget, and the clock
 	ownSearch                        // `indexOf`, `lastIndexOf`: the SDK's own (search.go), not counted
+	ownSplit                         // `split`: the SDK's own (search.go), counted as a maker is
 )
 
 type plan struct {
@@ -153,6 +154,8 @@ func (p *plan) visit(e ast.Expr, macros map[int64]string, in *macro, chainLeft b
 			p.what[e.ID()] = countJoin
 		case call.IsMemberFunction() && (name == "indexOf" || name == "lastIndexOf"):
 			p.what[e.ID()] = ownSearch
+		case call.IsMemberFunction() && name == "split" && (len(args) == 1 || len(args) == 2):
+			p.what[e.ID()] = ownSplit
 		case call.IsMemberFunction() && makers[name]:
 			p.what[e.ID()] = countSize
 		}
@@ -289,7 +292,17 @@ func (c *counted) Eval(act interpreter.Activation) ref.Val {
 		s.count(c.entries)
 		return c.Interpretable.Eval(act)
 	}
-	v := c.Interpretable.Eval(act)
+	var v ref.Val
+	if c.what == ownSplit {
+		if call, ok := c.Interpretable.(interpreter.InterpretableCall); ok {
+			if own, handled := c.evalOwn(call, act, s); handled {
+				v = own
+			}
+		}
+	}
+	if v == nil {
+		v = c.Interpretable.Eval(act)
+	}
 	s.count(sizeOf(v))
 	if c.what == countStrings {
 		s.count(innerStrings(v))
@@ -321,7 +334,7 @@ func innerStrings(v ref.Val) int {
 }
 
 // evalOwn is the SDK's own replace or join, with its result counted before it is made, or
-// indexOf or lastIndexOf; handled is false when the arguments are not what they take (the
+// indexOf, lastIndexOf or split; handled is false when the arguments are not what they take (the
 // library's own call then gives its error).
 func (c *counted) evalOwn(call interpreter.InterpretableCall, act interpreter.Activation, s *spent) (ref.Val, bool) {
 	args := make([]ref.Val, 0, 4)
@@ -337,6 +350,8 @@ func (c *counted) evalOwn(call interpreter.InterpretableCall, act interpreter.Ac
 		return replaceCounted(args, s)
 	case countJoin:
 		return joinCounted(args, s)
+	case ownSplit:
+		return split(args)
 	}
 	return search(call.Function(), args)
 }

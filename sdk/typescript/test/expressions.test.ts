@@ -18,7 +18,7 @@ import {
   type Instance,
   TIME_LIMIT_MS,
 } from "../src/expressions.js";
-import { indexOf, lastIndexOf } from "../src/cel-strings.js";
+import { indexOf, lastIndexOf, split } from "../src/cel-strings.js";
 import { decode, JsonFloat } from "../src/json.js";
 import { ROOT } from "./fake.js";
 
@@ -261,6 +261,65 @@ describe("expressions", () => {
         assert.equal(indexOf(text, pattern, from), text.indexOf(pattern, from), `${name} ${from}`);
         assert.equal(lastIndexOf(text, pattern, from), text.lastIndexOf(pattern, from), `${name} ${from}`);
       }
+    }
+  });
+
+  it("splits in time linear in the strings", () => {
+    // V8's own split takes seconds here (a miss in the middle of the separator), minutes at 2 MB.
+    const a = "a".repeat(400_000);
+    const c = "a".repeat(100_000) + "b" + "a".repeat(100_000);
+    const started = performance.now();
+    assert.equal(compileExpression("ctx.a.split(ctx.c).size() + ctx.a.split(ctx.c, 3).size()").evaluate({ a, c }), 2);
+    assert.equal(split(a, "a".repeat(40)).length, 10_001);
+    const took = performance.now() - started;
+    assert.ok(took < 1000, `took ${took} ms`);
+  });
+
+  it("splits as V8 does, with CEL's count: at most n parts, the last holding the rest", () => {
+    let seed = 7;
+    const random = (n: number, letters: string): string => {
+      let s = "";
+      for (let i = 0; i < n; i++) {
+        seed = (seed * 1103515245 + 12345) % 2 ** 31;
+        s += letters[seed % letters.length];
+      }
+      return s;
+    };
+    for (let round = 0; round < 400; round++) {
+      const text = random(round % 60, "aab");
+      const separator = round % 5 === 0 ? "a".repeat(33 + (round % 3)) : random(1 + (round % 3), "ab");
+      const all = text.split(separator);
+      assert.deepEqual(split(text, separator), all, `${text} ${separator}`);
+      for (const n of [-2n, 0n, 1n, 2n, 3n, 50n]) {
+        const want = n < 0n ? all : n === 0n ? [] : [...all.slice(0, Number(n) - 1), all.slice(Number(n) - 1).join(separator)].slice(0, all.length);
+        assert.deepEqual(split(text, separator, n), want, `${text} ${separator} ${n}`);
+      }
+    }
+  });
+
+  it("splits on an empty separator between code points", () => {
+    const e = (source: string): unknown => compileExpression(source).evaluate(null);
+    assert.deepEqual(e("'😀a😀'.split('')"), ["😀", "a", "😀"]);
+    assert.deepEqual(e("'😀a😀'.split('', 2)"), ["😀", "a😀"]);
+    assert.deepEqual(e("'abc'.split('', 9)"), ["a", "b", "c"]);
+    assert.deepEqual(e("''.split('', 1)"), [""]);
+    assert.deepEqual(e("''.split('', -1)"), [""]);
+    assert.deepEqual(e("''.split('', 0)"), []);
+  });
+
+  it("charAt, substring, indexOf and lastIndexOf count code points, offsets within 0..size", () => {
+    const e = (source: string): unknown => compileExpression(source).evaluate(null);
+    assert.equal(e("'😀ab'.charAt(1)"), "a");
+    assert.equal(e("'a😀b'.charAt(1)"), "😀");
+    assert.equal(e("'😀ab'.charAt(3)"), "");
+    assert.equal(e("'😀ab'.substring(1)"), "ab");
+    assert.equal(e("'a😀b'.substring(0, 2)"), "a😀");
+    assert.equal(e("'a😀b😀c'.indexOf('c', 2)"), 4);
+    assert.equal(e("'a😀b😀c'.lastIndexOf('😀', 2)"), 1);
+    assert.equal(e("'😀ab'.lastIndexOf('')"), 3);
+    assert.equal(e("'😀ab'.indexOf('', 3)"), 3);
+    for (const source of ["'😀ab'.charAt(4)", "'😀😀'.substring(3)", "'😀😀'.substring(0, 3)", "'abc'.substring(2, 1)", "'😀ab'.indexOf('b', 4)", "'😀ab'.lastIndexOf('b', 4)", "'abc'.charAt(-1)"]) {
+      assert.throws(() => e(source), (x: unknown) => x instanceof EvaluationError && x.kind === "out_of_range", source);
     }
   });
 
