@@ -6,7 +6,8 @@
     ├── NotFound                   a named thing does not exist
     │   ├── DefinitionNotFound     no registered flow with that name / version
     │   ├── InstanceNotFound       no instance with that id
-    │   └── BatchNotFound          no bulk action with that id
+    │   ├── BatchNotFound          no bulk action with that id
+    │   └── ScheduleNotFound       no schedule with that name
     ├── InvalidRequest             a well-formed request that cannot be honoured as asked
     │   ├── InputRejected          a start input that fails the flow's `input` schema
     │   ├── SignalNotAwaited       a signal no `await` of the instance's flow can receive
@@ -49,6 +50,7 @@ __all__ = [
     "PermissionDenied",
     "RepairRefused",
     "ReportOutOfOrder",
+    "ScheduleNotFound",
     "SignalNotAwaited",
     "StaleLease",
     "Unauthenticated",
@@ -109,6 +111,12 @@ class InstanceNotFound(NotFound):
 
 class BatchNotFound(NotFound):
     """No bulk action (or migration batch) with the id asked for."""
+
+
+class ScheduleNotFound(NotFound):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no schedule named {name!r} (wiggle schedule list shows them)")
 
 
 class InvalidRequest(WiggleError):

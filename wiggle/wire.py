@@ -72,6 +72,7 @@ ERROR_TABLE: tuple[tuple[type[errors.WiggleError], grpc.StatusCode, str], ...] =
     (errors.DefinitionNotFound, grpc.StatusCode.NOT_FOUND, "DEFINITION_NOT_FOUND"),
     (errors.InstanceNotFound, grpc.StatusCode.NOT_FOUND, "INSTANCE_NOT_FOUND"),
     (errors.BatchNotFound, grpc.StatusCode.NOT_FOUND, "BATCH_NOT_FOUND"),
+    (errors.ScheduleNotFound, grpc.StatusCode.NOT_FOUND, "SCHEDULE_NOT_FOUND"),
     (errors.NotFound, grpc.StatusCode.NOT_FOUND, "ERROR_CODE_UNSPECIFIED"),
     (errors.InputRejected, grpc.StatusCode.INVALID_ARGUMENT, "INPUT_REJECTED"),
     (errors.WrongPath, grpc.StatusCode.INVALID_ARGUMENT, "WRONG_PATH"),

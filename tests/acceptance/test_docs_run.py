@@ -57,6 +57,7 @@ CLIENT = frozenset(
         "retry",
         "reset",
         "batch",
+        "schedule",
     }
 )
 #: Checked, not run: they take minutes and print benchmark figures.
@@ -400,6 +401,7 @@ def test_the_docs_show_commands():
     assert "README.md" in runnable
     assert "definitions/customer-onboarding.yaml" in runnable
     assert "definitions/invoice-approval.yaml" in runnable
+    assert "docs/schedules.md" in runnable
 
 
 @pytest.mark.parametrize("session", ALL, ids=[s.file for s in ALL])

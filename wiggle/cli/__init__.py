@@ -27,6 +27,7 @@ _COMMAND_MODULES = (
     "wiggle.cli._inspect_commands",  # status, list, wait, workers
     "wiggle.cli._repair_commands",  # retry, reset, batch
     "wiggle.cli._migrate_commands",  # diff, migrate
+    "wiggle.cli._schedule_commands",  # schedule
     "wiggle.cli._console_command",  # console
     "wiggle.cli._prune_command",  # prune
     "wiggle.cli._conformance_command",  # conformance
@@ -40,6 +41,7 @@ _CODES: tuple[tuple[str, str], ...] = (
     ("DefinitionNotFound", "DEFINITION_NOT_FOUND"),
     ("InstanceNotFound", "INSTANCE_NOT_FOUND"),
     ("BatchNotFound", "BATCH_NOT_FOUND"),
+    ("ScheduleNotFound", "SCHEDULE_NOT_FOUND"),
     ("InputRejected", "INPUT_REJECTED"),
     ("SignalNotAwaited", "SIGNAL_NOT_AWAITED"),
     ("WrongPath", "WRONG_PATH"),

@@ -1,10 +1,11 @@
 """Talk to a Wiggle server: deploy flows; start, signal, cancel, describe and wait for instances;
-repair them (retry, reset, bulk actions)."""
+repair them (retry, reset, bulk actions); apply and run schedules."""
 
 from __future__ import annotations
 
 from wiggle.client._admin import Batch, BatchItem, BulkPreview, Repaired, describe_bulk_action
 from wiggle.client._client import Client, EagerWorker
+from wiggle.client._schedules import AppliedSchedule, ScheduleFire, ScheduleInfo
 from wiggle.client._types import (
     Definition,
     DefinitionSummary,
@@ -25,6 +26,7 @@ from wiggle.client._types import (
 from wiggle.wire import TlsConfig, open_channel, token_metadata
 
 __all__ = [
+    "AppliedSchedule",
     "Batch",
     "BatchItem",
     "BulkPreview",
@@ -42,6 +44,8 @@ __all__ = [
     "NodeCount",
     "QueueInfo",
     "Repaired",
+    "ScheduleFire",
+    "ScheduleInfo",
     "Started",
     "TlsConfig",
     "Token",

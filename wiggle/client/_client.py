@@ -1,4 +1,5 @@
-"""`Client`: deploy flows and start, signal, cancel, describe and wait for instances."""
+"""`Client`: deploy flows and start, signal, cancel, describe and wait for instances (repairs
+and schedules are mixed in from _admin and _schedules)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.client._admin import AdminCalls
 from wiggle.client._errors import from_rpc_error
+from wiggle.client._schedules import ScheduleCalls
 from wiggle.client._types import (
     Definition,
     DefinitionSummary,
@@ -138,7 +140,7 @@ def _instance(msg: pb.Instance) -> Instance:
     )
 
 
-class Client(AdminCalls):
+class Client(AdminCalls, ScheduleCalls):
     """A connection to one Wiggle server. Thread-safe; close it (or use `with`) when done.
 
     Every method raises the wiggle.errors class the server's status maps to. Calls that are safe

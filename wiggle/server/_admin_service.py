@@ -1,9 +1,12 @@
-"""The WiggleAdmin gRPC service (spec/proto/wiggle/v1/admin.proto): retry, reset and bulk
-actions. Decode, call the engine, encode; errors map to statuses as in the Wiggle service."""
+"""The WiggleAdmin gRPC service (spec/proto/wiggle/v1/admin.proto): retry, reset, bulk actions
+and schedules. Decode, call the engine, encode; errors map to statuses as in the Wiggle
+service."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import grpc
 
@@ -12,7 +15,8 @@ from wiggle._proto.wiggle.v1 import admin_pb2_grpc as apb_grpc
 from wiggle.engine import Engine
 from wiggle.engine.ops.bulk import DEFAULT_RATE, BatchView
 from wiggle.engine.ops.repair import RepairResult
-from wiggle.errors import InvalidRequest
+from wiggle.engine.reads.schedules import ScheduleView
+from wiggle.errors import InvalidRequest, PayloadTooLarge
 from wiggle.server._auth import CALLER
 from wiggle.server._calls import CallTracker, rpc_handler
 from wiggle.server._convert import decode_json, encode_json
@@ -21,6 +25,9 @@ __all__ = ["AdminService"]
 
 #: ListBatches answers at most this many batches.
 MAX_BATCHES = 500
+#: DescribeSchedule answers at most this many next fire times, and this many last fires.
+MAX_UPCOMING = 100
+MAX_RECENT = 500
 #: A bulk action goes no faster than this many instances per second.
 MAX_RATE = 10_000.0
 
@@ -54,6 +61,49 @@ def batch_to_pb(b: BatchView) -> apb.Batch:
             for i in b.items
         ],
     )
+
+
+def fire_to_pb(f: dict[str, Any]) -> apb.ScheduleFire:
+    """A fire as the engine records it (`Fire.to_json()`, or `trigger`'s row)."""
+    return apb.ScheduleFire(
+        nominal_ms=f["nominal_ms"],
+        until_ms=f["until_ms"],
+        count=f["count"],
+        due_ms=f["due_ms"],
+        outcome=f["outcome"],
+        reason=f["reason"],
+        instance_id=f["instance_id"] or "",
+        triggered=bool(f["triggered"]),
+        decided_at_ms=f["decided_at_ms"],
+    )
+
+
+def schedule_to_pb(v: ScheduleView) -> apb.Schedule:
+    return apb.Schedule(
+        name=v.name,
+        flow=v.flow,
+        document=encode_json(v.document),
+        digest=v.digest,
+        paused=v.paused,
+        note=v.note,
+        time_zone=v.time_zone,
+        next_due_ms=v.next_due_ms or 0,
+        running_instance_id=v.running_id or "",
+        buffered=v.buffered,
+        fired=v.fired,
+        skipped=v.skipped,
+        created_at_ms=v.created_at_ms,
+        updated_at_ms=v.updated_at_ms,
+        upcoming=list(v.upcoming),
+        recent=[fire_to_pb(f.to_json()) for f in v.recent],
+    )
+
+
+def _local(ms: int | None, zone: ZoneInfo) -> str:
+    """An instant as RFC 3339 in `zone`, with its offset, to the second ("" for None)."""
+    if ms is None:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, zone).isoformat(timespec="seconds")
 
 
 def _who(requested_by: str) -> str:
@@ -178,6 +228,86 @@ class AdminService(apb_grpc.WiggleAdminServicer):
             requested_by=_who(request.requested_by),
         )
         return batch_to_pb(view)
+
+    # -- schedules ---------------------------------------------------------------------------
+
+    @rpc_handler
+    def ApplySchedule(
+        self, request: apb.ApplyScheduleRequest, context: grpc.ServicerContext
+    ) -> apb.ApplyScheduleResponse:
+        from wiggle.schedules import load_schedule
+
+        if not request.source:
+            raise InvalidRequest("ApplySchedule needs the schedule document")
+        if len(request.source) > self._limit:
+            raise PayloadTooLarge(f"the schedule document is over {self._limit} bytes")
+        schedule = load_schedule(request.source, request.filename or "<schedule>")  # FlowError
+        applied = self._engine.apply_schedule(schedule)
+        return apb.ApplyScheduleResponse(
+            name=applied.name,
+            created=applied.created,
+            changed=list(applied.changed),
+            next_due_ms=applied.next_due_ms or 0,
+            next_due=_local(applied.next_due_ms, schedule.spec.zone),
+        )
+
+    @rpc_handler
+    def ListSchedules(
+        self, request: apb.ListSchedulesRequest, context: grpc.ServicerContext
+    ) -> apb.ListSchedulesResponse:
+        found = self._engine.list_schedules(request.flow or None)
+        return apb.ListSchedulesResponse(schedules=[schedule_to_pb(v) for v in found])
+
+    def _described(self, name: str, upcoming: int = 0, recent: int = 0) -> apb.Schedule:
+        if not name:
+            raise InvalidRequest("a schedule's name is needed")
+        view = self._engine.describe_schedule(
+            name,
+            upcoming=min(upcoming, MAX_UPCOMING) if upcoming > 0 else 10,
+            recent=min(recent, MAX_RECENT) if recent > 0 else 20,
+        )
+        return schedule_to_pb(view)
+
+    @rpc_handler
+    def DescribeSchedule(
+        self, request: apb.DescribeScheduleRequest, context: grpc.ServicerContext
+    ) -> apb.Schedule:
+        return self._described(request.name, request.upcoming, request.recent)
+
+    @rpc_handler
+    def PauseSchedule(
+        self, request: apb.PauseScheduleRequest, context: grpc.ServicerContext
+    ) -> apb.Schedule:
+        if not request.name:
+            raise InvalidRequest("PauseSchedule needs a schedule's name")
+        self._engine.pause_schedule(request.name, request.note)
+        return self._described(request.name)
+
+    @rpc_handler
+    def UnpauseSchedule(
+        self, request: apb.UnpauseScheduleRequest, context: grpc.ServicerContext
+    ) -> apb.Schedule:
+        if not request.name:
+            raise InvalidRequest("UnpauseSchedule needs a schedule's name")
+        self._engine.unpause_schedule(request.name)
+        return self._described(request.name)
+
+    @rpc_handler
+    def TriggerSchedule(
+        self, request: apb.TriggerScheduleRequest, context: grpc.ServicerContext
+    ) -> apb.ScheduleFire:
+        if not request.name:
+            raise InvalidRequest("TriggerSchedule needs a schedule's name")
+        return fire_to_pb(self._engine.trigger_schedule(request.name))
+
+    @rpc_handler
+    def DeleteSchedule(
+        self, request: apb.DeleteScheduleRequest, context: grpc.ServicerContext
+    ) -> apb.DeleteScheduleResponse:
+        if not request.name:
+            raise InvalidRequest("DeleteSchedule needs a schedule's name")
+        self._engine.delete_schedule(request.name)
+        return apb.DeleteScheduleResponse(name=request.name)
 
 
 def _rate(asked: float) -> float:

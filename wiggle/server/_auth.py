@@ -9,8 +9,8 @@ Then the credential's scopes must allow the call (docs/security.md):
 
     admin            everything
     client           start (without eager dispatch), signal, describe, list, wait, definitions
-    operator         repair: retry, reset, cancel, bulk actions (the WiggleAdmin service), and
-                     describe, list, wait, definitions, workers
+    operator         repair: retry, reset, cancel, bulk actions, schedules (the WiggleAdmin
+                     service), and describe, list, wait, definitions, workers
     worker:QUEUES    poll those queues, and report, heartbeat or release tasks on them; fetch
                      definitions; end its polls
 
@@ -90,6 +90,13 @@ OPERATOR_METHODS = frozenset(
         "PlanMigration",
         "ApplyMigration",
         "RollbackMigration",
+        "ApplySchedule",
+        "ListSchedules",
+        "DescribeSchedule",
+        "PauseSchedule",
+        "UnpauseSchedule",
+        "TriggerSchedule",
+        "DeleteSchedule",
         "CancelInstance",
         "DescribeInstance",
         "ListInstances",

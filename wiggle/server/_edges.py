@@ -11,6 +11,7 @@ limit instead of refused: refusing the report would strand the task it reports o
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -20,6 +21,7 @@ from wiggle._limits import (
     MAX_QUEUES,
     MAX_REASON_CHARS,
     identifier_problem,
+    quote,
 )
 from wiggle.errors import InvalidRequest
 
@@ -99,7 +101,18 @@ _FIELDS: dict[str, _Fields] = {
     ],
     "ApplyMigration": lambda r: [("requested by", r.requested_by)],
     "RollbackMigration": lambda r: [("batch id", r.batch_id), ("requested by", r.requested_by)],
+    "ApplySchedule": lambda r: [("file name", r.filename)],
+    "ListSchedules": lambda r: [("flow filter", r.flow)],
+    "DescribeSchedule": lambda r: [("schedule name", r.name)],
+    "PauseSchedule": lambda r: [("schedule name", r.name), ("note", r.note)],
+    "UnpauseSchedule": lambda r: [("schedule name", r.name)],
+    "TriggerSchedule": lambda r: [("schedule name", r.name)],
+    "DeleteSchedule": lambda r: [("schedule name", r.name)],
 }
+
+#: As the schedule schema's name pattern (spec/schema/schedule.schema.json): a name no schedule
+#: can have is refused here, before it reaches a 64-character column.
+_SCHEDULE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,45}")
 
 
 def _lists(method: str, request: Any) -> Iterable[tuple[str, int, int]]:
@@ -141,8 +154,15 @@ def _problem(kind: str, value: str) -> str | None:
         return _longer_than(kind, value, 64)
     if kind == "version":
         return _longer_than(kind, value, 80)
-    if kind == "reason":
+    if kind in ("reason", "note"):
         return _longer_than(kind, value, MAX_REASON_CHARS)
+    if kind == "schedule name":
+        if _SCHEDULE_NAME.fullmatch(value):
+            return None
+        return (
+            f"schedule name {quote(value)} is not a schedule's name: 1 to 46 lower-case "
+            "letters, digits and . _ -, starting with a letter or digit"
+        )
     if kind in ("file name", "page token", "flow filter", "requested by"):
         return _longer_than(kind, value, MAX_NAME_CHARS)
     if kind == "sdk":

@@ -62,6 +62,8 @@ const (
 	// state does not allow (the message says what would be)
 	ErrorCode_BATCH_NOT_FOUND ErrorCode = 16 // NOT_FOUND: no bulk action with that id
 	ErrorCode_INSTANCE_EXISTS ErrorCode = 17 // ALREADY_EXISTS: a start with the id of an instance of another
+	// flow, or of the same flow with another input
+	ErrorCode_SCHEDULE_NOT_FOUND ErrorCode = 18 // NOT_FOUND: no schedule with that name (the admin API)
 )
 
 // Enum value maps for ErrorCode.
@@ -85,6 +87,7 @@ var (
 		15: "REPAIR_REFUSED",
 		16: "BATCH_NOT_FOUND",
 		17: "INSTANCE_EXISTS",
+		18: "SCHEDULE_NOT_FOUND",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED": 0,
@@ -105,6 +108,7 @@ var (
 		"REPAIR_REFUSED":         15,
 		"BATCH_NOT_FOUND":        16,
 		"INSTANCE_EXISTS":        17,
+		"SCHEDULE_NOT_FOUND":     18,
 	}
 )
 
@@ -4250,7 +4254,7 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\x16.wiggle.v1.ReportErrorH\x00R\x05errorB\b\n" +
 	"\x06answer\"L\n" +
 	"\x13ReportBatchResponse\x125\n" +
-	"\aanswers\x18\x01 \x03(\v2\x1b.wiggle.v1.TaskReportAnswerR\aanswers*\x92\x03\n" +
+	"\aanswers\x18\x01 \x03(\v2\x1b.wiggle.v1.TaskReportAnswerR\aanswers*\xaa\x03\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fFLOW_INVALID\x10\x01\x12\x18\n" +
@@ -4271,7 +4275,8 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\x13REPORT_OUT_OF_ORDER\x10\x0e\x12\x12\n" +
 	"\x0eREPAIR_REFUSED\x10\x0f\x12\x13\n" +
 	"\x0fBATCH_NOT_FOUND\x10\x10\x12\x13\n" +
-	"\x0fINSTANCE_EXISTS\x10\x11*i\n" +
+	"\x0fINSTANCE_EXISTS\x10\x11\x12\x16\n" +
+	"\x12SCHEDULE_NOT_FOUND\x10\x12*i\n" +
 	"\rExecutionMode\x12\x1e\n" +
 	"\x1aEXECUTION_MODE_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +

@@ -54,6 +54,7 @@ ROUND_TRIP = [
     errors.DefinitionNotFound("greet"),
     errors.InstanceNotFound("i-1"),
     errors.BatchNotFound("no bulk action with id 'b-1'"),
+    errors.ScheduleNotFound("nightly-batch"),
     errors.NotFound("no such worker"),
     errors.InputRejected("input rejected by flow 'greet': 'name' is a required property"),
     errors.WrongPath("step 'x' does not follow 'hello'"),

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, func, insert, select, update
 
 from wiggle.compiler import canonical_json
-from wiggle.errors import InvalidRequest, NotFound, WiggleError
+from wiggle.errors import InvalidRequest, ScheduleNotFound, WiggleError
 from wiggle.expressions import EvaluationError, compile_expression
 from wiggle.graph import Graph
 from wiggle.schedules import (
@@ -67,12 +67,6 @@ _f = s.schedule_fires
 MAX_DECIDED_AT_ONCE = 1000
 
 CheckInput = Callable[[Graph, Json], None]
-
-
-class ScheduleNotFound(NotFound):
-    def __init__(self, name: str) -> None:
-        super().__init__(f"no schedule named {name!r} (wiggle schedule list shows them)")
-        self.name = name
 
 
 @dataclass(frozen=True)

@@ -202,3 +202,137 @@ class RollbackMigrationRequest(_message.Message):
     rate_per_s: float
     requested_by: str
     def __init__(self, batch_id: _Optional[str] = ..., plan_hash: _Optional[str] = ..., rate_per_s: _Optional[float] = ..., requested_by: _Optional[str] = ...) -> None: ...
+
+class ApplyScheduleRequest(_message.Message):
+    __slots__ = ("source", "filename")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    source: bytes
+    filename: str
+    def __init__(self, source: _Optional[bytes] = ..., filename: _Optional[str] = ...) -> None: ...
+
+class ApplyScheduleResponse(_message.Message):
+    __slots__ = ("name", "created", "changed", "next_due_ms", "next_due")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    NEXT_DUE_MS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_DUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    created: bool
+    changed: _containers.RepeatedScalarFieldContainer[str]
+    next_due_ms: int
+    next_due: str
+    def __init__(self, name: _Optional[str] = ..., created: _Optional[bool] = ..., changed: _Optional[_Iterable[str]] = ..., next_due_ms: _Optional[int] = ..., next_due: _Optional[str] = ...) -> None: ...
+
+class ListSchedulesRequest(_message.Message):
+    __slots__ = ("flow",)
+    FLOW_FIELD_NUMBER: _ClassVar[int]
+    flow: str
+    def __init__(self, flow: _Optional[str] = ...) -> None: ...
+
+class ListSchedulesResponse(_message.Message):
+    __slots__ = ("schedules",)
+    SCHEDULES_FIELD_NUMBER: _ClassVar[int]
+    schedules: _containers.RepeatedCompositeFieldContainer[Schedule]
+    def __init__(self, schedules: _Optional[_Iterable[_Union[Schedule, _Mapping]]] = ...) -> None: ...
+
+class DescribeScheduleRequest(_message.Message):
+    __slots__ = ("name", "upcoming", "recent")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UPCOMING_FIELD_NUMBER: _ClassVar[int]
+    RECENT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    upcoming: int
+    recent: int
+    def __init__(self, name: _Optional[str] = ..., upcoming: _Optional[int] = ..., recent: _Optional[int] = ...) -> None: ...
+
+class PauseScheduleRequest(_message.Message):
+    __slots__ = ("name", "note")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    note: str
+    def __init__(self, name: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
+
+class UnpauseScheduleRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class TriggerScheduleRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteScheduleRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteScheduleResponse(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class Schedule(_message.Message):
+    __slots__ = ("name", "flow", "document", "digest", "paused", "note", "time_zone", "next_due_ms", "running_instance_id", "buffered", "fired", "skipped", "created_at_ms", "updated_at_ms", "upcoming", "recent")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FLOW_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    TIME_ZONE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_DUE_MS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    BUFFERED_FIELD_NUMBER: _ClassVar[int]
+    FIRED_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    UPCOMING_FIELD_NUMBER: _ClassVar[int]
+    RECENT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    flow: str
+    document: bytes
+    digest: str
+    paused: bool
+    note: str
+    time_zone: str
+    next_due_ms: int
+    running_instance_id: str
+    buffered: int
+    fired: int
+    skipped: int
+    created_at_ms: int
+    updated_at_ms: int
+    upcoming: _containers.RepeatedScalarFieldContainer[str]
+    recent: _containers.RepeatedCompositeFieldContainer[ScheduleFire]
+    def __init__(self, name: _Optional[str] = ..., flow: _Optional[str] = ..., document: _Optional[bytes] = ..., digest: _Optional[str] = ..., paused: _Optional[bool] = ..., note: _Optional[str] = ..., time_zone: _Optional[str] = ..., next_due_ms: _Optional[int] = ..., running_instance_id: _Optional[str] = ..., buffered: _Optional[int] = ..., fired: _Optional[int] = ..., skipped: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., upcoming: _Optional[_Iterable[str]] = ..., recent: _Optional[_Iterable[_Union[ScheduleFire, _Mapping]]] = ...) -> None: ...
+
+class ScheduleFire(_message.Message):
+    __slots__ = ("nominal_ms", "until_ms", "count", "due_ms", "outcome", "reason", "instance_id", "triggered", "decided_at_ms")
+    NOMINAL_MS_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    DUE_MS_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIGGERED_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    nominal_ms: int
+    until_ms: int
+    count: int
+    due_ms: int
+    outcome: str
+    reason: str
+    instance_id: str
+    triggered: bool
+    decided_at_ms: int
+    def __init__(self, nominal_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., count: _Optional[int] = ..., due_ms: _Optional[int] = ..., outcome: _Optional[str] = ..., reason: _Optional[str] = ..., instance_id: _Optional[str] = ..., triggered: _Optional[bool] = ..., decided_at_ms: _Optional[int] = ...) -> None: ...

@@ -84,6 +84,41 @@ class WiggleAdminStub:
                 request_serializer=wiggle_dot_v1_dot_admin__pb2.RollbackMigrationRequest.SerializeToString,
                 response_deserializer=wiggle_dot_v1_dot_admin__pb2.Batch.FromString,
                 _registered_method=True)
+        self.ApplySchedule = channel.unary_unary(
+                '/wiggle.v1.WiggleAdmin/ApplySchedule',
+                request_serializer=wiggle_dot_v1_dot_admin__pb2.ApplyScheduleRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_admin__pb2.ApplyScheduleResponse.FromString,
+                _registered_method=True)
+        self.ListSchedules = channel.unary_unary(
+                '/wiggle.v1.WiggleAdmin/ListSchedules',
+                request_serializer=wiggle_dot_v1_dot_admin__pb2.ListSchedulesRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_admin__pb2.ListSchedulesResponse.FromString,
+                _registered_method=True)
+        self.DescribeSchedule = channel.unary_unary(
+                '/wiggle.v1.WiggleAdmin/DescribeSchedule',
+                request_serializer=wiggle_dot_v1_dot_admin__pb2.DescribeScheduleRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_admin__pb2.Schedule.FromString,
+                _registered_method=True)
+        self.PauseSchedule = channel.unary_unary(
+                '/wiggle.v1.WiggleAdmin/PauseSchedule',
+                request_serializer=wiggle_dot_v1_dot_admin__pb2.PauseScheduleRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_admin__pb2.Schedule.FromString,
+                _registered_method=True)
+        self.UnpauseSchedule = channel.unary_unary(
+                '/wiggle.v1.WiggleAdmin/UnpauseSchedule',
+                request_serializer=wiggle_dot_v1_dot_admin__pb2.UnpauseScheduleRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_admin__pb2.Schedule.FromString,
+                _registered_method=True)
+        self.TriggerSchedule = channel.unary_unary(
+                '/wiggle.v1.WiggleAdmin/TriggerSchedule',
+                request_serializer=wiggle_dot_v1_dot_admin__pb2.TriggerScheduleRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_admin__pb2.ScheduleFire.FromString,
+                _registered_method=True)
+        self.DeleteSchedule = channel.unary_unary(
+                '/wiggle.v1.WiggleAdmin/DeleteSchedule',
+                request_serializer=wiggle_dot_v1_dot_admin__pb2.DeleteScheduleRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_admin__pb2.DeleteScheduleResponse.FromString,
+                _registered_method=True)
 
 
 class WiggleAdminServicer:
@@ -166,6 +201,69 @@ class WiggleAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ApplySchedule(self, request, context):
+        """Schedules: flows that start themselves on a timetable (docs/schedules.md).
+
+        Create a schedule from its document, or update the one of that name in place (it keeps its
+        record of what it fired, so no nominal time fires twice). The document is checked as
+        `wiggle schedule apply` checks it: a bad one is refused with INVALID_ARGUMENT, FLOW_INVALID,
+        every problem at FILE:LINE:COL (the message, and the detail trailer's diagnostics). Its
+        flow must be registered (NOT_FOUND, DEFINITION_NOT_FOUND) and take the input the next fire
+        would build (INVALID_ARGUMENT, INPUT_REJECTED). The same document again changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSchedules(self, request, context):
+        """Every schedule (of one flow), by name, without its upcoming times and fires.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeSchedule(self, request, context):
+        """One schedule: its next fire times in its zone, its last fires and what they started, what
+        it skipped and why. NOT_FOUND, SCHEDULE_NOT_FOUND for an unknown name (as every method
+        below that names one).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseSchedule(self, request, context):
+        """Nothing fires until it is unpaused; the schedule as it is now. Pausing a paused schedule
+        changes only its note.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnpauseSchedule(self, request, context):
+        """The timetable goes on from now: the nominal times that passed while it was paused are
+        recorded as skipped, never caught up. The schedule as it is now.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TriggerSchedule(self, request, context):
+        """Fire now, once, under the schedule's overlap policy, paused or not: the nominal time is now,
+        to the second, and the instance `<schedule>-<that time in UTC>`. Answers the fire as
+        recorded (STARTED, BUFFERED or SKIPPED with the reason). A second trigger within the same
+        second is refused (INVALID_ARGUMENT). Not idempotent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSchedule(self, request, context):
+        """Delete a schedule and its record of fires; the instances it started are left alone.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WiggleAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -218,6 +316,41 @@ def add_WiggleAdminServicer_to_server(servicer, server):
                     servicer.RollbackMigration,
                     request_deserializer=wiggle_dot_v1_dot_admin__pb2.RollbackMigrationRequest.FromString,
                     response_serializer=wiggle_dot_v1_dot_admin__pb2.Batch.SerializeToString,
+            ),
+            'ApplySchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApplySchedule,
+                    request_deserializer=wiggle_dot_v1_dot_admin__pb2.ApplyScheduleRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_admin__pb2.ApplyScheduleResponse.SerializeToString,
+            ),
+            'ListSchedules': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSchedules,
+                    request_deserializer=wiggle_dot_v1_dot_admin__pb2.ListSchedulesRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_admin__pb2.ListSchedulesResponse.SerializeToString,
+            ),
+            'DescribeSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeSchedule,
+                    request_deserializer=wiggle_dot_v1_dot_admin__pb2.DescribeScheduleRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_admin__pb2.Schedule.SerializeToString,
+            ),
+            'PauseSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseSchedule,
+                    request_deserializer=wiggle_dot_v1_dot_admin__pb2.PauseScheduleRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_admin__pb2.Schedule.SerializeToString,
+            ),
+            'UnpauseSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnpauseSchedule,
+                    request_deserializer=wiggle_dot_v1_dot_admin__pb2.UnpauseScheduleRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_admin__pb2.Schedule.SerializeToString,
+            ),
+            'TriggerSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.TriggerSchedule,
+                    request_deserializer=wiggle_dot_v1_dot_admin__pb2.TriggerScheduleRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_admin__pb2.ScheduleFire.SerializeToString,
+            ),
+            'DeleteSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSchedule,
+                    request_deserializer=wiggle_dot_v1_dot_admin__pb2.DeleteScheduleRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_admin__pb2.DeleteScheduleResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -490,6 +623,195 @@ class WiggleAdmin:
             '/wiggle.v1.WiggleAdmin/RollbackMigration',
             wiggle_dot_v1_dot_admin__pb2.RollbackMigrationRequest.SerializeToString,
             wiggle_dot_v1_dot_admin__pb2.Batch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApplySchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.WiggleAdmin/ApplySchedule',
+            wiggle_dot_v1_dot_admin__pb2.ApplyScheduleRequest.SerializeToString,
+            wiggle_dot_v1_dot_admin__pb2.ApplyScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSchedules(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.WiggleAdmin/ListSchedules',
+            wiggle_dot_v1_dot_admin__pb2.ListSchedulesRequest.SerializeToString,
+            wiggle_dot_v1_dot_admin__pb2.ListSchedulesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.WiggleAdmin/DescribeSchedule',
+            wiggle_dot_v1_dot_admin__pb2.DescribeScheduleRequest.SerializeToString,
+            wiggle_dot_v1_dot_admin__pb2.Schedule.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.WiggleAdmin/PauseSchedule',
+            wiggle_dot_v1_dot_admin__pb2.PauseScheduleRequest.SerializeToString,
+            wiggle_dot_v1_dot_admin__pb2.Schedule.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnpauseSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.WiggleAdmin/UnpauseSchedule',
+            wiggle_dot_v1_dot_admin__pb2.UnpauseScheduleRequest.SerializeToString,
+            wiggle_dot_v1_dot_admin__pb2.Schedule.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TriggerSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.WiggleAdmin/TriggerSchedule',
+            wiggle_dot_v1_dot_admin__pb2.TriggerScheduleRequest.SerializeToString,
+            wiggle_dot_v1_dot_admin__pb2.ScheduleFire.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.WiggleAdmin/DeleteSchedule',
+            wiggle_dot_v1_dot_admin__pb2.DeleteScheduleRequest.SerializeToString,
+            wiggle_dot_v1_dot_admin__pb2.DeleteScheduleResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -27,6 +27,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REPAIR_REFUSED: _ClassVar[ErrorCode]
     BATCH_NOT_FOUND: _ClassVar[ErrorCode]
     INSTANCE_EXISTS: _ClassVar[ErrorCode]
+    SCHEDULE_NOT_FOUND: _ClassVar[ErrorCode]
 
 class ExecutionMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -71,6 +72,7 @@ REPORT_OUT_OF_ORDER: ErrorCode
 REPAIR_REFUSED: ErrorCode
 BATCH_NOT_FOUND: ErrorCode
 INSTANCE_EXISTS: ErrorCode
+SCHEDULE_NOT_FOUND: ErrorCode
 EXECUTION_MODE_UNSPECIFIED: ExecutionMode
 SERVER: ExecutionMode
 LOCAL_SYNC: ExecutionMode
