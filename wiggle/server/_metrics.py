@@ -138,6 +138,25 @@ class ServerMetrics:
             ["method", "code"],
             registry=r,
         )
+        self.schedule_fires = Counter(
+            "wiggle_schedule_fires",
+            "Instances schedules started (triggers and buffered fires included)",
+            ["schedule"],
+            registry=r,
+        )
+        self.schedule_skips = Counter(
+            "wiggle_schedule_skips",
+            "Nominal times schedules skipped, by reason: overlap, missed, window, paused, "
+            "input, not_started",
+            ["schedule", "reason"],
+            registry=r,
+        )
+        self.schedule_lateness = Histogram(
+            "wiggle_schedule_lateness_seconds",
+            "How long after its due time a schedule's fire started its instance",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 600.0, 3600.0),
+            registry=r,
+        )
         r.register(_ReadyTokens(engine))
         r.register(_BulkPending(engine))
 
@@ -157,6 +176,16 @@ class ServerMetrics:
                 self.repairs.labels(_REPAIRS[kind], flow).inc()
             elif kind == "instance_cancelled":
                 self.cancels.labels(flow).inc()
+            elif kind == "schedule_fired":
+                fired: Any = orjson.loads(detail)
+                self.schedule_fires.labels(fired["schedule"]).inc()
+                if not fired["triggered"]:
+                    self.schedule_lateness.observe(fired["lateness_ms"] / 1000)
+            elif kind == "schedule_skipped":
+                skipped: Any = orjson.loads(detail)
+                self.schedule_skips.labels(skipped["schedule"], skipped["reason"]).inc(
+                    skipped["count"]
+                )
 
     def transaction(self, seconds: float, read: bool) -> None:
         self.transactions.labels("read" if read else "write").observe(seconds)

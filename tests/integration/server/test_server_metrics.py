@@ -113,3 +113,30 @@ def test_local_runs_count_batches_and_handbacks(metered):
 
 def test_a_server_without_metrics_serves_none(server):
     assert server.metrics_port == 0 and server.metrics is None
+
+
+def test_metrics_count_schedule_fires_skips_and_lateness(metered, engine):
+    import time
+
+    from wiggle.schedules import load_schedule
+
+    server, stub = metered
+    stub.RegisterDefinition(pb.RegisterDefinitionRequest(source=FLOW))
+    # Every second; the first fire's instance waits at task a (nobody polls), so each later
+    # fire is skipped for overlap.
+    engine.apply_schedule(load_schedule("schedule: tick\nflow: metered\ninterval: {every: 1s}\n"))
+    deadline = time.monotonic() + 20
+    samples = scrape(server)
+    while time.monotonic() < deadline:
+        samples = scrape(server)
+        if samples.get(
+            ("wiggle_schedule_skips_total", (("reason", "overlap"), ("schedule", "tick")))
+        ):
+            break
+        time.sleep(0.2)
+    engine.pause_schedule("tick")
+    assert samples[("wiggle_schedule_fires_total", (("schedule", "tick"),))] == 1
+    assert (
+        samples[("wiggle_schedule_skips_total", (("reason", "overlap"), ("schedule", "tick")))] >= 1
+    )
+    assert samples[("wiggle_schedule_lateness_seconds_count", ())] == 1

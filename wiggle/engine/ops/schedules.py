@@ -38,7 +38,7 @@ from wiggle.schedules import (
 from ..machine.starts import StartRequest, apply_starts
 from ..model.types import InstanceStatus, Json
 from ..store import schema as s
-from ..store.rows import loads
+from ..store.rows import dumps, loads
 from ..store.transition import FenceLost
 from .context import OpsContext
 from .instances import cancel, status_of
@@ -378,7 +378,9 @@ def fire_due(ctx: OpsContext, conn: Connection, *, name: str, check_input: Check
             fires.append(fired)
     if fires:
         conn.execute(insert(_f), fires)
-    _record_skips(conn, name, [(n, at) for n, at, _ in round_.skipped], None, now, round_.skipped)
+    skips = [(n, at) for n, at, _ in round_.skipped]
+    skipped = _record_skips(conn, name, skips, None, now, round_.skipped)
+    _observed(ctx, conn, schedule.flow, fires + skipped)
     moved = conn.execute(
         update(_s)
         .where(_s.c.name == name, _s.c.cursor_ms == cursor)
@@ -397,6 +399,45 @@ def fire_due(ctx: OpsContext, conn: Connection, *, name: str, check_input: Check
     return True
 
 
+def reason_kind(reason: str) -> str:
+    """A skip's reason, as the metrics label it."""
+    for prefix, kind in (
+        ("overlap:", "overlap"),
+        ("missed, older than", "window"),
+        ("missed", "missed"),
+        ("skipped while paused", "paused"),
+        ("input_values:", "input"),
+        ("not started:", "not_started"),
+    ):
+        if reason.startswith(prefix):
+            return kind
+    return "other"
+
+
+def _observed(ctx: OpsContext, conn: Connection, flow: str, rows: list[dict[str, Any]]) -> None:
+    """Fire rows, for the event observers (the server's metrics) once the transaction commits:
+    `schedule_fired` with the fire's lateness, `schedule_skipped` with its reason and count."""
+    if not ctx.db.event_observers or not rows:
+        return
+    events = []
+    for row in rows:
+        if row["outcome"] == "STARTED":
+            detail = {
+                "schedule": row["schedule"],
+                "lateness_ms": max(0, row["decided_at_ms"] - row["due_ms"]),
+                "triggered": row["triggered"],
+            }
+            events.append(("schedule_fired", flow, "", dumps(detail)))
+        elif row["outcome"] == "SKIPPED":
+            detail = {
+                "schedule": row["schedule"],
+                "reason": reason_kind(row["reason"]),
+                "count": row["count"],
+            }
+            events.append(("schedule_skipped", flow, "", dumps(detail)))
+    ctx.db.logged(conn, events)
+
+
 def _record_skips(
     conn: Connection,
     name: str,
@@ -404,10 +445,10 @@ def _record_skips(
     reason: str | None,
     now: int,
     reasons: list[tuple[int, int, str]] | None = None,
-) -> None:
+) -> list[dict[str, Any]]:
     """Skipped nominal times as rows, a run of consecutive ones with one reason in one row."""
     if not times:
-        return
+        return []
     why = [r for _, _, r in reasons] if reasons is not None else [reason or ""] * len(times)
     rows: list[dict[str, Any]] = []
     for (nominal, due), text in zip(times, why, strict=True):
@@ -431,6 +472,7 @@ def _record_skips(
             }
         )
     conn.execute(insert(_f), rows)
+    return rows
 
 
 def start_buffered(
@@ -465,6 +507,11 @@ def start_buffered(
         conn.execute(
             update(_f).where(_f.c.schedule == name, _f.c.nominal_ms == oldest).values(**outcome)
         )
+        fire = conn.execute(
+            select(_f).where(_f.c.schedule == name, _f.c.nominal_ms == oldest)
+        ).first()
+        if fire is not None:
+            _observed(ctx, conn, schedule.flow, [{**fire._asdict(), "decided_at_ms": now}])
     moved = conn.execute(
         update(_s)
         .where(_s.c.name == name, _s.c.buffered == row.buffered)
@@ -497,6 +544,7 @@ def trigger(
     if fired:
         conn.execute(insert(_f), [fired])
         result = fired
+        _observed(ctx, conn, schedule.flow, [fired])
     else:
         (_, due, reason) = round_.skipped[0]
         result = {
@@ -513,6 +561,7 @@ def trigger(
             "started_at_ms": None,
         }
         conn.execute(insert(_f), [result])
+        _observed(ctx, conn, schedule.flow, [result])
     conn.execute(
         update(_s)
         .where(_s.c.name == name)
