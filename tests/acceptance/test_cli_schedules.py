@@ -204,3 +204,36 @@ def test_a_schedule_fires_every_second_on_a_real_server(server, work):
         _ok(wiggle(address, "schedule", "describe", "tick", "--json", cwd=work)).stdout
     )
     assert view["paused"] and view["next_due_ms"] is None
+
+
+def test_backfill_previews_then_fires_each_past_time_once(server, work):
+    import datetime
+
+    address, _ = server
+    _ok(wiggle(address, "deploy", "gate.yaml", cwd=work))
+    _ok(wiggle(address, "schedule", "apply", "hourly.schedule.yaml", cwd=work))
+    now = datetime.datetime.now(datetime.UTC).replace(minute=0, second=0, microsecond=0)
+    start = (now - datetime.timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    end = (now - datetime.timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    args = ("schedule", "backfill", "hourly", "--from", start, "--to", end)
+    preview = _ok(wiggle(address, *args, cwd=work)).stdout
+    assert preview.startswith("hourly: 3 nominal times to fire (0 in the range already"), preview
+    assert preview.rstrip().endswith("add --yes to start the backfill")
+    started = _ok(wiggle(address, *args, "--yes", "--json", cwd=work))
+    batch = json.loads(started.stdout)
+    assert batch["action"] == "backfill" and batch["matched"] == 3
+
+    def finished():
+        status = _ok(wiggle(address, "batch", "status", batch["batch_id"], "--json", cwd=work))
+        return json.loads(status.stdout)["state"] == "DONE"
+
+    wait_until(finished, timeout=FIRE_WAIT_S, what="the backfill to finish", interval=0.3)
+    described = wiggle(address, "schedule", "describe", "hourly", "--json", cwd=work)
+    described = json.loads(_ok(described).stdout)
+    fired = sorted(f["instance_id"] for f in described["recent"] if f["outcome"] == "STARTED")
+    assert fired == sorted(
+        "hourly-" + (now - datetime.timedelta(hours=h)).strftime("%Y%m%dT%H%M%SZ")
+        for h in (1, 2, 3)
+    )
+    again = _ok(wiggle(address, *args, cwd=work)).stdout
+    assert again.startswith("hourly: 0 nominal times to fire (3 in the range already"), again

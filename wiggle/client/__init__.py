@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from wiggle.client._admin import Batch, BatchItem, BulkPreview, Repaired, describe_bulk_action
 from wiggle.client._client import Client, EagerWorker
-from wiggle.client._schedules import AppliedSchedule, ScheduleFire, ScheduleInfo
+from wiggle.client._schedules import AppliedSchedule, BackfillPreview, ScheduleFire, ScheduleInfo
 from wiggle.client._types import (
     Definition,
     DefinitionSummary,
@@ -27,6 +27,7 @@ from wiggle.wire import TlsConfig, open_channel, token_metadata
 
 __all__ = [
     "AppliedSchedule",
+    "BackfillPreview",
     "Batch",
     "BatchItem",
     "BulkPreview",

@@ -14,11 +14,12 @@ import orjson
 
 from wiggle import errors
 from wiggle._proto.wiggle.v1 import admin_pb2 as apb
+from wiggle.client._admin import Batch, batch_from_pb
 
 if TYPE_CHECKING:
     from wiggle.schedules import Schedule
 
-__all__ = ["AppliedSchedule", "ScheduleCalls", "ScheduleFire", "ScheduleInfo"]
+__all__ = ["AppliedSchedule", "BackfillPreview", "ScheduleCalls", "ScheduleFire", "ScheduleInfo"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,17 @@ def _schedule(s: apb.Schedule) -> ScheduleInfo:
     )
 
 
+@dataclass(frozen=True)
+class BackfillPreview:
+    """What a backfill of a range would fire: its nominal times not decided yet, oldest first,
+    and how many in the range are decided already (left alone)."""
+
+    name: str
+    nominal_ms: list[int]
+    already: int
+    time_zone: str
+
+
 class ScheduleCalls:
     """Mixed into `Client`: it provides `_admin` (the WiggleAdmin stub) and `_call`."""
 
@@ -173,3 +185,31 @@ class ScheduleCalls:
         request = apb.DeleteScheduleRequest(name=name)
         # Not retried: a delete that did arrive would be answered ScheduleNotFound.
         self._call(self._admin.DeleteSchedule, request, idempotent=False)
+
+    def preview_backfill(self, name: str, from_ms: int, to_ms: int) -> BackfillPreview:
+        """The past nominal times of [from, to] a backfill would fire; changes nothing."""
+        request = apb.BackfillRequest(name=name, from_ms=from_ms, to_ms=to_ms)
+        r = self._call(self._admin.PreviewBackfill, request, idempotent=True)
+        return BackfillPreview(r.name, list(r.nominal_ms), r.already, r.time_zone)
+
+    def start_backfill(
+        self,
+        name: str,
+        from_ms: int,
+        to_ms: int,
+        *,
+        overlap: str = "allow_all",
+        rate_per_s: float = 0.0,
+        requested_by: str = "",
+    ) -> Batch:
+        """Fire those times, each once, as a durable bulk action (follow it with get_batch)."""
+        request = apb.BackfillRequest(
+            name=name,
+            from_ms=from_ms,
+            to_ms=to_ms,
+            overlap=overlap,
+            rate_per_s=rate_per_s,
+            requested_by=requested_by,
+        )
+        # Not retried: a batch that was recorded would be recorded twice.
+        return batch_from_pb(self._call(self._admin.StartBackfill, request, idempotent=False))

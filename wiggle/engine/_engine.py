@@ -83,7 +83,12 @@ class Engine(Definitions, Views, Repairs, Schedules):
         # What the operations below the facade may use of the engine (see ops/context.py); the
         # engine's own settings are read from it too, so they are held once.
         self.ops = OpsContext(
-            self.db, self.graph_of, default_mode, node_id or f"engine-{new_id()[:12]}", leader_ttl_s
+            self.db,
+            self.graph_of,
+            default_mode,
+            node_id or f"engine-{new_id()[:12]}",
+            leader_ttl_s,
+            self._check_input,
         )
         self._graphs: dict[str, Graph] = {}
         self._validators: dict[str, Any] = {}

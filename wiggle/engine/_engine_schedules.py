@@ -13,9 +13,10 @@ from wiggle.graph import Graph
 from wiggle.schedules import Schedule, instance_id, nominal_times
 
 from .model.types import Json
+from .ops import bulk as _bulk
 from .ops import schedules as _schedules
 from .ops.context import OpsContext
-from .ops.schedules import Applied, ScheduleNotFound
+from .ops.schedules import Applied, BackfillPreview, ScheduleNotFound
 from .reads import schedules as _views
 from .reads.schedules import ScheduleView
 from .store import schema as s
@@ -97,3 +98,56 @@ class Schedules:
     def schedule_of_instance(self, instance_id: str) -> tuple[str, int] | None:
         """The schedule and nominal time (ms) that started an instance, if one did."""
         return self.db.read(lambda c: _views.fire_of_instance(c, instance_id))
+
+    def preview_backfill(self, name: str, from_ms: int, to_ms: int) -> BackfillPreview:
+        """The nominal times of [from, to] a backfill would fire (the ones not yet decided)."""
+        return self.db.read(
+            lambda c: _schedules.preview_backfill(self.ops, c, name, from_ms, to_ms)
+        )
+
+    def start_backfill(
+        self,
+        name: str,
+        from_ms: int,
+        to_ms: int,
+        *,
+        overlap: str = "allow_all",
+        requested_by: str = "",
+        rate_per_s: float = _bulk.DEFAULT_RATE,
+    ) -> _bulk.BatchView:
+        """Fire the past nominal times of [from, to] that are not decided yet, each once, as a
+        durable bulk action (`backfill`) that the leading server works through at `rate_per_s`
+        and a new leader resumes. `overlap`: `allow_all` (the default) starts every time; `skip`
+        skips a time while the schedule's last instance runs."""
+        if overlap not in _schedules.BACKFILL_OVERLAP:
+            raise InvalidRequest(
+                f"a backfill's overlap is one of {', '.join(_schedules.BACKFILL_OVERLAP)}; "
+                f"got {overlap[:40]!r}"
+            )
+
+        def fn(conn: Connection) -> str:
+            preview = _schedules.preview_backfill(self.ops, conn, name, from_ms, to_ms)
+            if not preview.count:
+                raise InvalidRequest(
+                    f"schedule {name} has no undecided nominal time in that range: nothing to do"
+                )
+            params: dict[str, Json] = {
+                "schedule": name,
+                "overlap": overlap,
+                "from_ms": from_ms,
+                "to_ms": to_ms,
+            }
+            return _bulk.create_batch(
+                self.ops,
+                conn,
+                "backfill",
+                params,
+                [f"schedule={name}"],
+                requested_by or "anonymous",
+                rate_per_s,
+                items=_schedules.backfill_items(preview),
+            )
+
+        batch_id = self.db.write(fn)
+        self.waiters.ticker_needed()
+        return self.db.read(lambda c: _bulk.get_batch(c, batch_id))

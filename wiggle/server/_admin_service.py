@@ -309,6 +309,38 @@ class AdminService(apb_grpc.WiggleAdminServicer):
         self._engine.delete_schedule(request.name)
         return apb.DeleteScheduleResponse(name=request.name)
 
+    @rpc_handler
+    def PreviewBackfill(
+        self, request: apb.BackfillRequest, context: grpc.ServicerContext
+    ) -> apb.PreviewBackfillResponse:
+        name, first, last = _backfill_args(request)
+        preview = self._engine.preview_backfill(name, first, last)
+        zone = self._engine.describe_schedule(name, upcoming=0, recent=0).time_zone
+        return apb.PreviewBackfillResponse(
+            name=name, nominal_ms=list(preview.nominal_ms), already=preview.already, time_zone=zone
+        )
+
+    @rpc_handler
+    def StartBackfill(
+        self, request: apb.BackfillRequest, context: grpc.ServicerContext
+    ) -> apb.Batch:
+        name, first, last = _backfill_args(request)
+        view = self._engine.start_backfill(
+            name,
+            first,
+            last,
+            overlap=request.overlap or "allow_all",
+            requested_by=_who(request.requested_by),
+            rate_per_s=_rate(request.rate_per_s),
+        )
+        return batch_to_pb(view)
+
+
+def _backfill_args(request: apb.BackfillRequest) -> tuple[str, int, int]:
+    if not request.name:
+        raise InvalidRequest("a backfill needs a schedule's name")
+    return request.name, request.from_ms, request.to_ms
+
 
 def _rate(asked: float) -> float:
     rate = asked or DEFAULT_RATE

@@ -97,6 +97,8 @@ OPERATOR_METHODS = frozenset(
         "UnpauseSchedule",
         "TriggerSchedule",
         "DeleteSchedule",
+        "PreviewBackfill",
+        "StartBackfill",
         "CancelInstance",
         "DescribeInstance",
         "ListInstances",

@@ -108,6 +108,12 @@ _FIELDS: dict[str, _Fields] = {
     "UnpauseSchedule": lambda r: [("schedule name", r.name)],
     "TriggerSchedule": lambda r: [("schedule name", r.name)],
     "DeleteSchedule": lambda r: [("schedule name", r.name)],
+    "PreviewBackfill": lambda r: [("schedule name", r.name), ("overlap", r.overlap)],
+    "StartBackfill": lambda r: [
+        ("schedule name", r.name),
+        ("overlap", r.overlap),
+        ("requested by", r.requested_by),
+    ],
 }
 
 #: As the schedule schema's name pattern (spec/schema/schedule.schema.json): a name no schedule
@@ -163,7 +169,7 @@ def _problem(kind: str, value: str) -> str | None:
             f"schedule name {quote(value)} is not a schedule's name: 1 to 46 lower-case "
             "letters, digits and . _ -, starting with a letter or digit"
         )
-    if kind in ("file name", "page token", "flow filter", "requested by"):
+    if kind in ("file name", "page token", "flow filter", "requested by", "overlap"):
         return _longer_than(kind, value, MAX_NAME_CHARS)
     if kind == "sdk":
         return _longer_than(kind, value, 100)

@@ -177,3 +177,61 @@ def test_bad_schedules_are_refused_when_applied(eng: Engine) -> None:
 def test_the_next_due_fire_wakes_the_ticker(eng: Engine, clock: VirtualClock) -> None:
     eng.apply_schedule(schedule("flow: quick\ncron: '0 * * * *'\ninput: {kind: x}\n"))
     assert eng.next_due_ms() == START + HOUR
+
+
+def run_batch(eng: Engine, batch_id: str) -> object:
+    for _ in range(100):
+        eng.tick()
+        batch = eng.get_batch(batch_id)
+        if batch.state == "DONE":
+            return batch
+    raise AssertionError(f"batch {batch_id} did not finish: {eng.get_batch(batch_id)}")
+
+
+def test_backfill_fires_each_past_time_once_and_leaves_decided_ones(
+    eng: Engine, clock: VirtualClock
+) -> None:
+    clock.advance(10 * HOUR)  # the schedule is applied at 10:00: nothing before fires by itself
+    eng.apply_schedule(schedule("flow: quick\ncron: '0 * * * *'\ninput: {kind: x}\n"))
+    preview = eng.preview_backfill("s", START + 2 * HOUR, START + 5 * HOUR)
+    assert [n // HOUR - START // HOUR for n in preview.nominal_ms] == [2, 3, 4, 5]
+    batch = eng.start_backfill("s", START + 2 * HOUR, START + 5 * HOUR)
+    assert batch.action == "backfill" and batch.matched == 4
+    done = run_batch(eng, batch.batch_id)
+    assert done.done == 4 and done.skipped == 0
+    assert started(eng) == [f"s-20260101T0{h}0000Z" for h in (2, 3, 4, 5)]
+    # Again over a wider range: only the times not yet decided.
+    again = eng.preview_backfill("s", START + 1 * HOUR, START + 6 * HOUR)
+    assert again.already == 4 and len(again.nominal_ms) == 2
+    run_batch(eng, eng.start_backfill("s", START + HOUR, START + 6 * HOUR).batch_id)
+    assert len(started(eng)) == 6
+    assert all(f.triggered for f in eng.describe_schedule("s", recent=100).recent)
+
+
+def test_a_backfill_refuses_what_cannot_be_done(eng: Engine, clock: VirtualClock) -> None:
+    from wiggle.errors import InvalidRequest
+
+    clock.advance(HOUR)
+    eng.apply_schedule(schedule("flow: quick\ncron: '* * * * * *'\ninput: {kind: x}\n"))
+    with pytest.raises(InvalidRequest, match="more than 10000 nominal times"):
+        eng.preview_backfill("s", START - 10 * 365 * 24 * HOUR, START)  # ten years at a second
+    with pytest.raises(InvalidRequest, match="in the future"):
+        eng.preview_backfill("s", START, START + 2 * HOUR)
+    with pytest.raises(InvalidRequest, match="before its start"):
+        eng.preview_backfill("s", START, START - HOUR)
+    with pytest.raises(InvalidRequest, match="overlap"):
+        eng.start_backfill("s", START, START + 1000, overlap="buffer_all")
+    with pytest.raises(ScheduleNotFound):
+        eng.preview_backfill("nope", START, START)
+
+
+def test_a_backfill_with_overlap_skip_waits_for_nobody_and_skips(
+    eng: Engine, clock: VirtualClock
+) -> None:
+    clock.advance(10 * HOUR)
+    eng.apply_schedule(schedule("flow: waits\ncron: '0 * * * *'\n"))
+    eng.trigger_schedule("s")  # its instance waits for a signal: the schedule's running one
+    batch = eng.start_backfill("s", START + HOUR, START + 2 * HOUR, overlap="skip")
+    done = run_batch(eng, batch.batch_id)
+    assert done.skipped == 2
+    assert all("is still running" in item.message for item in done.items)

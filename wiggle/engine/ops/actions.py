@@ -2,7 +2,8 @@
 
 An operator starts `cancel`, `retry`, `reset` and `signal` over the instances a filter matches
 (`Engine.start_bulk`); `migrate` and `rollback` are started by `migrate apply` and `migrate
-rollback`, each item bringing its own plan entry. The leader runs an item's action in the
+rollback`, each item bringing its own plan entry; `backfill` by `wiggle schedule backfill`, each
+item a past nominal time of a schedule. The leader runs an item's action in the
 transaction that marks the item done (see bulk_runner); an action answers its message, or
 (message, undo) when it keeps what it replaced, or raises `Skip` / `Defer` (see bulk).
 """
@@ -22,6 +23,7 @@ from . import repair as _repair
 from .bulk import Defer, Skip
 from .context import OpsContext
 from .migrate_apply import migrate_one, roll_back_one
+from .schedules import backfill_one
 
 __all__ = ["ACTIONS", "FILTER_ACTIONS", "Action", "ActionSpec", "Defer", "Skip", "check_params"]
 
@@ -77,6 +79,7 @@ ACTIONS: dict[str, ActionSpec] = {
     "signal": ActionSpec(_signal, by_filter=True),
     "migrate": ActionSpec(migrate_one, by_filter=False),
     "rollback": ActionSpec(roll_back_one, by_filter=False),
+    "backfill": ActionSpec(backfill_one, by_filter=False),
 }
 
 #: What an operator may start over a filter.

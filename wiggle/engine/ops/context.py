@@ -16,6 +16,7 @@ from sqlalchemy import Connection
 from wiggle.graph import ExecutionMode, Graph
 
 from ..machine.tx import Tx
+from ..model.types import Json
 from ..store.db import Database
 
 __all__ = ["OpsContext"]
@@ -31,6 +32,8 @@ class OpsContext:
     node_id: str
     #: How long a won election holds before it must be renewed.
     leader_ttl_s: float
+    #: Refuses (InputRejected) an input the version's `input` schema rejects.
+    check_input: Callable[[Graph, Json], None]
 
     def tx(self, conn: Connection) -> Tx:
         """A transaction's identity map over `conn`, its clock read by its first statement."""

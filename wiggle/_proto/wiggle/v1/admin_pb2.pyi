@@ -336,3 +336,31 @@ class ScheduleFire(_message.Message):
     triggered: bool
     decided_at_ms: int
     def __init__(self, nominal_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., count: _Optional[int] = ..., due_ms: _Optional[int] = ..., outcome: _Optional[str] = ..., reason: _Optional[str] = ..., instance_id: _Optional[str] = ..., triggered: _Optional[bool] = ..., decided_at_ms: _Optional[int] = ...) -> None: ...
+
+class BackfillRequest(_message.Message):
+    __slots__ = ("name", "from_ms", "to_ms", "overlap", "rate_per_s", "requested_by")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FROM_MS_FIELD_NUMBER: _ClassVar[int]
+    TO_MS_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_BY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    from_ms: int
+    to_ms: int
+    overlap: str
+    rate_per_s: float
+    requested_by: str
+    def __init__(self, name: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., overlap: _Optional[str] = ..., rate_per_s: _Optional[float] = ..., requested_by: _Optional[str] = ...) -> None: ...
+
+class PreviewBackfillResponse(_message.Message):
+    __slots__ = ("name", "nominal_ms", "already", "time_zone")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NOMINAL_MS_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_FIELD_NUMBER: _ClassVar[int]
+    TIME_ZONE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    nominal_ms: _containers.RepeatedScalarFieldContainer[int]
+    already: int
+    time_zone: str
+    def __init__(self, name: _Optional[str] = ..., nominal_ms: _Optional[_Iterable[int]] = ..., already: _Optional[int] = ..., time_zone: _Optional[str] = ...) -> None: ...

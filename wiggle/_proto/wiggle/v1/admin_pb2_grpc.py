@@ -119,6 +119,16 @@ class WiggleAdminStub:
                 request_serializer=wiggle_dot_v1_dot_admin__pb2.DeleteScheduleRequest.SerializeToString,
                 response_deserializer=wiggle_dot_v1_dot_admin__pb2.DeleteScheduleResponse.FromString,
                 _registered_method=True)
+        self.PreviewBackfill = channel.unary_unary(
+                '/wiggle.v1.WiggleAdmin/PreviewBackfill',
+                request_serializer=wiggle_dot_v1_dot_admin__pb2.BackfillRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_admin__pb2.PreviewBackfillResponse.FromString,
+                _registered_method=True)
+        self.StartBackfill = channel.unary_unary(
+                '/wiggle.v1.WiggleAdmin/StartBackfill',
+                request_serializer=wiggle_dot_v1_dot_admin__pb2.BackfillRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_admin__pb2.Batch.FromString,
+                _registered_method=True)
 
 
 class WiggleAdminServicer:
@@ -264,6 +274,24 @@ class WiggleAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PreviewBackfill(self, request, context):
+        """The past nominal times of a range that a backfill would fire: those not decided yet (the
+        others are counted). INVALID_ARGUMENT for a reversed range, one reaching past now, or one
+        naming more than 10,000 nominal times. Changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StartBackfill(self, request, context):
+        """Fire those times, each once, as a durable bulk action (action "backfill", one item per
+        nominal time, named by the instance it starts) that the leading server works through at
+        the rate asked and a new leader resumes. A time decided meanwhile is skipped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WiggleAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -351,6 +379,16 @@ def add_WiggleAdminServicer_to_server(servicer, server):
                     servicer.DeleteSchedule,
                     request_deserializer=wiggle_dot_v1_dot_admin__pb2.DeleteScheduleRequest.FromString,
                     response_serializer=wiggle_dot_v1_dot_admin__pb2.DeleteScheduleResponse.SerializeToString,
+            ),
+            'PreviewBackfill': grpc.unary_unary_rpc_method_handler(
+                    servicer.PreviewBackfill,
+                    request_deserializer=wiggle_dot_v1_dot_admin__pb2.BackfillRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_admin__pb2.PreviewBackfillResponse.SerializeToString,
+            ),
+            'StartBackfill': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartBackfill,
+                    request_deserializer=wiggle_dot_v1_dot_admin__pb2.BackfillRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_admin__pb2.Batch.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -812,6 +850,60 @@ class WiggleAdmin:
             '/wiggle.v1.WiggleAdmin/DeleteSchedule',
             wiggle_dot_v1_dot_admin__pb2.DeleteScheduleRequest.SerializeToString,
             wiggle_dot_v1_dot_admin__pb2.DeleteScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PreviewBackfill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.WiggleAdmin/PreviewBackfill',
+            wiggle_dot_v1_dot_admin__pb2.BackfillRequest.SerializeToString,
+            wiggle_dot_v1_dot_admin__pb2.PreviewBackfillResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartBackfill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.WiggleAdmin/StartBackfill',
+            wiggle_dot_v1_dot_admin__pb2.BackfillRequest.SerializeToString,
+            wiggle_dot_v1_dot_admin__pb2.Batch.FromString,
             options,
             channel_credentials,
             insecure,
