@@ -6,8 +6,11 @@ The pages' screenshots are written to docs/console/ (README shows two of them).
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from typing import Any
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
 import pytest
 from selenium.webdriver.common.by import By
@@ -196,3 +199,113 @@ def test_hostile_flow_name_context_and_error_message_are_inert(stack, browser, s
     browser.get(f"{stack.console_url}/instances?flow={quote(HOSTILE[0], safe='')}")
     assert _css(browser, "#filters input[name=flow]").get_attribute("value") == HOSTILE[0]
     assert browser.execute_script("return window.__xss === undefined")
+
+
+# -- schedules ------------------------------------------------------------------------------
+
+BERLIN = ZoneInfo("Europe/Berlin")
+SCHEDULE_HOSTILE = '<img src="x" onerror="window.__xss = 1">'
+
+# Every hour on the hour, Berlin time; `flaky` completes when its key is not broken.
+SCHEDULE = f"""
+schedule: console-hourly
+description: 'Fetch and store every hour {SCHEDULE_HOSTILE}'
+flow: flaky
+time_zone: Europe/Berlin
+cron: "0 * * * *"
+input:
+  key: scheduled
+"""
+
+
+@pytest.mark.timeout(180)
+def test_the_schedule_pages_trigger_pause_and_backfill(stack, browser, shot):
+    """The list with the next fire in the schedule's zone; its page (timetable, next times); a
+    trigger clicked and its instance followed to "started by schedule"; pause with a note and
+    unpause; a backfill previewed, started and followed on its batch's page."""
+    stack.client.apply_schedule(SCHEDULE.encode(), filename="console-hourly.schedule.yaml")
+    browser.get_log("browser")  # drop what earlier tests left
+
+    # The list: the schedule, its flow, active, its next fire in Berlin time, its counts.
+    browser.get(f"{stack.console_url}/schedules")
+    assert _css(browser, 'header nav a[href="/schedules"]').get_attribute("class") == "on"
+    row = '#schedules tr[data-schedule="console-hourly"]'
+    assert _css(browser, f"{row} .badge").text == "active"
+    next_fire = _css(browser, f"{row} td.next-fire code").text
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:00:00\+0[12]:00", next_fire), next_fire
+    assert _css(browser, f'{row} a[href="/flows/flaky"]').text == "flaky"
+    assert SCHEDULE_HOSTILE in _css(browser, row).text  # the description, as text
+    shot(browser, "schedules")
+
+    # Its page: the timetable, the next ten fire times in its zone, no fire yet.
+    _css(browser, f"{row} a.schedule-link").click()
+    _wait(browser).until(ec.url_contains("/schedules/console-hourly"))
+    assert _css(browser, '#timetable tr[data-key="cron"] code').text == "0 * * * *"
+    assert _css(browser, "#schedule-zone").text == "Europe/Berlin"
+    upcoming = browser.find_elements(By.CSS_SELECTOR, "#upcoming li[data-ms]")
+    assert len(upcoming) == 10
+    assert all(re.search(r"T\d\d:00:00\+0[12]:00", li.text) for li in upcoming)
+    assert "No fire yet" in live_text(browser, "#fires")
+
+    # Trigger: the page says what the fire did, and links the instance it started.
+    _css(browser, "#trigger-button").click()
+    result = _wait(browser).until(ec.presence_of_element_located((By.ID, "trigger-result")))
+    assert result.get_attribute("data-outcome") == "STARTED"
+    instance_id = _css(browser, "#triggered-instance").text
+    assert re.fullmatch(r"console-hourly-\d{8}T\d{6}Z", instance_id), instance_id
+    assert live_text(browser, '#fires tr[data-triggered="1"]').startswith(
+        _css(browser, "#trigger-result code").text
+    )
+    shot(browser, "schedule")
+    stack.wait(instance_id, lambda v: v.status == "COMPLETED")
+
+    # The instance it started names the schedule and the nominal time, in Berlin time.
+    _css(browser, "#triggered-instance").click()
+    origin = _wait(browser).until(ec.presence_of_element_located((By.ID, "schedule-origin")))
+    assert "Started by schedule console-hourly for nominal time" in origin.text
+    assert re.search(r"T\d\d:\d\d:\d\d\+0[12]:00 \(Europe/Berlin\)", origin.text), origin.text
+    _css(browser, '#schedule-origin a[href="/schedules/console-hourly"]').click()
+    _wait(browser).until(ec.presence_of_element_located((By.ID, "pause-form")))
+
+    # Pause with a note (hostile: it stays text), then unpause.
+    _css(browser, "#pause-note-input").send_keys(f"maintenance {SCHEDULE_HOSTILE}")
+    _css(browser, "#pause-button").click()
+    _wait(browser).until(ec.text_to_be_present_in_element((By.ID, "notice"), "paused"))
+    assert _css(browser, "#schedule-state").get_attribute("data-paused") == "1"
+    assert _css(browser, "#pause-note").text == f"maintenance {SCHEDULE_HOSTILE}"
+    assert stack.client.describe_schedule("console-hourly").paused
+    _css(browser, "#unpause-button").click()
+    _wait(browser).until(ec.text_to_be_present_in_element((By.ID, "notice"), "unpaused"))
+    assert _css(browser, "#schedule-state").get_attribute("data-paused") == "0"
+
+    # Backfill three past hours: the preview lists them in Berlin time; started, it is a batch.
+    hour = dt.datetime.now(dt.UTC).replace(minute=0, second=0, microsecond=0)
+    _css(browser, "#backfill summary").click()
+    start, end = hour - dt.timedelta(hours=5), hour - dt.timedelta(hours=3)
+    for field, at in (("#backfill-from", start), ("#backfill-to", end)):
+        _css(browser, field).clear()
+        _css(browser, field).send_keys(at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    Select(_css(browser, "#backfill-overlap")).select_by_value("allow_all")
+    _css(browser, "#backfill-preview").click()
+    _wait(browser).until(ec.presence_of_element_located((By.ID, "preview")))
+    assert _css(browser, "#backfill-count").text == "3"
+    assert _css(browser, "#backfill-already").text == "0"
+    assert _css(browser, "#backfill-first").text == start.astimezone(BERLIN).isoformat()
+    assert _css(browser, "#backfill-last").text == end.astimezone(BERLIN).isoformat()
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#backfill-times li")) == 3
+    assert not stack.client.list_batches(action="backfill")  # the preview changed nothing
+    _css(browser, "#backfill-go").click()
+    _wait(browser).until(ec.url_contains("/batches/"))
+    _wait(browser).until(
+        ec.presence_of_element_located((By.CSS_SELECTOR, "#batch-live [data-finished]"))
+    )
+    assert _css(browser, "#progress").get_attribute("data-done") == "3"
+    assert _css(browser, "#batch-action").text.startswith("backfill")
+    _css(browser, "#batch-schedule").click()
+    _wait(browser).until(ec.url_contains("/schedules/console-hourly"))
+    backfilled = browser.find_elements(By.CSS_SELECTOR, "#fires td.fire-by")
+    assert [td.text for td in backfilled].count("backfill") == 3
+
+    assert browser.execute_script("return window.__xss === undefined")
+    severe = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == []

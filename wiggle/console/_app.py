@@ -1,11 +1,14 @@
 """The console as a Starlette app over a `Backend`: the guard around every request, the login,
-and the pages (`_instances`, `_flows`, `_operate`), rendered with Jinja2 templates.
+and the pages (`_instances`, `_flows`, `_operate`, `_bulk`, `_migrations`, `_schedules`),
+rendered with Jinja2 templates.
 
 Pages are server-rendered HTML; the one script (static/console.js) refreshes the live part of
 a page by fetching the same URL with `X-Wiggle-Fragment: 1`, which answers that part alone.
-Actions (start, signal, cancel, retry, reset, bulk actions, migrations) are POSTs with a CSRF
-token; each first answers a confirmation page (a bulk action and a migration ask for the number
-of instances typed in), and only its second POST acts.
+Actions (start, signal, cancel, retry, reset, bulk actions, migrations, a schedule's pause,
+unpause, trigger and backfill) are POSTs with a CSRF token. An instance action first answers
+a confirmation page and only its second POST acts; a bulk action, a migration and a backfill
+are previewed first (a bulk action and a migration ask for the number of instances typed in);
+a schedule's pause, unpause and trigger act at once, as their commands do.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from starlette.responses import FileResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from wiggle.console import _bulk, _flows, _instances, _migrations, _operate
+from wiggle.console import _bulk, _flows, _instances, _migrations, _operate, _schedules
 from wiggle.console import _security as sec
 from wiggle.console._backend import Backend
 from wiggle.console._pages import FRAGMENT_HEADER, Pages
@@ -182,6 +185,7 @@ def create_app(backend: Backend, settings: ConsoleSettings | None = None) -> Sta
         *_operate.routes(pages),
         *_bulk.routes(pages),
         *_migrations.routes(pages),
+        *_schedules.routes(pages),
         Route("/login", pages.guarded(login), methods=["GET", "POST"]),
         Route("/logout", pages.guarded(logout), methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static"),

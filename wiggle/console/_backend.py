@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from wiggle import errors
 from wiggle.client import (
+    BackfillPreview,
     Batch,
     BulkPreview,
     Client,
@@ -29,6 +30,8 @@ from wiggle.client import (
     NodeCount,
     QueueInfo,
     Repaired,
+    ScheduleFire,
+    ScheduleInfo,
     Started,
     TlsConfig,
     WorkerInfo,
@@ -244,3 +247,43 @@ class Backend:
 
     def rollback_migration(self, batch_id: str, *, requested_by: str) -> Batch:
         return self._call(self.client.rollback_migration, batch_id, requested_by=requested_by)
+
+    # -- schedules (the admin API: an operator or admin credential) ----------------------------
+
+    def list_schedules(self) -> list[ScheduleInfo]:
+        return self._call(self.client.list_schedules)
+
+    def describe_schedule(self, name: str, upcoming: int = 10, recent: int = 20) -> ScheduleInfo:
+        return self._call(self.client.describe_schedule, name, upcoming=upcoming, recent=recent)
+
+    def pause_schedule(self, name: str, note: str) -> ScheduleInfo:
+        return self._call(self.client.pause_schedule, name, note)
+
+    def unpause_schedule(self, name: str) -> ScheduleInfo:
+        return self._call(self.client.unpause_schedule, name)
+
+    def trigger_schedule(self, name: str) -> ScheduleFire:
+        return self._call(self.client.trigger_schedule, name)
+
+    def preview_backfill(self, name: str, from_ms: int, to_ms: int) -> BackfillPreview:
+        return self._call(self.client.preview_backfill, name, from_ms, to_ms)
+
+    def start_backfill(
+        self,
+        name: str,
+        from_ms: int,
+        to_ms: int,
+        *,
+        overlap: str,
+        rate_per_s: float,
+        requested_by: str,
+    ) -> Batch:
+        return self._call(
+            self.client.start_backfill,
+            name,
+            from_ms,
+            to_ms,
+            overlap=overlap,
+            rate_per_s=rate_per_s,
+            requested_by=requested_by,
+        )

@@ -1,6 +1,7 @@
 """The instance pages: the list (filters and the search box, counts, totals, paging both ways,
-sorting) and one instance (its graph, why it waits, its step history and timeline, its actions:
-signal, cancel, retry, reset to a node picked on the graph or from a list)."""
+sorting) and one instance (its graph, why it waits, its step history and timeline, the schedule
+that started it, its actions: signal, cancel, retry, reset to a node picked on the graph or from
+a list)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from wiggle.console._listing import (
     sort_rows,
 )
 from wiggle.console._pages import Pages
+from wiggle.console._schedules import schedule_origin
 from wiggle.console._svg import diagram
 from wiggle.console._targets import reset_offer
 from wiggle.graph import Graph
@@ -175,12 +177,21 @@ def routes(pages: Pages) -> list[Route]:
             "live_url": request.url.path,
         }
 
+    async def _whole_page(
+        request: Request, context: dict[str, Any], status_code: int = 200
+    ) -> Response:
+        """The instance's page with what its live part leaves out: the schedule that started
+        it (read once: it never changes)."""
+        view: Instance = context["view"]
+        context["origin"] = await pages.call(schedule_origin, backend, view.instance_id, view.flow)
+        return pages.page(request, "instance.html", context, status_code)
+
     async def instance(request: Request) -> Response:
         instance_id = request.path_params["instance_id"]
         context = await _instance_context(request, instance_id)
         if pages.fragment(request):
             return pages.page(request, "_instance_live.html", context)
-        return pages.page(request, "instance.html", context)
+        return await _whole_page(request, context)
 
     async def signal(request: Request) -> Response:
         instance_id = request.path_params["instance_id"]
@@ -199,7 +210,7 @@ def routes(pages: Pages) -> list[Route]:
         if problem:
             context = await _instance_context(request, instance_id)
             context.update(signal_error=problem, signal_name=name, payload_text=payload_text)
-            return pages.page(request, "instance.html", context, 400)
+            return await _whole_page(request, context, 400)
         if form.get("confirm") != "yes":
             return pages.page(
                 request,
@@ -232,7 +243,7 @@ def routes(pages: Pages) -> list[Route]:
     async def _refused(request: Request, instance_id: str, problem: str) -> Response:
         context = await _instance_context(request, instance_id)
         context["action_error"] = problem
-        return pages.page(request, "instance.html", context, 409)
+        return await _whole_page(request, context, 409)
 
     async def retry(request: Request) -> Response:
         instance_id = request.path_params["instance_id"]

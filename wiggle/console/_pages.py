@@ -26,7 +26,7 @@ from wiggle.console import _security as sec
 from wiggle.console._backend import STATUSES, Backend
 from wiggle.console._listing import conditions_text, failed_at
 from wiggle.console._sources import FlowSources
-from wiggle.console._text import ago, duration, format_ms, pretty_json, short_version
+from wiggle.console._text import ago, duration, format_ms, pretty_json, short_version, zoned
 
 __all__ = ["FRAGMENT_HEADER", "Handler", "Pages"]
 
@@ -80,6 +80,7 @@ class Pages:
         env.filters["compact"] = lambda v: orjson.dumps(v).decode()
         env.filters["path"] = lambda v: quote(str(v), safe="")
         env.filters["conditions"] = conditions_text
+        env.filters["local"] = zoned
         env.globals["STATUSES"] = STATUSES
         env.globals["refresh_ms"] = refresh_ms
         env.globals["login_required"] = login_required

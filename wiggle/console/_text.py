@@ -1,14 +1,15 @@
-"""Values as the console's pages write them: instants, lengths of time, "3 min ago", short
-versions, JSON."""
+"""Values as the console's pages write them: instants (in UTC, or in a schedule's zone),
+lengths of time, "3 min ago", short versions, JSON."""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import orjson
 
-__all__ = ["ago", "duration", "format_ms", "pretty_json", "short_version"]
+__all__ = ["ago", "duration", "format_ms", "pretty_json", "short_version", "zone", "zoned"]
 
 
 def format_ms(ms: int) -> str:
@@ -17,6 +18,26 @@ def format_ms(ms: int) -> str:
         return ""
     moment = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
     return moment.strftime("%Y-%m-%d %H:%M:%S") + "Z"
+
+
+def zone(name: str) -> dt.tzinfo:
+    """The IANA zone `name`; UTC for one this machine does not know (the offsets say so)."""
+    try:
+        return ZoneInfo(name)
+    except Exception:
+        return dt.UTC
+
+
+def zoned(ms: int | None, zone_name: str) -> str:
+    """An instant as RFC 3339 in the zone, with its offset, to the second: how a schedule's
+    times are written (`2026-10-19T02:30:00+02:00`); '' for None."""
+    if ms is None:
+        return ""
+    try:
+        moment = dt.datetime.fromtimestamp(ms / 1000, zone(zone_name))
+    except (OverflowError, ValueError, OSError):  # past the year 9999 in that zone
+        return f"{ms} ms"
+    return moment.isoformat(timespec="seconds")
 
 
 def duration(ms: int) -> str:
