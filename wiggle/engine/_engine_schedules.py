@@ -10,7 +10,7 @@ from sqlalchemy import Connection, select
 
 from wiggle.errors import DefinitionNotFound, InvalidRequest
 from wiggle.graph import Graph
-from wiggle.schedules import Schedule, instance_id, nominal_times
+from wiggle.schedules import Schedule, fire_input, instance_id, nominal_times
 
 from .model.types import Json
 from .ops import bulk as _bulk
@@ -63,7 +63,7 @@ class Schedules:
         nominal = next(iter(nominal_times(schedule.spec, now)), now)
         ident = instance_id(schedule.name, nominal)
         try:
-            data = _schedules.fire_input(schedule, ident, nominal, now)
+            data = fire_input(schedule, ident, nominal, now)
         except Exception as exc:  # an input_values expression failing on its first fire
             raise InvalidRequest(f"schedule {schedule.name}: input_values: {exc}") from None
         self._check_input(self.graph_of(conn, row.version), data)
@@ -94,6 +94,11 @@ class Schedules:
         if view is None:
             raise ScheduleNotFound(name)
         return view
+
+    def schedule_fires(self, name: str) -> list[_views.Fire]:
+        """Every fire the schedule recorded, oldest nominal time first (a run of skipped
+        times is one record, `count` of them up to `until_ms`)."""
+        return self.db.read(lambda c: _views.all_fires(c, name))
 
     def schedule_of_instance(self, instance_id: str) -> tuple[str, int] | None:
         """The schedule and nominal time (ms) that started an instance, if one did."""

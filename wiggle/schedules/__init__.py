@@ -17,6 +17,7 @@ from wiggle.schedules._load import (
     SCHEDULE_SUFFIXES,
     load_schedule,
     load_schedule_file,
+    load_stored,
     schedule_schema,
 )
 from wiggle.schedules._model import Calendar, CatchUp, Exclusion, Schedule, Spec
@@ -24,10 +25,12 @@ from wiggle.schedules._rules import (
     GRACE_MS,
     Decision,
     catch_up,
+    fire_input,
     instance_id,
     jitter_ms,
     nominal_from_instance_id,
     overlap,
+    rfc3339,
 )
 from wiggle.schedules._times import local_time, nominal_times
 
@@ -41,13 +44,16 @@ __all__ = [
     "Schedule",
     "Spec",
     "catch_up",
+    "fire_input",
     "instance_id",
     "jitter_ms",
     "load_schedule",
     "load_schedule_file",
+    "load_stored",
     "local_time",
     "nominal_from_instance_id",
     "nominal_times",
     "overlap",
+    "rfc3339",
     "schedule_schema",
 ]

@@ -37,7 +37,13 @@ from wiggle.errors import Diagnostic, FlowError
 from wiggle.expressions import ExpressionInvalid, compile_expression
 from wiggle.schedules._model import DAY_NAMES, Calendar, CatchUp, Exclusion, Schedule, Spec
 
-__all__ = ["SCHEDULE_SUFFIXES", "load_schedule", "load_schedule_file", "schedule_schema"]
+__all__ = [
+    "SCHEDULE_SUFFIXES",
+    "load_schedule",
+    "load_schedule_file",
+    "load_stored",
+    "schedule_schema",
+]
 
 #: How a schedule file is named: `<name>.schedule.yaml` (or .yml, .json).
 SCHEDULE_SUFFIXES = (".schedule.yaml", ".schedule.yml", ".schedule.json")
@@ -96,6 +102,13 @@ def load_schedule(source: str | bytes, file: str = "<schedule>") -> Schedule:
         raise FlowError(sorted(check.problems))
     assert schedule is not None
     return schedule
+
+
+@functools.lru_cache(maxsize=1024)
+def load_stored(document: str) -> Schedule:
+    """A document as a server stores it (checked when it was applied), cached by its text: the
+    leader and every read of a schedule parse each stored document once."""
+    return load_schedule(document, "<stored schedule>")
 
 
 class _Checker:

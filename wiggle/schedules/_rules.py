@@ -9,17 +9,21 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
-from wiggle.schedules._model import CatchUp
+from wiggle.expressions import compile_expression
+from wiggle.schedules._model import CatchUp, Schedule
 
 __all__ = [
     "GRACE_MS",
     "Decision",
     "catch_up",
+    "fire_input",
     "instance_id",
     "jitter_ms",
     "nominal_from_instance_id",
     "overlap",
+    "rfc3339",
 ]
 
 #: A fire this late, or less, is on time; later, it was missed (no server fired it) and the
@@ -113,3 +117,28 @@ def nominal_from_instance_id(schedule: str, ident: str) -> int | None:
     except ValueError:
         return None
     return int(moment.timestamp() * 1000)
+
+
+def fire_input(schedule: Schedule, ident: str, nominal_ms: int, now_ms: int) -> Any:
+    """The input of the instance a fire starts: `input`, with each `input_values` expression's
+    value set, evaluated with `ctx` the input and `instance` naming the instance, flow,
+    schedule, nominal time and fire time (RFC 3339, UTC). EvaluationError when one fails."""
+    data = schedule.input
+    if not schedule.input_values:
+        return data
+    instance = {
+        "id": ident,
+        "flow": schedule.flow,
+        "schedule": schedule.name,
+        "nominal_time": rfc3339(nominal_ms),
+        "fire_time": rfc3339(now_ms),
+    }
+    out = dict(data)
+    for key, source in schedule.input_values:
+        out[key] = compile_expression(source).evaluate(data, instance)
+    return out
+
+
+def rfc3339(ms: int) -> str:
+    """An instant as RFC 3339 in UTC, to the millisecond."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

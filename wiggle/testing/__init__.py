@@ -2,6 +2,7 @@
 
     load_scenario_file(path)   a scenario file, checked against its flow (FlowError, located)
     FlowTest(flow, ...)        one instance on the real engine, in-process, on a virtual clock
+                               (or, after apply_schedule, the instances a schedule fires)
     Harness()                  the clock and one in-memory engine per mode, shared by runs
     MODES                      SERVER, LOCAL_SYNC, LOCAL_ASYNC
 

@@ -1,18 +1,21 @@
 """Checking expectations against what a run did: one message per problem, each showing what
-was expected and what happened (a path problem shows both paths)."""
+was expected and what happened (a path problem shows both paths, a schedule's fires both lists
+of times, in the schedule's zone)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from wiggle.engine import MISSING, resolve_pointer
 from wiggle.jsonvalue import json_equal, show
+from wiggle.schedules import Schedule, nominal_times
 
 from ._model import Expect
 
-__all__ = ["Observed", "check", "path_problem", "show_path"]
+__all__ = ["Observed", "ScheduledFire", "check", "check_fires", "path_problem", "show_path"]
 
 
 @dataclass(frozen=True)
@@ -135,4 +138,100 @@ def check(expect: Expect, seen: Observed) -> list[str]:
         problem = _events(expect.events, seen.events)
         if problem:
             problems.append(problem)
+    return problems
+
+
+@dataclass(frozen=True)
+class ScheduledFire:
+    """One nominal time a schedule decided: `started` (its instance), `buffered` (waiting for
+    the running one) or `skipped` (with the reason)."""
+
+    nominal_ms: int
+    outcome: str  # started | buffered | skipped
+    instance_id: str | None = None
+    reason: str = ""
+
+    def what(self) -> str:
+        """`started nightly-batch-20261025T003000Z`, `skipped: <reason>`."""
+        if self.outcome == "started":
+            return f"started {self.instance_id}"
+        return self.outcome + (f": {self.reason}" if self.reason else "")
+
+    def describe(self, schedule: Schedule) -> str:
+        """`2026-10-25T02:30:00+02:00 started nightly-batch-20261025T003000Z`."""
+        return f"{zoned(schedule, self.nominal_ms)} {self.what()}"
+
+
+def zoned(schedule: Schedule, ms: int) -> str:
+    """An instant in the schedule's zone, with its offset (2026-10-25T02:30:00+02:00)."""
+    return datetime.fromtimestamp(ms / 1000, schedule.spec.zone).isoformat()
+
+
+def _times(schedule: Schedule, times: Sequence[int]) -> str:
+    return "[" + ", ".join(zoned(schedule, t) for t in times) + "]"
+
+
+def _why_not(
+    schedule: Schedule,
+    nominal: int,
+    by_time: Mapping[int, ScheduledFire],
+    span: tuple[int, int],
+) -> str:
+    """Why a time expected to have fired (or been skipped) is not among them; `span`: when the
+    schedule was applied, and now."""
+    fire = by_time.get(nominal)
+    if fire is not None:
+        return fire.what()
+    if next(iter(nominal_times(schedule.spec, nominal - 1, until_ms=nominal)), None) != nominal:
+        return "not a time the schedule fires at"
+    applied_ms, now_ms = span
+    if nominal <= applied_ms:
+        return f"before the schedule was applied, at {zoned(schedule, applied_ms)}"
+    if nominal > now_ms:
+        return f"not due yet (the clock is at {zoned(schedule, now_ms)})"
+    return "not decided yet"
+
+
+def check_fires(
+    expect: Expect, fires: Sequence[ScheduledFire], schedule: Schedule, span: tuple[int, int]
+) -> list[str]:
+    """Every way a schedule's fires (every nominal time it decided, oldest first) fall short of
+    `expect`'s `fired` and `skipped`: each list is exact, in order. `span`: when the schedule
+    was applied, and now."""
+    problems: list[str] = []
+    by_time = {f.nominal_ms: f for f in fires}
+    for key, outcome, wanted in (
+        ("fired", "started", expect.fired),
+        ("skipped", "skipped", expect.skipped),
+    ):
+        if wanted is None:
+            continue
+        expected = [w.nominal_ms for w in wanted]
+        actual = [f.nominal_ms for f in fires if f.outcome == outcome]
+        if expected != actual:
+            lines = [
+                f"{key} differs",
+                f"  expected: {_times(schedule, expected)}",
+                f"  actual:   {_times(schedule, actual)}",
+            ]
+            for t in expected:
+                if t not in actual:
+                    why = _why_not(schedule, t, by_time, span)
+                    lines.append(f"  {zoned(schedule, t)} (expected): {why}")
+            for t in actual:
+                if t not in expected:
+                    lines.append(f"  {zoned(schedule, t)} (not expected): {by_time[t].what()}")
+            problems.append("\n".join(lines))
+        for w in wanted:
+            fire = by_time.get(w.nominal_ms)
+            if (
+                w.reason is not None
+                and fire is not None
+                and fire.outcome == outcome
+                and w.reason not in fire.reason
+            ):
+                problems.append(
+                    f"{key}: {zoned(schedule, w.nominal_ms)} was skipped for "
+                    f"{fire.reason!r}, expected a reason containing {w.reason!r}"
+                )
     return problems

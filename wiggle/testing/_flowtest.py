@@ -4,6 +4,11 @@ The engine is Wiggle's own, on an in-memory SQLite database, reading a `VirtualC
 is `_worker.InProcessWorker`. Nothing moves in real time: after every action (start, signal,
 advance, cancel) every step that can run has run and every timer that is due has fired, and
 `advance("3d")` moves the clock timer by timer, so a three-day deadline takes milliseconds.
+
+Instead of starting an instance, a FlowTest can apply a schedule of its flow: the engine's
+leader fires it as the clock moves (the clock jumps from one due fire or timer to the next, so a
+simulated day costs milliseconds), `outage("6h")` moves the clock with no server running, and
+`fires()` is the schedule's record of what it fired and skipped.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import contextlib
 import os
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,22 +32,26 @@ from wiggle.engine import (
     VirtualClock,
     parse_instant_ms,
 )
-from wiggle.errors import InstanceNotRunning
+from wiggle.errors import InstanceNotRunning, WiggleError
 from wiggle.graph import ExecutionMode, Graph
 from wiggle.modes import MODES, compiled_in_mode, flow_queues
+from wiggle.schedules import Schedule, load_schedule_file, nominal_times
 from wiggle.worker import Registry, load_handlers
 
 from ._answers import Answers
-from ._expect import Observed, check, path_problem
-from ._load import parse_results, subflow_files
-from ._model import Answer, Expect
+from ._expect import Observed, ScheduledFire, check, check_fires, path_problem
+from ._load import fire_time, parse_results, subflow_files
+from ._model import Answer, Expect, ExpectedFire
 from ._trace import Trace, trace
 from ._worker import InProcessWorker
 
-__all__ = ["MODES", "FlowTest", "Harness", "ScenarioError", "resolve_mode"]
+__all__ = ["MODES", "FlowTest", "Harness", "ScenarioError", "ScheduledFire", "resolve_mode"]
 
 #: A run that keeps arming timers is stopped after this many, rather than spinning forever.
 MAX_TIMERS = 10_000
+
+#: How far back a harness's clean-up reaches: every finished instance, whatever its end time.
+_EVER_MS = 1 << 50
 
 Handlers = str | os.PathLike[str] | Registry | Mapping[str, Callable[..., Any]] | None
 
@@ -146,7 +156,8 @@ class FlowTest:
     function. `results`: activity results as in a scenario file (`{"kyc_approved": True,
     "request_kyc": [{"fail": "busy"}, {"handler": True}]}`), tried before the handlers.
     `mode`: SERVER, LOCAL_SYNC or LOCAL_ASYNC (default the flow's own). `flows`: other flows to
-    register (subflow targets beside a flow file are found by themselves).
+    register (subflow targets beside a flow file are found by themselves). Instead of `start`,
+    `apply_schedule` lets a schedule of the flow start its instances.
     """
 
     def __init__(
@@ -181,6 +192,7 @@ class FlowTest:
             self.engine, self.answers, sorted(flow_queues(variants)), graphs=self.harness.graphs
         )
         self.instance_id: str | None = None
+        self.schedule: Schedule | None = None
 
     # -- driving ------------------------------------------------------------------------------
 
@@ -188,6 +200,8 @@ class FlowTest:
         """Start the instance at the start time, then run what can run."""
         if self.instance_id is not None:
             raise ScenarioError("this FlowTest has started its instance already")
+        if self.schedule is not None:
+            raise ScenarioError("this FlowTest's instances are its schedule's: it starts none")
         self.clock.set(self.start_ms)
         # Eager dispatch, as a worker beside the client gets it: the first task is leased in
         # the start's own transaction.
@@ -204,12 +218,48 @@ class FlowTest:
         self.settle()
         return result.instance_id
 
+    def apply_schedule(self, schedule: str | os.PathLike[str] | Schedule) -> None:
+        """Apply a schedule of this flow at the start time (a file, or a loaded `Schedule`):
+        from then on the leader fires it as the clock moves, each fire starting an instance of
+        the flow, answered like the test's own. The schedule is pinned to the version under
+        test."""
+        if self.schedule is not None or self.instance_id is not None:
+            raise ScenarioError("this FlowTest has started its instance or schedule already")
+        if not isinstance(schedule, Schedule):
+            schedule = load_schedule_file(schedule)
+        if schedule.document is None:
+            raise ScenarioError("apply a schedule loaded by wiggle.schedules.load_schedule(...)")
+        if schedule.flow != self.flow.name:
+            raise ScenarioError(
+                f"schedule {schedule.name!r} starts flow {schedule.flow!r}, not {self.flow.name!r}"
+            )
+        # The version registered here (the flow in this test's mode), whatever else the
+        # harness holds of the flow; the stored document is what the leader fires from.
+        version = self.flow.version
+        pinned = replace(
+            schedule, version=version, document={**schedule.document, "version": version}
+        )
+        self.clock.set(self.start_ms)
+        self.engine.apply_schedule(pinned)
+        self.schedule = pinned
+        self.settle()
+
     def settle(self) -> None:
-        """Run every step that can run and fire every timer due now, until neither is left."""
+        """Run every step that can run and fire every timer due now, until neither is left.
+        Under a schedule that buffers fires, the leader ticks again after anything happened:
+        an instance that ended may let a buffered fire start (a server's leader does that at
+        its next tick)."""
+        buffers = self.schedule is not None and self.schedule.overlap.startswith("buffer")
+        ticked = False
         while True:
-            self.worker.run_ready()
+            ran = self.worker.run_ready()
             due = self.engine.next_due_ms()
-            if due is None or due > self.clock.now_ms() or not self.engine.tick():
+            is_due = due is not None and due <= self.clock.now_ms()
+            again = buffers and bool(ran or ticked)
+            if not is_due and not again:
+                return
+            ticked = bool(self.engine.tick())
+            if not ticked and not again:
                 return
 
     def advance(self, duration: str | int | float) -> None:
@@ -228,9 +278,20 @@ class FlowTest:
             )
         self.advance(ms_since_start - self.now_ms)
 
+    def outage(self, duration: str | int | float) -> None:
+        """No server runs for `duration`: the clock moves on, but no leader ticks (no timer, no
+        schedule fires) and no step runs. Then a server is back: its first tick decides what
+        fell due meanwhile, and what that readies runs."""
+        self.settle()
+        self.clock.set(self.clock.now_ms() + _ms(duration))
+        self.settle()
+
     def run_to_end(self) -> None:
         """Let time run on, timer by timer, until the instance ends or waits for nothing but a
-        signal."""
+        signal. Under a schedule, the schedule stops firing (it is paused) and the instances it
+        started run to their end."""
+        if self.schedule is not None:
+            self.engine.pause_schedule(self.schedule.name, "the scenario's timeline ended")
         self._run_until(None)
 
     def _run_until(self, target: int | None) -> None:
@@ -299,9 +360,10 @@ class FlowTest:
         return trace(self._graph(view), view.events)
 
     def traces(self) -> list[tuple[Graph, Trace]]:
-        """The trace of the instance and of every subflow child it started, on their graphs."""
+        """The trace of the instance (or of each one the schedule started) and of every subflow
+        child they started, on their graphs."""
         out: list[tuple[Graph, Trace]] = []
-        todo = [self._id()]
+        todo = self.started if self.schedule is not None else [self._id()]
         while todo:
             view = self.engine.describe(todo.pop(0), include_events=True)
             graph = self._graph(view)
@@ -309,8 +371,9 @@ class FlowTest:
             todo.extend(view.child_instance_ids)
         return out
 
-    def observed(self) -> Observed:
-        view = self.view()
+    def observed(self, instance_id: str | None = None) -> Observed:
+        """What the instance (or the one named, say one the schedule started) looks like now."""
+        view = self.engine.describe(instance_id or self._id(), include_events=True)
         return Observed(
             status=view.status.value,
             reason=view.reason,
@@ -336,8 +399,8 @@ class FlowTest:
 
     def expect(self, **expectations: Any) -> None:
         """Check expectations named as in a scenario file's `expect` (status, reason, context,
-        context_at, path, visits, skips, waiting_at, calls, events); AssertionError lists
-        every one that fails."""
+        context_at, path, visits, skips, waiting_at, calls, events; under a schedule fired and
+        skipped too); AssertionError lists every one that fails."""
         known = set(Expect.__dataclass_fields__) - {"has_context", "where"}
         unknown = sorted(set(expectations) - known)
         if unknown:
@@ -346,14 +409,85 @@ class FlowTest:
             expectations["status"] = str(
                 getattr(expectations["status"], "value", expectations["status"])
             )
+        for key in ("fired", "skipped"):
+            if key in expectations:
+                expectations[key] = [self._expected_fire(v) for v in expectations[key]]
         wanted = Expect(has_context="context" in expectations, **expectations)
-        problems = check(wanted, self.observed())
+        problems = self.problems(wanted)
         if problems:
             raise AssertionError("\n".join(problems))
+
+    def _expected_fire(self, value: Any) -> ExpectedFire:
+        if self.schedule is None:
+            raise ScenarioError("fired and skipped are about a schedule: apply_schedule first")
+        if isinstance(value, ExpectedFire):
+            return value
+        reason = None
+        if isinstance(value, Mapping):
+            value, reason = value["at"], value.get("reason")
+        ms = fire_time(value, self.schedule)
+        if ms is None:
+            raise ValueError(
+                f"{value!r} is neither an RFC 3339 instant with an offset nor an instance id of "
+                f"schedule {self.schedule.name!r}"
+            )
+        return ExpectedFire(ms, reason, value)
+
+    def problems(self, expect: Expect) -> list[str]:
+        """Every way the run falls short of `expect`, now. Under a schedule: its fires, the
+        calls of the whole run, and the rest for each instance it started."""
+        if self.schedule is None:
+            return check(expect, self.observed())
+        fires = self.fires()
+        span = (self.start_ms, self.clock.now_ms())
+        problems = check_fires(expect, fires, self.schedule, span)
+        if expect.calls:
+            totals = Expect(calls=expect.calls)
+            problems += check(totals, Observed("", "", None, (), (), self.calls, ()))
+        if expect.about_instances():
+            rest = replace(expect, calls={}, fired=None, skipped=None)
+            started = [f.instance_id for f in fires if f.instance_id is not None]
+            if not started:
+                problems.append(
+                    f"expected instances to check, but schedule {self.schedule.name!r} started none"
+                )
+            for ident in started:
+                problems += [f"instance {ident}: {p}" for p in check(rest, self.observed(ident))]
+        return problems
+
+    # -- a schedule's fires -------------------------------------------------------------------
+
+    def fires(self) -> list[ScheduledFire]:
+        """Every nominal time the schedule decided so far, oldest first: started (with its
+        instance), buffered or skipped (with the reason)."""
+        if self.schedule is None:
+            return []
+        rows = [
+            (f.nominal_ms, f.until_ms, f.count, f.outcome, f.reason, f.instance_id)
+            for f in self.engine.schedule_fires(self.schedule.name)
+        ]
+        out: list[ScheduledFire] = []
+        for nominal, until, count, outcome, reason, ident in rows:
+            times = [int(nominal)]
+            if count > 1:  # a run of times skipped for one reason is one record
+                spec = self.schedule.spec
+                times = list(nominal_times(spec, int(nominal) - 1, until_ms=int(until)))[:count]
+            out += [ScheduledFire(n, str(outcome).lower(), ident, reason) for n in times]
+        return sorted(out, key=lambda f: f.nominal_ms)
+
+    @property
+    def started(self) -> list[str]:
+        """The instances the schedule started, in the order of their nominal times."""
+        return [f.instance_id for f in self.fires() if f.instance_id is not None]
 
     # -- lifetime -----------------------------------------------------------------------------
 
     def _id(self) -> str:
+        if self.instance_id is None and self.schedule is not None:
+            raise ScenarioError(
+                "under a schedule there is no instance of the test's own: see `started`, "
+                "`observed(instance_id)` and `fires()`"
+            )
         if self.instance_id is None:
             raise ScenarioError("start the instance first (FlowTest.start)")
         return self.instance_id
@@ -363,12 +497,23 @@ class FlowTest:
 
     def close(self) -> None:
         """Cancel an instance still running (so a shared harness starts clean), and close the
-        engines when they are this test's own."""
-        if self.instance_id is not None and not self._own:
-            with contextlib.suppress(InstanceNotRunning):  # it ended: nothing to cancel
-                self.engine.cancel(self.instance_id, "the scenario ended")
+        engines when they are this test's own. A schedule is deleted, and with its instances
+        every finished instance of the engine: another run of the harness crossing the same
+        nominal times starts instances of the same ids."""
         if self._own:
             self.harness.close()
+            return
+        if self.instance_id is not None:
+            with contextlib.suppress(InstanceNotRunning):  # it ended: nothing to cancel
+                self.engine.cancel(self.instance_id, "the scenario ended")
+        if self.schedule is not None:
+            started = self.started
+            with contextlib.suppress(WiggleError):
+                self.engine.delete_schedule(self.schedule.name)
+            for ident in started:
+                with contextlib.suppress(InstanceNotRunning):
+                    self.engine.cancel(ident, "the scenario ended")
+            self.engine.prune(-_EVER_MS)
 
     def __enter__(self) -> FlowTest:
         return self

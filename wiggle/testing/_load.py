@@ -4,7 +4,9 @@ The document is read like a flow (the same YAML/JSON loader, so anchors, tags, d
 and hostile nesting are refused the same way), checked against `scenario.schema.json`, then
 against the flow it tests: every activity, signal and node it names must exist there, every
 duration must be one, the timeline must not go back in time, and each input must satisfy the
-flow's `input` schema. Nothing runs before all of that holds.
+flow's `input` schema. A schedule a scenario names is loaded (its own problems located in its
+file), must start the flow under test with an input the flow takes, and every fire a scenario
+expects must name one of its times. Nothing runs before all of that holds.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import difflib
 import functools
 import json
 import os
+import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -35,11 +39,21 @@ from wiggle.compiler import DocumentPath as DocPath
 from wiggle.engine import DEFAULT_START_MS, parse_instant_ms
 from wiggle.errors import Diagnostic, FlowError
 from wiggle.graph import Await, End, Graph, Join, Predicate, Task
+from wiggle.schedules import (
+    Schedule,
+    fire_input,
+    instance_id,
+    load_schedule_file,
+    nominal_from_instance_id,
+    nominal_times,
+)
 
-from ._model import Answer, Expect, Moment, Scenario, ScenarioFile, Where
+from ._expect import zoned
+from ._model import Answer, Expect, ExpectedFire, Moment, Scenario, ScenarioFile, Where
 
 __all__ = [
     "SCENARIO_SUFFIXES",
+    "fire_time",
     "load_scenario_file",
     "parse_results",
     "scenario_schema",
@@ -50,6 +64,8 @@ __all__ = [
 SCENARIO_SUFFIXES = (".scenarios.yaml", ".scenarios.yml", ".scenarios.json")
 
 _ANSWER_KINDS = ("returns", "merge", "fail", "handler")
+
+_DURATION = re.compile(r"[0-9]+(ms|s|m|h|d)")
 
 
 @functools.cache
@@ -88,6 +104,7 @@ class _Checker:
         self.base = path.parent
         self.source = source
         self.problems: list[Diagnostic] = []
+        self.schedules: dict[Path, Schedule | None] = {}  # loaded once per file
 
     def error(self, where: DocPath, message: str, *, at_key: bool = False) -> None:
         self.problems.append(self.source.diagnostic(where, message, at_key=at_key))
@@ -112,8 +129,38 @@ class _Checker:
             return DEFAULT_START_MS
         return ms
 
+    def time(self, text: str, at: DocPath, start_ms: int) -> int:
+        """An `at`: a duration since the start, or an instant (ms since the start)."""
+        if _DURATION.fullmatch(text):
+            return self.duration(text, at)
+        ms = parse_instant_ms(text)
+        if ms is None:
+            self.error(
+                at,
+                f"{text!r} is neither a duration (250ms, 30s, 5m, 2h, 1d) nor an RFC 3339 "
+                "instant with an offset (2026-10-25T02:30:00+02:00)",
+            )
+            return 0
+        if ms < start_ms:
+            self.error(at, f"{text} is before the scenario's start ({_instant_text(start_ms)})")
+            return 0
+        return ms - start_ms
+
     def relative(self, text: str) -> Path:
         return (self.base / text).resolve() if not os.path.isabs(text) else Path(text)
+
+
+def _instant_text(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")
+
+
+def fire_time(text: str, schedule: Schedule) -> int | None:
+    """The nominal time an expected fire names: an RFC 3339 instant with an offset, or an
+    instance id of `schedule` (`<name>-YYYYMMDDTHHMMSSZ`); None when it is neither."""
+    ms = parse_instant_ms(text)
+    if ms is None:
+        ms = nominal_from_instance_id(schedule.name, text)
+    return ms
 
 
 def _duration_text(ms: int) -> str:
@@ -273,7 +320,64 @@ def _node(checker: _Checker, ctx: _Context, node_id: str, at: DocPath) -> None:
         checker.error(at, "the path never lists `end`; expect `status: COMPLETED` instead")
 
 
-def _expect(checker: _Checker, ctx: _Context, doc: Mapping[str, Any], at: DocPath) -> Expect:
+def _expected_fire(
+    checker: _Checker, schedule: Schedule, item: Any, at: DocPath
+) -> ExpectedFire | None:
+    """One entry of `fired` (a time) or `skipped` (a time, or {at: TIME, reason: TEXT})."""
+    reason = None
+    if isinstance(item, dict):
+        reason = item.get("reason")
+        item, at = item["at"], (*at, "at")
+    ms = fire_time(item, schedule)
+    if ms is None:
+        checker.error(
+            at,
+            f"{item!r} is neither an RFC 3339 instant with an offset (2026-10-25T02:30:00+02:00) "
+            f"nor an instance id of schedule {schedule.name!r} ({schedule.name}-YYYYMMDDTHHMMSSZ)",
+        )
+        return None
+    if next(iter(nominal_times(schedule.spec, ms - 1, until_ms=ms)), None) != ms:
+        after = next(iter(nominal_times(schedule.spec, ms)), None)
+        following = "" if after is None else f"; the next one after it is {zoned(schedule, after)}"
+        local = zoned(schedule, ms)
+        shown = item if local == item else f"{item} ({local})"
+        checker.error(at, f"{shown} is not a time schedule {schedule.name!r} fires at{following}")
+        return None
+    return ExpectedFire(ms, reason, item)
+
+
+def _fires(
+    checker: _Checker, schedule: Schedule | None, doc: Mapping[str, Any], at: DocPath, named: bool
+) -> dict[str, list[ExpectedFire] | None]:
+    out: dict[str, list[ExpectedFire] | None] = {"fired": None, "skipped": None}
+    for key in out:
+        if key not in doc:
+            continue
+        if schedule is None:
+            if named:
+                continue  # the schedule file's own problems are reported
+            checker.error(
+                (*at, key),
+                f"'{key}' is about a schedule's fires: name the schedule file under `schedule:`",
+                at_key=True,
+            )
+            continue
+        found = [
+            _expected_fire(checker, schedule, v, (*at, key, i)) for i, v in enumerate(doc[key])
+        ]
+        out[key] = [f for f in found if f is not None]
+    return out
+
+
+def _expect(
+    checker: _Checker,
+    ctx: _Context,
+    doc: Mapping[str, Any],
+    at: DocPath,
+    schedule: Schedule | None = None,
+    named: bool = False,
+) -> Expect:
+    fires = _fires(checker, schedule, doc, at, named)
     for key in ("path", "visits", "skips", "waiting_at"):
         for i, node_id in enumerate(doc.get(key, ())):
             _node(checker, ctx, node_id, (*at, key, i))
@@ -299,38 +403,61 @@ def _expect(checker: _Checker, ctx: _Context, doc: Mapping[str, Any], at: DocPat
         waiting_at=doc.get("waiting_at"),
         calls=dict(doc.get("calls", {})),
         events=tuple(doc.get("events", ())),
+        fired=fires["fired"],
+        skipped=fires["skipped"],
         where=checker.where(at),
     )
 
 
 def _timeline(
-    checker: _Checker, ctx: _Context, entries: Sequence[Mapping[str, Any]], at: DocPath
+    checker: _Checker,
+    ctx: _Context,
+    entries: Sequence[Mapping[str, Any]],
+    at: DocPath,
+    start_ms: int,
+    schedule: Schedule | None,
+    named: bool,
 ) -> list[Moment]:
     moments: list[Moment] = []
     reached = 0  # virtual ms since the start the timeline has got to
     for i, entry in enumerate(entries):
         here = (*at, i)
-        acts = [k for k in ("advance", "signal", "cancel", "expect") if k in entry]
+        acts = [k for k in ("advance", "outage", "signal", "cancel", "expect") if k in entry]
         if len(acts) > 1:
             checker.error(here, f"a timeline entry does one thing; found {', '.join(acts)}")
         if "payload" in entry and "signal" not in entry:
             checker.error((*here, "payload"), "'payload' goes with 'signal'", at_key=True)
         if "at" in entry and "advance" in entry:
             checker.error((*here, "at"), "give 'at' or 'advance', not both", at_key=True)
+        if named:
+            for key in ("signal", "cancel"):
+                if key in entry:
+                    checker.error(
+                        (*here, key),
+                        f"a scenario with a schedule has no instance of its own to {key}: "
+                        "its instances are the schedule's",
+                        at_key=True,
+                    )
         at_ms = None
         if "at" in entry:
-            at_ms = checker.duration(entry["at"], (*here, "at"))
+            at_ms = checker.time(entry["at"], (*here, "at"), start_ms)
             if at_ms < reached:
+                when = f"{_duration_text(reached)} after the start"
+                if not _DURATION.fullmatch(entry["at"]):
+                    when = f"{_instant_text(start_ms + reached)}, {when}"
                 checker.error(
                     (*here, "at"),
-                    f"at {entry['at']} is before the time the timeline already reached "
-                    f"({_duration_text(reached)} after the start)",
+                    f"at {entry['at']} is before the time the timeline already reached ({when})",
                 )
             reached = max(reached, at_ms)
         advance_ms = None
         if "advance" in entry:
             advance_ms = checker.duration(entry["advance"], (*here, "advance"))
             reached += advance_ms
+        outage_ms = None
+        if "outage" in entry:
+            outage_ms = checker.duration(entry["outage"], (*here, "outage"))
+            reached += outage_ms
         signal = entry.get("signal")
         if signal is not None and signal not in ctx.signals:
             awaited = ", ".join(ctx.signals) or "none"
@@ -339,12 +466,15 @@ def _timeline(
                 f"flow {ctx.flow.name!r} never awaits signal {signal!r} (it awaits: {awaited})",
             )
         expect = (
-            _expect(checker, ctx, entry["expect"], (*here, "expect")) if "expect" in entry else None
+            _expect(checker, ctx, entry["expect"], (*here, "expect"), schedule, named)
+            if "expect" in entry
+            else None
         )
         moments.append(
             Moment(
                 at_ms=at_ms,
                 advance_ms=advance_ms,
+                outage_ms=outage_ms,
                 signal=signal,
                 payload=entry.get("payload"),
                 cancel=entry.get("cancel"),
@@ -379,11 +509,63 @@ def _input(checker: _Checker, ctx: _Context, doc: Mapping[str, Any], at: DocPath
     return value
 
 
+def _schedule(
+    checker: _Checker, ctx: _Context, text: str, at: DocPath, start_ms: int
+) -> Schedule | None:
+    """The schedule file `text` names, checked against the flow under test: it must start that
+    flow (the version here, when it pins one) with an input the flow takes. Loaded once per
+    file; its own problems are located in it."""
+    path = checker.relative(text)
+    if path in checker.schedules:
+        return checker.schedules[path]
+    if not path.is_file():
+        checker.error(at, f"schedule file {text} does not exist (looked in {checker.base})")
+        return None
+    try:
+        schedule: Schedule | None = load_schedule_file(path)
+    except FlowError as exc:
+        checker.problems += exc.diagnostics
+        schedule = None
+    if schedule is not None:
+        problem = _schedule_problem(schedule, ctx, start_ms)
+        if problem:
+            checker.error(at, f"schedule {schedule.name!r} ({text}) {problem}")
+            schedule = None
+    checker.schedules[path] = schedule
+    return schedule
+
+
+def _schedule_problem(schedule: Schedule, ctx: _Context, start_ms: int) -> str | None:
+    if schedule.flow != ctx.flow.name:
+        return f"starts flow {schedule.flow!r}, not {ctx.flow.name!r}, the flow under test"
+    if schedule.version is not None and schedule.version != ctx.flow.version:
+        return (
+            f"pins version {schedule.version}, not the version of {ctx.flow.name!r} here "
+            f"({ctx.flow.version})"
+        )
+    nominal = next(iter(nominal_times(schedule.spec, start_ms)), start_ms)
+    try:
+        value = fire_input(schedule, instance_id(schedule.name, nominal), nominal, nominal)
+    except Exception as exc:  # an input_values expression failing on its first fire
+        return f"cannot build its first fire's input: input_values: {exc}"
+    schema = ctx.graph.input_schema
+    if schema is not None:
+        errors = jsonschema.validators.validator_for(schema)(schema).iter_errors(value)
+        first = next(iter(sorted(errors, key=lambda e: list(e.absolute_path))), None)
+        if first is not None:
+            return f"starts it with an input it refuses: {first.message}"
+    return None
+
+
 def _scenarios(checker: _Checker, ctx: _Context, doc: Mapping[str, Any]) -> Iterator[Scenario]:
     shared = _answers(checker, ctx, doc.get("activities", {}), ("activities",))
     file_start = (
         checker.instant(doc["start_time"], ("start_time",)) if "start_time" in doc else None
     )
+    file_schedule = None
+    if "schedule" in doc:
+        first = file_start if file_start is not None else DEFAULT_START_MS
+        file_schedule = _schedule(checker, ctx, doc["schedule"], ("schedule",), first)
     names: dict[str, int] = {}
     for i, spec in enumerate(doc["scenarios"]):
         at: DocPath = ("scenarios", i)
@@ -396,18 +578,33 @@ def _scenarios(checker: _Checker, ctx: _Context, doc: Mapping[str, Any]) -> Iter
         if "start_time" in spec:
             start = checker.instant(spec["start_time"], (*at, "start_time"))
         own = _answers(checker, ctx, spec.get("activities", {}), (*at, "activities"))
+        schedule = file_schedule
+        if "schedule" in spec:
+            schedule = _schedule(checker, ctx, spec["schedule"], (*at, "schedule"), start)
+        named = "schedule" in spec or "schedule" in doc
+        if named:
+            for key in ("input", "input_file"):
+                if key in spec:
+                    checker.error(
+                        (*at, key),
+                        "a scenario with a schedule starts no instance of its own: the "
+                        "schedule's fires start them, with the schedule's input",
+                        at_key=True,
+                    )
+        timeline = spec.get("timeline", [])
         yield Scenario(
             name=name,
-            input=_input(checker, ctx, spec, at),
+            input=None if named else _input(checker, ctx, spec, at),
             answers={**shared, **own},
-            timeline=_timeline(checker, ctx, spec.get("timeline", []), (*at, "timeline")),
-            expect=_expect(checker, ctx, spec["expect"], (*at, "expect"))
+            timeline=_timeline(checker, ctx, timeline, (*at, "timeline"), start, schedule, named),
+            expect=_expect(checker, ctx, spec["expect"], (*at, "expect"), schedule, named)
             if "expect" in spec
             else None,
             run_to_end=spec.get("run_to_end", True),
             start_ms=start,
             description=spec.get("description", ""),
             where=checker.where(at),
+            schedule=schedule,
         )
 
 

@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from wiggle.compiler import CompiledFlow
+from wiggle.schedules import Schedule
 
 __all__ = [
     "Answer",
     "Expect",
+    "ExpectedFire",
     "Moment",
     "Scenario",
     "ScenarioFile",
@@ -43,8 +45,20 @@ class Answer:
 
 
 @dataclass(frozen=True)
+class ExpectedFire:
+    """A nominal time of a scenario's schedule that must have fired (or been skipped, with a
+    reason containing `reason`), as written: an instant or an instance id."""
+
+    nominal_ms: int
+    reason: str | None = None
+    text: str = ""
+
+
+@dataclass(frozen=True)
 class Expect:
-    """What must hold, each field optional (None or empty: not checked)."""
+    """What must hold, each field optional (None or empty: not checked). Under a schedule,
+    `fired` and `skipped` are its decided nominal times, `calls` counts the whole run and the
+    other fields hold for each instance the schedule started."""
 
     status: str | None = None
     reason: str | None = None
@@ -57,15 +71,34 @@ class Expect:
     waiting_at: Sequence[str] | None = None
     calls: Mapping[str, int] = field(default_factory=dict)
     events: Sequence[Mapping[str, Any]] = ()
+    fired: Sequence[ExpectedFire] | None = None
+    skipped: Sequence[ExpectedFire] | None = None
     where: Where = ("", 0, 0)
+
+    def about_instances(self) -> bool:
+        """Whether anything here is about an instance (status, context, path...), rather than
+        only about a schedule's fires and the run's calls."""
+        return bool(
+            self.status is not None
+            or self.reason is not None
+            or self.has_context
+            or self.context_at
+            or self.path is not None
+            or self.visits
+            or self.skips
+            or self.waiting_at is not None
+            or self.events
+        )
 
 
 @dataclass(frozen=True)
 class Moment:
-    """One timeline entry: optionally move to `at_ms` (since the start), then do one thing."""
+    """One timeline entry: optionally move to `at_ms` (since the start), then do one thing.
+    `outage_ms`: no server runs for this long (the clock moves, nothing fires)."""
 
     at_ms: int | None = None
     advance_ms: int | None = None
+    outage_ms: int | None = None
     signal: str | None = None
     payload: Any = None
     cancel: str | None = None
@@ -84,6 +117,8 @@ class Scenario:
     start_ms: int
     description: str = ""
     where: Where = ("", 0, 0)
+    #: The schedule whose fires start the instances (none of the scenario's own), if any.
+    schedule: Schedule | None = None
 
 
 @dataclass(frozen=True)

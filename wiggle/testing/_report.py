@@ -13,6 +13,7 @@ from ._runner import ModeRun, RunReport
 __all__ = ["closing_line", "failure_lines", "report_document", "result_line"]
 
 _WIDTH = 80
+_FIRES_SHOWN = 30  # a failed run under a schedule shows its last fires
 
 
 def result_line(run: ModeRun) -> str:
@@ -27,8 +28,8 @@ def _banner(text: str, fill: str = "=") -> str:
 
 
 def failure_lines(report: RunReport) -> Iterator[str]:
-    """The FAILURES section: each failed run, where its scenario is written, its problems and
-    the path it took."""
+    """The FAILURES section: each failed run, where its scenario is written, its problems, a
+    schedule's fires and the path it took (under a schedule, its last instance's)."""
     failed = [r for r in report.runs if not r.passed]
     if not failed and not report.errors:
         return
@@ -45,11 +46,19 @@ def failure_lines(report: RunReport) -> Iterator[str]:
         for problem in run.problems:
             for i, line in enumerate(problem.splitlines()):
                 yield ("  - " if i == 0 else "    ") + line
+        if run.fires:
+            earlier = len(run.fires) - _FIRES_SHOWN
+            yield "  the schedule's fires" + (
+                f" (the last {_FIRES_SHOWN}):" if earlier > 0 else ":"
+            )
+            for fire in run.fires[-_FIRES_SHOWN:]:
+                yield f"    {fire}"
         if run.status:
             reason = f" ({run.reason})" if run.reason else ""
             shown = any("actual path:" in p for p in run.problems)  # no need to say it twice
             path = "" if shown else f"; path taken: [{', '.join(run.path)}]"
-            yield f"  ended {run.status}{reason}{path}"
+            which = f"{run.instance} " if run.instance else ""
+            yield f"  {which}ended {run.status}{reason}{path}"
 
 
 def closing_line(report: RunReport) -> str:

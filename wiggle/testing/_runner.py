@@ -2,9 +2,10 @@
 
 One `Harness` (a virtual clock, one in-memory engine per mode) serves the whole run; each
 scenario sets the clock to its start time and cancels its instance if it is still running at
-the end, so scenarios never see each other. A scenario passes in a mode when every expectation
-holds there and the mode ended it as the first mode did (status, reason, context, path, calls:
-the EXACT rule of `wiggle.modes`).
+the end (a scenario with a schedule deletes it and clears the instances away), so scenarios
+never see each other. A scenario passes in a mode when every expectation holds there and the
+mode ended it as the first mode did (status, reason, context, path, calls: the EXACT rule of
+`wiggle.modes`; under a schedule, of its last instance, and the same fires).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from typing import Any
 from wiggle.errors import FlowError, WiggleError
 from wiggle.jsonvalue import show
 from wiggle.modes import EXACT, Ending, differences
+from wiggle.schedules import SCHEDULE_SUFFIXES
 from wiggle.worker import Registry, load_handlers
 
 from ._coverage import Coverage
-from ._expect import check, show_path
+from ._expect import show_path
 from ._flowtest import MODES, FlowTest, Harness, ScenarioError
 from ._load import SCENARIO_SUFFIXES, load_scenario_file
 from ._model import Scenario, ScenarioFile
@@ -45,6 +47,10 @@ class ModeRun:
     path: list[str] = field(default_factory=list)
     calls: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    #: Under a schedule: every nominal time it decided, as `<time> started <id>` or
+    #: `<time> skipped: <reason>`; the instance the status, context and path are of (its last).
+    fires: list[str] = field(default_factory=list)
+    instance: str = ""
 
     @property
     def passed(self) -> bool:
@@ -66,6 +72,7 @@ class ModeRun:
             "context": self.context,
             "path": self.path,
             "calls": self.calls,
+            "fires": self.fires,
             "seconds": round(self.seconds, 4),
         }
 
@@ -88,8 +95,9 @@ class RunReport:
 
 def find_scenario_files(targets: Sequence[str]) -> tuple[list[Path], list[str]]:
     """Scenario files named by `targets`: a scenario file, a flow (its `NAME.scenarios.yaml`
-    beside it or in a `scenarios/` folder beside it), or a directory (every scenario file
-    under it). Returns (files, problems)."""
+    beside it or in a `scenarios/` folder beside it), a schedule (its
+    `NAME.schedule.scenarios.yaml` there, or in the `scenarios/` folder beside its own folder),
+    or a directory (every scenario file under it). Returns (files, problems)."""
     files: list[Path] = []
     problems: list[str] = []
     for target in targets:
@@ -111,10 +119,11 @@ def find_scenario_files(targets: Sequence[str]) -> tuple[list[Path], list[str]]:
                 problems.append(f"{target}: no such file")
         elif path.is_file():
             stem = path.name.rsplit(".", 1)[0]
+            folders = [path.parent, path.parent / "scenarios"]
+            if path.name.endswith(SCHEDULE_SUFFIXES):  # schedules/NAME.schedule.yaml
+                folders.append(path.parent.parent / "scenarios")
             beside = [
-                folder / (stem + suffix)
-                for folder in (path.parent, path.parent / "scenarios")
-                for suffix in SCENARIO_SUFFIXES
+                folder / (stem + suffix) for folder in folders for suffix in SCENARIO_SUFFIXES
             ]
             found_one = next((p for p in beside if p.is_file()), None)
             if found_one is None:
@@ -160,13 +169,18 @@ def run_scenario(
         answers=scenario.answers,
     )
     try:
-        # The same instance id in every mode: handlers that build keys from it agree.
-        run.start(scenario.input, instance_id=harness.instance_id(scenario.name, mode))
+        if scenario.schedule is not None:
+            run.apply_schedule(scenario.schedule)
+        else:
+            # The same instance id in every mode: handlers that build keys from it agree.
+            run.start(scenario.input, instance_id=harness.instance_id(scenario.name, mode))
         for moment in scenario.timeline:
             if moment.at_ms is not None:
                 run.advance_to(moment.at_ms)
             if moment.advance_ms is not None:
                 run.advance(moment.advance_ms)
+            if moment.outage_ms is not None:
+                run.outage(moment.outage_ms)
             if moment.signal is not None:
                 run.signal(moment.signal, moment.payload)
             if moment.cancel is not None:
@@ -174,15 +188,13 @@ def run_scenario(
             if moment.expect is not None:
                 result.problems += [
                     f"at line {moment.where[1]} of the timeline: {p}"
-                    for p in check(moment.expect, run.observed())
+                    for p in run.problems(moment.expect)
                 ]
         if scenario.run_to_end:
             run.run_to_end()
-        seen = run.observed()
-        result.status, result.reason, result.context = seen.status, seen.reason, seen.context
-        result.path, result.calls = list(seen.path), dict(seen.calls)
+        _ended(run, result)
         if scenario.expect is not None:
-            result.problems += check(scenario.expect, seen)
+            result.problems += run.problems(scenario.expect)
         if coverage is not None:
             for graph, trace in run.traces():
                 coverage.add(graph.name, trace)
@@ -192,6 +204,22 @@ def run_scenario(
         run.close()
         result.seconds = time.perf_counter() - began
     return result
+
+
+def _ended(run: FlowTest, result: ModeRun) -> None:
+    """How the run ended: its instance's status, reason, context and path and the calls; under
+    a schedule, its fires and the last instance it started."""
+    if run.schedule is not None:
+        fires = run.fires()
+        result.fires = [f.describe(run.schedule) for f in fires]
+        started = [f.instance_id for f in fires if f.instance_id is not None]
+        result.calls = dict(run.calls)
+        if not started:
+            return
+        result.instance = started[-1]
+    seen = run.observed(result.instance or None)
+    result.status, result.reason, result.context = seen.status, seen.reason, seen.context
+    result.path, result.calls = list(seen.path), dict(seen.calls)
 
 
 def _ending(run: ModeRun) -> Ending:
@@ -223,6 +251,11 @@ def _compare(reference: ModeRun, other: ModeRun) -> list[str]:
         out.append(
             f"mode difference: the calls differ\n  {first}: {show(reference.calls)}\n"
             f"  {other.mode}: {show(other.calls)}"
+        )
+    if reference.fires != other.fires:
+        out.append(
+            f"mode difference: the schedule's fires differ\n"
+            f"  {first}: {'; '.join(reference.fires)}\n  {other.mode}: {'; '.join(other.fires)}"
         )
     return out
 

@@ -171,7 +171,7 @@ def test_the_packaged_schema_is_the_spec_and_valid_draft_2020_12() -> None:
 
 def test_every_shipped_scenario_file_loads() -> None:
     files = sorted((ROOT / "definitions" / "scenarios").glob("*.scenarios.yaml"))
-    assert len(files) == 7
+    assert len(files) == 10  # seven flows, three schedules
     for path in files:
         assert load_scenario_file(path).scenarios
 

@@ -12,27 +12,27 @@ it anyway), so no nominal time is lost or fired twice.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
 from wiggle.compiler import canonical_json
 from wiggle.errors import InvalidRequest, ScheduleNotFound, WiggleError
-from wiggle.expressions import EvaluationError, compile_expression
+from wiggle.expressions import EvaluationError
 from wiggle.graph import Graph
 from wiggle.schedules import (
     Schedule,
     catch_up,
+    fire_input,
     instance_id,
     jitter_ms,
-    load_schedule,
+    load_stored,
     nominal_times,
     overlap,
+    rfc3339,
 )
 
 from ..machine.starts import StartRequest, apply_starts
@@ -58,7 +58,6 @@ __all__ = [
     "delete_schedule",
     "due_schedules",
     "fire_due",
-    "fire_input",
     "parsed",
     "preview_backfill",
     "set_paused",
@@ -86,10 +85,9 @@ class Applied:
     next_due_ms: int | None
 
 
-@functools.lru_cache(maxsize=512)
 def parsed(document: str) -> Schedule:
     """A stored document as a Schedule (checked when applied; cached by its text)."""
-    return load_schedule(document, "<stored schedule>")
+    return load_stored(document)
 
 
 def _stored(schedule: Schedule) -> tuple[str, str]:
@@ -304,7 +302,7 @@ class _Round:
         """Start the instance of `nominal`: its id, or None and why it could not start."""
         ident = instance_id(self.schedule.name, nominal)
         try:
-            data = _input(self.schedule, ident, nominal, self.now)
+            data = fire_input(self.schedule, ident, nominal, self.now)
         except EvaluationError as exc:
             return None, f"input_values: {exc}"
         request = StartRequest(self.schedule.flow, data, self.schedule.version, ident)
@@ -314,32 +312,6 @@ class _Round:
         if isinstance(result, WiggleError):
             return None, f"not started: {result}"
         return ident, ""
-
-
-def fire_input(schedule: Schedule, ident: str, nominal: int, now: int) -> Json:
-    """The input of the instance a fire starts: `input`, with `input_values` set."""
-    return _input(schedule, ident, nominal, now)
-
-
-def _input(schedule: Schedule, ident: str, nominal: int, now: int) -> Json:
-    data = schedule.input
-    if not schedule.input_values:
-        return data
-    instance = {
-        "id": ident,
-        "flow": schedule.flow,
-        "schedule": schedule.name,
-        "nominal_time": _rfc3339(nominal),
-        "fire_time": _rfc3339(now),
-    }
-    out = dict(data)
-    for key, source in schedule.input_values:
-        out[key] = compile_expression(source).evaluate(data, instance)
-    return out
-
-
-def _rfc3339(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def fire_due(ctx: OpsContext, conn: Connection, *, name: str, check_input: CheckInput) -> bool:
@@ -543,7 +515,7 @@ def trigger(
         select(func.count()).where(_f.c.schedule == name, _f.c.nominal_ms == nominal)
     ).scalar():
         raise InvalidRequest(
-            f"schedule {name} already fired for {_rfc3339(nominal)}; trigger again in a second"
+            f"schedule {name} already fired for {rfc3339(nominal)}; trigger again in a second"
         )
     schedule = parsed(row.document)
     round_ = _Round(ctx, conn, schedule, check_input, now, row.running_id, int(row.buffered))
@@ -615,11 +587,11 @@ def preview_backfill(
     if row is None:
         raise ScheduleNotFound(name)
     if to_ms < from_ms:
-        raise InvalidRequest(f"the backfill's end {_rfc3339(to_ms)} is before its start")
+        raise InvalidRequest(f"the backfill's end {rfc3339(to_ms)} is before its start")
     now = _now(conn, ctx)
     if to_ms > now:
         raise InvalidRequest(
-            f"the backfill's end {_rfc3339(to_ms)} is in the future; the timetable fires those"
+            f"the backfill's end {rfc3339(to_ms)} is in the future; the timetable fires those"
         )
     schedule = parsed(row.document)
     times: list[int] = []

@@ -10,12 +10,19 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from wiggle.schedules import jitter_ms, load_schedule, nominal_times
+from wiggle.schedules import jitter_ms, load_stored, nominal_times
 
 from ..store import schema as s
 from ..store.rows import loads
 
-__all__ = ["Fire", "ScheduleView", "describe_schedule", "fire_of_instance", "list_schedules"]
+__all__ = [
+    "Fire",
+    "ScheduleView",
+    "all_fires",
+    "describe_schedule",
+    "fire_of_instance",
+    "list_schedules",
+]
 
 _s = s.schedules
 _f = s.schedule_fires
@@ -123,7 +130,7 @@ def describe_schedule(
     row = conn.execute(select(_s).where(_s.c.name == name)).first()
     if row is None:
         return None
-    schedule = load_schedule(row.document, "<stored schedule>")
+    schedule = load_stored(row.document)
     times: list[str] = []
     if not row.paused:
         zone = schedule.spec.zone
@@ -159,3 +166,9 @@ def fire_of_instance(conn: Connection, instance_id: str) -> tuple[str, int] | No
         select(_f.c.schedule, _f.c.nominal_ms).where(_f.c.instance_id == instance_id).limit(1)
     ).first()
     return None if row is None else (row.schedule, int(row.nominal_ms))
+
+
+def all_fires(conn: Connection, name: str) -> list[Fire]:
+    """Every fire a schedule recorded, oldest nominal time first."""
+    rows = conn.execute(select(_f).where(_f.c.schedule == name).order_by(_f.c.nominal_ms))
+    return [_fire(row) for row in rows]
