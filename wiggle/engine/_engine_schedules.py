@@ -13,10 +13,12 @@ from wiggle.graph import Graph
 from wiggle.schedules import Schedule, fire_input, instance_id, nominal_times
 
 from .model.types import Json
+from .ops import backfill as _backfill
 from .ops import bulk as _bulk
 from .ops import schedules as _schedules
+from .ops.backfill import BackfillPreview
 from .ops.context import OpsContext
-from .ops.schedules import Applied, BackfillPreview, ScheduleNotFound
+from .ops.schedules import Applied, ScheduleNotFound
 from .reads import schedules as _views
 from .reads.schedules import ScheduleView
 from .store import schema as s
@@ -106,9 +108,7 @@ class Schedules:
 
     def preview_backfill(self, name: str, from_ms: int, to_ms: int) -> BackfillPreview:
         """The nominal times of [from, to] a backfill would fire (the ones not yet decided)."""
-        return self.db.read(
-            lambda c: _schedules.preview_backfill(self.ops, c, name, from_ms, to_ms)
-        )
+        return self.db.read(lambda c: _backfill.preview_backfill(self.ops, c, name, from_ms, to_ms))
 
     def start_backfill(
         self,
@@ -124,14 +124,14 @@ class Schedules:
         durable bulk action (`backfill`) that the leading server works through at `rate_per_s`
         and a new leader resumes. `overlap`: `allow_all` (the default) starts every time; `skip`
         skips a time while the schedule's last instance runs."""
-        if overlap not in _schedules.BACKFILL_OVERLAP:
+        if overlap not in _backfill.BACKFILL_OVERLAP:
             raise InvalidRequest(
-                f"a backfill's overlap is one of {', '.join(_schedules.BACKFILL_OVERLAP)}; "
+                f"a backfill's overlap is one of {', '.join(_backfill.BACKFILL_OVERLAP)}; "
                 f"got {overlap[:40]!r}"
             )
 
         def fn(conn: Connection) -> str:
-            preview = _schedules.preview_backfill(self.ops, conn, name, from_ms, to_ms)
+            preview = _backfill.preview_backfill(self.ops, conn, name, from_ms, to_ms)
             if not preview.count:
                 raise InvalidRequest(
                     f"schedule {name} has no undecided nominal time in that range: nothing to do"
@@ -150,7 +150,7 @@ class Schedules:
                 [f"schedule={name}"],
                 requested_by or "anonymous",
                 rate_per_s,
-                items=_schedules.backfill_items(preview),
+                items=_backfill.backfill_items(preview),
             )
 
         batch_id = self.db.write(fn)

@@ -1,7 +1,8 @@
-"""Schedules in scenarios (docs/testing.md, "Schedules"): a scenario names a schedule of its flow,
-its timeline moves the clock across days and through outages, and it expects the nominal times
-fired and skipped. Refused at load with every problem at FILE:LINE:COL; run under every mode on
-the virtual clock; failures say what fired against what was expected."""
+"""Schedules in scenarios (docs/testing.md, "Schedules: fires on a virtual clock"): a scenario
+names a schedule of its flow, its timeline moves the clock across days and through outages, and
+it expects the nominal times fired and skipped. Refused at load with every problem at
+FILE:LINE:COL; run under every mode on the virtual clock; failures say what fired against what
+was expected."""
 
 from __future__ import annotations
 

@@ -20,10 +20,10 @@ from wiggle.errors import InvalidRequest
 from ..model.types import InstanceStatus, Json
 from . import instances as _instances
 from . import repair as _repair
+from .backfill import backfill_one
 from .bulk import Defer, Skip
 from .context import OpsContext
 from .migrate_apply import migrate_one, roll_back_one
-from .schedules import backfill_one
 
 __all__ = ["ACTIONS", "FILTER_ACTIONS", "Action", "ActionSpec", "Defer", "Skip", "check_params"]
 

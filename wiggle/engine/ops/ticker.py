@@ -17,7 +17,7 @@ from ..machine.park import ready_again
 from ..model.types import InstanceStatus, StepFailure, TokenState
 from ..store import schema as s
 from ..store.transition import FenceLost
-from . import schedules as _schedules
+from . import firing as _firing
 from .bulk_runner import BulkRunner
 from .context import OpsContext
 from .leader import (
@@ -28,6 +28,7 @@ from .leader import (
     next_wakeup,
     release_stmt,
 )
+from .schedule_base import CheckInput
 
 __all__ = ["Tick", "next_due", "next_wakeup", "release_stmt", "tick"]
 
@@ -44,7 +45,7 @@ _t = s.tokens
 _BATCH = 256
 
 
-def tick(ctx: OpsContext, bulk: BulkRunner, check_input: _schedules.CheckInput) -> Tick:
+def tick(ctx: OpsContext, bulk: BulkRunner, check_input: CheckInput) -> Tick:
     """Election, then (when this engine leads) due timers, expired leases, due schedules and a
     share of the bulk actions' items. What they made READY wakes pollers after each commit, see
     wiggle.engine.store.wakeups."""
@@ -67,15 +68,15 @@ def tick(ctx: OpsContext, bulk: BulkRunner, check_input: _schedules.CheckInput) 
     leases = ctx.db.read(lambda c: c.execute(due_leases_stmt(ctx.db), params).all())
     for row in leases:
         work += _once(ctx, functools.partial(_reclaim, ctx, token_id=row.id, lease=row.lease))
-    for name in ctx.db.read(lambda c: _schedules.due_schedules(ctx, c, _BATCH)):
+    for name in ctx.db.read(lambda c: _firing.due_schedules(ctx, c, _BATCH)):
         work += _once(
             ctx,
-            functools.partial(_schedules.fire_due, ctx, name=name, check_input=check_input),
+            functools.partial(_firing.fire_due, ctx, name=name, check_input=check_input),
         )
-    for name in ctx.db.read(lambda c: _schedules.buffered_ready(c, _BATCH)):
+    for name in ctx.db.read(lambda c: _firing.buffered_ready(c, _BATCH)):
         work += _once(
             ctx,
-            functools.partial(_schedules.start_buffered, ctx, name=name, check_input=check_input),
+            functools.partial(_firing.start_buffered, ctx, name=name, check_input=check_input),
         )
     work += bulk.tick()
     ctx.db.sweep()

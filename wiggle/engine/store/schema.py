@@ -310,7 +310,7 @@ batch_items = Table(
 
 # Since schema 6. Schedules (docs/schedules.md): each one's document as applied and how far it
 # has fired. Every nominal time up to `cursor_ms` is decided, each in the transaction that
-# records its fire and starts its instance (engine/ops/schedules.py); the leader finds the due
+# records its fire and starts its instance (engine/ops/firing.py); the leader finds the due
 # ones through the partial index on `next_due_ms`, so schedules that are not due cost nothing.
 schedules = Table(
     "wiggle_schedules",
