@@ -4,7 +4,7 @@ interceptor that can lose answers and that counts what the server refused.
     python fault_server.py --database URL --address HOST:PORT [--lose P] [--lose-methods M,...]
                            [--seed N] [--stats FILE] [--leader-ttl S] [--node-id ID]
                            [--database-profile distributed] [--inject-serialization P]
-                           [--inject-drop P]
+                           [--inject-drop P] [--clock-offset S] [--note-fires]
 
 `--lose P`: after a listed method has run (and committed), answer UNAVAILABLE instead of its
 response with probability P, as a connection lost after the commit would. Every lost answer
@@ -15,6 +15,12 @@ and every refusal with a Wiggle error code is appended to the stats file, one li
 simulation (injector.py) on the engine's connections; at a graceful stop the injector's counts
 (`injected FATE N`) and the engine's retries (`retried REASON N`, under the distributed profile)
 are appended to the stats file.
+`--clock-offset S`: the engine reads this machine's clock S seconds ahead, through the engine's
+clock seam (wiggle.engine.model.clock), instead of the database's: a cluster whose servers all
+come back with the clock jumped ahead saw, by every time it reads, an outage S seconds longer.
+`--note-fires`: note each schedule decision the ticker made (`schedule decided NODE NAME`:
+committed, `schedule passed NODE NAME`: the schedule was no longer due, another engine decided
+it first; `schedule fence NODE NAME`: its fenced cursor update failed) in the stats file.
 Prints `listening on HOST:PORT` once it serves; stops gracefully on SIGTERM.
 """
 
@@ -27,6 +33,7 @@ import random
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -110,6 +117,50 @@ class Faults(grpc.ServerInterceptor):  # type: ignore[type-arg]
         )
 
 
+class ShiftedClock:
+    """This machine's clock, `offset_s` ahead (the engine's Clock protocol). It never jumps
+    while an engine reads it, so it has nothing to tell a watcher."""
+
+    def __init__(self, offset_s: float) -> None:
+        self.offset_ms = int(offset_s * 1000)
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000 + self.offset_ms
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        pass
+
+    def unwatch(self, callback: Callable[[], None]) -> None:
+        pass
+
+
+def note_fires(faults: Faults, node: str) -> None:
+    """Note the outcome of each schedule decision the ticker runs (`--note-fires`): after its
+    transaction, so `decided` is a committed decision."""
+    from wiggle.engine.ops import firing, ticker
+
+    outcome = threading.local()
+    decide = firing.fire_due
+    once = ticker._once
+
+    def fire_due(*args: Any, **kwargs: Any) -> bool:
+        outcome.value = "fence"  # unless it returns: it raised FenceLost, which _once swallows
+        done = decide(*args, **kwargs)
+        outcome.value = "decided" if done else "passed"
+        return done
+
+    def counted_once(ctx: Any, fn: Any) -> int:
+        if getattr(fn, "func", None) is not fire_due:
+            return once(ctx, fn)
+        outcome.value = "passed"
+        done = once(ctx, fn)
+        faults.note(f"schedule {outcome.value} {node} {fn.keywords['name']}")
+        return done
+
+    firing.fire_due = fire_due  # type: ignore[assignment]
+    ticker._once = counted_once  # type: ignore[assignment]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--database", required=True)
@@ -125,6 +176,8 @@ def main() -> int:
     parser.add_argument("--inject-serialization", type=float, default=0.0)
     parser.add_argument("--inject-drop", type=float, default=0.0)
     parser.add_argument("--acks", action="store_true")
+    parser.add_argument("--clock-offset", type=float, default=None)
+    parser.add_argument("--note-fires", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(process)d %(name)s: %(message)s"
@@ -137,6 +190,7 @@ def main() -> int:
         leader_ttl_s=args.leader_ttl,
         default_mode=ExecutionMode(args.mode),
         database_profile=args.database_profile,
+        clock=None if args.clock_offset is None else ShiftedClock(args.clock_offset),
     )
     injector = None
     if args.inject_serialization or args.inject_drop:
@@ -144,6 +198,8 @@ def main() -> int:
         injector.install(engine.db.sa)
     acks = engine if args.acks else None
     faults = Faults(args.lose, set(args.lose_methods.split(",")), args.seed, args.stats, acks)
+    if args.note_fires:
+        note_fires(faults, engine.node_id)
     server = Server(
         engine,
         ServerConfig(address=args.address, grace_s=2.0),

@@ -150,8 +150,12 @@ class Cluster:
         inject: tuple[float, float] = (0.0, 0.0),
         acks: bool = False,
         database: str | None = None,
+        clock_offset: float | None = None,
+        note_fires: bool = False,
     ) -> tuple[Proc, str]:
-        """A fault server; `inject`: (serialisation failures, dropped COMMITs) per commit."""
+        """A fault server; `inject`: (serialisation failures, dropped COMMITs) per commit;
+        `clock_offset`: its engine's clock that many seconds ahead of this machine's;
+        `note_fires`: its schedule decisions noted in the stats file (fault_server.py)."""
         args = [
             sys.executable,
             str(HERE / "fault_server.py"),
@@ -178,18 +182,23 @@ class Cluster:
             args += ["--inject-serialization", str(inject[0]), "--inject-drop", str(inject[1])]
         if node_id:
             args += ["--node-id", node_id]
+        if clock_offset is not None:
+            args += ["--clock-offset", str(clock_offset)]
+        if note_fires:
+            args.append("--note-fires")
         proc = Proc(args)
         self.procs.append(proc)
         address = proc.wait_for(r"listening on (\S+)").group(1)
         return proc, address
 
-    def servers(self, *node_ids: str) -> dict[str, tuple[Proc, int, str]]:
+    def servers(self, *node_ids: str, **options: Any) -> dict[str, tuple[Proc, int, str]]:
         """One server per node id, each on a port of its own: node id -> (process, port,
-        address). `kill_the_leader` restarts the leader on its port, so workers reconnect."""
+        address); `options` as `server`'s. `kill_the_leader` restarts the leader on its port,
+        so workers reconnect."""
         out: dict[str, tuple[Proc, int, str]] = {}
         for node_id in node_ids:
             port = free_port()
-            proc, address = self.server(port=port, node_id=node_id)
+            proc, address = self.server(port=port, node_id=node_id, **options)
             out[node_id] = (proc, port, address)
         return out
 
@@ -271,7 +280,8 @@ def read_ledger(path: Path) -> list[Execution]:
 def read_stats(path: Path) -> Counter[str]:
     """`lost METHOD` / `refused CODE METHOD` lines counted as `lost`, `lost:METHOD`,
     `refused:CODE`; a stopped server's `injected FATE N` and `retried REASON N` as
-    `injected:FATE` and `retried:REASON` (summed over servers)."""
+    `injected:FATE` and `retried:REASON` (summed over servers); `schedule OUTCOME NODE NAME`
+    (`--note-fires`) as `schedule:OUTCOME` and `schedule:OUTCOME:NODE`."""
     counts: Counter[str] = Counter()
     if not path.exists():
         return counts
@@ -284,6 +294,9 @@ def read_stats(path: Path) -> Counter[str]:
             counts[f"refused:{parts[1]}"] += 1
         elif parts[0] in ("injected", "retried"):
             counts[f"{parts[0]}:{parts[1]}"] += int(parts[2])
+        elif parts[0] == "schedule":
+            counts[f"schedule:{parts[1]}"] += 1
+            counts[f"schedule:{parts[1]}:{parts[2]}"] += 1
     return counts
 
 

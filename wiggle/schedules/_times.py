@@ -84,19 +84,25 @@ def _interval(every_ms: int, offset_ms: int, after_ms: int) -> Iterator[int]:
 def _local(spec: Spec, expression: str, calendar: Calendar | None, after_ms: int) -> Iterator[int]:
     """The instants of one cron expression's local times (and of a calendar entry, which is
     one cron expression with its days of the week also required)."""
-    # Start early enough that a local time mapping after `after_ms` across a clock change is
-    # not passed over.
-    begin = local_time(spec, after_ms - _SHIFT_MS)
+    # The earliest local time an instant after `after_ms` can have: the clocks may go back
+    # within the next few hours (real zones change at most once in that long), and then an
+    # instant soon after `after_ms` reads earlier than `after_ms` does. Starting further back
+    # costs a walk over every local time in between: 5,400 of them for a cron every 2 seconds.
+    shift = timedelta(milliseconds=_SHIFT_MS)
+    begin = min(local_time(spec, after_ms), local_time(spec, after_ms + _SHIFT_MS) - shift)
     waiting: list[int] = []
-    for naive in CronSim(expression, begin):
+    for naive in CronSim(expression, begin - timedelta(seconds=1)):
         if calendar is not None and not calendar.day_of_week_matches(naive):
             continue
         for instant in _instants(spec.zone, naive, spec.skipped, spec.repeated):
             if instant > after_ms:
                 heapq.heappush(waiting, instant)
-        # Every later local time maps at or after this one's earliest instant less a shift.
-        floor = _as_utc_ms(naive) - _max_offset_ms(spec.zone, naive) - _SHIFT_MS
-        while waiting and waiting[0] < floor:
+        # Every later local time maps at or after this one read with the largest offset the
+        # zone has from now to a few hours on (one change at most in that time; a local time
+        # further on is later by more than any change moves it back).
+        largest = max(_max_offset_ms(spec.zone, naive), _max_offset_ms(spec.zone, naive + shift))
+        floor = _as_utc_ms(naive) - largest
+        while waiting and waiting[0] <= floor:
             yield heapq.heappop(waiting)
 
 

@@ -155,3 +155,25 @@ def test_the_shipped_nightly_batch_schedule_runs_once_every_night_clock_changes_
         "2026-10-25T02:30:00+02:00",  # the first of the two 02:30s
         "2026-10-26T02:30:00+01:00",
     ]
+
+
+@pytest.mark.parametrize("zone", ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe"])
+@pytest.mark.parametrize("cron", ["*/20 * * * *", "30 1,2 * * *", "30 */10 * * * *"])
+@pytest.mark.parametrize("repeated", ["first", "last", "both"])
+def test_the_times_after_any_instant_are_those_a_search_from_days_before_finds_after_it(
+    zone: str, cron: str, repeated: str
+) -> None:
+    """Where a search starts must not change what it finds: around each clock change of 2026,
+    the times after an instant are exactly the ones a search begun two days earlier finds
+    after it. A search that starts too late loses times the clocks moved back over; one that
+    yields a time before every earlier one is in loses the order."""
+    spec = Spec(ZoneInfo(zone), crons=(cron,), skipped="after", repeated=repeated)
+    step = 25 * 60_000 + 7_000  # off-beat: lands on many minutes of the hours around a change
+    for change in ("2026-03-29", "2026-04-05", "2026-10-04", "2026-10-25", "2026-11-01"):
+        first = ms(f"{change}T00:00:00+00:00") - 12 * 3_600_000
+        reference = list(nominal_times(spec, first - 2 * 86_400_000, until_ms=first + 86_400_000))
+        assert reference == sorted(set(reference))
+        for after in range(first, first + 86_400_000, step):
+            until = min(after + 6 * 3_600_000, first + 86_400_000)
+            found = list(nominal_times(spec, after, until_ms=until))
+            assert found == [t for t in reference if after < t <= until], (change, after)
