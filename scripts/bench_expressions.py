@@ -43,8 +43,7 @@ from typing import Any
 import psycopg
 
 from wiggle._postgres import create_database, drop_database, postgres_server
-from wiggle.bench._counters import pg_counters
-from wiggle.bench._flow_latency import server_counts
+from wiggle.bench._counters import pg_counters, server_counts
 from wiggle.bench._loop import Outcome, drive
 from wiggle.bench._processes import free_port, running, wait_serving
 from wiggle.client import Client

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -121,3 +123,57 @@ def test_one_in_flight_counts_what_each_instance_cost(tmp_path):
         assert set(row["cpu_ms_per_step"]) == {"server", "worker", "client"}, row
         p50s = sorted(r["p50_ms"] for r in row["rounds"])
         assert len(p50s) == 2 and row["p50_ms"] == round((p50s[0] + p50s[1]) / 2, 2), row
+
+
+def test_workers_of_another_program_serve_the_run(tmp_path):
+    """`--worker-command`: the command runs through the shell once per worker process, with its
+    server, queue, slots and index in its environment; here it is the Python worker, started as
+    any other program would be. `--rpcs` counts the servers' calls per step."""
+    seen = tmp_path / "seen"
+    command = (
+        f'echo "$WIGGLE_BENCH_WORKER $WIGGLE_BENCH_QUEUE $WIGGLE_BENCH_CONCURRENCY '
+        f'$WIGGLE_ADDRESS" >> {shlex.quote(str(seen))}; '
+        f"{shlex.quote(sys.executable)} -m wiggle worker --handlers wiggle.bench._handlers "
+        '--queue "$WIGGLE_BENCH_QUEUE" --concurrency "$WIGGLE_BENCH_CONCURRENCY" '
+        "--log-level warning"
+    )
+    run = _wiggle(
+        "bench", "throughput", "--database", f"sqlite:///{tmp_path / 'bench.db'}",
+        "--modes", "SERVER", *SMALL, "--workers", "2", "--servers", "2",
+        "--worker-command", command, "--rpcs", "--json",
+    )  # fmt: skip
+
+    assert run.returncode == 0, run.stderr
+    document = json.loads(run.stdout)
+    assert document["config"]["worker_command"] == command
+    [figures] = document["runs"]
+    assert (figures["mode"], figures["instances"], figures["steps"]) == ("SERVER", 4, 3)
+    assert figures["worker_cpu_s"] >= 0
+    rpcs = figures["rpcs_per_step"]
+    # One start and one wait per measured instance; each step's report in some ReportBatch.
+    assert rpcs["StartInstance"] == pytest.approx(1 / 3) and rpcs["WaitInstance"] == 1 / 3
+    assert 0 < rpcs["ReportBatch"] <= 1 and "CompleteTask" not in rpcs
+    assert figures["transactions_per_step"]["write"] > 0
+    lines = sorted(seen.read_text().split("\n")[:-1])
+    assert [line.split()[:3] for line in lines] == [["0", "default", "3"], ["1", "default", "3"]]
+    # The workers are spread over the two servers, as `wiggle worker` processes are.
+    assert len({line.split()[3] for line in lines}) == 2
+
+
+def test_the_java_bench_worker_steps_and_fails_as_the_python_one(java_worker_jar):
+    """sdk/java/bench/BenchWorker.java run from source against the SDK jar: every instance
+    verified, and the one started with `fail_at` fails for good at that step."""
+    source = Path(__file__).resolve().parents[2] / "sdk/java/bench/BenchWorker.java"
+    command = shlex.join(["java", "-cp", str(java_worker_jar), str(source)])
+    run = _wiggle(
+        "bench", "throughput", "--database", "sqlite", "--modes", "SERVER", *SMALL,
+        "--worker-command", command, "--inject-failure",
+    )  # fmt: skip
+
+    assert run.returncode == 1, run.stderr
+    problems = [line.strip() for line in run.stderr.splitlines() if line.startswith("  ")]
+    # The five other instances verified: the failed one is the run's only problem.
+    assert len(problems) == 2, run.stderr
+    assert problems[0].startswith("1 of 6 instances did not complete (FAILED 1)")
+    assert "step 's2' failed: injected failure at n=1" in problems[0]
+    assert problems[1].startswith("1 of 6 instances lack exactly one step_completed event")

@@ -11,19 +11,33 @@ gone (their backends have exited).
 CPU is user + system time read with psutil: of the postmaster with its reaped and live children
 (every backend, whatever user the server runs as; only when the server runs on this machine), of
 each server and worker subprocess, and of this process (the driver threads).
+
+A server's RPCs by method and its transactions by kind come from its metrics endpoint (a server
+started with --metrics-address): `server_counts`, and `settled_server_counts` for a reading
+taken once the server has answered its last calls.
 """
 
 from __future__ import annotations
 
 import subprocess
 import time
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psutil
 import sqlalchemy as sa
+from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["PgCounters", "cpu_seconds", "pg_counters", "pg_settings", "wait_disconnected"]
+__all__ = [
+    "PgCounters",
+    "cpu_seconds",
+    "pg_counters",
+    "pg_settings",
+    "server_counts",
+    "settled_server_counts",
+    "wait_disconnected",
+]
 
 
 @dataclass(frozen=True)
@@ -137,3 +151,48 @@ def wait_disconnected(url: str, timeout_s: float = 15.0) -> bool:
         return False
     finally:
         engine.dispose()
+
+
+def server_counts(port: int) -> dict[str, float]:
+    """The server's RPCs by method (`rpc M`) and transactions by kind (`transactions K`)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "wiggle_rpcs_total":
+                key = f"rpc {sample.labels['method']}"
+            elif sample.name == "wiggle_transaction_seconds_count":
+                key = f"transactions {sample.labels['kind']}"
+            else:
+                continue
+            out[key] = out.get(key, 0.0) + sample.value
+    return out
+
+
+def settled_server_counts(ports: Sequence[int], within_s: float = 2.0) -> dict[str, float]:
+    """The servers' counts summed, read once they have answered their last calls: a server
+    counts a call when it answers it, and the commit of an instance's last report wakes the
+    client's WaitInstance before that report's own call is answered. Read until two readings
+    50 ms apart count the same calls (PollTasks aside: an idle worker's poll may end at any
+    moment), or `within_s` has passed."""
+
+    def reading() -> dict[str, float]:
+        total: dict[str, float] = {}
+        for port in ports:
+            for key, value in server_counts(port).items():
+                total[key] = total.get(key, 0.0) + value
+        return total
+
+    def calls(got: dict[str, float]) -> dict[str, float]:
+        return {k: v for k, v in got.items() if k.startswith("rpc ") and k != "rpc PollTasks"}
+
+    deadline = time.monotonic() + within_s
+    last = reading()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = reading()
+        if calls(now) == calls(last):
+            return now
+        last = now
+    return last

@@ -20,15 +20,13 @@ import statistics
 import subprocess
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from prometheus_client.parser import text_string_to_metric_families
 
 from wiggle._postgres import create_database, drop_database, postgres_server
-from wiggle.bench._counters import cpu_seconds, pg_counters
+from wiggle.bench._counters import cpu_seconds, pg_counters, server_counts
 from wiggle.bench._processes import free_port, running, wait_serving
 from wiggle.bench._throughput import MODES, flow_source
 from wiggle.client import Client
@@ -65,23 +63,6 @@ class _Stack:
             if pg.cpu_s is not None:
                 got["cpu postgres"] = pg.cpu_s
         return got
-
-
-def server_counts(port: int) -> dict[str, float]:
-    """The server's RPCs by method (`rpc M`) and transactions by kind (`transactions K`)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
-        text = answer.read().decode()
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "wiggle_rpcs_total":
-                key = f"rpc {sample.labels['method']}"
-            elif sample.name == "wiggle_transaction_seconds_count":
-                key = f"transactions {sample.labels['kind']}"
-            else:
-                continue
-            out[key] = out.get(key, 0.0) + sample.value
-    return out
 
 
 def _settled(stack: _Stack, within_s: float = 2.0) -> dict[str, float]:

@@ -36,11 +36,14 @@ def drive(
     inflight: int,
     input_for: Callable[[int], Any],
     timeout_s: float,
+    check: Callable[[], None] | None = None,
 ) -> list[Outcome]:
     """Run `count` instances of `flow`, `inflight` at a time; `input_for(i)` is the i-th input.
 
     Raises the first error a driver met (a start refused, an instance still RUNNING after
-    `timeout_s`): a loop that lost an instance has no figure to give.
+    `timeout_s`): a loop that lost an instance has no figure to give. `check`, called twice a
+    second while the loop runs, may raise to stop it sooner (a worker process that died); the
+    drivers' pending waits end when their client closes.
     """
     lock = threading.Lock()
     next_index = [0]
@@ -74,7 +77,10 @@ def drive(
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
+        while thread.is_alive():
+            thread.join(None if check is None else 0.5)
+            if check is not None:
+                check()
     if errors:
         raise errors[0]
     return outcomes

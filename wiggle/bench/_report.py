@@ -4,16 +4,20 @@ Every per-step figure divides by the measured steps (measured instances x steps 
 the warm-up instances are outside the window. A figure the run could not measure (commits and
 WAL syncs on SQLite, PostgreSQL's CPU when it runs elsewhere) is None: "n/a" in the table, null
 in JSON.
+
+With `--rpcs` a run also counts the servers' RPCs by method and their transactions by kind
+(from their metrics endpoints): `rpcs_per_step` and `transactions_per_step` in JSON, one line
+under the mode's row in the table (`counts`). Without it they are None.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["HEADER", "Figures", "percentile", "row"]
+__all__ = ["HEADER", "Figures", "counts", "percentile", "row"]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -39,6 +43,9 @@ class Figures:
     server_cpu_s: float
     worker_cpu_s: float
     driver_cpu_s: float
+    # --rpcs: the servers' calls by method and transactions by kind over the window
+    rpcs: dict[str, float] | None = field(default=None)
+    transactions: dict[str, float] | None = field(default=None)
 
     @property
     def total_steps(self) -> int:
@@ -59,7 +66,14 @@ class Figures:
             "server_cpu_ms_per_step": per(self.server_cpu_s, 1000),
             "worker_cpu_ms_per_step": per(self.worker_cpu_s, 1000),
             "driver_cpu_ms_per_step": per(self.driver_cpu_s, 1000),
+            "rpcs_per_step": self._per_step_each(self.rpcs),
+            "transactions_per_step": self._per_step_each(self.transactions),
         }
+
+    def _per_step_each(self, counts: dict[str, float] | None) -> dict[str, float] | None:
+        if counts is None:
+            return None
+        return {k: v / self.total_steps for k, v in sorted(counts.items()) if v}
 
 
 _COLUMNS = (
@@ -96,3 +110,21 @@ def row(figures: Figures) -> str:
     """One table line under HEADER (every CPU column in milliseconds per step)."""
     data = figures.as_json()
     return "".join(_cell(data[key], width, key) for _title, width, key in _COLUMNS)
+
+
+def counts(figures: Figures) -> str | None:
+    """The line under a row of a run with --rpcs: RPCs per step by method, transactions per
+    step by kind. None without them."""
+    data = figures.as_json()
+    if data["rpcs_per_step"] is None:
+        return None
+    rpcs = data["rpcs_per_step"]
+    line = f"{'':<12}RPCs/step: {sum(rpcs.values()):.3f}"
+    if rpcs:
+        line += " (" + ", ".join(f"{k} {v:.3f}" for k, v in rpcs.items()) + ")"
+    transactions = data["transactions_per_step"] or {}
+    if transactions:
+        line += "; server transactions/step: " + ", ".join(
+            f"{k} {v:.3f}" for k, v in transactions.items()
+        )
+    return line

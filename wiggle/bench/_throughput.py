@@ -7,6 +7,13 @@ seen through WaitInstance. The measured window opens after a settle pause (Postg
 its statistics late, see _counters) and closes at the last result; commits and WAL syncs are read
 once every process has disconnected. Then the run is verified from the engine's tables (_verify):
 a run that fails verification, or loses an instance, gets no figure and a non-zero exit.
+
+With `--worker-command CMD` the workers are another program: CMD runs through /bin/sh once per
+worker process (_processes.running_shell), with WIGGLE_ADDRESS (its server), WIGGLE_BENCH_QUEUE
+(the flow's queue), WIGGLE_BENCH_CONCURRENCY (its slots) and WIGGLE_BENCH_WORKER (0, 1, ...) in
+its environment; it must register `bench_step` as _handlers does (sdk/java/bench/BenchWorker.java
+is the Java one). Their CPU is that of each shell with all its descendants. With `--rpcs` each
+server serves its metrics and the run counts their RPCs and transactions over the window.
 """
 
 from __future__ import annotations
@@ -14,10 +21,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,11 +38,18 @@ from wiggle.bench._counters import (
     cpu_seconds,
     pg_counters,
     pg_settings,
+    settled_server_counts,
     wait_disconnected,
 )
 from wiggle.bench._loop import Outcome, drive
-from wiggle.bench._processes import free_port, running, wait_serving
-from wiggle.bench._report import HEADER, Figures, percentile, row
+from wiggle.bench._processes import (
+    free_port,
+    running,
+    running_shell,
+    tree_cpu_seconds,
+    wait_serving,
+)
+from wiggle.bench._report import HEADER, Figures, counts, percentile, row
 from wiggle.bench._verify import verify
 from wiggle.client import Client
 from wiggle.engine.ops.prune import write_history
@@ -43,6 +58,9 @@ from wiggle.engine.store.db import Database
 __all__ = ["MODES", "flow_source", "run"]
 
 MODES = ("SERVER", "LOCAL_SYNC", "LOCAL_ASYNC")
+
+#: The queue of the flow's tasks (flow_source names none): what a --worker-command must serve.
+QUEUE = "default"
 
 
 def flow_source(mode: str, steps: int) -> str:
@@ -124,14 +142,26 @@ def _input_for(args: argparse.Namespace, warmup: bool) -> Any:
     return make
 
 
-def run_mode(args: argparse.Namespace, url: str, mode: str) -> ModeRun:
-    is_pg = url.startswith("postgresql")
-    ports = [free_port() for _ in range(args.servers)]
-    servers = [
-        ["server", "--database", url, "--address", f"127.0.0.1:{p}", "--log-level", "warning"]
-        for p in ports
-    ]
-    workers = [
+def _workers(
+    args: argparse.Namespace, ports: list[int]
+) -> tuple[
+    contextlib.AbstractContextManager[list[subprocess.Popen[bytes]]],
+    Callable[[Sequence[subprocess.Popen[bytes]]], float],
+]:
+    """The worker processes to start (`wiggle worker`, or --worker-command through the shell),
+    and the function that reads their CPU seconds."""
+    if args.worker_command:
+        envs = [
+            {
+                "WIGGLE_ADDRESS": f"127.0.0.1:{ports[i % len(ports)]}",
+                "WIGGLE_BENCH_QUEUE": QUEUE,
+                "WIGGLE_BENCH_CONCURRENCY": str(args.concurrency),
+                "WIGGLE_BENCH_WORKER": str(i),
+            }
+            for i in range(args.workers)
+        ]
+        return running_shell(args.worker_command, envs), tree_cpu_seconds
+    commands = [
         [
             "worker",
             "--handlers",
@@ -145,10 +175,41 @@ def run_mode(args: argparse.Namespace, url: str, mode: str) -> ModeRun:
         ]
         for i in range(args.workers)
     ]
+    return running(commands), cpu_seconds
+
+
+def _alive(procs: Sequence[subprocess.Popen[bytes]]) -> Callable[[], None]:
+    """A check for the closed loop: every worker process is still running (one that exited
+    would leave its share of the instances waiting until --timeout)."""
+
+    def check() -> None:
+        for i, proc in enumerate(procs):
+            code = proc.poll()
+            if code is not None:
+                raise RuntimeError(f"worker process {i} exited with code {code} during the run")
+
+    return check
+
+
+def _split(spent: dict[str, float], prefix: str) -> dict[str, float]:
+    return {k.removeprefix(prefix): v for k, v in spent.items() if k.startswith(prefix)}
+
+
+def run_mode(args: argparse.Namespace, url: str, mode: str) -> ModeRun:
+    is_pg = url.startswith("postgresql")
+    ports = [free_port() for _ in range(args.servers)]
+    metrics_ports = [free_port() for _ in ports] if args.rpcs else []
+    servers = [
+        ["server", "--database", url, "--address", f"127.0.0.1:{p}", "--log-level", "warning"]
+        + (["--metrics-address", f"127.0.0.1:{metrics_ports[i]}"] if args.rpcs else [])
+        for i, p in enumerate(ports)
+    ]
+    workers, worker_cpu = _workers(args, ports)
     address = f"127.0.0.1:{ports[0]}"
     warm: list[Outcome] = []
     measured: list[Outcome] = []
     failure: str | None = None
+    spent: dict[str, float] | None = None
     with running(servers) as server_procs:
         for port in ports:
             wait_serving(f"127.0.0.1:{port}")
@@ -156,25 +217,29 @@ def run_mode(args: argparse.Namespace, url: str, mode: str) -> ModeRun:
             flow = client.deploy(flow_source(mode, args.steps).encode())
             if args.history:
                 _fill_history(url, flow.version, args.steps, args.history)
-            with running(workers) as worker_procs:
+            with workers as worker_procs:
                 try:
                     warm = drive(
                         client, flow.name, args.warmup, args.inflight,
-                        _input_for(args, warmup=True), args.timeout,
+                        _input_for(args, warmup=True), args.timeout, _alive(worker_procs),
                     )  # fmt: skip
                     if is_pg:
                         time.sleep(args.settle)  # the warm-up's backends publish their counters
+                    calls0 = settled_server_counts(metrics_ports) if args.rpcs else {}
                     before = pg_counters(url) if is_pg else None
-                    cpu0 = cpu_seconds(server_procs), cpu_seconds(worker_procs)
+                    cpu0 = cpu_seconds(server_procs), worker_cpu(worker_procs)
                     driver0 = time.process_time()
                     started = time.perf_counter()
                     measured = drive(
                         client, flow.name, args.instances, args.inflight,
-                        _input_for(args, warmup=False), args.timeout,
+                        _input_for(args, warmup=False), args.timeout, _alive(worker_procs),
                     )  # fmt: skip
                     seconds = time.perf_counter() - started
                     driver_cpu = time.process_time() - driver0
-                    cpu1 = cpu_seconds(server_procs), cpu_seconds(worker_procs)
+                    cpu1 = cpu_seconds(server_procs), worker_cpu(worker_procs)
+                    if args.rpcs:
+                        calls1 = settled_server_counts(metrics_ports)
+                        spent = {k: v - calls0.get(k, 0.0) for k, v in calls1.items()}
                 except Exception as exc:  # a lost instance, a refused start: no figure
                     failure = f"the closed loop stopped: {type(exc).__name__}: {exc}"
     # Every server and worker has exited: their backends have published their counters.
@@ -206,6 +271,8 @@ def run_mode(args: argparse.Namespace, url: str, mode: str) -> ModeRun:
         server_cpu_s=cpu1[0] - cpu0[0],
         worker_cpu_s=cpu1[1] - cpu0[1],
         driver_cpu_s=driver_cpu,
+        rpcs=_split(spent, "rpc ") if spent is not None else None,
+        transactions=_split(spent, "transactions ") if spent is not None else None,
     )
     return ModeRun(mode, figures=figures)
 
@@ -245,6 +312,8 @@ def _config(args: argparse.Namespace, modes: list[str]) -> dict[str, Any]:
         "history": args.history,
         "settle_s": args.settle,
         "database": args.database if args.database in ("postgres", "sqlite") else "url",
+        "worker_command": args.worker_command or None,
+        "rpcs": args.rpcs,
     }
 
 
@@ -284,6 +353,9 @@ def _run(args: argparse.Namespace, modes: list[str]) -> int:
             runs.append(result)
             if result.figures is not None and not args.json:
                 print(row(result.figures), flush=True)
+                line = counts(result.figures)
+                if line is not None:
+                    print(line, flush=True)
             if result.problems:
                 _refuse(result)
                 break
@@ -309,10 +381,11 @@ def _introduce(args: argparse.Namespace, url: str, settings: str | None) -> None
     if settings:
         where += " " + settings
     history = f", {args.history} finished instances of history" if args.history else ""
+    command = f" ({args.worker_command})" if args.worker_command else ""
     print(
         f"linear {args.steps}-step flow, {args.instances} instances (+{args.warmup} warm-up), "
         f"{args.inflight} in flight, {args.servers} server(s), {args.workers} workers x "
-        f"{args.concurrency}, {where}{history}; CPU in ms per step"
+        f"{args.concurrency}{command}, {where}{history}; CPU in ms per step"
     )
     print(HEADER, flush=True)
 

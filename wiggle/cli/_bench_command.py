@@ -81,6 +81,25 @@ def _throughput_arguments(parser: argparse.ArgumentParser) -> None:
         "(env WIGGLE_BENCH_TIMEOUT; default %(default)s)",
     )
     parser.add_argument(
+        "--worker-command",
+        metavar="CMD",
+        default=env("WIGGLE_BENCH_WORKER_COMMAND") or None,
+        help="run the workers as another program: CMD runs through /bin/sh once per worker "
+        "process (--workers of them), with WIGGLE_ADDRESS (its server), WIGGLE_BENCH_QUEUE "
+        "(the queue to serve), WIGGLE_BENCH_CONCURRENCY (its slots, --concurrency) and "
+        "WIGGLE_BENCH_WORKER (0, 1, ...) in its environment; it must register bench_step as "
+        "wiggle/bench/_handlers.py does (Java: sdk/java/bench/BenchWorker.java), and drain "
+        "and exit on SIGTERM. Its CPU counts with every process it starts "
+        "(env WIGGLE_BENCH_WORKER_COMMAND; default: wiggle worker processes)",
+    )
+    parser.add_argument(
+        "--rpcs",
+        action="store_true",
+        default=(env("WIGGLE_BENCH_RPCS") or "").lower() in ("1", "true", "yes", "on"),
+        help="also count the servers' RPCs by method and their transactions by kind per step "
+        "(each server serves its metrics endpoint for it) (env WIGGLE_BENCH_RPCS)",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         default=(env("WIGGLE_JSON") or "").lower() in ("1", "true", "yes", "on"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wiggle.bench._report import HEADER, Figures, percentile, row
+from wiggle.bench._report import HEADER, Figures, counts, percentile, row
 from wiggle.bench._verify import problems
 
 NODES = ["s1", "s2"]
@@ -92,3 +92,21 @@ def test_a_figure_that_was_not_measured_is_na():
     figures = Figures("LOCAL_SYNC", 1, 1, 1.0, 1.0, 1.0, None, None, None, 0.0, 0.0, 0.0)
     assert row(figures).split()[5:8] == ["n/a", "n/a", "n/a"]
     assert figures.as_json()["commits_per_step"] is None
+
+
+def test_rpcs_and_transactions_are_counted_per_step_when_asked():
+    figures = Figures(
+        "SERVER", 10, 20, 2.0, 5.0, 9.0, None, None, None, 0.0, 0.0, 0.0,
+        rpcs={"ReportBatch": 50.0, "StartInstance": 10.0, "CompleteTask": 0.0},
+        transactions={"write": 60.0},
+    )  # fmt: skip
+    data = figures.as_json()
+    # A method never called in the window is left out.
+    assert data["rpcs_per_step"] == {"ReportBatch": 0.25, "StartInstance": 0.05}
+    assert data["transactions_per_step"] == {"write": 0.3}
+    assert counts(figures) == (
+        f"{'':<12}RPCs/step: 0.300 (ReportBatch 0.250, StartInstance 0.050); "
+        "server transactions/step: write 0.300"
+    )
+    without = Figures("SERVER", 1, 1, 1.0, 1.0, 1.0, None, None, None, 0.0, 0.0, 0.0)
+    assert without.as_json()["rpcs_per_step"] is None and counts(without) is None
