@@ -28,3 +28,21 @@ def live_attr(driver: Any, selector: str, name: str) -> str | None:
     assert found[0], f"nothing matches {selector}"
     value: str | None = found[1]
     return value
+
+
+def live_texts(driver: Any, selector: str) -> list[str]:
+    """The rendered text of every element `selector` names, read in one script (see live_text)."""
+    texts: list[str] = driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]), e => e.innerText);", selector
+    )
+    return texts
+
+
+def live_click(driver: Any, selector: str) -> None:
+    """Click the element `selector` names, found and clicked in one script (see live_text)."""
+    found: bool = driver.execute_script(
+        "const e = document.querySelector(arguments[0]); if (e !== null) e.click();"
+        " return e !== null;",
+        selector,
+    )
+    assert found, f"nothing matches {selector}"

@@ -17,7 +17,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from tests.browser.live import live_attr, live_text
+from tests.browser.live import live_attr, live_click, live_text, live_texts
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -229,22 +229,23 @@ def test_the_schedule_pages_trigger_pause_and_backfill(stack, browser, shot):
     # The list: the schedule, its flow, active, its next fire in Berlin time, its counts.
     browser.get(f"{stack.console_url}/schedules")
     assert _css(browser, 'header nav a[href="/schedules"]').get_attribute("class") == "on"
+    # Both pages swap their live parts while open: each read is one script (tests/browser/live.py).
     row = '#schedules tr[data-schedule="console-hourly"]'
-    assert _css(browser, f"{row} .badge").text == "active"
-    next_fire = _css(browser, f"{row} td.next-fire code").text
+    assert live_text(browser, f"{row} .badge") == "active"
+    next_fire = live_text(browser, f"{row} td.next-fire code")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:00:00\+0[12]:00", next_fire), next_fire
-    assert _css(browser, f'{row} a[href="/flows/flaky"]').text == "flaky"
-    assert SCHEDULE_HOSTILE in _css(browser, row).text  # the description, as text
+    assert live_text(browser, f'{row} a[href="/flows/flaky"]') == "flaky"
+    assert SCHEDULE_HOSTILE in live_text(browser, row)  # the description, as text
     shot(browser, "schedules")
 
     # Its page: the timetable, the next ten fire times in its zone, no fire yet.
-    _css(browser, f"{row} a.schedule-link").click()
+    live_click(browser, f"{row} a.schedule-link")
     _wait(browser).until(ec.url_contains("/schedules/console-hourly"))
-    assert _css(browser, '#timetable tr[data-key="cron"] code').text == "0 * * * *"
-    assert _css(browser, "#schedule-zone").text == "Europe/Berlin"
-    upcoming = browser.find_elements(By.CSS_SELECTOR, "#upcoming li[data-ms]")
+    assert live_text(browser, '#timetable tr[data-key="cron"] code') == "0 * * * *"
+    assert live_text(browser, "#schedule-zone") == "Europe/Berlin"
+    upcoming = live_texts(browser, "#upcoming li[data-ms]")
     assert len(upcoming) == 10
-    assert all(re.search(r"T\d\d:00:00\+0[12]:00", li.text) for li in upcoming)
+    assert all(re.search(r"T\d\d:00:00\+0[12]:00", text) for text in upcoming)
     assert "No fire yet" in live_text(browser, "#fires")
 
     # Trigger: the page says what the fire did, and links the instance it started.
@@ -271,12 +272,12 @@ def test_the_schedule_pages_trigger_pause_and_backfill(stack, browser, shot):
     _css(browser, "#pause-note-input").send_keys(f"maintenance {SCHEDULE_HOSTILE}")
     _css(browser, "#pause-button").click()
     _wait(browser).until(ec.text_to_be_present_in_element((By.ID, "notice"), "paused"))
-    assert _css(browser, "#schedule-state").get_attribute("data-paused") == "1"
-    assert _css(browser, "#pause-note").text == f"maintenance {SCHEDULE_HOSTILE}"
+    assert live_attr(browser, "#schedule-state", "data-paused") == "1"
+    assert live_text(browser, "#pause-note") == f"maintenance {SCHEDULE_HOSTILE}"
     assert stack.client.describe_schedule("console-hourly").paused
     _css(browser, "#unpause-button").click()
     _wait(browser).until(ec.text_to_be_present_in_element((By.ID, "notice"), "unpaused"))
-    assert _css(browser, "#schedule-state").get_attribute("data-paused") == "0"
+    assert live_attr(browser, "#schedule-state", "data-paused") == "0"
 
     # Backfill three past hours: the preview lists them in Berlin time; started, it is a batch.
     hour = dt.datetime.now(dt.UTC).replace(minute=0, second=0, microsecond=0)
@@ -299,12 +300,11 @@ def test_the_schedule_pages_trigger_pause_and_backfill(stack, browser, shot):
     _wait(browser).until(
         ec.presence_of_element_located((By.CSS_SELECTOR, "#batch-live [data-finished]"))
     )
-    assert _css(browser, "#progress").get_attribute("data-done") == "3"
-    assert _css(browser, "#batch-action").text.startswith("backfill")
-    _css(browser, "#batch-schedule").click()
+    assert live_attr(browser, "#progress", "data-done") == "3"
+    assert live_text(browser, "#batch-action").startswith("backfill")
+    live_click(browser, "#batch-schedule")
     _wait(browser).until(ec.url_contains("/schedules/console-hourly"))
-    backfilled = browser.find_elements(By.CSS_SELECTOR, "#fires td.fire-by")
-    assert [td.text for td in backfilled].count("backfill") == 3
+    assert live_texts(browser, "#fires td.fire-by").count("backfill") == 3
 
     assert browser.execute_script("return window.__xss === undefined")
     severe = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
