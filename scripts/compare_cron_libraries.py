@@ -80,7 +80,8 @@ LIBRARIES: dict[str, tuple[str, Walk]] = {
 
 SPEED = ["*/5 * * * *", "30 2 * * *", "0 9-17 * * 1-5", "*/2 * * * * *"]
 
-#: rule -> (expression, the first times after START by Vixie cron's rules, written by hand)
+#: rule -> (expression, the first times strictly after START by Vixie cron's rules (and, for L,
+#: W and #, Quartz's meaning of them), written by hand)
 RULES: dict[str, tuple[str, list[datetime]]] = {
     "day of month OR day of week": (
         "0 0 13 * 5",  # the 13th, and every Friday (2026-01-02 is a Friday)
@@ -103,8 +104,8 @@ RULES: dict[str, tuple[str, list[datetime]]] = {
         [datetime(2026, 1, 12), datetime(2026, 2, 9), datetime(2026, 3, 9)],
     ),
     "W: the weekday nearest the 1st": (
-        "0 0 1W * *",  # 2026-02-01 is a Sunday: Monday the 2nd; 2026-03-01 a Sunday too
-        [datetime(2026, 1, 1), datetime(2026, 2, 2), datetime(2026, 3, 2)],
+        "0 0 1W * *",  # 2026-02-01 and 2026-03-01 are Sundays: the Mondays after; 04-01 a Wednesday
+        [datetime(2026, 2, 2), datetime(2026, 3, 2), datetime(2026, 4, 1)],
     ),
 }
 
