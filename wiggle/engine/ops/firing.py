@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, Select, insert, literal_column, select, update
 
 from wiggle.schedules import catch_up, jitter_ms, nominal_times
 
 from ..model.types import InstanceStatus
 from ..store import schema as s
+from ..store.db import Database
 from ..store.transition import FenceLost
 from .context import OpsContext
 from .schedule_base import (
@@ -42,30 +43,39 @@ _f = s.schedule_fires
 
 def due_schedules(ctx: OpsContext, conn: Connection, limit: int) -> list[str]:
     """The schedules with a fire due now, soonest first (through the partial index)."""
-    now: Any = ctx.db.now
-    q = (
+    return list(conn.execute(due_schedules_stmt(ctx.db, limit)).scalars())
+
+
+def due_schedules_stmt(db: Database, limit: int) -> Select[tuple[str]]:
+    now: Any = db.now
+    return (
         select(_s.c.name)
         .where(_s.c.next_due_ms.is_not(None), _s.c.next_due_ms <= now)
         .order_by(_s.c.next_due_ms)
         .limit(limit)
     )
-    return list(conn.execute(q).scalars())
 
 
 def buffered_ready(conn: Connection, limit: int) -> list[str]:
     """The schedules with buffered fires whose running instance has ended (or is gone)."""
+    return list(conn.execute(buffered_ready_stmt(limit)).scalars())
+
+
+def buffered_ready_stmt(limit: int) -> Select[tuple[str]]:
     _i = s.instances
-    q = (
+    return (
         select(_s.c.name)
         .select_from(_s.outerjoin(_i, _i.c.id == _s.c.running_id))
         .where(
-            _s.c.buffered > 0,
+            # Written out, not a bound parameter: only then can the planner tell that the
+            # partial index ix_wiggle_schedules_buffered (WHERE buffered > 0) holds every
+            # row asked for, instead of reading every schedule at each tick.
+            _s.c.buffered > literal_column("0"),
             _s.c.paused.is_(False),
             (_i.c.status.is_(None)) | (_i.c.status != InstanceStatus.RUNNING.value),
         )
         .limit(limit)
     )
-    return list(conn.execute(q).scalars())
 
 
 def fire_due(ctx: OpsContext, conn: Connection, *, name: str, check_input: CheckInput) -> bool:
