@@ -46,7 +46,7 @@ def due_schedules(ctx: OpsContext, conn: Connection, limit: int) -> list[str]:
     return list(conn.execute(due_schedules_stmt(ctx.db, limit)).scalars())
 
 
-def due_schedules_stmt(db: Database, limit: int) -> Select[tuple[str]]:
+def due_schedules_stmt(db: Database, limit: int) -> Select[Any]:
     now: Any = db.now
     return (
         select(_s.c.name)
@@ -61,7 +61,7 @@ def buffered_ready(conn: Connection, limit: int) -> list[str]:
     return list(conn.execute(buffered_ready_stmt(limit)).scalars())
 
 
-def buffered_ready_stmt(limit: int) -> Select[tuple[str]]:
+def buffered_ready_stmt(limit: int) -> Select[Any]:
     _i = s.instances
     return (
         select(_s.c.name)
