@@ -293,6 +293,28 @@ def test_a_lost_answer_never_resent_is_caught_unless_the_worker_was_stopped() ->
     assert judge(d, *calls, disturbed=True, resends_due=False) == []
 
 
+def test_a_lost_answer_need_not_be_resent_once_a_heartbeat_said_the_lease_is_over() -> None:
+    """A lost report that ended the instance; a heartbeat in the resend's back-off then
+    told the worker so, and a worker that knows its lease is gone stops resending. A heartbeat
+    that found the instance still running, or one of another lease, excuses nothing."""
+    d = task("a", "LOCAL_SYNC")
+    report = lost(advance(step("a"), seq=1))
+    for ended in (
+        replace(single("Heartbeat"), instance_status="COMPLETED"),
+        single("Heartbeat", code="NOT_FOUND"),
+    ):
+        assert judge(d, report, ended, disturbed=True) == [], ended
+    for excuses_nothing in (
+        replace(single("Heartbeat"), instance_status="RUNNING"),
+        replace(single("Heartbeat", lease="L2"), instance_status="COMPLETED"),
+    ):
+        [problem] = judge(d, report, excuses_nothing, disturbed=True)
+        assert "was lost and it was never resent" in problem
+    before = replace(single("Heartbeat"), instance_status="COMPLETED")
+    [problem] = judge(d, before, lost(advance(step("a"), seq=1)), disturbed=True)
+    assert "was lost and it was never resent" in problem
+
+
 def test_a_lost_answer_resent_with_a_new_seq_is_caught() -> None:
     d = task("a", "SERVER")
     problems = judge(d, lost(single("CompleteTask", seq=1)), single("CompleteTask", seq=2))

@@ -151,7 +151,7 @@ def _numbering(calls: Sequence[Call], resends_due: bool) -> list[str]:
             continue
         following = reports[i + 1] if i + 1 < len(reports) else None
         if following is None:
-            if resends_due:
+            if resends_due and not _lease_ended_after(calls, c):
                 problems.append(
                     f"the answer to {c.rpc} seq {c.seq} was lost and it was never resent (a "
                     "report of unknown fate is resent unchanged, same seq, while the lease lasts)"
@@ -162,6 +162,22 @@ def _numbering(calls: Sequence[Call], resends_due: bool) -> list[str]:
                 f"{following.rpc} seq {following.seq} instead of resending it unchanged"
             )
     return problems
+
+
+def _lease_ended_after(calls: Sequence[Call], lost: Call) -> bool:
+    """Whether the server told the worker, after `lost` was sent, that the lease is over: a
+    Heartbeat of that lease answered with an error, or saying the instance no longer runs. A
+    lost final report may have ended the instance itself, and a heartbeat in the resend's
+    back-off then says so, and a worker that has learnt its lease is gone reports on it no
+    more, a final report excepted, which it MAY resend (docs/worker-protocol.md, "A lost
+    lease")."""
+    return any(
+        h.rpc == "Heartbeat"
+        and h.lease == lost.lease
+        and h.order > lost.order
+        and (h.code != "OK" or h.instance_status not in ("", "RUNNING"))
+        for h in calls
+    )
 
 
 def _over_limits(d: Delivery, reports: Sequence[Call]) -> list[str]:
