@@ -35,14 +35,13 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from wiggle._postgres import create_database, drop_database, postgres_server
+from wiggle._postgres import given_or_throwaway
 from wiggle.bench._counters import pg_counters, server_counts
 from wiggle.bench._loop import Outcome, drive
 from wiggle.bench._processes import free_port, running, wait_serving
@@ -190,22 +189,9 @@ def median_row(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-@contextlib.contextmanager
-def database(url: str | None) -> Iterator[str]:
-    if url is not None:
-        yield url
-        return
-    with postgres_server() as base:
-        made = create_database(base, prefix="wiggle_bench")
-        try:
-            yield made
-        finally:
-            drop_database(made)
-
-
 def engine_half(args: argparse.Namespace) -> list[dict[str, Any]]:
     with contextlib.ExitStack() as stack:
-        url = stack.enter_context(database(args.database))
+        url = stack.enter_context(given_or_throwaway(args.database))
         address = f"127.0.0.1:{free_port()}"
         metrics_port = free_port()
         server = ["server", "--database", url, "--address", address]

@@ -25,15 +25,12 @@ import argparse
 import statistics
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import psutil
 from sqlalchemy import event, func, select
 
-from wiggle._postgres import create_database, drop_database
-from wiggle._postgres import postgres_server as shared_postgres_server
+from wiggle._postgres import given_or_throwaway
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine, VirtualClock
 from wiggle.engine.store import schema
@@ -42,19 +39,6 @@ from wiggle.schedules import instance_id, load_schedule
 FLOW = "wiggle: 1\nname: bench-scheduled\nsteps:\n  - sleep: 1d\n"
 START = int(datetime(2026, 1, 1, 0, 0, tzinfo=UTC).timestamp() * 1000)
 DUE = START + 30 * 60_000  # 00:30:00 UTC, the burst's nominal time
-
-
-@contextmanager
-def database(url: str | None) -> Iterator[str]:
-    if url is not None:
-        yield url
-        return
-    with shared_postgres_server() as server:
-        db = create_database(server, prefix="wiggle_bench")
-        try:
-            yield db
-        finally:
-            drop_database(db)
 
 
 def postgres_cpu_s() -> float:
@@ -99,7 +83,7 @@ def main() -> int:
     if not 0 < args.due <= args.schedules:
         parser.error("--due is between 1 and --schedules")
 
-    with database(args.database) as url:
+    with given_or_throwaway(args.database) as url:
         clock = VirtualClock(START)
         engine = Engine(url, clock=clock, leader_ttl_s=3600.0)
         try:

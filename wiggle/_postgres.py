@@ -87,3 +87,18 @@ def drop_database(database_url: str) -> None:
     admin = libpq_url(parsed.set(database="postgres").render_as_string(False))
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{parsed.database}" WITH (FORCE)')
+
+
+@contextmanager
+def given_or_throwaway(url: str | None, prefix: str = "wiggle_bench") -> Iterator[str]:
+    """`url` as it is, or a fresh database on a throwaway server (postgres_server), dropped
+    afterwards: what a benchmark script runs on without `--database`."""
+    if url is not None:
+        yield url
+        return
+    with postgres_server() as server:
+        made = create_database(server, prefix=prefix)
+        try:
+            yield made
+        finally:
+            drop_database(made)
