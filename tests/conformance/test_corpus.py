@@ -6,6 +6,8 @@ is the only place the whole corpus runs in scripts/test.sh."""
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 import textwrap
 from pathlib import Path
 
@@ -125,5 +127,26 @@ def test_a_slow_starting_worker_is_waited_for_before_any_case(tmp_path: Path):
             with session.worker_process("slow-boot"):
                 assert session.recorder.polls_seen(tuple(MAIN_QUEUES.split(","))) >= 1
                 assert session.recorder.polls_seen((SIDE_QUEUES,)) >= 1
+        finally:
+            session.close()
+
+
+def test_the_tls_worker_is_given_the_one_address_its_server_bound(tmp_path: Path):
+    # A name is resolved differently by gRPC's C core (localhost: ::1 and 127.0.0.1) and by a
+    # JVM (/etc/hosts: 127.0.0.1). A TLS server on "localhost:0" that got ::1:P while another
+    # process held 127.0.0.1:P listened where the Java worker never looked: the worker spoke to
+    # that other process and never polled (a corpus run on a busy machine). The worker must be
+    # given the literal address the server bound.
+    seen = tmp_path / "address"
+    worker = f"sh -c 'echo \"$WIGGLE_ADDRESS\" > {seen}; exec {PYTHON_WORKER}'"
+    options = RunnerOptions(modes=["SERVER"], databases=["sqlite"], worker=worker)
+    with fresh_databases("sqlite") as new_database:
+        session = Session(new_database(), "SERVER", "sqlite", options, tmp_path)
+        try:
+            with session.worker_process("main"), session.tls_worker("tls"):
+                host, _, port = seen.read_text().strip().rpartition(":")
+                assert ipaddress.ip_address(host).is_loopback
+                with socket.create_connection((host, int(port)), timeout=5):
+                    pass
         finally:
             session.close()

@@ -164,7 +164,7 @@ def test_spoiled_joins_every_reason():
     assert spoiled([], GRAPH, ROOT, [], deliveries, calls, lapses=0) is None
 
 
-def test_a_term_is_late_only_when_the_next_step_had_started():
+def test_a_term_is_late_when_the_next_step_had_started():
     deliveries = [delivered("a", "L1", 1.0)]
     calls = [complete("L1", 1.5)]
     lines = [line(0, "a"), line(1, "c"), line(2, "d")]
@@ -174,6 +174,26 @@ def test_a_term_is_late_only_when_the_next_step_had_started():
     assert late_landings([kill_at_c(3.0, 3, "term")], GRAPH, ROOT, lines, deliveries, calls) == [
         "the term at started:c landed after c ended (d had started)"
     ]
+
+
+def test_a_term_sent_after_the_hold_was_reported_is_late():
+    # SERVER: c reported at 2.5; the worker's next poll was open and brought d, which the drain
+    # handed back. The term was sent at 2.6, so it aimed at a step no longer in flight.
+    deliveries = [delivered("a", "L1", 1.0), delivered("c", "L2", 2.0), delivered("d", "L3", 2.7)]
+    calls = [complete("L1", 1.5), complete("L2", 2.5)]
+    lines = [line(0, "a"), line(1, "c")]
+    late = replace(kill_at_c(3.0, 2, "term"), sent=2.6)
+    assert late_landings([late], GRAPH, ROOT, lines, deliveries, calls) == [
+        "the term at started:c was sent after c ended (c had been reported)"
+    ]
+    # Sent while c held, reported during the drain: on time (taking d would be the worker's
+    # failure to drain).
+    in_time = replace(kill_at_c(3.0, 2, "term"), sent=2.2)
+    assert late_landings([in_time], GRAPH, ROOT, lines, deliveries, calls) == []
+    # LOCAL_ASYNC: the buffered results of a and c go in the drain's final report.
+    buffered = [delivered("a", "L1", 1.0)]
+    drained = [advance("L1", 2.5, "a", "c", final=True)]
+    assert late_landings([in_time], GRAPH, ROOT, lines, buffered, drained) == []
 
 
 def test_a_pause_explains_the_lapses_of_leases_handed_out_before_the_thaw_only():

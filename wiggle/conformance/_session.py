@@ -186,10 +186,14 @@ class Session:
             from wiggle.server import Server, ServerConfig
 
             certs = make_certificates(self.tmp / f"tls-{self.mode}-{uuid.uuid4().hex[:8]}")
+            # A literal address, not "localhost": gRPC's resolver gives ::1 and 127.0.0.1 for
+            # that name, a JVM's only 127.0.0.1 (/etc/hosts). A server that got ::1:P but found
+            # 127.0.0.1:P taken by another process listened where the worker never looked, and
+            # the worker talked to that other process (a corpus run on a busy machine).
             server = Server(
                 self.engine,
                 ServerConfig(
-                    address="localhost:0",
+                    address="127.0.0.1:0",
                     token=self.token,
                     grace_s=1.0,
                     tls_cert=certs.cert,
@@ -199,7 +203,7 @@ class Session:
                 ),
                 interceptors=[self.recorder],
             )
-            self._tls_address = f"localhost:{server.start()}"
+            self._tls_address = f"127.0.0.1:{server.start()}"
             self._stack.callback(server.stop)
             self._tls_ca = str(certs.ca)
         assert self.worker is not None and self.side is not None
@@ -230,8 +234,9 @@ class Session:
             landed = self.landed(fault.action, fault.when)
             worker.start()  # a fresh process takes over once the lease has expired
         elif fault.action == "term":
+            sent = time.monotonic()
             worker.stop()  # drains: what it computed is reported before it exits
-            landed = self.landed(fault.action, fault.when)
+            landed = replace(self.landed(fault.action, fault.when), sent=sent)
             worker.start()
         else:
             worker.freeze()

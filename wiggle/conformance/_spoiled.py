@@ -48,6 +48,8 @@ class Landed:
     thawed: float | None = None  # a pause: when the worker was let go on
     #: A cancel: when the server began serving the attempt that took effect (None: not seen).
     arrived: float | None = None
+    #: A term: when the signal was sent (`at` is when the drained process had exited).
+    sent: float | None = None
 
 
 def _final(call: Call) -> bool:
@@ -64,6 +66,26 @@ def _carries(call: Call, delivery: Delivery, node: str) -> bool:
     if call.rpc == "CompleteTask":
         return delivery.node_id == node
     return call.rpc == "AdvanceRun" and any(s.node_id == node for s in call.steps)
+
+
+def _reported_before(
+    at: float,
+    root: str,
+    node: str,
+    deliveries: Sequence[Delivery],
+    calls: Sequence[Call],
+    *,
+    answered: bool,
+) -> bool:
+    """Whether a report carrying `node`'s result, of a task handed out before `at`, was applied;
+    `answered`: only one answered before `at` counts (answered means applied: the answer follows
+    the commit)."""
+    before = {d.lease: d for d in deliveries if d.instance_id == root and d.at < at}
+    return any(
+        _carries(c, before[c.lease], node)
+        for c in calls
+        if c.lease in before and (not answered or c.at < at)
+    )
 
 
 def late_landings(
@@ -86,13 +108,20 @@ def late_landings(
             for line in lines
         )
         if fault.action == "term":
-            # A drain lets the step in flight finish and report: only a term sent once the
-            # next step had started came too late (one sent before, that the worker let the
-            # next step start after, is the worker's failure to drain).
+            # A drain lets the step in flight finish and report: a term is late when the next
+            # step had started, or when the step had been reported before the signal was sent
+            # (a term sent in time, that the worker let the next step start after, is the
+            # worker's failure to drain).
+            sent = fault.sent if fault.sent is not None else fault.at
             if moved_on:
                 found.append(
                     f"the term at {fault.when} landed after {node.id} ended ({node.next} had"
                     " started)"
+                )
+            elif _reported_before(sent, root, node.id, deliveries, calls, answered=True):
+                found.append(
+                    f"the term at {fault.when} was sent after {node.id} ended ({node.id} had"
+                    " been reported)"
                 )
             continue
         # A kill or pause stops the worker at `at`: whatever it reported was sent before. A
@@ -102,11 +131,8 @@ def late_landings(
         at = fault.at
         if fault.action == "cancel" and fault.arrived is not None:
             at = max(at, fault.arrived)
-        before = {d.lease: d for d in deliveries if d.instance_id == root and d.at < at}
-        reported = any(
-            _carries(c, before[c.lease], node.id)
-            for c in calls
-            if c.lease in before and (fault.action != "cancel" or c.at < at)
+        reported = _reported_before(
+            at, root, node.id, deliveries, calls, answered=fault.action == "cancel"
         )
         if moved_on or reported:
             how = f"{node.next} had started" if moved_on else f"{node.id} had been reported"
