@@ -46,3 +46,16 @@ def live_click(driver: Any, selector: str) -> None:
         selector,
     )
     assert found, f"nothing matches {selector}"
+
+
+def live_attrs(driver: Any, selector: str, *names: str) -> list[list[str | None]]:
+    """Attributes `names` of every element `selector` names, in document order, read in one
+    script (see live_text)."""
+    rows: list[list[str | None]] = driver.execute_script(
+        "const names = Array.from(arguments).slice(1);"
+        " return Array.from(document.querySelectorAll(arguments[0]),"
+        " e => names.map(n => e.getAttribute(n)));",
+        selector,
+        *names,
+    )
+    return rows

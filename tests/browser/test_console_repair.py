@@ -17,7 +17,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from tests.browser.live import live_text
+from tests.browser.live import live_attrs, live_text
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -154,8 +154,7 @@ def test_a_bulk_retry_by_filter_previews_asks_for_the_count_and_shows_its_progre
     _css(browser, "#filters button[type=submit]").click()
     _wait(browser).until(ec.url_contains("where="))
     rows = {
-        r.get_attribute("data-instance")
-        for r in browser.find_elements(By.CSS_SELECTOR, "#instances tbody tr[data-instance]")
+        r for (r,) in live_attrs(browser, "#instances tbody tr[data-instance]", "data-instance")
     }
     assert rows == failed
     assert "key=bulk-" in live_text(browser, "#instances")  # the search values, per row

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 import orjson
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.browser.live import live_attr, live_attrs, live_text
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -34,13 +37,14 @@ def _css(driver: Any, selector: str) -> Any:
     return driver.find_element(By.CSS_SELECTOR, selector)
 
 
-def _node(driver: Any, node_id: str) -> Any:
-    return _css(driver, f'svg.flow-graph g.node[data-node="{node_id}"]')
+def _node(node_id: str) -> str:
+    return f'svg.flow-graph g.node[data-node="{node_id}"]'
 
 
 def _drawn(driver: Any, node_id: str) -> tuple[str | None, str | None]:
-    node = _node(driver, node_id)
-    return node.get_attribute("data-state"), node.get_attribute("data-counts")
+    # One read of both: the graph is in the page's live part, swapped at each refresh.
+    [(state, counts)] = live_attrs(driver, _node(node_id), "data-state", "data-counts")
+    return state, counts
 
 
 def _finished(stack: Any, flow: str, value: Any) -> str:
@@ -60,17 +64,14 @@ def test_a_declined_order_draws_the_failed_step_failed_and_the_cut_branch_cancel
     assert _drawn(browser, "reserve_stock") == ("CANCELLED", "CANCELLED:1")
     assert _drawn(browser, "validate") == ("DONE", "DONE:1")
     assert _drawn(browser, "capture") == (None, None)  # never reached
-    assert "current" in _node(browser, "authorise").get_attribute("class")
-    assert _css(browser, "#current-node").text == "authorise"
-    failed_row = _css(browser, '#history tr[data-node="authorise"]')
-    assert failed_row.get_attribute("data-outcome") == "failed"
-    assert "card declined by the issuer" in failed_row.text
+    assert "current" in (live_attr(browser, _node("authorise"), "class") or "")
+    assert live_text(browser, "#current-node") == "authorise"
+    failed_row = '#history tr[data-node="authorise"]'
+    assert live_attr(browser, failed_row, "data-outcome") == "failed"
+    assert "card declined by the issuer" in live_text(browser, failed_row)
     # A step of the branch the failure cut off, if a worker had leased it, was drawn "running"
     # in the step history of the ended instance.
-    outcomes = {
-        row.get_attribute("data-node"): row.get_attribute("data-outcome")
-        for row in browser.find_elements(By.CSS_SELECTOR, "#history tr[data-outcome]")
-    }
+    outcomes = dict(live_attrs(browser, "#history tr[data-outcome]", "data-node", "data-outcome"))
     assert "running" not in outcomes.values(), outcomes
     assert outcomes.get("reserve_stock", "cut off") == "cut off", outcomes
     shot(browser, "instance-failed")
@@ -141,15 +142,15 @@ def test_incidents_group_the_failures_and_link_them(stack, browser, shot):
     for message in ("no funds", "no funds", "card expired"):
         _finished(stack, "breaks", {"message": message})
     browser.get(f"{stack.console_url}/incidents?flow=breaks")
-    rows = browser.find_elements(By.CSS_SELECTOR, '#incidents tr[data-flow="breaks"]')
-    counts = [int(r.get_attribute("data-count")) for r in rows]
+    rows = live_attrs(browser, '#incidents tr[data-flow="breaks"]', "data-count", "data-node")
+    counts = [int(str(count)) for count, _ in rows]
     assert counts == sorted(counts, reverse=True) and sum(counts) >= 3
-    top = rows[0]
-    assert top.get_attribute("data-node") == "explode"
-    example = top.find_element(By.CSS_SELECTOR, "a.example").get_attribute("href")
+    assert rows[0][1] == "explode"
+    example = live_attr(browser, '#incidents tr[data-flow="breaks"] a.example', "href")
+    assert example is not None
     browser.get(f"{stack.console_url}/incidents")
     shot(browser, "incidents")
-    browser.get(example)
+    browser.get(urljoin(stack.console_url + "/", example))
     assert _css(browser, "#status").text == "FAILED"
 
 
