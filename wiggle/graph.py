@@ -17,6 +17,7 @@ Edges are named on the node that owns them:
 | foreach   | body (first node of the per-element body), join                           |
 | sleep     | next                                                                      |
 | await     | next (signal received / apply ran), on_timeout (deadline passed)          |
+|           | (a human step is an await whose `human` holds the task's descriptor)      |
 | subflow   | next                                                                      |
 | end       | (none)                                                                    |
 
@@ -31,16 +32,22 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from wiggle.jsonvalue import type_name
+
 __all__ = [
     "EXPRESSION_KINDS",
+    "HUMAN_SIGNAL_PREFIX",
     "WORKER_KINDS",
     "Await",
+    "Candidates",
+    "Computed",
     "Condition",
     "End",
     "ExecutionMode",
     "ForEach",
     "Fork",
     "Graph",
+    "HumanTask",
     "Join",
     "Node",
     "OutEdge",
@@ -52,6 +59,7 @@ __all__ = [
     "Sleep",
     "Subflow",
     "Task",
+    "Text",
     "out_edges",
     "successors",
 ]
@@ -191,6 +199,72 @@ class ApplySignal:
 
 
 @dataclass(frozen=True)
+class Computed:
+    """A value of a human task that a CEL expression gives (`{expr: ...}` in the flow),
+    evaluated against the context when the task is created."""
+
+    expression: str
+
+
+#: A human task's text or person: written out, or computed.
+Text = str | Computed
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Who may take a human task: people, and groups whose members may (entries as written)."""
+
+    people: tuple[Text, ...] = ()
+    groups: tuple[Text, ...] = ()
+
+
+@dataclass(frozen=True)
+class HumanTask:
+    """What a person is asked at a human step (docs/flow-format.md, `human`): the step is an
+    await of the signal `task:<step id>`, and this says what the task looks like and who may
+    answer it."""
+
+    title: Text
+    instructions: Text | None
+    form: Mapping[str, Any] | bool  # a JSON Schema of the answer
+    assignee: Text | None
+    candidates: Candidates
+    due_ms: int | None
+    remind_ms: tuple[int, ...]  # after the task is created, ascending
+    exclude: tuple[str, ...]  # "last_actor", "starter"
+    approvals: int
+    into: str | None  # the context key the answer goes under, or None
+
+    @staticmethod
+    def from_json(doc: Mapping[str, Any]) -> HumanTask:
+        candidates = doc["candidates"]
+        return HumanTask(
+            title=_text(doc["title"]),
+            instructions=None if doc["instructions"] is None else _text(doc["instructions"]),
+            form=doc["form"],
+            assignee=None if doc["assignee"] is None else _text(doc["assignee"]),
+            candidates=Candidates(
+                tuple(_text(p) for p in candidates["people"]),
+                tuple(_text(g) for g in candidates["groups"]),
+            ),
+            due_ms=doc["due_ms"],
+            remind_ms=tuple(doc["remind_ms"]),
+            exclude=tuple(doc["exclude"]),
+            approvals=doc["approvals"],
+            into=doc["into"],
+        )
+
+
+def _text(value: str | Mapping[str, str]) -> Text:
+    return value if isinstance(value, str) else Computed(value["expr"])
+
+
+#: The prefix of a human step's signal name. An await's own signal is a node id, which has no
+#: ':', so no await of a flow can take a human task's signal.
+HUMAN_SIGNAL_PREFIX = "task:"
+
+
+@dataclass(frozen=True)
 class Await:
     id: str
     signal: str
@@ -198,7 +272,25 @@ class Await:
     on_timeout: str | None  # set exactly when timeout_ms is; equals next when no on_timeout steps
     apply: ApplySignal | None
     next: str
+    # A human step's task; only in graphs that have one, so that every other await (and its
+    # graph's version) is as it always was.
+    human: HumanTask | None = None
     kind: str = "await"
+
+    def signalled(self, context: Any, payload: Any) -> Any:
+        """The context after the signal came, when no `apply` step runs: unchanged, or, for a
+        human step with `into`, the context with the answer under that key (replaced or
+        added, the other keys as they were). ValueError when `into` meets a context that is
+        not an object."""
+        into = self.human.into if self.human is not None else None
+        if into is None:
+            return context
+        if not isinstance(context, dict):
+            raise ValueError(
+                f"human step {self.id!r} puts its answer under {into!r}, which needs an object "
+                f"context; the context is {type_name(context)}"
+            )
+        return {**context, into: payload}
 
 
 @dataclass(frozen=True)
@@ -283,6 +375,7 @@ def _node_from_json(node_id: str, doc: Mapping[str, Any]) -> Node:
                 apply["timeout_ms"],
             ),
             doc["next"],
+            human=HumanTask.from_json(doc["human"]) if doc.get("human") is not None else None,
         )
     if kind == "subflow":
         return Subflow(node_id, doc["flow"], doc["version"], doc["next"])

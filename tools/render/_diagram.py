@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from html import escape
 
-from wiggle.graph import Condition, ExecutionMode, Graph, Node, Predicate
+from wiggle.graph import Await, Condition, ExecutionMode, Graph, Node, Predicate
 
 from ._dotwriter import DotWriter, Html, quote
 from ._labels import full_text, node_label
@@ -56,9 +56,16 @@ def _title(graph: Graph, caption: str = "") -> Html:
     )
 
 
+def _look(node: Node) -> str:
+    """Which shape and style a node takes: its kind's, but a human step's await has its own."""
+    if isinstance(node, Await) and node.human is not None:
+        return "human"
+    return node.kind
+
+
 def _node_attrs(node: Node, layout: Layout, lit: dict[str, NodeHighlight] | None) -> dict[str, str]:
     highlight = lit.get(node.id) if lit is not None else None
-    attrs = kind_attrs(node.kind)
+    attrs = kind_attrs(_look(node))
     attrs["label"] = Html(node_label(node, highlight.text if highlight else ""))
     attrs["tooltip"] = full_text(node)
     if node.kind in _PAIR_KINDS:

@@ -11,6 +11,7 @@ from html import escape
 
 from wiggle.graph import (
     Await,
+    Computed,
     Condition,
     End,
     ForEach,
@@ -23,6 +24,7 @@ from wiggle.graph import (
     Sleep,
     Subflow,
     Task,
+    Text,
 )
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "options_line",
     "retry_text",
     "short_expression",
+    "text_of",
 ]
 
 DEFAULT_RETRY = Retry(max_attempts=3, backoff="exponential", initial_ms=1000, max_ms=60000)
@@ -90,9 +93,46 @@ def options_line(node: Node) -> str:
     if isinstance(node, Await):
         if node.timeout_ms is not None:
             parts.append(f"deadline {duration(node.timeout_ms)}")
+        if node.human is not None:
+            parts += _human_options(node)
         if node.apply is not None:
             parts += _activity_options(node.apply.retry, node.apply.timeout_ms)
     return " · ".join(parts)
+
+
+def _human_options(node: Await) -> list[str]:
+    """A human task's times and rules: when it is due, reminders, approvals, who may not."""
+    human = node.human
+    assert human is not None
+    parts = []
+    if human.due_ms is not None:
+        parts.append(f"due {duration(human.due_ms)}")
+    if human.remind_ms:
+        parts.append("remind " + ", ".join(duration(ms) for ms in human.remind_ms))
+    if human.approvals != 1:
+        parts.append(f"{human.approvals} approvals")
+    if human.exclude:
+        parts.append("not " + ", ".join(e.replace("_", " ") for e in human.exclude))
+    return parts
+
+
+def text_of(value: Text, limit: int = 40) -> str:
+    """A human task's text or person on one line: as written, or `= expression`, shortened."""
+    if isinstance(value, Computed):
+        return "= " + short_expression(value.expression, limit - 2)
+    return short_expression(value, limit)
+
+
+def _people(node: Await) -> str:
+    """Who may take a human task, on one line: `alice · bob, group finance`."""
+    human = node.human
+    assert human is not None
+    who = [text_of(p, 24) for p in human.candidates.people]
+    who += [f"group {text_of(g, 24)}" for g in human.candidates.groups]
+    shown = ", ".join(who)
+    if human.assignee is not None:
+        shown = text_of(human.assignee, 24) + (f" · {shown}" if shown else "")
+    return f"for {shown}"
 
 
 def _head(node: Node) -> tuple[str, str]:
@@ -125,6 +165,9 @@ def _head(node: Node) -> tuple[str, str]:
         if node.until_expression is not None:
             return "◷ sleep until", short_expression(node.until_expression, 32)
         return "◷ sleep until", str(node.until)
+    if isinstance(node, Await) and node.human is not None:
+        title = node.human.title
+        return "✍ human task", node.id if isinstance(title, Computed) else text_of(title)
     if isinstance(node, Await):
         return "✉ await", node.signal
     if isinstance(node, Subflow):
@@ -139,6 +182,14 @@ def _secondary(node: Node) -> list[str]:
     named = node.activity if isinstance(node, Task | Predicate) else None
     if named is not None and node.id != named:
         lines.append(f"id {node.id}")
+    if isinstance(node, Await) and node.human is not None:
+        if isinstance(node.human.title, Computed):
+            lines.append("title " + text_of(node.human.title, 32))
+        else:
+            lines.append(f"id {node.id}")
+        lines.append(_people(node))
+        if node.human.into is not None:
+            lines.append(f"answer into {node.human.into}")
     if isinstance(node, Await) and node.apply is not None:
         lines.append(f"apply {node.apply.activity}")
     if isinstance(node, SetValues):
@@ -162,7 +213,25 @@ def full_text(node: Node) -> str:
         return "\n".join([node.id, *(f"{k} = {v}" for k, v in node.values.items())])
     if isinstance(node, Sleep) and node.until_expression is not None:
         return f"{node.id}: until {node.until_expression}"
+    if isinstance(node, Await) and node.human is not None:
+        lines = [f"{node.id}: human task, answered by the signal {node.signal}"]
+        for name, value in (
+            ("title", node.human.title),
+            ("instructions", node.human.instructions),
+            ("assignee", node.human.assignee),
+        ):
+            if value is not None:
+                lines.append(f"{name}: {_whole(value)}")
+        for group in ("people", "groups"):
+            entries = getattr(node.human.candidates, group)
+            if entries:
+                lines.append(f"{group}: " + ", ".join(_whole(e) for e in entries))
+        return "\n".join(lines)
     return node.id
+
+
+def _whole(value: Text) -> str:
+    return f"= {value.expression}" if isinstance(value, Computed) else value
 
 
 def _small(text: str) -> str:

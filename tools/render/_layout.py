@@ -93,6 +93,9 @@ def edges_of(node: Node) -> list[Edge]:
             else e
             for e in edges
         ]
+    if isinstance(node, Await) and node.human is not None:
+        # A person answers a human task; the signal that carries the answer is plumbing.
+        edges = [replace(e, label="answered") if e.role == "signal" else e for e in edges]
     return edges
 
 

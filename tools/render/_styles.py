@@ -43,6 +43,9 @@ KIND_SHAPES: Mapping[str, str] = {
     "await": "cds",
     "subflow": "box3d",
     "end": "doublecircle",
+    # Not a kind of its own: an await that carries a human task (`human`) is drawn as a folder,
+    # a card in a person's inbox, so a person's step stands out from a raw signal's wait.
+    "human": "folder",
 }
 
 DEFAULT_FILL = "#ffffff"
@@ -63,6 +66,8 @@ _KIND_EXTRA: Mapping[str, Mapping[str, str]] = {
     # The box3d face drawn along its top and right edges sits on the label: more room there.
     "subflow": {"style": "filled", "fillcolor": "#e8f5e9", "margin": "0.18,0.18"},
     "end": {"style": "filled", "fillcolor": "#eeeeee", "width": "0.3"},
+    # The folder's tab along the top sits on the label: more room there.
+    "human": {"style": "filled", "fillcolor": "#fce4ec", "margin": "0.18,0.14"},
 }
 
 # Fork/join and foreach/join pairs share one of these, in order of appearance; they are dark
@@ -125,7 +130,8 @@ STATE_PRIORITY: tuple[str, ...] = (
 
 
 def kind_attrs(kind: str) -> dict[str, str]:
-    """The base attributes of a node of `kind`: its shape and the kind's fixed style."""
+    """The base attributes of a node of `kind` (or of the look "human", an await carrying a
+    human task): its shape and the kind's fixed style."""
     return {"shape": KIND_SHAPES[kind], **_KIND_EXTRA[kind]}
 
 

@@ -23,9 +23,9 @@ from wiggle.compiler._compile import (
     is_expression_instant,
 )
 from wiggle.compiler._durations import is_duration_syntax, parse_duration
-from wiggle.compiler._loader import Path, SourceMap
+from wiggle.compiler._loader import Path, SourceMap, pointer
 from wiggle.errors import Diagnostic
-from wiggle.expressions import ExpressionInvalid, compile_expression
+from wiggle.expressions import Expression, ExpressionInvalid, compile_expression
 from wiggle.filters import BUILTIN_FIELDS
 
 __all__ = ["DOCUMENT_CHECKS", "GRAPH_CHECKS", "iter_steps"]
@@ -85,6 +85,10 @@ def _durations(step: Step, path: Path) -> Iterator[tuple[Any, Path]]:
             if key in retry:
                 yield retry[key], (*where, "retry", key)
     yield step.get("sleep"), (*path, "sleep")
+    if "human" in step:
+        yield step.get("due"), (*path, "due")
+        for i, text in enumerate(_list(step.get("remind"))):
+            yield text, (*path, "remind", i)
 
 
 def check_durations(flow: dict[str, Any], source: SourceMap) -> Iterator[Diagnostic]:
@@ -125,19 +129,27 @@ def check_retry_bounds(flow: dict[str, Any], source: SourceMap) -> Iterator[Diag
 def check_await_timeout(flow: dict[str, Any], source: SourceMap) -> Iterator[Diagnostic]:
     """`on_timeout` steps can only run at a deadline, so they need `timeout`."""
     for step, path in iter_steps(flow.get("steps"), ("steps",)):
-        if "await" in step and "on_timeout" in step and "timeout" not in step:
-            yield source.diagnostic(
-                (*path, "on_timeout"),
-                f"await {step['await']!r} has on_timeout steps but no timeout to trigger them",
-                at_key=True,
-            )
+        for block in ("await", "human"):
+            if block in step and "on_timeout" in step and "timeout" not in step:
+                yield source.diagnostic(
+                    (*path, "on_timeout"),
+                    f"{_block_name(step, block)} has on_timeout steps but no timeout to trigger "
+                    "them",
+                    at_key=True,
+                )
 
 
-def check_input_schema(flow: dict[str, Any], source: SourceMap) -> Iterator[Diagnostic]:
-    """The flow's `input` must itself be a valid JSON Schema (draft 2020-12 unless it says)."""
-    if "input" not in flow:
-        return
-    schema = flow["input"]
+def _block_name(step: Step, block: str) -> str:
+    """`await 'kyc'`, `human step 'approve'`: a step named in a message."""
+    what = "human step" if block == "human" else block
+    return f"{what} {step[block]!r}"
+
+
+def _schema_problems(
+    schema: Any, where: Path, what: str, source: SourceMap
+) -> Iterator[Diagnostic]:
+    """`schema` (the value at `where`) must itself be a valid JSON Schema (draft 2020-12 unless
+    it says otherwise); each problem is reported where it is inside it."""
     if not isinstance(schema, dict | bool):
         return  # the schema reports the type
     try:
@@ -145,15 +157,120 @@ def check_input_schema(flow: dict[str, Any], source: SourceMap) -> Iterator[Diag
         meta = cls(cls.META_SCHEMA)
         errors = list(meta.iter_errors(schema))
     except Exception as exc:  # an unresolvable $schema or $ref: still the user's input
-        yield source.diagnostic(("input",), f"input is not a usable JSON Schema: {exc}")
+        yield source.diagnostic(where, f"{what} is not a usable JSON Schema: {exc}")
         return
     for error in errors:
         if error.context:
             # An anyOf in the meta-schema (`type`: a name or a list of names): its most
             # specific sub-error says what is wrong.
             error = best_match(error.context)
-        where: Path = ("input", *error.absolute_path)
-        yield source.diagnostic(where, f"input is not a valid JSON Schema: {error.message}")
+        at: Path = (*where, *error.absolute_path)
+        yield source.diagnostic(at, f"{what} is not a valid JSON Schema: {error.message}")
+
+
+def check_input_schema(flow: dict[str, Any], source: SourceMap) -> Iterator[Diagnostic]:
+    """The flow's `input` must itself be a valid JSON Schema (draft 2020-12 unless it says)."""
+    if "input" in flow:
+        yield from _schema_problems(flow["input"], ("input",), "input", source)
+
+
+def _fixed(value: Any) -> str | None:
+    """A name written out (not `{expr: ...}`), or None."""
+    return value if isinstance(value, str) else None
+
+
+def check_human(flow: dict[str, Any], source: SourceMap) -> Iterator[Diagnostic]:
+    """What the schema cannot say of a human step: its form is a JSON Schema, someone can take
+    the task, the answer goes one way, and its times and count can be met."""
+    for step, path in iter_steps(flow.get("steps"), ("steps",)):
+        if "human" not in step:
+            continue
+        name = _block_name(step, "human")
+        if "form" in step:
+            yield from _schema_problems(step["form"], (*path, "form"), "form", source)
+        if "assignee" not in step and "candidates" not in step:
+            yield source.diagnostic(
+                (*path, "human"),
+                f"{name} needs an `assignee` or `candidates`: nobody could take the task",
+                at_key=True,
+            )
+        if "into" in step and "apply" in step:
+            yield source.diagnostic(
+                (*path, "apply"),
+                f"{name} has both `into` and `apply`; the answer goes into the context one way: "
+                "`into` puts it under a key, `apply` runs an activity on it",
+                at_key=True,
+            )
+        for key in ("queue", "retry"):
+            if key in step and "apply" not in step:
+                yield source.diagnostic(
+                    (*path, key),
+                    f"`{key}` applies to the `apply` activity; {name} has none",
+                    at_key=True,
+                )
+        yield from _human_people(step, path, name, source)
+        yield from _human_times(step, path, name, source)
+
+
+def _human_people(step: Step, path: Path, name: str, source: SourceMap) -> Iterator[Diagnostic]:
+    """`approvals` can be met: when every person who may take the task is written out (no
+    group, no expression), there must be that many of them."""
+    approvals = step.get("approvals")
+    if not isinstance(approvals, int) or isinstance(approvals, bool) or approvals <= 1:
+        return
+    candidates = _dict(step.get("candidates"))
+    people = _list(candidates.get("people"))
+    written = [step["assignee"]] if "assignee" in step else []
+    written += people
+    if candidates.get("groups") or not all(_fixed(p) is not None for p in written):
+        return  # who they are is known only when the task is created
+    distinct = sorted(set(written))
+    if len(distinct) < approvals:
+        shown = ", ".join(distinct)
+        yield source.diagnostic(
+            (*path, "approvals"),
+            f"{name} needs {approvals} different people to answer, but only {len(distinct)} "
+            f"may take it ({shown}); add candidates or lower `approvals`",
+        )
+
+
+def _ms(text: Any) -> int | None:
+    """A well-formed duration in range, in milliseconds; None otherwise (reported elsewhere)."""
+    if not isinstance(text, str) or not is_duration_syntax(text):
+        return None
+    try:
+        return parse_duration(text)
+    except ValueError:
+        return None
+
+
+def _human_times(step: Step, path: Path, name: str, source: SourceMap) -> Iterator[Diagnostic]:
+    """No two reminders at the same time, and nothing promised after the deadline."""
+    deadline = _ms(step.get("timeout"))
+    due = _ms(step.get("due"))
+    if due is not None and deadline is not None and due > deadline:
+        yield source.diagnostic(
+            (*path, "due"),
+            f"{name} would be due {step['due']} after it is created, later than its deadline "
+            f"(timeout {step['timeout']}), when the flow stops waiting for the answer",
+        )
+    seen: dict[int, str] = {}
+    for i, text in enumerate(_list(step.get("remind"))):
+        ms = _ms(text)
+        if ms is None:
+            continue
+        if ms in seen:
+            yield source.diagnostic(
+                (*path, "remind", i), f"reminder {text} is the same time as reminder {seen[ms]}"
+            )
+            continue
+        seen[ms] = text
+        if deadline is not None and ms >= deadline:
+            yield source.diagnostic(
+                (*path, "remind", i),
+                f"reminder {text} would never be sent: the flow stops waiting for {name} at "
+                f"its deadline (timeout {step['timeout']})",
+            )
 
 
 def check_search_names(flow: dict[str, Any], source: SourceMap) -> Iterator[Diagnostic]:
@@ -181,11 +298,21 @@ def check_node_ids(compiled: Compiled, source: SourceMap) -> Iterator[Diagnostic
             yield source.diagnostic(
                 claim.path,
                 f"duplicate node id {claim.node_id!r} (also used at line {line}, column "
-                f"{column}); give one of them an `id:`",
+                f"{column}); {_rename_hint(earlier, claim)}",
                 at_key=claim.at_key,
             )
         else:
             first[claim.node_id] = claim
+
+
+def _rename_hint(earlier: Claim, later: Claim) -> str:
+    """A human step's name is its id (it takes no `id:`): the hint says what can be renamed."""
+    human = [c.path[-1] == "human" for c in (earlier, later)]
+    if all(human):
+        return "give one of the human steps another name"
+    if any(human):
+        return "give the other step an `id:`, or the human step another name"
+    return "give one of them an `id:`"
 
 
 def check_reachable(compiled: Compiled, source: SourceMap) -> Iterator[Diagnostic]:
@@ -217,20 +344,64 @@ def _expressions(step: Step, path: Path) -> Iterator[tuple[Any, Path, bool]]:
         yield until, (*path, "sleep", "until"), False
 
 
+#: What a human step's computed value must give: (CEL types allowed, in words).
+_TEXT = (frozenset({"string", "dyn"}), "a string")
+_NAMES = (
+    frozenset({"string", "dyn", "list<string>", "list<dyn>"}),
+    "a string or a list of strings",
+)
+
+
+def _computed(
+    step: Step, path: Path
+) -> Iterator[tuple[Any, Path, str, tuple[frozenset[str], str]]]:
+    """(source, path, what, wanted) of every `{expr: ...}` value of a human step."""
+    if "human" not in step:
+        return
+    for key, wanted in (("title", _TEXT), ("instructions", _TEXT), ("assignee", _TEXT)):
+        value = step.get(key)
+        if isinstance(value, dict) and "expr" in value:
+            yield value["expr"], (*path, key, "expr"), f"the {key}", wanted
+    for group in ("people", "groups"):
+        for i, value in enumerate(_list(_dict(step.get("candidates")).get(group))):
+            if isinstance(value, dict) and "expr" in value:
+                what = f"an entry of candidates.{group}"
+                yield value["expr"], (*path, "candidates", group, i, "expr"), what, _NAMES
+
+
+def _compile(
+    text: str, where: Path, condition: bool, source: SourceMap
+) -> tuple[Expression | None, list[Diagnostic]]:
+    """One expression compiled, or each of its problems where it is inside it."""
+    try:
+        return compile_expression(text, condition=condition), []
+    except ExpressionInvalid as exc:
+        found = []
+        for problem in exc.problems:
+            line, column = source.inside(where, problem.line, problem.column)
+            at = source.diagnostic(where, f"expression: {problem.message}")
+            found.append(Diagnostic(at.file, line, column, at.message, at.path))
+        return None, found
+
+
 def check_expressions(flow: dict[str, Any], source: SourceMap) -> Iterator[Diagnostic]:
     """Every expression parses and type-checks under the profile; each problem is reported
-    where it is inside the expression (docs/expressions.md)."""
+    where it is inside the expression (docs/expressions.md). A human step's computed value
+    must also give what its place needs (a string; a candidate, a list of strings too)."""
     for step, path in iter_steps(flow.get("steps"), ("steps",)):
         for text, where, condition in _expressions(step, path):
             if not isinstance(text, str) or not text:
                 continue  # the schema reports it
-            try:
-                compile_expression(text, condition=condition)
-            except ExpressionInvalid as exc:
-                for problem in exc.problems:
-                    line, column = source.inside(where, problem.line, problem.column)
-                    found = source.diagnostic(where, f"expression: {problem.message}")
-                    yield Diagnostic(found.file, line, column, found.message, found.path)
+            yield from _compile(text, where, condition, source)[1]
+        for text, where, what, (types, words) in _computed(step, path):
+            if not isinstance(text, str) or not text:
+                continue  # the schema reports it
+            compiled, problems = _compile(text, where, False, source)
+            yield from problems
+            if compiled is not None and compiled.result_type not in types:
+                line, column = source.inside(where, 1, 1)
+                message = f"expression: {what} must be {words}; its type is {compiled.result_type}"
+                yield Diagnostic(source.file, line, column, message, pointer(where))
 
 
 _ACTIVITY_SETTINGS = ("queue", "retry", "timeout")
@@ -267,6 +438,7 @@ DOCUMENT_CHECKS: tuple[DocumentCheck, ...] = (
     check_retry_bounds,
     check_await_timeout,
     check_input_schema,
+    check_human,
     check_expressions,
     check_expression_settings,
 )

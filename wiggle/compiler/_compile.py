@@ -16,6 +16,7 @@ from typing import Any
 from wiggle.compiler._durations import parse_duration
 from wiggle.compiler._graph import graph_to_nx
 from wiggle.compiler._loader import Path
+from wiggle.graph import HUMAN_SIGNAL_PREFIX
 
 __all__ = [
     "DEFAULT_MAX_ITERATIONS",
@@ -134,6 +135,11 @@ class _Compiler:
             self.ids[path] = (self._numbered(step, path, "sleep"),)
         elif "await" in step:
             self.ids[path] = (self._claim(step, path, step["await"], "await"),)
+            if "on_timeout" in step:
+                self.number(step["on_timeout"], (*path, "on_timeout"))
+        elif "human" in step:
+            # The task's name is its node id: it has no `id:` of its own.
+            self.ids[path] = (self._claim(step, path, step["human"], "human"),)
             if "on_timeout" in step:
                 self.number(step["on_timeout"], (*path, "on_timeout"))
         elif "subflow" in step:
@@ -260,6 +266,12 @@ class _Compiler:
         return ids[0]
 
     def _await(self, step: dict[str, Any], path: Path, ids: tuple[str, ...], after: str) -> str:
+        self._emit(ids[0], self._await_node(step, path, step["await"], after))
+        return ids[0]
+
+    def _await_node(
+        self, step: dict[str, Any], path: Path, signal: str, after: str
+    ) -> dict[str, Any]:
         timeout_ms = parse_duration(step["timeout"]) if "timeout" in step else None
         on_timeout = None
         if timeout_ms is not None:
@@ -270,8 +282,14 @@ class _Compiler:
         if "apply" in step:
             # The await's `timeout` is its deadline, so the apply activity keeps the default lease.
             apply = self._activity(step["apply"], {k: v for k, v in step.items() if k != "timeout"})
-        node = {"kind": "await", "signal": step["await"], "timeout_ms": timeout_ms}
+        node: dict[str, Any] = {"kind": "await", "signal": signal, "timeout_ms": timeout_ms}
         node.update(on_timeout=on_timeout, apply=apply, next=after)
+        return node
+
+    def _human(self, step: dict[str, Any], path: Path, ids: tuple[str, ...], after: str) -> str:
+        """An await of the signal `task:<name>` that carries the task (`human`, only here)."""
+        node = self._await_node(step, path, HUMAN_SIGNAL_PREFIX + step["human"], after)
+        node["human"] = _human_task(step)
         self._emit(ids[0], node)
         return ids[0]
 
@@ -301,7 +319,32 @@ class _Compiler:
         ("subflow", _subflow),
         ("loop", _loop),
         ("set", _set),
+        ("human", _human),
     )
+
+
+def _human_task(step: dict[str, Any]) -> dict[str, Any]:
+    """The `human` field of a human step's await: every field present, defaults filled in.
+
+    Texts and people are kept as written (a string, or `{"expr": ...}`), the candidates in
+    their order; the reminders become milliseconds in ascending order and `exclude` is sorted,
+    so that writing either in another order keeps the version."""
+    candidates = step.get("candidates", {})
+    return {
+        "title": step["title"],
+        "instructions": step.get("instructions"),
+        "form": step["form"],
+        "assignee": step.get("assignee"),
+        "candidates": {
+            "people": list(candidates.get("people", [])),
+            "groups": list(candidates.get("groups", [])),
+        },
+        "due_ms": parse_duration(step["due"]) if "due" in step else None,
+        "remind_ms": sorted(parse_duration(r) for r in step.get("remind", [])),
+        "exclude": sorted(step.get("exclude", [])),
+        "approvals": step.get("approvals", 1),
+        "into": step.get("into"),
+    }
 
 
 def compile_flow(flow: dict[str, Any]) -> Compiled:

@@ -12,6 +12,7 @@ from wiggle.compiler._loader import SourceMap
 from wiggle.compiler._messages import schema_diagnostics
 from wiggle.compiler._schema import graph_validator
 from wiggle.errors import Diagnostic
+from wiggle.graph import HUMAN_SIGNAL_PREFIX
 
 __all__ = ["graph_problems", "graph_to_nx", "out_edges"]
 
@@ -75,5 +76,20 @@ def graph_problems(document: Any, source: SourceMap) -> list[Diagnostic]:
         ):
             problems.append(
                 source.diagnostic(("nodes", node_id), f"join {node_id!r}: fork is not a fork")
+            )
+        if node["kind"] == "await" and ("human" in node) != (
+            node["signal"] == HUMAN_SIGNAL_PREFIX + node_id
+        ):
+            # A human step's await takes `task:<its id>`, and no other await may take it.
+            problems.append(
+                source.diagnostic(
+                    ("nodes", node_id),
+                    f"await {node_id!r}: signal {node['signal']!r} "
+                    + (
+                        f"is not {HUMAN_SIGNAL_PREFIX + node_id!r}, a human step's"
+                        if "human" in node
+                        else "is a human step's, but the await has no `human`"
+                    ),
+                )
             )
     return problems

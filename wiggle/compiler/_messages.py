@@ -75,6 +75,7 @@ _PATTERN_HINTS = {
     "version pin": "write 'sha256:' and 64 lower-case hex digits",
     "activity name": _NAME_HINT,
     "node id": _NAME_HINT,
+    "context key": "use letters, digits and '_', starting with a letter or '_'",
 }
 
 

@@ -48,14 +48,14 @@ def test_each_kind_has_its_own_shape(every_kind, dot_of):
 def test_shapes_differ_between_kinds():
     from wiggle_render._styles import KIND_SHAPES, kind_attrs
 
-    # A worker's kinds each have their own shape; an expression node (condition, set) takes the
-    # shape of the worker kind it stands beside (a decision, a step) and is told apart by its
-    # dashed outline.
+    # A worker's kinds each have their own shape, and so has a human step (an await carrying a
+    # human task); an expression node (condition, set) takes the shape of the worker kind it
+    # stands beside (a decision, a step) and is told apart by its dashed outline.
     expression_kinds = {"condition": "predicate", "set": "task"}
     worker_kinds = [k for k in KIND_SHAPES if k not in expression_kinds]
-    assert len({KIND_SHAPES[k] for k in worker_kinds}) == len(worker_kinds) == 9
+    assert len({KIND_SHAPES[k] for k in worker_kinds}) == len(worker_kinds) == 10
     looks = {k: tuple(sorted(kind_attrs(k).items())) for k in KIND_SHAPES}
-    assert len(set(looks.values())) == len(KIND_SHAPES) == 11
+    assert len(set(looks.values())) == len(KIND_SHAPES) == 12
     for kind, twin in expression_kinds.items():
         assert KIND_SHAPES[kind] == KIND_SHAPES[twin]
         assert "dashed" in kind_attrs(kind)["style"]

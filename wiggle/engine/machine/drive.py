@@ -180,7 +180,8 @@ def evaluate(tx: Tx, inst: Inst, tok: Tok, node: Condition | SetValues) -> bool:
 
 
 def deliver(tx: Tx, inst: Inst, tok: Tok, node: Await, payload: Json) -> bool:
-    """A signal reached an await. True: the token parked (apply step); False: drive on."""
+    """A signal reached an await. True: the token parked (apply step) or failed the instance
+    (a human step's `into` met a context that is not an object); False: drive on."""
     if node.apply is not None:
         tok.attempt = 1
         make_ready(
@@ -192,6 +193,14 @@ def deliver(tx: Tx, inst: Inst, tok: Tok, node: Await, payload: Json) -> bool:
             activity=node.apply.activity,
         )
         return True
+    try:
+        context = node.signalled(tok.context, payload)
+    except ValueError as exc:
+        fail_token_instance(tx, inst, tok, f"step {node.id!r} failed: {exc}")
+        return True
+    if context is not tok.context:  # a human step's answer went `into` the context
+        _search.note_context_change(tx, inst, tok.context, context)
+        tok.context = context
     tok.node_id = node.next
     tok.wake_at_ms = None
     return False
