@@ -21,14 +21,16 @@ and so its own PostgreSQL server; the tests of a module with a module-scoped fix
 browser, a fleet of workers) run in one process, so that fixture is built once; and the longest
 tests are handed out first, so none of them starts last and holds the run up on its own. A test
 that uses a PostgreSQL server is marked `postgres` (`-m "not postgres"` leaves them out). At the
-end come the fault suite's ledger table, when fault scenarios ran, and the ten slowest tests
-(setup, call and teardown together).
+end come the fault suite's ledger table, when fault scenarios ran, the ten slowest tests
+(setup, call and teardown together), and the ten that took the most CPU (on two cores the whole
+run is bound by CPU, so these are what make it long).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import resource
 import shlex
 import shutil
 import subprocess
@@ -314,6 +316,10 @@ SLOWEST_SHOWN = 10
 #: ... once a run has this many tests (a run of a few files needs no such list).
 SHOWN_AFTER_TESTS = 100
 _SECONDS: dict[str, float] = defaultdict(float)
+#: CPU seconds per test: its process (and the servers it runs in threads) and the subprocesses
+#: it waited for (workers, CLI commands). A PostgreSQL server's own CPU is not counted.
+CPU_PROPERTY = "cpu-seconds"
+_CPU: dict[str, float] = defaultdict(float)
 #: The fault suite's ledger lines (tests/faults/conftest.py), each a dict of a Tally's fields.
 FAULT_LEDGER_PROPERTY = "fault-ledger"
 _TALLIES: list[dict[str, Any]] = []
@@ -332,8 +338,33 @@ _TALLY_COLUMNS = (
 )
 
 
+def _cpu_now() -> float:
+    mine = resource.getrusage(resource.RUSAGE_SELF)
+    waited = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return mine.ru_utime + mine.ru_stime + waited.ru_utime + waited.ru_stime
+
+
+_CPU_BEGAN: dict[str, float] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    _CPU_BEGAN[item.nodeid] = _cpu_now()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    outcome = yield
+    began = _CPU_BEGAN.pop(item.nodeid, None) if call.when == "teardown" else None
+    if began is not None:  # on the last report, which xdist sends to the controller
+        outcome.get_result().user_properties.append((CPU_PROPERTY, _cpu_now() - began))
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _SECONDS[report.nodeid] += report.duration
+    if report.when == "teardown":
+        _CPU[report.nodeid] += sum(v for k, v in report.user_properties if k == CPU_PROPERTY)
     if report.when == "call":
         _TALLIES.extend(v for k, v in report.user_properties if k == FAULT_LEDGER_PROPERTY)
 
@@ -368,4 +399,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         write("")
         write(f"the {SLOWEST_SHOWN} slowest tests (setup + call + teardown):")
         for nodeid, seconds in sorted(_SECONDS.items(), key=lambda kv: -kv[1])[:SLOWEST_SHOWN]:
+            write(f"{seconds:8.1f} s  {nodeid}")
+        write("")
+        write(
+            f"the {SLOWEST_SHOWN} tests that took the most CPU, of {sum(_CPU.values()):.0f} s"
+            " in all (their process and the subprocesses they waited for):"
+        )
+        for nodeid, seconds in sorted(_CPU.items(), key=lambda kv: -kv[1])[:SLOWEST_SHOWN]:
             write(f"{seconds:8.1f} s  {nodeid}")
