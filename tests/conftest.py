@@ -23,7 +23,8 @@ tests are handed out first, so none of them starts last and holds the run up on 
 that uses a PostgreSQL server is marked `postgres` (`-m "not postgres"` leaves them out). At the
 end come the fault suite's ledger table, when fault scenarios ran, the ten slowest tests
 (setup, call and teardown together), and the ten that took the most CPU (on two cores the whole
-run is bound by CPU, so these are what make it long).
+run is bound by CPU, so these are what make it long); WIGGLE_TEST_CPU_REPORT=FILE writes both
+figures of every test to FILE (CPU seconds, seconds, test; tab-separated).
 """
 
 from __future__ import annotations
@@ -395,6 +396,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     write = terminalreporter.write_line
     if _TALLIES:
         _write_fault_ledger(write)
+    report = os.environ.get("WIGGLE_TEST_CPU_REPORT")
+    if report:  # every test's seconds and CPU seconds, for finding what makes a run long
+        rows = sorted(_SECONDS, key=lambda n: -_CPU.get(n, 0.0))
+        Path(report).write_text(
+            "".join(f"{_CPU.get(n, 0.0):.2f}\t{_SECONDS[n]:.2f}\t{n}\n" for n in rows)
+        )
     if len(_SECONDS) >= SHOWN_AFTER_TESTS:
         write("")
         write(f"the {SLOWEST_SHOWN} slowest tests (setup + call + teardown):")

@@ -17,7 +17,9 @@
     │   ├── ReportOutOfOrder       a report whose seq skips one the server has not applied
     │   ├── InstanceNotRunning     a signal, cancel or report for a finished instance
     │   ├── InstanceExists         a start with the id of an instance of another flow or input
-    │   └── RepairRefused          a retry, reset or migration the instance's state forbids
+    │   ├── RepairRefused          a retry, reset or migration the instance's state forbids
+    │   └── TaskNotOpen            a human task that can no longer be acted on (answered, or
+    │                              its step moved on)
     ├── PayloadTooLarge            a context or signal over the configured size limit
     ├── Unauthenticated            a missing or wrong bearer token
     ├── PermissionDenied           a credential whose scopes do not allow the call
@@ -53,6 +55,7 @@ __all__ = [
     "ScheduleNotFound",
     "SignalNotAwaited",
     "StaleLease",
+    "TaskNotOpen",
     "Unauthenticated",
     "Unavailable",
     "WiggleError",
@@ -185,6 +188,18 @@ class InstanceExists(Conflict):
 class RepairRefused(Conflict):
     """A retry, reset or migration that the instance's present state does not allow; the
     message names the instance and says what would be allowed instead."""
+
+
+class TaskNotOpen(Conflict):
+    """A human task that can no longer be claimed or answered: it was completed (the message
+    says by whom and when), or its step moved on without it (the deadline passed, the instance
+    was cancelled, reset or migrated). On the wire it is a FAILED_PRECONDITION (the Conflict
+    row of wiggle.wire.ERROR_TABLE); `task_id` and `state` are kept on this side only."""
+
+    def __init__(self, task_id: str, state: str, message: str) -> None:
+        self.task_id = task_id
+        self.state = state
+        super().__init__(message)
 
 
 class PayloadTooLarge(WiggleError):

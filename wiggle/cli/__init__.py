@@ -28,6 +28,7 @@ _COMMAND_MODULES = (
     "wiggle.cli._repair_commands",  # retry, reset, batch
     "wiggle.cli._migrate_commands",  # diff, migrate
     "wiggle.cli._schedule_commands",  # schedule
+    "wiggle.cli._task_commands",  # task
     "wiggle.cli._console_command",  # console
     "wiggle.cli._prune_command",  # prune
     "wiggle.cli._conformance_command",  # conformance

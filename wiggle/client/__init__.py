@@ -1,11 +1,13 @@
 """Talk to a Wiggle server: deploy flows; start, signal, cancel, describe and wait for instances;
-repair them (retry, reset, bulk actions); apply and run schedules."""
+repair them (retry, reset, bulk actions); apply and run schedules; list and answer human
+tasks."""
 
 from __future__ import annotations
 
 from wiggle.client._admin import Batch, BatchItem, BulkPreview, Repaired, describe_bulk_action
 from wiggle.client._client import Client, EagerWorker
 from wiggle.client._schedules import AppliedSchedule, BackfillPreview, ScheduleFire, ScheduleInfo
+from wiggle.client._tasks import HumanTask, HumanTaskAction, TaskAnswer
 from wiggle.client._types import (
     Definition,
     DefinitionSummary,
@@ -37,6 +39,8 @@ __all__ = [
     "Deployment",
     "EagerWorker",
     "Event",
+    "HumanTask",
+    "HumanTaskAction",
     "Incident",
     "IncidentPage",
     "Instance",
@@ -48,6 +52,7 @@ __all__ = [
     "ScheduleFire",
     "ScheduleInfo",
     "Started",
+    "TaskAnswer",
     "TlsConfig",
     "Token",
     "TokenState",

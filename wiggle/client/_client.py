@@ -20,6 +20,7 @@ from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.client._admin import AdminCalls
 from wiggle.client._errors import from_rpc_error
 from wiggle.client._schedules import ScheduleCalls
+from wiggle.client._tasks import TaskCalls
 from wiggle.client._types import (
     Definition,
     DefinitionSummary,
@@ -140,7 +141,7 @@ def _instance(msg: pb.Instance) -> Instance:
     )
 
 
-class Client(AdminCalls, ScheduleCalls):
+class Client(AdminCalls, ScheduleCalls, TaskCalls):
     """A connection to one Wiggle server. Thread-safe; close it (or use `with`) when done.
 
     Every method raises the wiggle.errors class the server's status maps to. Calls that are safe

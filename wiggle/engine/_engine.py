@@ -25,6 +25,7 @@ from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
 from ._engine_definitions import Definitions
 from ._engine_repairs import Repairs
 from ._engine_schedules import Schedules
+from ._engine_tasks import Tasks
 from ._engine_views import Views
 from .machine.claims import claim, heartbeat_stmt
 from .machine.reports import apply_reports
@@ -65,7 +66,7 @@ _d = s.definitions
 _t = s.tokens
 
 
-class Engine(Definitions, Views, Repairs, Schedules):
+class Engine(Definitions, Views, Repairs, Schedules, Tasks):
     """Runs compiled flows durably over one SQLite or PostgreSQL database."""
 
     def __init__(

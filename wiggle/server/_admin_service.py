@@ -1,6 +1,6 @@
-"""The WiggleAdmin gRPC service (spec/proto/wiggle/v1/admin.proto): retry, reset, bulk actions
-and schedules. Decode, call the engine, encode; errors map to statuses as in the Wiggle
-service."""
+"""The WiggleAdmin gRPC service (spec/proto/wiggle/v1/admin.proto): retry, reset, bulk actions,
+schedules, and human tasks (server/_task_service.py). Decode, call the engine, encode; errors
+map to statuses as in the Wiggle service."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from wiggle.errors import InvalidRequest, PayloadTooLarge
 from wiggle.server._auth import CALLER
 from wiggle.server._calls import CallTracker, rpc_handler
 from wiggle.server._convert import decode_json, encode_json
+from wiggle.server._task_service import TaskMethods
 
 __all__ = ["AdminService"]
 
@@ -114,7 +115,7 @@ def _who(requested_by: str) -> str:
     return requested_by or "anonymous"
 
 
-class AdminService(apb_grpc.WiggleAdminServicer):
+class AdminService(TaskMethods, apb_grpc.WiggleAdminServicer):
     def __init__(self, engine: Engine, *, max_payload_bytes: int, calls: CallTracker) -> None:
         self._engine = engine
         self._limit = max_payload_bytes

@@ -13,6 +13,7 @@ Then the credential's scopes must allow the call (docs/security.md):
                      service), and describe, list, wait, definitions, workers
     worker:QUEUES    poll those queues, and report, heartbeat or release tasks on them; fetch
                      definitions; end its polls
+    person           list, show, claim, release and answer its own human tasks (as itself)
 
 A report names a task, not a queue: a worker credential's queues travel with the report as a
 grant (`GRANT`, read by the service), and the engine checks the task's queue (and, for a batch of
@@ -35,7 +36,7 @@ from wiggle.engine.model.types import QueueGrant
 from wiggle.server._credentials import Credential, CredentialStore
 from wiggle.wire import AUTHORIZATION_KEY, ERROR_CODE_KEY, unbatched
 
-__all__ = ["CALLER", "GRANT", "Auth", "is_loopback"]
+__all__ = ["CALLER", "CREDENTIAL", "GRANT", "Auth", "is_loopback"]
 
 _EXEMPT_PREFIXES = ("/grpc.health.v1.Health/",)
 _SERVICES = ("/wiggle.v1.Wiggle/", "/wiggle.v1.WiggleAdmin/")
@@ -43,6 +44,11 @@ _SERVICES = ("/wiggle.v1.Wiggle/", "/wiggle.v1.WiggleAdmin/")
 #: The credential name of the call this thread is handling ("" without credentials): who asked,
 #: for the record a bulk action keeps.
 CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("wiggle_caller", default="")
+#: The credential of the call this thread is handling (None without credentials): who acts on a
+#: human task, with its groups and whether it may act as an admin.
+CREDENTIAL: contextvars.ContextVar[Credential | None] = contextvars.ContextVar(
+    "wiggle_credential", default=None
+)
 #: The queues the call's credential is limited to (a `worker:QUEUES` scope), for the engine to
 #: check a report's task against; None: any queue (or no credentials at all).
 GRANT: contextvars.ContextVar[QueueGrant | None] = contextvars.ContextVar(
@@ -77,9 +83,21 @@ WORKER_METHODS = frozenset(
         "ReportBatch",
     }
 )
+#: What a `person` scope may call: its own human tasks (docs/human-tasks.md).
+PERSON_METHODS = frozenset(
+    {
+        "ListHumanTasks",
+        "GetHumanTask",
+        "ClaimHumanTask",
+        "UnclaimHumanTask",
+        "CompleteHumanTask",
+    }
+)
 #: What an `operator` scope may call: every repair, and reading what to repair.
 OPERATOR_METHODS = frozenset(
     {
+        *PERSON_METHODS,
+        "ReassignHumanTask",
         "RetryInstance",
         "ResetInstance",
         "PreviewBulk",
@@ -222,6 +240,7 @@ class Auth(_Interceptor):
                     f"missing bearer token, and the {who} has no credential on this server"
                 )
         CALLER.set(cred.name)
+        CREDENTIAL.set(cred)
         GRANT.set(grant_of(cred))
         if name and request is not None:
             self.authorize(name, request, cred)
@@ -234,6 +253,8 @@ class Auth(_Interceptor):
         if scopes.admin:
             return
         if method in OPERATOR_METHODS and scopes.operator:
+            return
+        if method in PERSON_METHODS and scopes.person:
             return
         if method in CLIENT_METHODS and scopes.client:
             if method == "StartInstance" and request.HasField("eager") and request.eager.worker_id:

@@ -6,11 +6,13 @@
     token_sha256 = "<64 hex: sha256 of the token>"     # or token_file = "PATH", or both absent
     mtls_identity = "orders-worker"                    # optional: a client certificate's CN/SAN
 
-Scopes: `admin` (everything), `client` (start, signal, read), `worker:Q1[,Q2...]` (poll, report,
-heartbeat on those queues; `worker:*` for every queue). A credential is found by its token (a
-bearer token in the `authorization` metadata) or, with mutual TLS, by the identity in the
-client's certificate. The file is re-read when it changes; a file that no longer parses leaves
-the credentials as they were (and says why in the log), so a typo never locks everyone out.
+Scopes: `admin` (everything), `client` (start, signal, read), `operator` (repair), `person`
+(list and act on its own human tasks; `groups = [...]` names the groups it is a member of),
+`worker:Q1[,Q2...]` (poll, report, heartbeat on those queues; `worker:*` for every queue). A
+credential is found by its token (a bearer token in the `authorization` metadata) or, with
+mutual TLS, by the identity in the client's certificate. The file is re-read when it changes;
+a file that no longer parses leaves the credentials as they were (and says why in the log), so
+a typo never locks everyone out.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class Scopes:
     worker: bool = False
     queues: frozenset[str] | None = frozenset()
     operator: bool = False  # may repair: retry, reset, cancel, bulk actions (and read)
+    person: bool = False  # may list and act on its own human tasks (docs/human-tasks.md)
 
     def serves(self, queue: str) -> bool:
         return self.admin or (self.worker and (self.queues is None or queue in self.queues))
@@ -67,6 +70,8 @@ class Scopes:
             parts.append("client")
         if self.operator:
             parts.append("operator")
+        if self.person:
+            parts.append("person")
         if self.worker:
             parts.append(
                 "worker:" + ("*" if self.queues is None else ",".join(sorted(self.queues)))
@@ -74,12 +79,12 @@ class Scopes:
         return " ".join(parts) or "nothing"
 
 
-ADMIN = Scopes(admin=True, client=True, worker=True, queues=None, operator=True)
+ADMIN = Scopes(admin=True, client=True, worker=True, queues=None, operator=True, person=True)
 
 
 def parse_scopes(values: Iterable[str]) -> Scopes:
     """`["client", "worker:a,b"]` -> Scopes; ValueError naming the first unknown scope."""
-    admin = client = worker = operator = False
+    admin = client = worker = operator = person = False
     queues: set[str] | None = set()
     for value in values:
         if value == "admin":
@@ -88,6 +93,8 @@ def parse_scopes(values: Iterable[str]) -> Scopes:
             client = True
         elif value == "operator":
             operator = True
+        elif value == "person":
+            person = True
         elif value.startswith("worker:"):
             worker = True
             names = [q.strip() for q in value[len("worker:") :].split(",")]
@@ -99,11 +106,14 @@ def parse_scopes(values: Iterable[str]) -> Scopes:
                 queues.update(names)
         else:
             raise ValueError(
-                f"unknown scope {value!r} (use admin, client, operator or worker:QUEUE[,QUEUE...])"
+                f"unknown scope {value!r} (use admin, client, operator, person or "
+                "worker:QUEUE[,QUEUE...])"
             )
     if admin:
         return ADMIN
-    return Scopes(False, client, worker, None if queues is None else frozenset(queues), operator)
+    return Scopes(
+        False, client, worker, None if queues is None else frozenset(queues), operator, person
+    )
 
 
 def token_digest(token: str) -> str:
@@ -117,6 +127,7 @@ class Credential:
     scopes: Scopes
     digest: str = ""  # hex sha256 of its token ("" for an mTLS-only credential)
     identity: str = ""  # the client certificate identity that stands for it
+    groups: tuple[str, ...] = ()  # the groups its person is a member of (human tasks)
 
 
 @dataclass
@@ -137,7 +148,7 @@ def read_token_file(path: Path) -> str:
 
 
 def _credential(entry: Mapping[str, Any], where: str, base: Path) -> Credential:
-    known = {"name", "scopes", "token_sha256", "token_file", "mtls_identity"}
+    known = {"name", "scopes", "token_sha256", "token_file", "mtls_identity", "groups"}
     unknown = sorted(set(entry) - known)
     if unknown:
         raise CredentialError(f"{where}: unknown key {unknown[0]!r} (known: {sorted(known)})")
@@ -167,7 +178,10 @@ def _credential(entry: Mapping[str, Any], where: str, base: Path) -> Credential:
         raise CredentialError(
             f"{where}: needs a token (token_sha256 or token_file), an mtls_identity, or both"
         )
-    return Credential(name, parsed, digest, identity)
+    groups = entry.get("groups", [])
+    if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
+        raise CredentialError(f"{where}: `groups` must be a list of non-empty strings")
+    return Credential(name, parsed, digest, identity, tuple(dict.fromkeys(groups)))
 
 
 def parse_credentials(text: str, path: Path) -> list[Credential]:

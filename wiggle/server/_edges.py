@@ -70,6 +70,12 @@ def _list_instances(r: Any) -> Iterable[tuple[str, str]]:
     yield from (("page token", r.page_token), ("instance id part", r.id_contains))
 
 
+def _actor(r: Any) -> Iterable[tuple[str, str]]:
+    """Who acts on a human task, as the request says (a server without credentials)."""
+    yield ("person", r.actor.person)
+    yield from (("group", g) for g in r.actor.groups)
+
+
 _FIELDS: dict[str, _Fields] = {
     "RegisterDefinition": lambda r: [("file name", r.filename)],
     "GetDefinition": lambda r: [("flow name", r.name), ("version", r.version)],
@@ -109,6 +115,25 @@ _FIELDS: dict[str, _Fields] = {
     "TriggerSchedule": lambda r: [("schedule name", r.name)],
     "DeleteSchedule": lambda r: [("schedule name", r.name)],
     "PreviewBackfill": lambda r: [("schedule name", r.name), ("overlap", r.overlap)],
+    "ListHumanTasks": lambda r: [*_actor(r), ("instance id", r.instance_id)],
+    "GetHumanTask": lambda r: [*_actor(r), ("task id", r.task_id)],
+    "ClaimHumanTask": lambda r: [*_actor(r), ("task id", r.task_id), ("request id", r.request_id)],
+    "UnclaimHumanTask": lambda r: [
+        *_actor(r),
+        ("task id", r.task_id),
+        ("request id", r.request_id),
+    ],
+    "ReassignHumanTask": lambda r: [
+        *_actor(r),
+        ("task id", r.task_id),
+        ("person", r.to),
+        ("request id", r.request_id),
+    ],
+    "CompleteHumanTask": lambda r: [
+        *_actor(r),
+        ("task id", r.task_id),
+        ("request id", r.request_id),
+    ],
     "StartBackfill": lambda r: [
         ("schedule name", r.name),
         ("overlap", r.overlap),
@@ -169,7 +194,16 @@ def _problem(kind: str, value: str) -> str | None:
             f"schedule name {quote(value)} is not a schedule's name: 1 to 46 lower-case "
             "letters, digits and . _ -, starting with a letter or digit"
         )
-    if kind in ("file name", "page token", "flow filter", "requested by", "overlap"):
+    if kind in (
+        "file name",
+        "page token",
+        "flow filter",
+        "requested by",
+        "overlap",
+        "person",
+        "group",
+        "request id",
+    ):
         return _longer_than(kind, value, MAX_NAME_CHARS)
     if kind == "sdk":
         return _longer_than(kind, value, 100)

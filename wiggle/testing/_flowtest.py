@@ -33,7 +33,7 @@ from wiggle.engine import (
     parse_instant_ms,
 )
 from wiggle.errors import InstanceNotRunning, WiggleError
-from wiggle.graph import ExecutionMode, Graph
+from wiggle.graph import HUMAN_SIGNAL_PREFIX, ExecutionMode, Graph
 from wiggle.modes import MODES, compiled_in_mode, flow_queues
 from wiggle.schedules import Schedule, load_schedule_file, nominal_times
 from wiggle.worker import Registry, load_handlers
@@ -311,7 +311,38 @@ class FlowTest:
         raise ScenarioError(f"the instance armed more than {MAX_TIMERS} timers; stopped")
 
     def signal(self, name: str, payload: Any = None) -> None:
+        """Send the signal `name`; a human step's signal (`task:<name>`) answers its open task
+        as an admin named "wiggle test" (the form is checked; who may answer is not)."""
+        if name.startswith(HUMAN_SIGNAL_PREFIX):
+            self.complete_task(name[len(HUMAN_SIGNAL_PREFIX) :], payload, admin=True)
+            return
         self.engine.signal(self._id(), name, payload)
+        self.settle()
+
+    def complete_task(
+        self,
+        name: str,
+        answer: Any = None,
+        *,
+        person: str = "wiggle test",
+        groups: Sequence[str] = (),
+        admin: bool = False,
+        request_id: str | None = None,
+    ) -> None:
+        """Answer the open human task of the step `name` as `person` (docs/human-tasks.md).
+        ScenarioError when the instance has no such task open."""
+        open_ = [
+            t
+            for t in self.engine.list_tasks(person, admin=True, instance_id=self._id())
+            if t.node_id == name
+        ]
+        if not open_:
+            raise ScenarioError(
+                f"no human task {name!r} is open: the instance is not waiting for it"
+            )
+        self.engine.complete_task(
+            open_[0].task_id, person, groups, answer, request_id=request_id, admin=admin
+        )
         self.settle()
 
     def cancel(self, reason: str = "") -> None:

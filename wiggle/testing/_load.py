@@ -38,7 +38,7 @@ from wiggle.compiler import (
 from wiggle.compiler import DocumentPath as DocPath
 from wiggle.engine import DEFAULT_START_MS, parse_instant_ms
 from wiggle.errors import Diagnostic, FlowError
-from wiggle.graph import Await, End, Graph, Join, Predicate, Task
+from wiggle.graph import HUMAN_SIGNAL_PREFIX, Await, End, Graph, Join, Predicate, Task
 from wiggle.schedules import (
     Schedule,
     fire_input,
@@ -49,7 +49,16 @@ from wiggle.schedules import (
 )
 
 from ._expect import zoned
-from ._model import Answer, Expect, ExpectedFire, Moment, Scenario, ScenarioFile, Where
+from ._model import (
+    Answer,
+    Expect,
+    ExpectedFire,
+    Moment,
+    Scenario,
+    ScenarioFile,
+    TaskCompletion,
+    Where,
+)
 
 __all__ = [
     "SCENARIO_SUFFIXES",
@@ -422,7 +431,9 @@ def _timeline(
     reached = 0  # virtual ms since the start the timeline has got to
     for i, entry in enumerate(entries):
         here = (*at, i)
-        acts = [k for k in ("advance", "outage", "signal", "cancel", "expect") if k in entry]
+        acts = [
+            k for k in ("advance", "outage", "signal", "cancel", "complete", "expect") if k in entry
+        ]
         if len(acts) > 1:
             checker.error(here, f"a timeline entry does one thing; found {', '.join(acts)}")
         if "payload" in entry and "signal" not in entry:
@@ -430,7 +441,7 @@ def _timeline(
         if "at" in entry and "advance" in entry:
             checker.error((*here, "at"), "give 'at' or 'advance', not both", at_key=True)
         if named:
-            for key in ("signal", "cancel"):
+            for key in ("signal", "cancel", "complete"):
                 if key in entry:
                     checker.error(
                         (*here, key),
@@ -465,6 +476,18 @@ def _timeline(
                 (*here, "signal"),
                 f"flow {ctx.flow.name!r} never awaits signal {signal!r} (it awaits: {awaited})",
             )
+        complete = None
+        if isinstance(entry.get("complete"), Mapping):
+            doc = entry["complete"]
+            task = str(doc.get("task", ""))
+            if HUMAN_SIGNAL_PREFIX + task not in ctx.signals:
+                checker.error(
+                    (*here, "complete", "task"),
+                    f"flow {ctx.flow.name!r} has no human step {task!r}",
+                )
+            complete = TaskCompletion(
+                task, str(doc.get("as", "")), tuple(doc.get("groups", ())), doc.get("answer")
+            )
         expect = (
             _expect(checker, ctx, entry["expect"], (*here, "expect"), schedule, named)
             if "expect" in entry
@@ -478,6 +501,7 @@ def _timeline(
                 signal=signal,
                 payload=entry.get("payload"),
                 cancel=entry.get("cancel"),
+                complete=complete,
                 expect=expect,
                 where=checker.where(here),
             )

@@ -102,8 +102,19 @@ class Moment:
     signal: str | None = None
     payload: Any = None
     cancel: str | None = None
+    complete: TaskCompletion | None = None
     expect: Expect | None = None
     where: Where = ("", 0, 0)
+
+
+@dataclass(frozen=True)
+class TaskCompletion:
+    """A timeline's `complete`: a person answers a human step's open task."""
+
+    task: str
+    person: str
+    groups: tuple[str, ...] = ()
+    answer: Any = None
 
 
 @dataclass(frozen=True)

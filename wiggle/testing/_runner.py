@@ -185,6 +185,9 @@ def run_scenario(
                 run.signal(moment.signal, moment.payload)
             if moment.cancel is not None:
                 run.cancel(moment.cancel)
+            if moment.complete is not None:
+                done = moment.complete
+                run.complete_task(done.task, done.answer, person=done.person, groups=done.groups)
             if moment.expect is not None:
                 result.problems += [
                     f"at line {moment.where[1]} of the timeline: {p}"

@@ -270,8 +270,33 @@ def test_a_schema_1_database_is_upgraded_keeping_its_instances(database_url):
         e.close()
 
 
+def _make_v6(conn):
+    """Turn a current database back into schema 6 (no human tasks)."""
+    for table in ("wiggle_human_task_actions", "wiggle_human_tasks"):
+        conn.exec_driver_sql(f"DROP TABLE {table}")
+    conn.execute(update(schema.schema_version).values(version=6))
+
+
+def test_a_schema_6_database_is_upgraded_to_7_and_keeps_human_tasks(database_url):
+    """Schema 7 adds the human tasks and their actions; what the database held stays."""
+    e = Engine(database_url)
+    try:
+        e.register(LIN)
+        kept = e.start("lin", {"x": 1})
+        e.db.write(_make_v6)
+    finally:
+        e.close()
+    e = Engine(database_url)
+    try:
+        assert e.describe(kept.instance_id).input == {"x": 1}
+        assert e.list_tasks("alice", admin=True) == []
+    finally:
+        e.close()
+
+
 def _make_v5(conn):
     """Turn a current database back into schema 5 (no schedules)."""
+    _make_v6(conn)
     for table in ("wiggle_schedule_fires", "wiggle_schedules"):
         conn.exec_driver_sql(f"DROP TABLE {table}")
     conn.execute(update(schema.schema_version).values(version=5))

@@ -378,6 +378,11 @@ def test_one_shared_token_still_works_as_admin(engine, start_server, tmp_path):
         ("[[credential]]\nname = 'x'\nscopes = ['client']\ntoken_sha256 = 'abc'\n", "64"),
         ("[[credential]\n", "not valid TOML"),
         ("[[credential]]\nname = 'x'\nscopes = ['client']\ntoken = 'plain'\n", "unknown key"),
+        (
+            "[[credential]]\nname = 'x'\nscopes = ['person']\ngroups = 'finance'\n"
+            "token_sha256 = '" + "0" * 64 + "'\n",
+            "`groups` must be a list of non-empty strings",
+        ),
     ],
 )
 def test_a_bad_credentials_file_stops_the_server_from_starting(tmp_path, text, message):

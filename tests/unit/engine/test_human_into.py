@@ -1,5 +1,6 @@
-"""A human step's answer on today's engine: the step is an await of `task:<name>`, and its
-`into` puts the answer (the signal's payload) under a context key. Run by the real engine
+"""A human step's answer: the step is an await of `task:<name>` whose task a person answers
+(a FlowTest's `signal('task:<name>', ...)` answers it as an admin), and its `into` puts the
+answer under a context key. Run by the real engine
 in-process (wiggle.testing.FlowTest: in-memory SQLite, virtual clock)."""
 
 from __future__ import annotations
@@ -8,7 +9,8 @@ import pytest
 
 from wiggle.compiler import load_flow
 from wiggle.engine import InstanceStatus
-from wiggle.testing import MODES, FlowTest
+from wiggle.errors import InvalidRequest
+from wiggle.testing import MODES, FlowTest, ScenarioError
 
 FLOW = load_flow(
     "wiggle: 1\nname: approval\n"
@@ -55,7 +57,9 @@ def test_the_answer_goes_into_the_context(mode: str) -> None:
         run.assert_path(["prepare", "approve", "go", "book"])
 
 
-def test_an_answer_sent_before_the_step_is_reached_is_kept_for_it() -> None:
+def test_an_answer_cannot_come_before_the_task_nor_as_a_bare_signal() -> None:
+    """A human step's answer goes through its task (docs/human-tasks.md): there is none to
+    answer before the step is reached, and the signal itself is refused."""
     flow = load_flow(
         "wiggle: 1\nname: early\nsteps:\n  - await: first\n"
         "  - human: approve\n    title: Approve\n    form: {}\n    assignee: alice\n"
@@ -63,8 +67,13 @@ def test_an_answer_sent_before_the_step_is_reached_is_kept_for_it() -> None:
     )
     with FlowTest(flow) as run:
         run.start({})
-        run.signal("task:approve", False)
+        with pytest.raises(ScenarioError, match="no human task 'approve' is open"):
+            run.signal("task:approve", False)
+        with pytest.raises(InvalidRequest, match="complete the task instead"):
+            run.engine.signal(run.instance_id, "task:approve", False)
         run.signal("first")
+        assert run.waiting_at == ["approve"]
+        run.signal("task:approve", False)
         assert run.status is InstanceStatus.COMPLETED
         assert run.context == {"decision": False}
 
@@ -100,3 +109,49 @@ def test_a_scenario_answers_a_human_step_by_its_signal(tmp_path) -> None:
     assert not report.errors
     assert [(r.scenario, r.passed) for r in report.runs] == [("answered", True), ("silent", True)]
     assert report.coverage.flows["approval"].untaken() == []
+
+
+def test_a_scenario_completes_a_task_as_a_named_person(tmp_path) -> None:
+    from wiggle.testing._runner import run_files
+
+    (tmp_path / "approval.yaml").write_text(
+        "wiggle: 1\nname: approval\nsteps:\n"
+        "  - human: approve\n    title: Approve\n"
+        "    form: {type: object, required: [approved]}\n"
+        "    assignee: alice\n    candidates: {groups: [finance]}\n    into: decision\n"
+    )
+    path = tmp_path / "approval.scenarios.yaml"
+    path.write_text(
+        "wiggle_test: 1\nflow: approval.yaml\nscenarios:\n"
+        "  - name: by-a-group-member\n    input: {}\n"
+        "    timeline:\n"
+        "      - complete:\n"
+        "          {task: approve, as: frank, groups: [finance], answer: {approved: true}}\n"
+        "    expect: {status: COMPLETED, context: {decision: {approved: true}}}\n"
+        "  - name: by-a-stranger\n    input: {}\n"
+        "    timeline: [{complete: {task: approve, as: mallory, answer: {approved: true}}}]\n"
+        "  - name: off-the-form\n    input: {}\n"
+        "    timeline: [{complete: {task: approve, as: alice, answer: {}}}]\n"
+    )
+    report = run_files([path], modes=["SERVER"])
+    assert not report.errors
+    runs = {r.scenario: r for r in report.runs}
+    assert runs["by-a-group-member"].passed
+    (stranger,) = runs["by-a-stranger"].problems
+    assert "'mallory' may not act on human task" in stranger
+    (off,) = runs["off-the-form"].problems
+    assert "answer rejected by the form of human task" in off
+    assert "'approved' is a required property" in off
+
+
+def test_a_scenario_cannot_complete_a_step_that_is_not_human(tmp_path) -> None:
+    from wiggle.testing._runner import run_files
+
+    (tmp_path / "f.yaml").write_text("wiggle: 1\nname: f\nsteps:\n  - await: go\n")
+    path = tmp_path / "f.scenarios.yaml"
+    path.write_text(
+        "wiggle_test: 1\nflow: f.yaml\nscenarios:\n"
+        "  - name: s\n    input: {}\n    timeline: [{complete: {task: go, as: a}}]\n"
+    )
+    report = run_files([path], modes=["SERVER"])
+    assert [str(e) for e in report.errors] == [f"{path}:6:34: flow 'f' has no human step 'go'"]

@@ -52,6 +52,7 @@ from wiggle.traversal import Handback, successor
 from ..model.data import MISSING, parse_instant_ms, resolve_pointer, type_name
 from ..model.types import InstanceStatus, Json, TokenState, resolve_mode
 from ..store import schema as s
+from . import human as _human
 from . import search as _search
 from .park import load_instance, make_ready
 from .tx import TOKEN_COLUMNS, Inst, Tok, Tx, loads, new_id
@@ -115,6 +116,14 @@ def place(tx: Tx, inst: Inst, tok: Tok) -> None:
                 tok.state = TokenState.AWAITING
                 tok.wait_kind = None
                 tok.wake_at_ms = None if node.timeout_ms is None else tx.now + node.timeout_ms
+                if node.human is not None:
+                    # A human step: its task is written in this transition (machine/human.py).
+                    try:
+                        _human.open_task(tx, inst, tok, node)
+                    except _human.TaskValueError as exc:
+                        message = f"step {node.id!r} failed: human task {node.id!r}: {exc}"
+                        fail_token_instance(tx, inst, tok, message, retryable=False)
+                        return
                 tx.wakeups.timer_armed |= tok.wake_at_ms is not None
                 tx.save(tok)
                 return

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection
 
 from wiggle.errors import InvalidRequest
+from wiggle.graph import HUMAN_SIGNAL_PREFIX
 
 from ..model.types import InstanceStatus, Json
 from . import instances as _instances
@@ -96,3 +97,8 @@ def check_params(action: str, params: dict[str, Json]) -> None:
         raise InvalidRequest("a bulk reset needs the node to reset to (--to NODE)")
     if action == "signal" and not isinstance(params.get("name"), str):
         raise InvalidRequest("a bulk signal needs the signal's name")
+    if action == "signal" and str(params["name"]).startswith(HUMAN_SIGNAL_PREFIX):
+        raise InvalidRequest(
+            f"a bulk signal cannot send {str(params['name'])[:80]!r}: a human task is answered "
+            "by completing it, as a person who may (docs/human-tasks.md)"
+        )

@@ -7,20 +7,32 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from wiggle.errors import InstanceNotFound, InstanceNotRunning, SignalNotAwaited
-from wiggle.graph import Await, Graph
+from wiggle.errors import (
+    InstanceNotFound,
+    InstanceNotRunning,
+    InvalidRequest,
+    SignalNotAwaited,
+)
+from wiggle.graph import HUMAN_SIGNAL_PREFIX, Await, Graph
 
 from ..machine.drive import deliver, finish_instance, place
 from ..machine.locking import INSTANCE_FIELDS
 from ..machine.park import inst_from_row
-from ..machine.tx import TOKEN_COLUMNS, Inst, Tx, dumps
+from ..machine.tx import TOKEN_COLUMNS, Inst, Tok, Tx, dumps
 from ..model.types import InstanceStatus, Json, TokenState
 from ..reads import describe as _describe
 from ..store import schema as s
 from ..store.keyed import signal_seq
 from .context import OpsContext
 
-__all__ = ["awaited_signals", "cancel", "signal", "status_of"]
+__all__ = [
+    "awaited_signals",
+    "cancel",
+    "deliver_signal",
+    "lock_instance",
+    "signal",
+    "status_of",
+]
 
 _i = s.instances
 _r = s.instances.alias("root")
@@ -53,6 +65,15 @@ def awaited_signals(graph: Graph) -> list[str]:
 
 
 def signal(ctx: OpsContext, conn: Connection, instance_id: str, name: str, payload: Json) -> bool:
+    if name.startswith(HUMAN_SIGNAL_PREFIX):
+        # A human step's answer is checked (who answers, the form, how many approvals): it
+        # goes through the task, never as a bare signal (docs/human-tasks.md).
+        raise InvalidRequest(
+            f"signal {name[:80]!r} is the answer of the human task "
+            f"{name[len(HUMAN_SIGNAL_PREFIX) :][:80]!r}: complete the task instead "
+            "(`wiggle task complete TASK ANSWER`, or CompleteHumanTask, as a person who may "
+            "answer it), not by a signal"
+        )
     tx, inst = lock_instance(ctx, conn, instance_id)
     if inst.status is not InstanceStatus.RUNNING:
         raise InstanceNotRunning(instance_id, inst.status.value)
@@ -71,9 +92,24 @@ def signal(ctx: OpsContext, conn: Connection, instance_id: str, name: str, paylo
         if isinstance(node, Await) and node.signal == name:
             target = (tx.adopt(row), node)
             break
+    delivered = deliver_signal(ctx, tx, inst, name, payload, target)
+    tx.finish()
+    return delivered
+
+
+def deliver_signal(
+    ctx: OpsContext,
+    tx: Tx,
+    inst: Inst,
+    name: str,
+    payload: Json,
+    target: tuple[Tok, Await] | None,
+) -> bool:
+    """Record the signal `name` and hand it to `target` (a token AWAITING at that await), or
+    buffer it (None); the caller holds the instance's lock and finishes `tx`."""
     consumed = None if target is None else tx.now
     keyed = ctx.db.keyed(signal_seq(inst.id, ctx.db.now_sql))
-    seq = conn.execute(
+    seq = tx.conn.execute(
         s.signals.insert()
         .values(
             **keyed,
@@ -92,7 +128,6 @@ def signal(ctx: OpsContext, conn: Connection, instance_id: str, name: str, paylo
         tx.event(inst.id, "signal_consumed", tok.node_id, 0, signal=name, seq=seq)
         if not deliver(tx, inst, tok, node, payload):
             place(tx, inst, tok)
-    tx.finish()
     return target is not None
 
 

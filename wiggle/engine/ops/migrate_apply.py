@@ -28,6 +28,7 @@ from wiggle.graph import Await, Graph, Join, Predicate, Sleep, Task
 from wiggle.migration import TokenPos, fingerprint, plan_instance
 
 from ..machine.drive import sleep_instant_ms
+from ..machine.human import ensure_tasks
 from ..machine.park import load_instance
 from ..machine.search import values_of
 from ..machine.tx import TOKEN_COLUMNS, Inst, Tok, Tx
@@ -179,6 +180,7 @@ def _migrate_one(tx: Tx, entry: Mapping[str, Any], params: Mapping[str, Any]) ->
             mapping,
         )
     _switch_version(tx, inst, target, mapping)
+    ensure_tasks(tx, inst, tokens)  # a token now waiting at a human step gets its task
     moved = sum(1 for m in entry["moves"] if m["node"] != m["to"])
     tx.event(
         inst.id,
@@ -278,6 +280,7 @@ def _restore(tx: Tx, undo: Mapping[str, Any], params: Mapping[str, Any]) -> None
         tx.save(tok)
     inverse = {new: old for old, new in (undo.get("map") or {}).items()}
     _switch_version(tx, inst, undo["version"], inverse)
+    ensure_tasks(tx, inst, tokens)
     tx.event(
         inst.id,
         "instance_migration_rolled_back",

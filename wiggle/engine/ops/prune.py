@@ -69,7 +69,7 @@ _CHUNK = 500  # ids per IN list
 _i = s.instances
 # Rows that belong to an instance, removed before the instance itself.
 _OWNED = (s.events, s.signals, s.tokens)
-_KEPT_WITH = (s.step_inputs, s.search_values)
+_KEPT_WITH = (s.step_inputs, s.search_values, s.human_task_actions, s.human_tasks)
 
 
 @dataclass(frozen=True)

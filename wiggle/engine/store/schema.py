@@ -45,6 +45,8 @@ __all__ = [
     "definitions",
     "ensure_schema",
     "events",
+    "human_task_actions",
+    "human_tasks",
     "instances",
     "leader",
     "metadata",
@@ -64,7 +66,7 @@ HALTED_FAILED = "FAILED"
 HALTED_FINAL = "FINAL"
 
 #: The schema version this code writes. Bump it and add a MIGRATIONS entry for every change.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants a BIGINT identity.
 _SeqType = BigInteger().with_variant(Integer(), "sqlite")
@@ -353,6 +355,61 @@ schedule_fires = Table(
     Index("ix_wiggle_schedule_fires_instance", "instance_id"),
 )
 
+# Since schema 7. Human tasks (docs/human-tasks.md): one row each time a token parks at a human
+# step's await, written in that transition, with the values computed then (title, people) and
+# what the person is asked. Whether a task can still be answered is read from its token at the
+# time (AWAITING at the task's node, and this the token's newest task), so a deadline, a cancel,
+# a reset or a migration that moves the token on closes the task without touching this row.
+human_tasks = Table(
+    "wiggle_human_tasks",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("instance_id", String(64), nullable=False),
+    Column("token_id", String(64), nullable=False),
+    Column("token_seq", Integer, nullable=False),  # 1, 2, ...: the token's tasks in order
+    Column("node_id", String(200), nullable=False),
+    Column("flow", String(200), nullable=False),
+    Column("version", String(80), nullable=False),
+    Column("title", Text, nullable=False),
+    Column("instructions", Text),
+    Column("form", Text, nullable=False),  # JSON Schema
+    Column("assignee", String(200)),
+    Column("candidate_people", Text, nullable=False),  # JSON list of strings
+    Column("candidate_groups", Text, nullable=False),  # JSON list of strings
+    Column("excluded", Text, nullable=False),  # JSON list of strings: who may not answer
+    Column("approvals", Integer, nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    Column("due_at_ms", BigInteger),
+    Column("deadline_at_ms", BigInteger),
+    Column("state", String(16), nullable=False),  # OPEN | CLAIMED | COMPLETED (as written)
+    Column("claimed_by", String(200)),
+    Column("completed_by", String(200)),
+    Column("completed_at_ms", BigInteger),
+    Column("answer", Text),  # JSON: the answer (approvals > 1: the list of answers)
+    Index("ix_wiggle_human_tasks_instance", "instance_id", "created_at_ms"),
+    Index("ix_wiggle_human_tasks_token", "token_id", "token_seq", unique=True),
+    Index(
+        "ix_wiggle_human_tasks_open", "state", "due_at_ms", **_where("state IN ('OPEN', 'CLAIMED')")
+    ),
+)
+
+# Since schema 7. What was done to each human task, by whom: the audit trail, and what makes a
+# completion idempotent (a request id is used once per task).
+human_task_actions = Table(
+    "wiggle_human_task_actions",
+    metadata,
+    Column("task_id", String(64), primary_key=True),
+    Column("seq", Integer, primary_key=True),  # 1, 2, ... per task
+    Column("instance_id", String(64), nullable=False),
+    Column("at_ms", BigInteger, nullable=False),
+    Column("actor", String(200), nullable=False),
+    Column("action", String(16), nullable=False),  # claim | unclaim | approve | complete | reassign
+    Column("detail", Text, nullable=False),  # JSON
+    Column("request_id", String(200)),
+    Index("ix_wiggle_human_task_actions_request", "task_id", "request_id", unique=True),
+    Index("ix_wiggle_human_task_actions_instance", "instance_id"),
+)
+
 leader = Table(
     "wiggle_leader",
     metadata,
@@ -424,6 +481,12 @@ def _v5_to_v6(conn: Connection) -> None:
         table.create(conn)
 
 
+def _v6_to_v7(conn: Connection) -> None:
+    """Schema 7: human tasks and their actions."""
+    for table in (human_tasks, human_task_actions):
+        table.create(conn)
+
+
 #: MIGRATIONS[v] upgrades a database at version v to v + 1, inside the creation transaction.
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
@@ -431,6 +494,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     3: _v3_to_v4,
     4: _v4_to_v5,
     5: _v5_to_v6,
+    6: _v6_to_v7,
 }
 
 

@@ -364,3 +364,143 @@ class PreviewBackfillResponse(_message.Message):
     already: int
     time_zone: str
     def __init__(self, name: _Optional[str] = ..., nominal_ms: _Optional[_Iterable[int]] = ..., already: _Optional[int] = ..., time_zone: _Optional[str] = ...) -> None: ...
+
+class TaskActor(_message.Message):
+    __slots__ = ("person", "groups", "admin")
+    PERSON_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
+    person: str
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    admin: bool
+    def __init__(self, person: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ..., admin: _Optional[bool] = ...) -> None: ...
+
+class ListHumanTasksRequest(_message.Message):
+    __slots__ = ("actor", "states", "instance_id", "limit", "all_states")
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    ALL_STATES_FIELD_NUMBER: _ClassVar[int]
+    actor: TaskActor
+    states: _containers.RepeatedScalarFieldContainer[str]
+    instance_id: str
+    limit: int
+    all_states: bool
+    def __init__(self, actor: _Optional[_Union[TaskActor, _Mapping]] = ..., states: _Optional[_Iterable[str]] = ..., instance_id: _Optional[str] = ..., limit: _Optional[int] = ..., all_states: _Optional[bool] = ...) -> None: ...
+
+class ListHumanTasksResponse(_message.Message):
+    __slots__ = ("tasks",)
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[HumanTask]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[HumanTask, _Mapping]]] = ...) -> None: ...
+
+class HumanTaskRequest(_message.Message):
+    __slots__ = ("actor", "task_id", "request_id")
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    actor: TaskActor
+    task_id: str
+    request_id: str
+    def __init__(self, actor: _Optional[_Union[TaskActor, _Mapping]] = ..., task_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ReassignHumanTaskRequest(_message.Message):
+    __slots__ = ("actor", "task_id", "to", "request_id")
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    TO_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    actor: TaskActor
+    task_id: str
+    to: str
+    request_id: str
+    def __init__(self, actor: _Optional[_Union[TaskActor, _Mapping]] = ..., task_id: _Optional[str] = ..., to: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CompleteHumanTaskRequest(_message.Message):
+    __slots__ = ("actor", "task_id", "answer", "request_id")
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    actor: TaskActor
+    task_id: str
+    answer: bytes
+    request_id: str
+    def __init__(self, actor: _Optional[_Union[TaskActor, _Mapping]] = ..., task_id: _Optional[str] = ..., answer: _Optional[bytes] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class HumanTaskAction(_message.Message):
+    __slots__ = ("seq", "at_ms", "actor", "action", "detail", "request_id")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    at_ms: int
+    actor: str
+    action: str
+    detail: bytes
+    request_id: str
+    def __init__(self, seq: _Optional[int] = ..., at_ms: _Optional[int] = ..., actor: _Optional[str] = ..., action: _Optional[str] = ..., detail: _Optional[bytes] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class HumanTask(_message.Message):
+    __slots__ = ("task_id", "instance_id", "node_id", "flow", "version", "title", "instructions", "form", "assignee", "candidate_people", "candidate_groups", "excluded", "approvals", "created_at_ms", "due_at_ms", "deadline_at_ms", "state", "claimed_by", "completed_by", "completed_at_ms", "answer", "approved", "actions")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    FLOW_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    FORM_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNEE_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_PEOPLE_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDED_FIELD_NUMBER: _ClassVar[int]
+    APPROVALS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    DUE_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CLAIMED_BY_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_BY_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    APPROVED_FIELD_NUMBER: _ClassVar[int]
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    instance_id: str
+    node_id: str
+    flow: str
+    version: str
+    title: str
+    instructions: str
+    form: bytes
+    assignee: str
+    candidate_people: _containers.RepeatedScalarFieldContainer[str]
+    candidate_groups: _containers.RepeatedScalarFieldContainer[str]
+    excluded: _containers.RepeatedScalarFieldContainer[str]
+    approvals: int
+    created_at_ms: int
+    due_at_ms: int
+    deadline_at_ms: int
+    state: str
+    claimed_by: str
+    completed_by: str
+    completed_at_ms: int
+    answer: bytes
+    approved: bytes
+    actions: _containers.RepeatedCompositeFieldContainer[HumanTaskAction]
+    def __init__(self, task_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., node_id: _Optional[str] = ..., flow: _Optional[str] = ..., version: _Optional[str] = ..., title: _Optional[str] = ..., instructions: _Optional[str] = ..., form: _Optional[bytes] = ..., assignee: _Optional[str] = ..., candidate_people: _Optional[_Iterable[str]] = ..., candidate_groups: _Optional[_Iterable[str]] = ..., excluded: _Optional[_Iterable[str]] = ..., approvals: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., due_at_ms: _Optional[int] = ..., deadline_at_ms: _Optional[int] = ..., state: _Optional[str] = ..., claimed_by: _Optional[str] = ..., completed_by: _Optional[str] = ..., completed_at_ms: _Optional[int] = ..., answer: _Optional[bytes] = ..., approved: _Optional[bytes] = ..., actions: _Optional[_Iterable[_Union[HumanTaskAction, _Mapping]]] = ...) -> None: ...
+
+class HumanTaskAnswer(_message.Message):
+    __slots__ = ("task", "completed", "replayed")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    task: HumanTask
+    completed: bool
+    replayed: bool
+    def __init__(self, task: _Optional[_Union[HumanTask, _Mapping]] = ..., completed: _Optional[bool] = ..., replayed: _Optional[bool] = ...) -> None: ...

@@ -129,6 +129,36 @@ class WiggleAdminStub:
                 request_serializer=wiggle_dot_v1_dot_admin__pb2.BackfillRequest.SerializeToString,
                 response_deserializer=wiggle_dot_v1_dot_admin__pb2.Batch.FromString,
                 _registered_method=True)
+        self.ListHumanTasks = channel.unary_unary(
+                '/wiggle.v1.WiggleAdmin/ListHumanTasks',
+                request_serializer=wiggle_dot_v1_dot_admin__pb2.ListHumanTasksRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_admin__pb2.ListHumanTasksResponse.FromString,
+                _registered_method=True)
+        self.GetHumanTask = channel.unary_unary(
+                '/wiggle.v1.WiggleAdmin/GetHumanTask',
+                request_serializer=wiggle_dot_v1_dot_admin__pb2.HumanTaskRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_admin__pb2.HumanTask.FromString,
+                _registered_method=True)
+        self.ClaimHumanTask = channel.unary_unary(
+                '/wiggle.v1.WiggleAdmin/ClaimHumanTask',
+                request_serializer=wiggle_dot_v1_dot_admin__pb2.HumanTaskRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_admin__pb2.HumanTaskAnswer.FromString,
+                _registered_method=True)
+        self.UnclaimHumanTask = channel.unary_unary(
+                '/wiggle.v1.WiggleAdmin/UnclaimHumanTask',
+                request_serializer=wiggle_dot_v1_dot_admin__pb2.HumanTaskRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_admin__pb2.HumanTaskAnswer.FromString,
+                _registered_method=True)
+        self.ReassignHumanTask = channel.unary_unary(
+                '/wiggle.v1.WiggleAdmin/ReassignHumanTask',
+                request_serializer=wiggle_dot_v1_dot_admin__pb2.ReassignHumanTaskRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_admin__pb2.HumanTaskAnswer.FromString,
+                _registered_method=True)
+        self.CompleteHumanTask = channel.unary_unary(
+                '/wiggle.v1.WiggleAdmin/CompleteHumanTask',
+                request_serializer=wiggle_dot_v1_dot_admin__pb2.CompleteHumanTaskRequest.SerializeToString,
+                response_deserializer=wiggle_dot_v1_dot_admin__pb2.HumanTaskAnswer.FromString,
+                _registered_method=True)
 
 
 class WiggleAdminServicer:
@@ -292,6 +322,58 @@ class WiggleAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListHumanTasks(self, request, context):
+        """Human tasks: the tasks of `human` steps (docs/human-tasks.md). The person who acts is the
+        calling credential's name and its groups those of the credential (docs/security.md); a
+        credential with the `admin` or `operator` scope acts as an admin (any task, reassigning).
+        A credential with only the `person` scope may call these and nothing else, and acts only
+        as itself. A server without credentials takes `person`, `groups` and `admin` from the
+        request. A task that can no longer be acted on answers FAILED_PRECONDITION with who
+        completed it and when (or why it closed); a person it is not for, PERMISSION_DENIED.
+
+        The tasks the caller may act on or acted on (an admin: every task), soonest due first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetHumanTask(self, request, context):
+        """One task with its audit trail.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ClaimHumanTask(self, request, context):
+        """Take the task: until it is released, only the caller (or an admin) may answer it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnclaimHumanTask(self, request, context):
+        """Give a claimed task back (the person who claimed it, or an admin).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReassignHumanTask(self, request, context):
+        """An admin makes another person the task's assignee (a claim is released).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CompleteHumanTask(self, request, context):
+        """Answer the task: checked against its form (INVALID_ARGUMENT, INPUT_REJECTED, with the
+        validator's message and where), then recorded; the answer that completes it reaches the
+        flow. The same request_id again applies nothing and answers as the first time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WiggleAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -389,6 +471,36 @@ def add_WiggleAdminServicer_to_server(servicer, server):
                     servicer.StartBackfill,
                     request_deserializer=wiggle_dot_v1_dot_admin__pb2.BackfillRequest.FromString,
                     response_serializer=wiggle_dot_v1_dot_admin__pb2.Batch.SerializeToString,
+            ),
+            'ListHumanTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListHumanTasks,
+                    request_deserializer=wiggle_dot_v1_dot_admin__pb2.ListHumanTasksRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_admin__pb2.ListHumanTasksResponse.SerializeToString,
+            ),
+            'GetHumanTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetHumanTask,
+                    request_deserializer=wiggle_dot_v1_dot_admin__pb2.HumanTaskRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_admin__pb2.HumanTask.SerializeToString,
+            ),
+            'ClaimHumanTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClaimHumanTask,
+                    request_deserializer=wiggle_dot_v1_dot_admin__pb2.HumanTaskRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_admin__pb2.HumanTaskAnswer.SerializeToString,
+            ),
+            'UnclaimHumanTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnclaimHumanTask,
+                    request_deserializer=wiggle_dot_v1_dot_admin__pb2.HumanTaskRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_admin__pb2.HumanTaskAnswer.SerializeToString,
+            ),
+            'ReassignHumanTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReassignHumanTask,
+                    request_deserializer=wiggle_dot_v1_dot_admin__pb2.ReassignHumanTaskRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_admin__pb2.HumanTaskAnswer.SerializeToString,
+            ),
+            'CompleteHumanTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompleteHumanTask,
+                    request_deserializer=wiggle_dot_v1_dot_admin__pb2.CompleteHumanTaskRequest.FromString,
+                    response_serializer=wiggle_dot_v1_dot_admin__pb2.HumanTaskAnswer.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -904,6 +1016,168 @@ class WiggleAdmin:
             '/wiggle.v1.WiggleAdmin/StartBackfill',
             wiggle_dot_v1_dot_admin__pb2.BackfillRequest.SerializeToString,
             wiggle_dot_v1_dot_admin__pb2.Batch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListHumanTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.WiggleAdmin/ListHumanTasks',
+            wiggle_dot_v1_dot_admin__pb2.ListHumanTasksRequest.SerializeToString,
+            wiggle_dot_v1_dot_admin__pb2.ListHumanTasksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetHumanTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.WiggleAdmin/GetHumanTask',
+            wiggle_dot_v1_dot_admin__pb2.HumanTaskRequest.SerializeToString,
+            wiggle_dot_v1_dot_admin__pb2.HumanTask.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClaimHumanTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.WiggleAdmin/ClaimHumanTask',
+            wiggle_dot_v1_dot_admin__pb2.HumanTaskRequest.SerializeToString,
+            wiggle_dot_v1_dot_admin__pb2.HumanTaskAnswer.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnclaimHumanTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.WiggleAdmin/UnclaimHumanTask',
+            wiggle_dot_v1_dot_admin__pb2.HumanTaskRequest.SerializeToString,
+            wiggle_dot_v1_dot_admin__pb2.HumanTaskAnswer.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReassignHumanTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.WiggleAdmin/ReassignHumanTask',
+            wiggle_dot_v1_dot_admin__pb2.ReassignHumanTaskRequest.SerializeToString,
+            wiggle_dot_v1_dot_admin__pb2.HumanTaskAnswer.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompleteHumanTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wiggle.v1.WiggleAdmin/CompleteHumanTask',
+            wiggle_dot_v1_dot_admin__pb2.CompleteHumanTaskRequest.SerializeToString,
+            wiggle_dot_v1_dot_admin__pb2.HumanTaskAnswer.FromString,
             options,
             channel_credentials,
             insecure,

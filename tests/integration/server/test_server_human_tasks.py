@@ -1,0 +1,162 @@
+"""Human tasks over the wire (docs/human-tasks.md, docs/admin-api.md): the credential is the
+person (its groups from the credentials file), the `person` scope may act on its own tasks and
+nothing else, an admin may act on any; a server without credentials takes who acts from the
+request, as `wiggle task` sends it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from wiggle import errors
+from wiggle.cli import main
+from wiggle.client import Client
+from wiggle.server._credentials import token_digest
+
+pytestmark = pytest.mark.timeout(120)
+
+FLOW = b"""
+wiggle: 1
+name: invoice
+steps:
+  - human: approve
+    title: Approve
+    form: {type: object, properties: {approved: {type: boolean}}, required: [approved]}
+    assignee: alice
+    candidates: {groups: [finance]}
+    into: decision
+"""
+
+CREDENTIALS = """
+[[credential]]
+name = "ops"
+scopes = ["admin"]
+token_sha256 = "{ops}"
+
+[[credential]]
+name = "alice"
+scopes = ["person"]
+token_sha256 = "{alice}"
+
+[[credential]]
+name = "frank"
+scopes = ["person"]
+groups = ["finance"]
+token_sha256 = "{frank}"
+
+[[credential]]
+name = "mallory"
+scopes = ["person"]
+token_sha256 = "{mallory}"
+"""
+
+
+@pytest.fixture
+def secured(engine, start_server, tmp_path):
+    path = tmp_path / "credentials.toml"
+    path.write_text(
+        CREDENTIALS.format(
+            ops=token_digest("t-ops"),
+            alice=token_digest("t-alice"),
+            frank=token_digest("t-frank"),
+            mallory=token_digest("t-mallory"),
+        )
+    )
+    server = start_server(engine, credentials=path)
+    with Client(server.address, token="t-ops", retry_for=0) as ops:
+        ops.deploy(FLOW)
+        yield server, ops
+
+
+def _as(server, token: str) -> Client:
+    return Client(server.address, token=token, retry_for=0)
+
+
+def test_a_person_sees_and_answers_their_tasks_as_themselves(secured):
+    server, ops = secured
+    iid = ops.start("invoice", {}).instance_id
+    with _as(server, "t-frank") as frank, _as(server, "t-mallory") as mallory:
+        (task,) = frank.list_tasks()  # by the group the credentials file gives him
+        assert (task.instance_id, task.state, task.candidate_groups) == (
+            iid,
+            "OPEN",
+            ["finance"],
+        )
+        assert mallory.list_tasks() == []
+        with pytest.raises(errors.PermissionDenied, match="'mallory' may not act on human task"):
+            mallory.complete_task(task.task_id, {"approved": True})
+        with pytest.raises(errors.PermissionDenied, match="acts on human tasks as itself"):
+            mallory.complete_task(task.task_id, {"approved": True}, person="frank")
+        with pytest.raises(errors.PermissionDenied, match="not a member of group 'finance'"):
+            mallory.list_tasks(groups=["finance"])
+        with pytest.raises(errors.PermissionDenied, match="as an admin"):
+            mallory.list_tasks(admin=True)
+        # The person scope reaches nothing else.
+        with pytest.raises(errors.PermissionDenied):
+            mallory.describe(iid)
+        with pytest.raises(errors.PermissionDenied):
+            mallory.reassign_task(task.task_id, "mallory")
+        with pytest.raises(errors.InputRejected, match="at /approved: 'yes' is not of type"):
+            frank.complete_task(task.task_id, {"approved": "yes"})
+        got = frank.complete_task(task.task_id, {"approved": True}, request_id="r1")
+        assert (got.completed, got.replayed, got.task.completed_by) == (True, False, "frank")
+        again = frank.complete_task(task.task_id, {"approved": True}, request_id="r1")
+        assert (again.completed, again.replayed) == (True, True)
+    with (
+        _as(server, "t-alice") as alice,
+        pytest.raises(errors.Conflict, match="was completed by 'frank' at"),
+    ):
+        alice.complete_task(task.task_id, {"approved": False})
+    assert ops.describe(iid).context == {"decision": {"approved": True}}
+    shown = ops.get_task(task.task_id, admin=True)
+    assert [(a.actor, a.action, a.request_id) for a in shown.actions] == [
+        ("frank", "complete", "r1")
+    ]
+
+
+def test_an_admin_lists_every_task_and_reassigns(secured):
+    server, ops = secured
+    ops.start("invoice", {})
+    assert ops.list_tasks() == []  # "ops" is not named on the task
+    (task,) = ops.list_tasks(admin=True)
+    moved = ops.reassign_task(task.task_id, "mallory")
+    assert moved.task.assignee == "mallory"
+    with _as(server, "t-mallory") as mallory:
+        claimed = mallory.claim_task(task.task_id)
+        assert (claimed.task.state, claimed.task.claimed_by) == ("CLAIMED", "mallory")
+        with (  # alice is no longer the assignee
+            _as(server, "t-alice") as alice,
+            pytest.raises(errors.PermissionDenied, match="it is for assignee 'mallory'"),
+        ):
+            alice.complete_task(task.task_id, {"approved": True})
+        with (  # frank is a candidate, but the task is claimed
+            _as(server, "t-frank") as frank,
+            pytest.raises(errors.PermissionDenied, match="claimed by 'mallory'"),
+        ):
+            frank.complete_task(task.task_id, {"approved": True})
+        assert mallory.unclaim_task(task.task_id).task.state == "OPEN"
+
+
+def test_the_task_commands_on_a_server_without_credentials(engine, start_server, capsys):
+    server = start_server(engine)
+    with Client(server.address, retry_for=0) as c:
+        c.deploy(FLOW)
+        iid = c.start("invoice", {}).instance_id
+    at = ["--address", server.address]
+    assert main(["task", "list", "--as", "frank", "--group", "finance", "--json", *at]) == 0
+    (task,) = json.loads(capsys.readouterr().out)["tasks"]
+    assert (task["instance_id"], task["node_id"]) == (iid, "approve")
+    assert main(["task", "claim", task["task_id"], "--as", "alice", *at]) == 0
+    assert capsys.readouterr().out.strip() == f"{task['task_id']} claimed: CLAIMED"
+    answer = ["task", "complete", task["task_id"], '{"approved": false}', "--as", "alice"]
+    assert main([*answer, *at]) == 0
+    assert capsys.readouterr().out.strip() == f"{task['task_id']} completed"
+    assert main(["task", "complete", task["task_id"], "{}", "--as", "frank", *at]) == 1
+    assert "was completed by 'alice'" in capsys.readouterr().err
+    assert main(["task", "show", task["task_id"], "--admin", *at]) == 0
+    shown = capsys.readouterr().out
+    assert "state     COMPLETED by alice" in shown
+    assert "alice  claim" in shown and "alice  complete" in shown
+    with Client(server.address, retry_for=0) as c:
+        assert c.describe(iid).context == {"decision": {"approved": False}}

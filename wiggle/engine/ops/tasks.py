@@ -1,0 +1,664 @@
+"""Human tasks: who may see, claim and answer them, and the answer reaching the flow
+(docs/human-tasks.md).
+
+A task row is written when a token parks at a human step (engine/machine/human.py). Whether it
+can still be acted on is read from its token each time: open while the token is AWAITING at the
+task's node, in a RUNNING instance, and the task is that token's newest. A deadline, a cancel,
+a reset, a migration or a retry thus open and close tasks without writing to them.
+
+Every action locks the instance (as a signal does) and runs in one transaction: the checks, the
+audit row (`wiggle_human_task_actions`), the task's new state, the events and, when the last
+approval needed arrives, the signal `task:<node>` handed to the task's own token
+(ops/instances.py `deliver_signal`), so `into` and `apply` work as for any await.
+
+A request id makes an action idempotent: it is recorded with the action (unique per task), and
+the same request id again answers what was recorded the first time, applying nothing.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+from sqlalchemy import Connection, func, select, update
+
+from wiggle.errors import (
+    Conflict,
+    InputRejected,
+    InvalidRequest,
+    NotFound,
+    PermissionDenied,
+    TaskNotOpen,
+)
+from wiggle.graph import Await
+
+from ..machine.human import CLAIMED, COMPLETED, OPEN, OPEN_STATES
+from ..machine.tx import TOKEN_COLUMNS, Inst, Tx, dumps, loads
+from ..model.types import InstanceStatus, Json, TokenState
+from ..store import schema as s
+from .context import OpsContext
+from .instances import deliver_signal, lock_instance
+
+__all__ = [
+    "CANCELLED",
+    "EXPIRED",
+    "STATES",
+    "Approval",
+    "TaskAction",
+    "TaskAnswer",
+    "TaskView",
+    "claim",
+    "complete",
+    "list_tasks",
+    "reassign",
+    "show",
+    "unclaim",
+]
+
+_h = s.human_tasks
+_a = s.human_task_actions
+_t = s.tokens
+_i = s.instances
+
+#: Read, never written: the task's step moved on without it, its deadline passed first.
+EXPIRED = "EXPIRED"
+#: Read, never written: the task's step moved on without it otherwise (the instance was
+#: cancelled or failed, the token reset or migrated away, or the step was entered again).
+CANCELLED = "CANCELLED"
+STATES = (OPEN, CLAIMED, COMPLETED, CANCELLED, EXPIRED)
+
+#: How many rows a listing reads at most before the person filter (newest first by due time).
+_LIST_SCAN = 5000
+
+
+@dataclass(frozen=True)
+class Approval:
+    """One person's answer to a task (a task that needs N approvals has up to N)."""
+
+    by: str
+    answer: Json
+    at_ms: int
+
+    def as_json(self) -> dict[str, Json]:
+        return {"by": self.by, "answer": self.answer, "at_ms": self.at_ms}
+
+
+@dataclass(frozen=True)
+class TaskAction:
+    """A row of a task's audit trail."""
+
+    seq: int
+    at_ms: int
+    actor: str
+    action: str  # claim | unclaim | approve | complete | reassign
+    detail: Json
+    request_id: str | None
+
+
+@dataclass(frozen=True)
+class TaskView:
+    task_id: str
+    instance_id: str
+    token_id: str
+    node_id: str
+    flow: str
+    version: str
+    title: str
+    instructions: str | None
+    form: Json
+    assignee: str | None
+    candidate_people: tuple[str, ...]
+    candidate_groups: tuple[str, ...]
+    excluded: tuple[str, ...]
+    approvals: int  # how many different people must answer
+    created_at_ms: int
+    due_at_ms: int | None
+    deadline_at_ms: int | None
+    state: str  # OPEN | CLAIMED | COMPLETED | CANCELLED | EXPIRED
+    claimed_by: str | None
+    completed_by: str | None
+    completed_at_ms: int | None
+    answer: Json  # the payload the flow got (None until COMPLETED)
+    approved: tuple[Approval, ...] = ()  # the answers so far, in order
+    actions: tuple[TaskAction, ...] = field(default=())  # show_task only
+
+    @property
+    def open(self) -> bool:
+        return self.state in OPEN_STATES
+
+
+@dataclass(frozen=True)
+class TaskAnswer:
+    """What an action did: the task after it, and (`complete`) whether this answer completed
+    the task. `replayed`: the request id had been used; nothing was applied this time."""
+
+    task: TaskView
+    completed: bool = False
+    replayed: bool = False
+
+
+# -- reading --------------------------------------------------------------------------------
+
+
+def _iso(ms: int) -> str:
+    at = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    return at.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _approvals_of(conn: Connection, task_ids: Sequence[str]) -> dict[str, list[Approval]]:
+    out: dict[str, list[Approval]] = {}
+    if not task_ids:
+        return out
+    for at in range(0, len(task_ids), 500):
+        rows = conn.execute(
+            select(_a.c.task_id, _a.c.actor, _a.c.detail, _a.c.at_ms)
+            .where(
+                _a.c.task_id.in_(list(task_ids[at : at + 500])),
+                _a.c.action.in_(("approve", "complete")),
+            )
+            .order_by(_a.c.task_id, _a.c.seq)
+        ).all()
+        for row in rows:
+            answer = loads(row.detail).get("answer")
+            out.setdefault(row.task_id, []).append(Approval(row.actor, answer, int(row.at_ms)))
+    return out
+
+
+def _views(conn: Connection, rows: Sequence[Any], now_ms: int) -> list[TaskView]:
+    """Task rows as views, each with the state it is in now (read from its token)."""
+    if not rows:
+        return []
+    token_ids = sorted({r.token_id for r in rows})
+    tokens: dict[str, Any] = {}
+    newest: dict[str, int] = {}
+    for at in range(0, len(token_ids), 500):
+        chunk = token_ids[at : at + 500]
+        for row in conn.execute(
+            select(_t.c.id, _t.c.state, _t.c.node_id, _i.c.status)
+            .select_from(_t.join(_i, _i.c.id == _t.c.instance_id))
+            .where(_t.c.id.in_(chunk))
+        ):
+            tokens[row.id] = row
+        for token_id, top in conn.execute(
+            select(_h.c.token_id, func.max(_h.c.token_seq))
+            .where(_h.c.token_id.in_(chunk))
+            .group_by(_h.c.token_id)
+        ):
+            newest[token_id] = int(top)
+    approvals = _approvals_of(conn, [r.id for r in rows])
+    out = []
+    for r in rows:
+        state = r.state
+        if state in OPEN_STATES:
+            tok = tokens.get(r.token_id)
+            waiting = (
+                tok is not None
+                and tok.state == TokenState.AWAITING.value
+                and tok.node_id == r.node_id
+                and tok.status == InstanceStatus.RUNNING.value
+                and newest.get(r.token_id) == r.token_seq
+            )
+            if not waiting:
+                expired = r.deadline_at_ms is not None and r.deadline_at_ms <= now_ms
+                state = EXPIRED if expired else CANCELLED
+        out.append(
+            TaskView(
+                task_id=r.id,
+                instance_id=r.instance_id,
+                token_id=r.token_id,
+                node_id=r.node_id,
+                flow=r.flow,
+                version=r.version,
+                title=r.title,
+                instructions=r.instructions,
+                form=loads(r.form),
+                assignee=r.assignee,
+                candidate_people=tuple(loads(r.candidate_people)),
+                candidate_groups=tuple(loads(r.candidate_groups)),
+                excluded=tuple(loads(r.excluded)),
+                approvals=int(r.approvals),
+                created_at_ms=int(r.created_at_ms),
+                due_at_ms=r.due_at_ms,
+                deadline_at_ms=r.deadline_at_ms,
+                state=state,
+                claimed_by=r.claimed_by if state == CLAIMED else None,
+                completed_by=r.completed_by,
+                completed_at_ms=r.completed_at_ms,
+                answer=None if r.answer is None else loads(r.answer),
+                approved=tuple(approvals.get(r.id, ())),
+            )
+        )
+    return out
+
+
+def _actions(conn: Connection, task_id: str) -> tuple[TaskAction, ...]:
+    rows = conn.execute(select(*_a.c).where(_a.c.task_id == task_id).order_by(_a.c.seq)).all()
+    return tuple(
+        TaskAction(int(r.seq), int(r.at_ms), r.actor, r.action, loads(r.detail), r.request_id)
+        for r in rows
+    )
+
+
+def _row(conn: Connection, task_id: str) -> Any:
+    row = conn.execute(select(*_h.c).where(_h.c.id == task_id)).first()
+    if row is None:
+        raise NotFound(f"no human task with id {task_id!r}")
+    return row
+
+
+def eligible(view: TaskView, person: str, groups: Sequence[str]) -> bool:
+    """Whether `person` (a member of `groups`) is one the task is for: its assignee, one of
+    its candidate people, or a member of one of its candidate groups (exclusions aside)."""
+    return (
+        person == view.assignee
+        or person in view.candidate_people
+        or bool(set(groups) & set(view.candidate_groups))
+    )
+
+
+def _visible(view: TaskView, person: str, groups: Sequence[str]) -> bool:
+    """A person sees the tasks they acted on, and those they may act on (not excluded)."""
+    if person in (view.claimed_by, view.completed_by) or any(a.by == person for a in view.approved):
+        return True
+    return person not in view.excluded and eligible(view, person, groups)
+
+
+def show(
+    conn: Connection,
+    now_ms: int,
+    task_id: str,
+    person: str,
+    groups: Sequence[str] = (),
+    *,
+    admin: bool = False,
+) -> TaskView:
+    """One task with its audit trail; a person sees only the tasks they may act on or acted
+    on (PermissionDenied otherwise)."""
+    (view,) = _views(conn, [_row(conn, task_id)], now_ms)
+    if not admin and not _visible(view, person, groups):
+        raise PermissionDenied(f"{person!r} may not see human task {task_id!r}")
+    return _with_actions(conn, view)
+
+
+def _with_actions(conn: Connection, view: TaskView) -> TaskView:
+    return TaskView(**{**view.__dict__, "actions": _actions(conn, view.task_id)})
+
+
+def list_tasks(
+    conn: Connection,
+    now_ms: int,
+    person: str,
+    groups: Sequence[str] = (),
+    *,
+    admin: bool = False,
+    states: Sequence[str] = (OPEN, CLAIMED),
+    instance_id: str | None = None,
+    limit: int = 100,
+) -> list[TaskView]:
+    """The tasks in `states` that `person` may act on (all of them for an admin), soonest
+    due first (tasks with no due time last, then by creation)."""
+    wanted = set(states) or set(STATES)
+    unknown = wanted - set(STATES)
+    if unknown:
+        raise InvalidRequest(
+            f"unknown task state {sorted(unknown)[0]!r}; the states are {', '.join(STATES)}"
+        )
+    q = select(*_h.c)
+    stored = set()
+    for state in wanted:
+        # A task CANCELLED or EXPIRED is still OPEN or CLAIMED as written.
+        stored |= {OPEN, CLAIMED} if state in (CANCELLED, EXPIRED) else {state}
+    q = q.where(_h.c.state.in_(sorted(stored)))
+    if instance_id is not None:
+        q = q.where(_h.c.instance_id == instance_id)
+    q = q.order_by(_h.c.due_at_ms.is_(None), _h.c.due_at_ms, _h.c.created_at_ms, _h.c.id)
+    rows = conn.execute(q.limit(_LIST_SCAN)).all()
+    out = []
+    for view in _views(conn, rows, now_ms):
+        if view.state not in wanted:
+            continue
+        if not admin and not _visible(view, person, groups):
+            continue
+        out.append(view)
+        if len(out) >= limit:
+            break
+    return out
+
+
+# -- acting ---------------------------------------------------------------------------------
+
+
+def _need_person(person: str, doing: str) -> None:
+    if not person:
+        raise InvalidRequest(f"{doing} a human task needs the name of the person doing it")
+
+
+def _not_open(view: TaskView) -> TaskNotOpen:
+    what = f"human task {view.task_id!r} ({view.node_id!r} of instance {view.instance_id!r})"
+    if view.state == COMPLETED:
+        at = _iso(view.completed_at_ms or 0)
+        return TaskNotOpen(
+            view.task_id, view.state, f"{what} was completed by {view.completed_by!r} at {at}"
+        )
+    if view.state == EXPIRED:
+        at = _iso(view.deadline_at_ms or 0)
+        return TaskNotOpen(
+            view.task_id, view.state, f"{what} is no longer open: its deadline passed at {at}"
+        )
+    return TaskNotOpen(
+        view.task_id,
+        view.state,
+        f"{what} is no longer open: its step stopped waiting for it (the instance was "
+        "cancelled, ended, reset or migrated, or the step was entered again)",
+    )
+
+
+def _check_person(view: TaskView, person: str, groups: Sequence[str], admin: bool) -> None:
+    if admin:
+        return
+    if person in view.excluded:
+        raise PermissionDenied(
+            f"{person!r} may not act on human task {view.task_id!r}: excluded from it "
+            "(four eyes: the person who answered the instance's previous human task)"
+        )
+    if not eligible(view, person, groups):
+        raise PermissionDenied(
+            f"{person!r} may not act on human task {view.task_id!r}: it is for " + _for_whom(view)
+        )
+
+
+def _for_whom(view: TaskView) -> str:
+    parts = []
+    if view.assignee:
+        parts.append(f"assignee {view.assignee!r}")
+    if view.candidate_people:
+        parts.append("people " + ", ".join(repr(p) for p in view.candidate_people))
+    if view.candidate_groups:
+        parts.append("members of " + ", ".join(repr(g) for g in view.candidate_groups))
+    return "; ".join(parts) or "nobody named (an admin must act on it)"
+
+
+@dataclass
+class _Acting:
+    """An action in progress: the locked instance and the task read under its lock."""
+
+    tx: Tx
+    inst: Inst
+    row: Any
+    view: TaskView
+
+
+def _begin(ctx: OpsContext, conn: Connection, task_id: str) -> _Acting:
+    instance_id = _row(conn, task_id).instance_id
+    tx, inst = lock_instance(ctx, conn, instance_id)
+    row = _row(conn, task_id)  # again, now that no other action on the instance can run
+    (view,) = _views(conn, [row], tx.now)
+    return _Acting(tx, inst, row, view)
+
+
+def _replay(
+    conn: Connection, act: _Acting, request_id: str | None, person: str
+) -> TaskAnswer | None:
+    """The answer recorded for `request_id` on this task, or None when it is new."""
+    if not request_id:
+        return None
+    row = conn.execute(
+        select(_a.c.actor, _a.c.detail).where(
+            _a.c.task_id == act.view.task_id, _a.c.request_id == request_id
+        )
+    ).first()
+    if row is None:
+        return None
+    if row.actor != person:
+        raise InvalidRequest(
+            f"request id {request_id!r} was used on human task {act.view.task_id!r} by "
+            f"{row.actor!r}; a request id names one person's request"
+        )
+    detail = loads(row.detail)
+    return TaskAnswer(act.view, completed=bool(detail.get("completed")), replayed=True)
+
+
+def _record(
+    act: _Acting,
+    person: str,
+    action: str,
+    detail: Mapping[str, Json],
+    request_id: str | None,
+) -> None:
+    conn = act.tx.conn
+    seq = conn.execute(
+        select(func.coalesce(func.max(_a.c.seq), 0)).where(_a.c.task_id == act.view.task_id)
+    ).scalar_one()
+    conn.execute(
+        _a.insert().values(
+            task_id=act.view.task_id,
+            seq=int(seq) + 1,
+            instance_id=act.view.instance_id,
+            at_ms=act.tx.now,
+            actor=person,
+            action=action,
+            detail=dumps(dict(detail)),
+            request_id=request_id or None,
+        )
+    )
+
+
+def _after(conn: Connection, act: _Acting) -> TaskView:
+    (view,) = _views(conn, [_row(conn, act.view.task_id)], act.tx.now)
+    return view
+
+
+def claim(
+    ctx: OpsContext,
+    conn: Connection,
+    task_id: str,
+    person: str,
+    groups: Sequence[str] = (),
+    *,
+    admin: bool = False,
+    request_id: str | None = None,
+) -> TaskAnswer:
+    """`person` takes the task: until they unclaim it, no one else may answer it."""
+    _need_person(person, "claiming")
+    act = _begin(ctx, conn, task_id)
+    replayed = _replay(conn, act, request_id, person)
+    if replayed is not None:
+        return replayed
+    view = act.view
+    if not view.open:
+        raise _not_open(view)
+    _check_person(view, person, groups, admin)
+    if view.approvals > 1:
+        raise InvalidRequest(
+            f"human task {task_id!r} needs {view.approvals} approvals: each person answers "
+            "it without claiming it"
+        )
+    if view.state == CLAIMED:
+        if view.claimed_by == person:
+            return TaskAnswer(view)  # already theirs
+        raise PermissionDenied(
+            f"human task {task_id!r} is claimed by {view.claimed_by!r}; they (or an admin, "
+            "by reassigning it) must release it first"
+        )
+    conn.execute(update(_h).where(_h.c.id == task_id).values(state=CLAIMED, claimed_by=person))
+    _record(act, person, "claim", {}, request_id)
+    act.tx.event(
+        view.instance_id, "human_task_claimed", view.node_id, 0, task_id=task_id, by=person
+    )
+    act.tx.finish()
+    return TaskAnswer(_after(conn, act))
+
+
+def unclaim(
+    ctx: OpsContext,
+    conn: Connection,
+    task_id: str,
+    person: str,
+    *,
+    admin: bool = False,
+    request_id: str | None = None,
+) -> TaskAnswer:
+    """The person who claimed the task (or an admin) gives it back: OPEN again."""
+    _need_person(person, "releasing")
+    act = _begin(ctx, conn, task_id)
+    replayed = _replay(conn, act, request_id, person)
+    if replayed is not None:
+        return replayed
+    view = act.view
+    if not view.open:
+        raise _not_open(view)
+    if view.state != CLAIMED:
+        return TaskAnswer(view)  # nothing to give back
+    if view.claimed_by != person and not admin:
+        raise PermissionDenied(
+            f"human task {task_id!r} is claimed by {view.claimed_by!r}; only they or an admin "
+            "may release it"
+        )
+    conn.execute(update(_h).where(_h.c.id == task_id).values(state=OPEN, claimed_by=None))
+    _record(act, person, "unclaim", {"claimed_by": view.claimed_by}, request_id)
+    act.tx.event(
+        view.instance_id,
+        "human_task_unclaimed",
+        view.node_id,
+        0,
+        task_id=task_id,
+        by=person,
+        claimed_by=view.claimed_by,
+    )
+    act.tx.finish()
+    return TaskAnswer(_after(conn, act))
+
+
+def reassign(
+    ctx: OpsContext,
+    conn: Connection,
+    task_id: str,
+    to: str,
+    by: str,
+    *,
+    admin: bool,
+    request_id: str | None = None,
+) -> TaskAnswer:
+    """An admin makes `to` the task's assignee; a claim on it is released."""
+    if not admin:
+        raise PermissionDenied(f"only an admin may reassign human task {task_id!r}")
+    _need_person(by, "reassigning")
+    if not to:
+        raise InvalidRequest("reassign needs the person the task goes to")
+    act = _begin(ctx, conn, task_id)
+    replayed = _replay(conn, act, request_id, by)
+    if replayed is not None:
+        return replayed
+    view = act.view
+    if not view.open:
+        raise _not_open(view)
+    conn.execute(
+        update(_h).where(_h.c.id == task_id).values(assignee=to, state=OPEN, claimed_by=None)
+    )
+    detail = {"from": view.assignee, "to": to, "claimed_by": view.claimed_by}
+    _record(act, by, "reassign", detail, request_id)
+    act.tx.event(
+        view.instance_id, "human_task_reassigned", view.node_id, 0, task_id=task_id, by=by, **detail
+    )
+    act.tx.finish()
+    return TaskAnswer(_after(conn, act))
+
+
+def check_answer(view: TaskView, answer: Json) -> None:
+    """InputRejected unless `answer` satisfies the task's form (JSON Schema, draft 2020-12
+    unless its `$schema` names another)."""
+    form = view.form
+    cls = jsonschema.validators.validator_for(form, default=jsonschema.Draft202012Validator)
+    error = jsonschema.exceptions.best_match(cls(form).iter_errors(answer))
+    if error is None:
+        return
+    where = "/" + "/".join(str(p) for p in error.absolute_path) if error.absolute_path else ""
+    raise InputRejected(
+        f"answer rejected by the form of human task {view.task_id!r} ({view.node_id!r})"
+        f"{' at ' + where if where else ''}: {error.message}"
+    )
+
+
+def complete(
+    ctx: OpsContext,
+    conn: Connection,
+    task_id: str,
+    person: str,
+    groups: Sequence[str],
+    answer: Json,
+    *,
+    request_id: str | None = None,
+    admin: bool = False,
+) -> TaskAnswer:
+    """`person` answers the task. With one approval needed the answer completes it; with N,
+    each different person's answer is recorded and the N-th completes it. Completing hands
+    the signal `task:<node>` to the task's token: the answer itself (N = 1), or the list of
+    {"by", "answer", "at_ms"} in the order they came (N > 1)."""
+    _need_person(person, "answering")
+    act = _begin(ctx, conn, task_id)
+    replayed = _replay(conn, act, request_id, person)
+    if replayed is not None:
+        return replayed
+    view = act.view
+    if not view.open:
+        raise _not_open(view)
+    _check_person(view, person, groups, admin)
+    if view.state == CLAIMED and view.claimed_by != person and not admin:
+        raise PermissionDenied(
+            f"{person!r} may not answer human task {task_id!r}: it is claimed by "
+            f"{view.claimed_by!r}"
+        )
+    if any(a.by == person for a in view.approved):
+        raise Conflict(
+            f"{person!r} has already answered human task {task_id!r}; it needs "
+            f"{view.approvals} different people"
+        )
+    check_answer(view, answer)
+    approved = [*view.approved, Approval(person, answer, act.tx.now)]
+    done = len(approved) >= view.approvals
+    action = "complete" if done else "approve"
+    _record(act, person, action, {"answer": answer, "completed": done}, request_id)
+    if not done:
+        act.tx.event(
+            view.instance_id,
+            "human_task_approved",
+            view.node_id,
+            0,
+            task_id=task_id,
+            by=person,
+            answer=answer,
+            approvals=len(approved),
+            needed=view.approvals,
+        )
+        act.tx.finish()
+        return TaskAnswer(_after(conn, act))
+    payload: Json = answer if view.approvals == 1 else [a.as_json() for a in approved]
+    conn.execute(
+        update(_h)
+        .where(_h.c.id == task_id)
+        .values(
+            state=COMPLETED,
+            completed_by=person,
+            completed_at_ms=act.tx.now,
+            answer=dumps(payload),
+        )
+    )
+    act.tx.event(
+        view.instance_id,
+        "human_task_completed",
+        view.node_id,
+        0,
+        task_id=task_id,
+        by=person,
+        answer=payload,
+    )
+    token_row = conn.execute(select(*TOKEN_COLUMNS).where(_t.c.id == view.token_id)).one()
+    tok = act.tx.adopt(token_row)
+    node = act.inst.graph.nodes[view.node_id]
+    assert isinstance(node, Await)
+    deliver_signal(ctx, act.tx, act.inst, node.signal, payload, (tok, node))
+    act.tx.finish()
+    return TaskAnswer(_after(conn, act), completed=True)
