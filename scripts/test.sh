@@ -16,7 +16,7 @@
 # The first five groups of checks run side by side, each printed when it ends; then pytest runs
 # with pytest-xdist (WIGGLE_TEST_PROCESSES processes, default 4: most tests wait on timers,
 # leases and subprocesses rather than on the two cores). Extra arguments go to pytest. At the end:
-# the ten slowest tests, and how long each stage took.
+# the ten slowest tests, the ten that took the most CPU, and how long each stage took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
