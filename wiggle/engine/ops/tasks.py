@@ -421,6 +421,19 @@ def _replay(
     return TaskAnswer(act.view, completed=bool(detail.get("completed")), replayed=True)
 
 
+def _act_on_open(
+    ctx: OpsContext, conn: Connection, task_id: str, person: str, request_id: str | None
+) -> tuple[_Acting, TaskAnswer | None]:
+    """The task read under its instance's lock, and the answer recorded for `request_id` when
+    this request was seen before (a repeat is answered as the first time, open or not);
+    TaskNotOpen when the request is new and the task is no longer open."""
+    act = _begin(ctx, conn, task_id)
+    replayed = _replay(conn, act, request_id, person)
+    if replayed is None and not act.view.open:
+        raise _not_open(act.view)
+    return act, replayed
+
+
 def _record(
     act: _Acting,
     person: str,
@@ -463,13 +476,10 @@ def claim(
 ) -> TaskAnswer:
     """`person` takes the task: until they unclaim it, no one else may answer it."""
     _need_person(person, "claiming")
-    act = _begin(ctx, conn, task_id)
-    replayed = _replay(conn, act, request_id, person)
+    act, replayed = _act_on_open(ctx, conn, task_id, person, request_id)
     if replayed is not None:
         return replayed
     view = act.view
-    if not view.open:
-        raise _not_open(view)
     _check_person(view, person, groups, admin)
     if view.approvals > 1:
         raise InvalidRequest(
@@ -503,13 +513,10 @@ def unclaim(
 ) -> TaskAnswer:
     """The person who claimed the task (or an admin) gives it back: OPEN again."""
     _need_person(person, "releasing")
-    act = _begin(ctx, conn, task_id)
-    replayed = _replay(conn, act, request_id, person)
+    act, replayed = _act_on_open(ctx, conn, task_id, person, request_id)
     if replayed is not None:
         return replayed
     view = act.view
-    if not view.open:
-        raise _not_open(view)
     if view.state != CLAIMED:
         return TaskAnswer(view)  # nothing to give back
     if view.claimed_by != person and not admin:
@@ -548,13 +555,10 @@ def reassign(
     _need_person(by, "reassigning")
     if not to:
         raise InvalidRequest("reassign needs the person the task goes to")
-    act = _begin(ctx, conn, task_id)
-    replayed = _replay(conn, act, request_id, by)
+    act, replayed = _act_on_open(ctx, conn, task_id, by, request_id)
     if replayed is not None:
         return replayed
     view = act.view
-    if not view.open:
-        raise _not_open(view)
     conn.execute(
         update(_h).where(_h.c.id == task_id).values(assignee=to, state=OPEN, claimed_by=None)
     )
@@ -598,13 +602,10 @@ def complete(
     the signal `task:<node>` to the task's token: the answer itself (N = 1), or the list of
     {"by", "answer", "at_ms"} in the order they came (N > 1)."""
     _need_person(person, "answering")
-    act = _begin(ctx, conn, task_id)
-    replayed = _replay(conn, act, request_id, person)
+    act, replayed = _act_on_open(ctx, conn, task_id, person, request_id)
     if replayed is not None:
         return replayed
     view = act.view
-    if not view.open:
-        raise _not_open(view)
     _check_person(view, person, groups, admin)
     if view.state == CLAIMED and view.claimed_by != person and not admin:
         raise PermissionDenied(
