@@ -6,6 +6,7 @@ traceback; --json is one document."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from pathlib import Path
@@ -22,14 +23,25 @@ FIRE_WAIT_S = 10.0
 
 GATE = "wiggle: 1\nname: gate\ninput: {type: object, required: [kind]}\nsteps:\n  - await: go\n"
 
-HOURLY = """\
+
+def _minute_away(minutes: int) -> int:
+    """The minute of the hour `minutes` from now. The schedules here fire once an hour at a
+    minute chosen so: a fire must not come due while a test runs (one at minute 15 fired two
+    seconds after a test's trigger, and its skip became the newest fire the test read)."""
+    return (datetime.datetime.now(datetime.UTC).minute + minutes) % 60
+
+
+def _hourly(minute: int) -> str:
+    """A schedule that fires once an hour, at `minute`."""
+    return f"""\
 schedule: hourly
-description: every hour, on the hour
+description: every hour
 flow: gate
 time_zone: America/New_York
-cron: "0 * * * *"
-input: {kind: hourly}
+cron: "{minute} * * * *"
+input: {{kind: hourly}}
 """
+
 
 BROKEN = """\
 schedule: broken
@@ -40,9 +52,16 @@ time_zone: Mars/Olympus
 
 
 @pytest.fixture
-def work(tmp_path: Path) -> Path:
+def minutes() -> tuple[int, int]:
+    """hourly's minute (20 minutes from now), and the one a test moves it to (40), chosen when
+    the test begins."""
+    return _minute_away(20), _minute_away(40)
+
+
+@pytest.fixture
+def work(tmp_path: Path, minutes: tuple[int, int]) -> Path:
     (tmp_path / "gate.yaml").write_text(GATE)
-    (tmp_path / "hourly.schedule.yaml").write_text(HOURLY)
+    (tmp_path / "hourly.schedule.yaml").write_text(_hourly(minutes[0]))
     (tmp_path / "broken.schedule.yaml").write_text(BROKEN)
     (tmp_path / "orphan.schedule.yaml").write_text(
         "schedule: orphan\nflow: nowhere\ninterval: {every: 1h}\n"
@@ -63,21 +82,24 @@ def _one_line_error(result) -> str:
     return lines[0]
 
 
-def test_apply_describe_trigger_pause_unpause_delete(server, work):
+def test_apply_describe_trigger_pause_unpause_delete(server, work, minutes):
     address, _ = server
+    hourly_minute, changed_minute = minutes
     _ok(wiggle(address, "deploy", "gate.yaml", cwd=work))
 
     created = _ok(wiggle(address, "schedule", "apply", "hourly.schedule.yaml", cwd=work)).stdout
     # The next fire in the schedule's zone: New York is 4 or 5 hours behind UTC.
     assert re.fullmatch(
-        r"hourly created; next fire \d{4}-\d\d-\d\dT\d\d:00:00-0[45]:00\n", created
+        rf"hourly created; next fire \d{{4}}-\d\d-\d\dT\d\d:{hourly_minute:02d}:00-0[45]:00\n",
+        created,
     ), created
     again = _ok(wiggle(address, "schedule", "apply", "hourly.schedule.yaml", cwd=work)).stdout
     assert again == "hourly unchanged\n"
-    (work / "hourly.schedule.yaml").write_text(HOURLY.replace('"0 * * * *"', '"15 * * * *"'))
+    changed_cron = f"{changed_minute} * * * *"
+    (work / "hourly.schedule.yaml").write_text(_hourly(changed_minute))
     changed = _ok(wiggle(address, "schedule", "apply", "hourly.schedule.yaml", cwd=work)).stdout
     assert changed.startswith("hourly changed: cron; next fire "), changed
-    assert ":15:00-0" in changed
+    assert f":{changed_minute:02d}:00-0" in changed
 
     listed = _ok(wiggle(address, "schedule", "list", cwd=work)).stdout.splitlines()
     assert listed[0].split() == [
@@ -89,10 +111,11 @@ def test_apply_describe_trigger_pause_unpause_delete(server, work):
     assert none == "no schedule of flow 'other'\n"
 
     text = _ok(wiggle(address, "schedule", "describe", "hourly", cwd=work)).stdout
-    assert "schedule  hourly" in text and "about     every hour, on the hour" in text
-    assert "timetable cron '15 * * * *'" in text and "state     active" in text
+    assert "schedule  hourly" in text and "about     every hour" in text
+    assert f"timetable cron '{changed_cron}'" in text and "state     active" in text
     assert "next 10 fires (America/New_York)" in text
-    assert len(re.findall(r"^  \S+T\d\d:15:00-0[45]:00$", text, re.M)) == 10
+    at_minute = rf"^  \S+T\d\d:{changed_minute:02d}:00-0[45]:00$"
+    assert len(re.findall(at_minute, text, re.M)) == 10
     assert "last      no fire yet" in text
 
     fired = _ok(wiggle(address, "schedule", "trigger", "hourly", cwd=work)).stdout
@@ -117,7 +140,7 @@ def test_apply_describe_trigger_pause_unpause_delete(server, work):
         _ok(wiggle(address, "schedule", "describe", "hourly", "--json", cwd=work)).stdout
     )
     assert (view["paused"], view["note"], view["upcoming"]) == (True, "audit week", [])
-    assert view["document"]["cron"] == "15 * * * *"
+    assert view["document"]["cron"] == changed_cron
     assert view["recent"][0]["instance_id"] == iid
 
     unpaused = _ok(wiggle(address, "schedule", "unpause", "hourly", cwd=work)).stdout
@@ -206,13 +229,15 @@ def test_a_schedule_fires_every_second_on_a_real_server(server, work):
     assert view["paused"] and view["next_due_ms"] is None
 
 
-def test_backfill_previews_then_fires_each_past_time_once(server, work):
-    import datetime
-
+def test_backfill_previews_then_fires_each_past_time_once(server, work, minutes):
     address, _ = server
     _ok(wiggle(address, "deploy", "gate.yaml", cwd=work))
     _ok(wiggle(address, "schedule", "apply", "hourly.schedule.yaml", cwd=work))
-    now = datetime.datetime.now(datetime.UTC).replace(minute=0, second=0, microsecond=0)
+    # The schedule's latest nominal time (hourly, at its minute), in UTC.
+    clock = datetime.datetime.now(datetime.UTC)
+    now = clock.replace(minute=minutes[0], second=0, microsecond=0)
+    if now > clock:
+        now -= datetime.timedelta(hours=1)
     start = (now - datetime.timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
     end = (now - datetime.timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     args = ("schedule", "backfill", "hourly", "--from", start, "--to", end)
