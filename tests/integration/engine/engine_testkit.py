@@ -191,5 +191,19 @@ class Driver:
         time.sleep(min(0.02, max(0.0, self.engine.next_wakeup_s())))
 
 
+def drain_batch(engine: Engine, batch_id: str, timeout: float = 60.0) -> Any:
+    """Tick `engine` until the bulk action `batch_id` is no longer RUNNING; its view."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        engine.tick()
+        view = engine.get_batch(batch_id)
+        if view.state != "RUNNING":
+            return view
+        # Not an event stood in for: the runner's rate budget (items per second) refills with
+        # real time, so the next tick can take more only once some has passed.
+        time.sleep(0.005)
+    raise AssertionError(f"batch {batch_id} did not finish: {engine.get_batch(batch_id)}")
+
+
 def events_of(view: InstanceView, kind: str) -> list[Any]:
     return [e for e in view.events if e.kind == kind]

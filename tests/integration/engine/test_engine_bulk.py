@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
-from engine_testkit import Fail, events_of
+from engine_testkit import Fail, drain_batch, events_of
 
 from wiggle.engine import Engine, InstanceStatus
 from wiggle.errors import BatchNotFound, InvalidRequest
@@ -32,17 +31,6 @@ def _fleet(make_driver, broken: list[bool]):
     return d
 
 
-def _drain(engine: Engine, batch_id: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        engine.tick()
-        view = engine.get_batch(batch_id)
-        if view.state != "RUNNING":
-            return view
-        time.sleep(0.005)
-    raise AssertionError(f"batch {batch_id} did not finish: {engine.get_batch(batch_id)}")
-
-
 def test_bulk_retry_by_filter_previews_then_retries_each_failed_instance_once(make_driver):
     broken = [True]
     d = _fleet(make_driver, broken)
@@ -60,7 +48,7 @@ def test_bulk_retry_by_filter_previews_then_retries_each_failed_instance_once(ma
         "retry", ["flow=bulky", "status=FAILED"], requested_by="ops", rate_per_s=1000
     )
     assert (batch.action, batch.matched, batch.pending, batch.state) == ("retry", 5, 5, "RUNNING")
-    done = _drain(e, batch.batch_id)
+    done = drain_batch(e, batch.batch_id)
     assert (done.state, done.done, done.skipped, done.failed) == ("DONE", 5, 0, 0)
     for iid in failed:
         view = e.describe(iid, include_events=True)
@@ -79,7 +67,7 @@ def test_bulk_signal_and_cancel_skip_what_no_longer_applies(make_driver):
     batch = e.start_bulk(
         "signal", ["flow=bulky"], params={"name": "go", "payload": {"ok": 1}}, rate_per_s=1000
     )
-    view = _drain(e, batch.batch_id)
+    view = drain_batch(e, batch.batch_id)
     assert (view.done, view.skipped) == (5, 1)
     (skipped,) = view.items
     assert skipped.instance_id == ids[0] and "CANCELLED" in skipped.message
@@ -87,7 +75,7 @@ def test_bulk_signal_and_cancel_skip_what_no_longer_applies(make_driver):
         d.step()
     assert all(e.describe(i).status is InstanceStatus.COMPLETED for i in ids[1:])
     cancel = e.start_bulk("cancel", ["flow=bulky"], params={"reason": "cleanup"}, rate_per_s=1000)
-    view = _drain(e, cancel.batch_id)
+    view = drain_batch(e, cancel.batch_id)
     assert (view.done, view.skipped) == (0, 6)  # finished or already cancelled
 
 
@@ -168,7 +156,7 @@ def test_pause_resume_and_cancel_a_batch(make_driver):
     e.tick()
     assert e.get_batch(batch.batch_id).done == 0  # a paused batch does nothing
     e.set_batch_state(batch.batch_id, "RUNNING")
-    assert _drain(e, batch.batch_id).done == 4
+    assert drain_batch(e, batch.batch_id).done == 4
     second = e.start_bulk("reset", ["flow=bulky"], params={"node": "work"}, rate_per_s=1000)
     stopped = e.set_batch_state(second.batch_id, "CANCELLED")
     assert stopped.state == "CANCELLED" and stopped.finished_at_ms > 0

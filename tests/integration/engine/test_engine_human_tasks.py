@@ -6,10 +6,9 @@ PostgreSQL."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
-from engine_testkit import Fail, events_of
+from engine_testkit import Fail, drain_batch, events_of
 from sqlalchemy import func, select
 
 from wiggle.compiler import load_flow
@@ -304,16 +303,6 @@ def test_prune_removes_the_tasks_with_their_instance(clock, engine):
     assert engine.db.read(lambda c: count(c, schema.human_task_actions)) == 0
 
 
-def _drain(engine, batch_id: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        engine.tick()
-        if engine.get_batch(batch_id).state != "RUNNING":
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"batch {batch_id} did not finish")
-
-
 def test_a_migration_to_another_human_step_closes_the_old_task_and_writes_a_new_one(engine):
     v1 = (
         "wiggle: 1\nname: mig\nsteps:\n"
@@ -323,7 +312,7 @@ def test_a_migration_to_another_human_step_closes_the_old_task_and_writes_a_new_
     v2 = load_flow(v1.replace("human: review", "human: approve").replace("Old", "New"))
     engine.register(v2)
     plan = engine.plan_migration("mig", v2.version, mapping={"review": "approve"})
-    _drain(engine, engine.apply_migration(plan, rate_per_s=1000).batch_id)
+    drain_batch(engine, engine.apply_migration(plan, rate_per_s=1000).batch_id)
     assert engine.show_task(old.task_id, "alice").state == "CANCELLED"
     (new,) = engine.list_tasks("alice", instance_id=iid)
     assert (new.node_id, new.title, new.version) == ("approve", "New", v2.version)

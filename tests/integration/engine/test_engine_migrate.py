@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import copy
-import time
 
 import pytest
-from engine_testkit import MODES, events_of
+from engine_testkit import MODES, drain_batch, events_of
 
-from wiggle.engine import Engine, InstanceStatus, TokenState
+from wiggle.engine import InstanceStatus, TokenState
 from wiggle.errors import DefinitionNotFound, InvalidRequest, RepairRefused
 
 V1 = """
@@ -30,19 +29,6 @@ steps:
   - task: check
   - task: book
 """
-
-
-def _drain(engine: Engine, batch_id: str, driver=None, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        engine.tick()
-        if driver is not None:
-            driver.step()
-        view = engine.get_batch(batch_id)
-        if view.state != "RUNNING":
-            return view
-        time.sleep(0.01)
-    raise AssertionError(f"batch {batch_id} did not finish: {engine.get_batch(batch_id)}")
 
 
 def _handlers():
@@ -74,10 +60,10 @@ def test_plan_apply_a_canary_then_the_rest_and_finish_on_the_new_version(make_dr
     assert (move["node"], move["to"], move["timer"]) == ("approved", "approved", "keep")
     canary = d.engine.apply_migration(plan, limit=2, rate_per_s=1000, requested_by="ops")
     assert (canary.action, canary.matched) == ("migrate", 2)
-    assert _drain(d.engine, canary.batch_id).done == 2
+    assert drain_batch(d.engine, canary.batch_id).done == 2
     rest = d.engine.apply_migration(plan, rate_per_s=1000)
     assert rest.matched == 3  # the canary's two are on the new version already
-    assert _drain(d.engine, rest.batch_id).done == 3
+    assert drain_batch(d.engine, rest.batch_id).done == 3
     for iid in ids:
         view = d.engine.describe(iid, include_events=True)
         assert view.version == v2.version
@@ -97,7 +83,7 @@ def test_the_deadline_of_a_migrated_await_keeps_its_time(make_driver):
     before = next(t.wake_at_ms for t in d.engine.describe(iid).tokens if t.node_id == "approved")
     v2 = d.deploy(V2.replace("timeout: 30d", "timeout: 60d"))
     keep = d.engine.plan_migration("approval", v2.version)
-    _drain(d.engine, d.engine.apply_migration(keep, rate_per_s=1000).batch_id)
+    drain_batch(d.engine, d.engine.apply_migration(keep, rate_per_s=1000).batch_id)
     after = next(t.wake_at_ms for t in d.engine.describe(iid).tokens if t.node_id == "approved")
     assert after == before
 
@@ -138,7 +124,7 @@ def test_a_plan_whose_instances_moved_is_refused_unless_told_to_skip_them(make_d
         d.engine.apply_migration(plan)
     batch = d.engine.apply_migration(plan, skip_changed=True, rate_per_s=1000)
     assert batch.matched == 2
-    assert _drain(d.engine, batch.batch_id).done == 2
+    assert drain_batch(d.engine, batch.batch_id).done == 2
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -158,7 +144,7 @@ def test_a_step_running_on_a_worker_delays_its_instance_until_it_reports(make_dr
     item = d.engine.get_batch(batch.batch_id)
     assert (item.state, item.done) == ("RUNNING", 0)  # waiting for the step's report
     d.run_task(task)  # the worker reports (on the version it started on)
-    view = _drain(d.engine, batch.batch_id)
+    view = drain_batch(d.engine, batch.batch_id)
     assert view.done == 1
     migrated = d.engine.describe(iid, include_events=True)
     assert migrated.version == v2.version
@@ -174,10 +160,12 @@ def test_rollback_restores_what_has_not_moved_since_and_lists_the_rest(make_driv
     ids = _waiting(d, 3)
     v2 = d.deploy(V2)
     plan = d.engine.plan_migration("approval", v2.version)
-    applied = _drain(d.engine, d.engine.apply_migration(plan, rate_per_s=1000).batch_id)
+    applied = drain_batch(d.engine, d.engine.apply_migration(plan, rate_per_s=1000).batch_id)
     d.engine.signal(ids[0], "approved", {})  # advanced since the migration
     d.run(ids[0])
-    back = _drain(d.engine, d.engine.rollback_migration(applied.batch_id, rate_per_s=1000).batch_id)
+    back = drain_batch(
+        d.engine, d.engine.rollback_migration(applied.batch_id, rate_per_s=1000).batch_id
+    )
     assert (back.action, back.done, back.skipped) == ("rollback", 2, 1)
     (listed,) = back.items
     assert listed.instance_id == ids[0] and "ended since the migration" in listed.message
@@ -205,7 +193,7 @@ def test_blocked_instances_are_listed_with_their_reason(make_driver):
         d.engine.apply_migration(plan)
     mapped = d.engine.plan_migration("approval", v3.version, mapping={"approved": "approved_v3"})
     assert mapped["summary"]["migrate"] == 1
-    _drain(d.engine, d.engine.apply_migration(mapped, rate_per_s=1000).batch_id)
+    drain_batch(d.engine, d.engine.apply_migration(mapped, rate_per_s=1000).batch_id)
     d.engine.signal(iid, "approved_v3", {})
     assert d.run(iid).status is InstanceStatus.COMPLETED
 
@@ -251,7 +239,7 @@ def test_children_are_planned_with_children_or_left_alone(make_driver):
     (entry,) = planned["instances"]
     assert [c["instance_id"] for c in entry["children"]] == [kid]
     assert planned["summary"]["children_planned"] == 1
-    _drain(d.engine, d.engine.apply_migration(planned, rate_per_s=1000).batch_id)
+    drain_batch(d.engine, d.engine.apply_migration(planned, rate_per_s=1000).batch_id)
     assert d.engine.describe(kid).version != d.engine.describe(iid).version  # its own flow
     d.engine.signal(kid, "go", {})
     done = d.run(iid)
@@ -265,13 +253,15 @@ def test_rollback_after_a_partial_apply_restores_the_canary_only(make_driver):
     ids = _waiting(d, 4)
     v2 = d.deploy(V2)
     plan = d.engine.plan_migration("approval", v2.version)
-    canary = _drain(d.engine, d.engine.apply_migration(plan, limit=2, rate_per_s=1000).batch_id)
+    canary = drain_batch(
+        d.engine, d.engine.apply_migration(plan, limit=2, rate_per_s=1000).batch_id
+    )
     assert canary.done == 2
-    back = _drain(d.engine, d.engine.rollback_migration(plan_hash=plan["hash"]).batch_id)
+    back = drain_batch(d.engine, d.engine.rollback_migration(plan_hash=plan["hash"]).batch_id)
     assert (back.done, back.skipped) == (2, 0)
     assert {d.engine.describe(i).version for i in ids} == {v1.version}
     with pytest.raises(InvalidRequest, match="no migration batch applied plan"):
         d.engine.rollback_migration(plan_hash="sha256:" + "0" * 64)
     # The plan still applies: every instance is where it was planned.
-    again = _drain(d.engine, d.engine.apply_migration(plan, rate_per_s=1000).batch_id)
+    again = drain_batch(d.engine, d.engine.apply_migration(plan, rate_per_s=1000).batch_id)
     assert again.done == 4

@@ -6,14 +6,13 @@ ends when given the same input and signals."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_testkit import MODES, Driver, events_of
+from engine_testkit import MODES, Driver, drain_batch, events_of
 
-from wiggle.engine import Engine, InstanceStatus, TokenState
+from wiggle.engine import InstanceStatus, TokenState
 from wiggle.worker import load_handlers
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -42,23 +41,12 @@ def handlers(module: str) -> dict[str, Any]:
     return _HANDLERS[module]
 
 
-def drain(engine: Engine, batch_id: str) -> Any:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        engine.tick()
-        view = engine.get_batch(batch_id)
-        if view.state != "RUNNING":
-            return view
-        time.sleep(0.01)
-    raise AssertionError(engine.get_batch(batch_id))
-
-
 def migrate(
     d: Driver, flow: str, *, mapping: dict[str, str] | None = None, children: bool = False
 ) -> dict[str, Any]:
     plan = d.engine.plan_migration(flow, "latest", mapping=mapping, children=children)
     if plan["summary"]["migrate"]:
-        done = drain(d.engine, d.engine.apply_migration(plan, rate_per_s=1000).batch_id)
+        done = drain_batch(d.engine, d.engine.apply_migration(plan, rate_per_s=1000).batch_id)
         assert done.done == plan["summary"]["migrate"], done
     return plan
 
