@@ -144,6 +144,16 @@ def add_database_profile(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_subcommand(
+    sub: Any, name: str, help: str, description: str, handler: Callable[..., int]
+) -> argparse.ArgumentParser:
+    """A subcommand of a command group (`wiggle schedule apply`, `wiggle task claim`) that runs
+    `handler(args)`."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
 def add_json_flag(parser: argparse.ArgumentParser, help: str = "") -> None:
     flag(
         parser,

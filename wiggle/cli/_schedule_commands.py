@@ -13,7 +13,13 @@ import datetime
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from wiggle.cli._options import add_connection_flags, add_json_flag, flag, make_client
+from wiggle.cli._options import (
+    add_connection_flags,
+    add_json_flag,
+    add_subcommand,
+    flag,
+    make_client,
+)
 from wiggle.cli._output import counted, dump
 from wiggle.errors import Diagnostic, FlowError, InvalidRequest
 
@@ -349,16 +355,12 @@ def register(subparsers: Any) -> None:
     )
     sub = p.add_subparsers(dest="schedule_command", required=True, metavar="COMMAND")
 
-    def command(name: str, help: str, description: str, handler: Any) -> argparse.ArgumentParser:
-        q: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
-        q.set_defaults(handler=handler)
-        return q
-
     def finish(q: argparse.ArgumentParser) -> None:
         add_json_flag(q)
         add_connection_flags(q)
 
-    q = command(
+    q = add_subcommand(
+        sub,
         "apply",
         "create or update schedules from their files",
         "Check every FILE here (each problem at FILE:LINE:COL), then that each schedule's flow "
@@ -371,7 +373,8 @@ def register(subparsers: Any) -> None:
     q.add_argument("files", nargs="+", metavar="FILE", help="schedule files (.schedule.yaml)")
     finish(q)
 
-    q = command(
+    q = add_subcommand(
+        sub,
         "list",
         "every schedule: its flow, state, next fire",
         "Every schedule on the server, by name: its flow, whether it is paused, its next fire "
@@ -382,7 +385,8 @@ def register(subparsers: Any) -> None:
     flag(q, "--flow", env="WIGGLE_FLOW", metavar="FLOW", help="only the schedules of this flow")
     finish(q)
 
-    q = command(
+    q = add_subcommand(
+        sub,
         "describe",
         "one schedule: next fire times, last fires, skips and why",
         f"One schedule: its timetable, its next {UPCOMING} fire times in its zone, its last "
@@ -393,7 +397,8 @@ def register(subparsers: Any) -> None:
     q.add_argument("name", metavar="NAME", help="the schedule's name")
     finish(q)
 
-    q = command(
+    q = add_subcommand(
+        sub,
         "pause",
         "stop a schedule firing until it is unpaused",
         "Pause a schedule: nothing fires until it is unpaused (wiggle schedule trigger still "
@@ -404,7 +409,8 @@ def register(subparsers: Any) -> None:
     flag(q, "--note", env="WIGGLE_NOTE", metavar="TEXT", help="why; describe shows it")
     finish(q)
 
-    q = command(
+    q = add_subcommand(
+        sub,
         "unpause",
         "let a paused schedule fire again",
         "Unpause a schedule: its timetable goes on from now. The nominal times that passed "
@@ -414,7 +420,8 @@ def register(subparsers: Any) -> None:
     q.add_argument("name", metavar="NAME", help="the schedule's name")
     finish(q)
 
-    q = command(
+    q = add_subcommand(
+        sub,
         "trigger",
         "fire a schedule now, once",
         "Fire a schedule now, once, paused or not, under its overlap policy: the nominal time "
@@ -425,7 +432,8 @@ def register(subparsers: Any) -> None:
     q.add_argument("name", metavar="NAME", help="the schedule's name")
     finish(q)
 
-    q = command(
+    q = add_subcommand(
+        sub,
         "backfill",
         "fire a past range of a schedule's nominal times",
         "Fire the nominal times of a schedule between --from and --to (both included, not "
@@ -456,7 +464,8 @@ def register(subparsers: Any) -> None:
     q.add_argument("--yes", action="store_true", help="start it (else: only show the preview)")
     finish(q)
 
-    q = command(
+    q = add_subcommand(
+        sub,
         "delete",
         "delete a schedule and its record of fires",
         "Delete a schedule and its record of fires. The instances it started are left alone.",

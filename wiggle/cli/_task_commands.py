@@ -9,11 +9,18 @@ say who acts, and `--admin` acts as an admin.
 from __future__ import annotations
 
 import argparse
-import datetime
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from wiggle.cli._options import add_connection_flags, add_json_flag, flag, make_client, parse_json
+from wiggle.cli._options import (
+    add_connection_flags,
+    add_json_flag,
+    add_subcommand,
+    flag,
+    make_client,
+    parse_json,
+)
+from wiggle.cli._output import dump, instant
 
 if TYPE_CHECKING:
     from wiggle.client import HumanTask, TaskAnswer
@@ -24,10 +31,7 @@ STATES = ("OPEN", "CLAIMED", "COMPLETED", "CANCELLED", "EXPIRED")
 
 
 def _at(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    at = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
-    return at.isoformat(timespec="seconds").replace("+00:00", "Z")
+    return "-" if ms is None else instant(ms)
 
 
 def _who(args: argparse.Namespace) -> dict[str, Any]:
@@ -91,14 +95,10 @@ def _answer_text(done: str, got: TaskAnswer) -> str:
 
 
 def _print(args: argparse.Namespace, value: Any, text: str) -> None:
-    from wiggle.cli._output import dump
-
     print(dump(asdict(value)) if args.json else text)
 
 
 def _list(args: argparse.Namespace) -> int:
-    from wiggle.cli._output import dump
-
     with make_client(args) as client:
         found = client.list_tasks(
             states=args.state or [],
@@ -170,11 +170,6 @@ def register(subparsers: Any) -> None:
     )
     sub = p.add_subparsers(dest="task_command", required=True, metavar="COMMAND")
 
-    def command(name: str, help: str, description: str, handler: Any) -> argparse.ArgumentParser:
-        q: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
-        q.set_defaults(handler=handler)
-        return q
-
     def finish(q: argparse.ArgumentParser, *, request_id: bool = True) -> None:
         flag(
             q,
@@ -211,7 +206,8 @@ def register(subparsers: Any) -> None:
         add_json_flag(q)
         add_connection_flags(q)
 
-    q = command(
+    q = add_subcommand(
+        sub,
         "list",
         "the tasks you may act on, soonest due first",
         "The open tasks the person may act on (and those they acted on), soonest due first; "
@@ -224,11 +220,14 @@ def register(subparsers: Any) -> None:
     q.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
     finish(q, request_id=False)
 
-    q = command("show", "one task and its audit trail", "One task with its audit trail.", _show)
+    q = add_subcommand(
+        sub, "show", "one task and its audit trail", "One task with its audit trail.", _show
+    )
     q.add_argument("task_id", metavar="TASK")
     finish(q, request_id=False)
 
-    q = command(
+    q = add_subcommand(
+        sub,
         "claim",
         "take a task: until released, only you may answer it",
         "Claim a task: until it is released, only you (or an admin) may answer it.",
@@ -237,11 +236,14 @@ def register(subparsers: Any) -> None:
     q.add_argument("task_id", metavar="TASK")
     finish(q)
 
-    q = command("unclaim", "give a claimed task back", "Release a task you claimed.", _unclaim)
+    q = add_subcommand(
+        sub, "unclaim", "give a claimed task back", "Release a task you claimed.", _unclaim
+    )
     q.add_argument("task_id", metavar="TASK")
     finish(q)
 
-    q = command(
+    q = add_subcommand(
+        sub,
         "complete",
         "answer a task",
         "Answer a task with ANSWER (JSON, or @FILE): checked against the task's form; the "
@@ -252,7 +254,8 @@ def register(subparsers: Any) -> None:
     q.add_argument("answer", metavar="ANSWER", help="the answer: JSON, or @FILE")
     finish(q)
 
-    q = command(
+    q = add_subcommand(
+        sub,
         "reassign",
         "make another person a task's assignee (admin)",
         "Make PERSON the task's assignee; a claim on it is released. Needs the admin or "

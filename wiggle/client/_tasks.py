@@ -113,6 +113,10 @@ class TaskCalls:
     def _actor(person: str, groups: Sequence[str], admin: bool) -> apb.TaskActor:
         return apb.TaskActor(person=person, groups=list(groups), admin=admin)
 
+    def _act(self, method: Any, request: Any, request_id: str) -> TaskAnswer:
+        # Retried only with a request id: the server answers a repeat as the first time.
+        return _answer(self._call(method, request, idempotent=bool(request_id)))
+
     def list_tasks(
         self,
         *,
@@ -155,8 +159,7 @@ class TaskCalls:
         request = apb.HumanTaskRequest(
             actor=self._actor(person, groups, admin), task_id=task_id, request_id=request_id
         )
-        # Retried only with a request id: the server answers a repeat as the first time.
-        return _answer(self._call(self._admin.ClaimHumanTask, request, idempotent=bool(request_id)))
+        return self._act(self._admin.ClaimHumanTask, request, request_id)
 
     def unclaim_task(
         self,
@@ -170,8 +173,7 @@ class TaskCalls:
         request = apb.HumanTaskRequest(
             actor=self._actor(person, groups, admin), task_id=task_id, request_id=request_id
         )
-        call = self._admin.UnclaimHumanTask
-        return _answer(self._call(call, request, idempotent=bool(request_id)))
+        return self._act(self._admin.UnclaimHumanTask, request, request_id)
 
     def reassign_task(
         self,
@@ -186,8 +188,7 @@ class TaskCalls:
         request = apb.ReassignHumanTaskRequest(
             actor=self._actor(person, (), admin), task_id=task_id, to=to, request_id=request_id
         )
-        call = self._admin.ReassignHumanTask
-        return _answer(self._call(call, request, idempotent=bool(request_id)))
+        return self._act(self._admin.ReassignHumanTask, request, request_id)
 
     def complete_task(
         self,
@@ -207,5 +208,4 @@ class TaskCalls:
             answer=orjson.dumps(answer),
             request_id=request_id,
         )
-        call = self._admin.CompleteHumanTask
-        return _answer(self._call(call, request, idempotent=bool(request_id)))
+        return self._act(self._admin.CompleteHumanTask, request, request_id)

@@ -133,13 +133,10 @@ class _Compiler:
             self.number(step["steps"], (*path, "steps"))
         elif "sleep" in step:
             self.ids[path] = (self._numbered(step, path, "sleep"),)
-        elif "await" in step:
-            self.ids[path] = (self._claim(step, path, step["await"], "await"),)
-            if "on_timeout" in step:
-                self.number(step["on_timeout"], (*path, "on_timeout"))
-        elif "human" in step:
-            # The task's name is its node id: it has no `id:` of its own.
-            self.ids[path] = (self._claim(step, path, step["human"], "human"),)
+        elif "await" in step or "human" in step:
+            # A human step is an await whose name is its node id (it has no `id:` of its own).
+            block = "await" if "await" in step else "human"
+            self.ids[path] = (self._claim(step, path, step[block], block),)
             if "on_timeout" in step:
                 self.number(step["on_timeout"], (*path, "on_timeout"))
         elif "subflow" in step:

@@ -117,16 +117,14 @@ class TaskMethods:
     def GetHumanTask(
         self, request: apb.HumanTaskRequest, context: grpc.ServicerContext
     ) -> apb.HumanTask:
-        person, groups, admin = actor_of(request.actor)
-        _need_task(request.task_id)
+        person, groups, admin = _acting_on_task(request)
         return task_to_pb(self._engine.show_task(request.task_id, person, groups, admin=admin))
 
     @rpc_handler
     def ClaimHumanTask(
         self, request: apb.HumanTaskRequest, context: grpc.ServicerContext
     ) -> apb.HumanTaskAnswer:
-        person, groups, admin = actor_of(request.actor)
-        _need_task(request.task_id)
+        person, groups, admin = _acting_on_task(request)
         got = self._engine.claim_task(
             request.task_id, person, groups, admin=admin, request_id=request.request_id or None
         )
@@ -136,8 +134,7 @@ class TaskMethods:
     def UnclaimHumanTask(
         self, request: apb.HumanTaskRequest, context: grpc.ServicerContext
     ) -> apb.HumanTaskAnswer:
-        person, _groups, admin = actor_of(request.actor)
-        _need_task(request.task_id)
+        person, _groups, admin = _acting_on_task(request)
         got = self._engine.unclaim_task(
             request.task_id, person, admin=admin, request_id=request.request_id or None
         )
@@ -147,8 +144,7 @@ class TaskMethods:
     def ReassignHumanTask(
         self, request: apb.ReassignHumanTaskRequest, context: grpc.ServicerContext
     ) -> apb.HumanTaskAnswer:
-        person, _groups, admin = actor_of(request.actor)
-        _need_task(request.task_id)
+        person, _groups, admin = _acting_on_task(request)
         got = self._engine.reassign_task(
             request.task_id,
             request.to,
@@ -162,8 +158,7 @@ class TaskMethods:
     def CompleteHumanTask(
         self, request: apb.CompleteHumanTaskRequest, context: grpc.ServicerContext
     ) -> apb.HumanTaskAnswer:
-        person, groups, admin = actor_of(request.actor)
-        _need_task(request.task_id)
+        person, groups, admin = _acting_on_task(request)
         answer: Any = decode_json(request.answer, "the task's answer", self._limit)
         got = self._engine.complete_task(
             request.task_id,
@@ -176,6 +171,9 @@ class TaskMethods:
         return _answer_to_pb(got)
 
 
-def _need_task(task_id: str) -> None:
-    if not task_id:
+def _acting_on_task(request: Any) -> tuple[str, tuple[str, ...], bool]:
+    """Who acts (`actor_of`) on the one task a request names (its id is needed)."""
+    acting = actor_of(request.actor)
+    if not request.task_id:
         raise InvalidRequest("a human task's id is needed")
+    return acting

@@ -24,7 +24,7 @@ linear flow leaves them (a benchmark's long history; the same rows prune removes
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +54,7 @@ from wiggle.graph import Graph, Task
 from ..model.types import InstanceStatus, Json, TokenState
 from ..store import schema as s
 from ..store.db import Database
+from ..store.queries import id_chunks
 from ..store.rows import Inst, Tok, dumps, new_id
 
 __all__ = ["BATCH", "HISTORY_BATCH", "PruneResult", "prune", "prune_batch", "write_history"]
@@ -65,7 +66,6 @@ _FINISHED = [
     InstanceStatus.FAILED.value,
     InstanceStatus.CANCELLED.value,
 ]
-_CHUNK = 500  # ids per IN list
 _i = s.instances
 # Rows that belong to an instance, removed before the instance itself.
 _OWNED = (s.events, s.signals, s.tokens)
@@ -92,11 +92,6 @@ class PruneResult:
             self.cutoff_ms or other.cutoff_ms,
             self.dry_run or other.dry_run,
         )
-
-
-def _chunks(ids: Sequence[str]) -> Iterable[list[str]]:
-    for start in range(0, len(ids), _CHUNK):
-        yield list(ids[start : start + _CHUNK])
 
 
 #: Where a prune goes on from: the (end time, id) of the last candidate it read.
@@ -144,7 +139,7 @@ def _trees(conn: Connection, roots: list[str]) -> dict[str, list[str]]:
     level = roots
     while level:
         below: list[str] = []
-        for chunk in _chunks(level):
+        for chunk in id_chunks(level):
             q = select(_i.c.id, _i.c.root_id, _i.c.status).where(_i.c.parent_instance_id.in_(chunk))
             for row in conn.execute(q):
                 if row.root_id not in members:
@@ -160,7 +155,7 @@ def _trees(conn: Connection, roots: list[str]) -> dict[str, list[str]]:
 def _count(conn: Connection, table: Any, ids: list[str]) -> int:
     column = table.c.instance_id if table is not _i else table.c.id
     total = 0
-    for chunk in _chunks(ids):
+    for chunk in id_chunks(ids):
         total += int(
             conn.execute(
                 select(func.count()).select_from(table).where(column.in_(chunk))
@@ -172,7 +167,7 @@ def _count(conn: Connection, table: Any, ids: list[str]) -> int:
 def _delete(conn: Connection, table: Any, ids: list[str]) -> int:
     column = table.c.instance_id if table is not _i else table.c.id
     total = 0
-    for chunk in _chunks(ids):
+    for chunk in id_chunks(ids):
         total += int(conn.execute(delete(table).where(column.in_(chunk))).rowcount or 0)
     return total
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
@@ -39,6 +39,7 @@ from ..machine.human import CLAIMED, COMPLETED, OPEN, OPEN_STATES
 from ..machine.tx import TOKEN_COLUMNS, Inst, Tx, dumps, loads
 from ..model.types import InstanceStatus, Json, TokenState
 from ..store import schema as s
+from ..store.queries import id_chunks
 from .context import OpsContext
 from .instances import deliver_signal, lock_instance
 
@@ -152,11 +153,11 @@ def _approvals_of(conn: Connection, task_ids: Sequence[str]) -> dict[str, list[A
     out: dict[str, list[Approval]] = {}
     if not task_ids:
         return out
-    for at in range(0, len(task_ids), 500):
+    for chunk in id_chunks(task_ids):
         rows = conn.execute(
             select(_a.c.task_id, _a.c.actor, _a.c.detail, _a.c.at_ms)
             .where(
-                _a.c.task_id.in_(list(task_ids[at : at + 500])),
+                _a.c.task_id.in_(chunk),
                 _a.c.action.in_(("approve", "complete")),
             )
             .order_by(_a.c.task_id, _a.c.seq)
@@ -174,8 +175,7 @@ def _views(conn: Connection, rows: Sequence[Any], now_ms: int) -> list[TaskView]
     token_ids = sorted({r.token_id for r in rows})
     tokens: dict[str, Any] = {}
     newest: dict[str, int] = {}
-    for at in range(0, len(token_ids), 500):
-        chunk = token_ids[at : at + 500]
+    for chunk in id_chunks(token_ids):
         for row in conn.execute(
             select(_t.c.id, _t.c.state, _t.c.node_id, _i.c.status)
             .select_from(_t.join(_i, _i.c.id == _t.c.instance_id))
@@ -284,7 +284,7 @@ def show(
 
 
 def _with_actions(conn: Connection, view: TaskView) -> TaskView:
-    return TaskView(**{**view.__dict__, "actions": _actions(conn, view.task_id)})
+    return replace(view, actions=_actions(conn, view.task_id))
 
 
 def list_tasks(

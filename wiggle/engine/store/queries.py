@@ -8,7 +8,7 @@ those on the hot path, where a prebuilt string saves Core's per-execution work.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -18,8 +18,10 @@ from . import schema as s
 
 __all__ = [
     "FENCE_COLUMNS",
+    "IN_LIST_SIZE",
     "PARAM_KEYS",
     "TOKEN_COLUMN_NAMES",
+    "id_chunks",
     "lock_tasks_sql",
     "pg_ctes",
     "pg_write",
@@ -27,6 +29,17 @@ __all__ = [
 ]
 
 TOKEN_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in s.tokens.c)
+
+#: The most ids one `IN (...)` list holds: a statement's parameters stay well under SQLite's
+#: and PostgreSQL's limits however many rows a caller asks about.
+IN_LIST_SIZE = 500
+
+
+def id_chunks(ids: Sequence[str]) -> Iterator[list[str]]:
+    """`ids` in lists of at most IN_LIST_SIZE, in order."""
+    for start in range(0, len(ids), IN_LIST_SIZE):
+        yield list(ids[start : start + IN_LIST_SIZE])
+
 
 #: Columns a token's fence may require to still hold (docs/internals.md, "Fencing").
 FENCE_COLUMNS: tuple[str, ...] = ("lease", "state", "node_id", "wake_at_ms", "lease_expires_at_ms")
