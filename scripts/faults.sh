@@ -10,4 +10,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export WIGGLE_FAULTS=full
+unset PYTHONDONTWRITEBYTECODE  # each server and worker it starts would compile the package again
 exec .venv/bin/python -m pytest tests/faults -q "$@"

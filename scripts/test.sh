@@ -30,6 +30,13 @@ bash scripts/setup.sh
 
 # Every tool runs from the checkout's .venv; the Go integration tests start `wiggle` through it.
 export PYTHON="${PYTHON:-$PWD/.venv/bin/python}"
+# Bytecode is written and compiled once, up front: the suite starts a few thousand Python
+# processes (servers, workers, CLI calls) and, with PYTHONDONTWRITEBYTECODE set (some machines
+# set it for everyone), each of them would compile the package from source again, and every
+# pytest process would rewrite every test module's asserts again: a third of the CPU of a
+# test that drives the CLI.
+unset PYTHONDONTWRITEBYTECODE
+"$PYTHON" -m compileall -q -j 0 wiggle tests >/dev/null
 processes="${WIGGLE_TEST_PROCESSES:-4}"
 logs="$(mktemp -d)"
 trap 'rm -rf "$logs"' EXIT
