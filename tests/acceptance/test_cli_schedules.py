@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from clikit import wiggle
 
+from tests.hourly import minute_away
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
@@ -22,13 +23,6 @@ pytestmark = pytest.mark.timeout(300)
 FIRE_WAIT_S = 10.0
 
 GATE = "wiggle: 1\nname: gate\ninput: {type: object, required: [kind]}\nsteps:\n  - await: go\n"
-
-
-def _minute_away(minutes: int) -> int:
-    """The minute of the hour `minutes` from now. The schedules here fire once an hour at a
-    minute chosen so: a fire must not come due while a test runs (one at minute 15 fired two
-    seconds after a test's trigger, and its skip became the newest fire the test read)."""
-    return (datetime.datetime.now(datetime.UTC).minute + minutes) % 60
 
 
 def _hourly(minute: int) -> str:
@@ -55,7 +49,7 @@ time_zone: Mars/Olympus
 def minutes() -> tuple[int, int]:
     """hourly's minute (20 minutes from now), and the one a test moves it to (40), chosen when
     the test begins."""
-    return _minute_away(20), _minute_away(40)
+    return minute_away(20), minute_away(40)
 
 
 @pytest.fixture

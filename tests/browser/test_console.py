@@ -18,6 +18,7 @@ from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.browser.live import live_attr, live_click, live_text, live_texts
+from tests.hourly import minute_away
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -206,13 +207,17 @@ def test_hostile_flow_name_context_and_error_message_are_inert(stack, browser, s
 BERLIN = ZoneInfo("Europe/Berlin")
 SCHEDULE_HOSTILE = '<img src="x" onerror="window.__xss = 1">'
 
-# Every hour on the hour, Berlin time; `flaky` completes when its key is not broken.
-SCHEDULE = f"""
+
+def _schedule(minute: int) -> str:
+    """Every hour at `minute`, Berlin time; `flaky` completes when its key is not broken. The
+    minute is chosen when the test begins (tests/hourly.py): no regular fire comes due while
+    the page is read as having none, and a trigger is the newest fire."""
+    return f"""
 schedule: console-hourly
 description: 'Fetch and store every hour {SCHEDULE_HOSTILE}'
 flow: flaky
 time_zone: Europe/Berlin
-cron: "0 * * * *"
+cron: "{minute} * * * *"
 input:
   key: scheduled
 """
@@ -223,7 +228,8 @@ def test_the_schedule_pages_trigger_pause_and_backfill(stack, browser, shot):
     """The list with the next fire in the schedule's zone; its page (timetable, next times); a
     trigger clicked and its instance followed to "started by schedule"; pause with a note and
     unpause; a backfill previewed, started and followed on its batch's page."""
-    stack.client.apply_schedule(SCHEDULE.encode(), filename="console-hourly.schedule.yaml")
+    minute = minute_away(20)
+    stack.client.apply_schedule(_schedule(minute).encode(), filename="console-hourly.schedule.yaml")
     browser.get_log("browser")  # drop what earlier tests left
 
     # The list: the schedule, its flow, active, its next fire in Berlin time, its counts.
@@ -233,7 +239,7 @@ def test_the_schedule_pages_trigger_pause_and_backfill(stack, browser, shot):
     row = '#schedules tr[data-schedule="console-hourly"]'
     assert live_text(browser, f"{row} .badge") == "active"
     next_fire = live_text(browser, f"{row} td.next-fire code")
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:00:00\+0[12]:00", next_fire), next_fire
+    assert re.fullmatch(rf"\d{{4}}-\d\d-\d\dT\d\d:{minute:02d}:00\+0[12]:00", next_fire), next_fire
     assert live_text(browser, f'{row} a[href="/flows/flaky"]') == "flaky"
     assert SCHEDULE_HOSTILE in live_text(browser, row)  # the description, as text
     shot(browser, "schedules")
@@ -241,11 +247,11 @@ def test_the_schedule_pages_trigger_pause_and_backfill(stack, browser, shot):
     # Its page: the timetable, the next ten fire times in its zone, no fire yet.
     live_click(browser, f"{row} a.schedule-link")
     _wait(browser).until(ec.url_contains("/schedules/console-hourly"))
-    assert live_text(browser, '#timetable tr[data-key="cron"] code') == "0 * * * *"
+    assert live_text(browser, '#timetable tr[data-key="cron"] code') == f"{minute} * * * *"
     assert live_text(browser, "#schedule-zone") == "Europe/Berlin"
     upcoming = live_texts(browser, "#upcoming li[data-ms]")
     assert len(upcoming) == 10
-    assert all(re.search(r"T\d\d:00:00\+0[12]:00", text) for text in upcoming)
+    assert all(re.search(rf"T\d\d:{minute:02d}:00\+0[12]:00", text) for text in upcoming)
     assert "No fire yet" in live_text(browser, "#fires")
 
     # Trigger: the page says what the fire did, and links the instance it started.
@@ -280,7 +286,7 @@ def test_the_schedule_pages_trigger_pause_and_backfill(stack, browser, shot):
     assert live_attr(browser, "#schedule-state", "data-paused") == "0"
 
     # Backfill three past hours: the preview lists them in Berlin time; started, it is a batch.
-    hour = dt.datetime.now(dt.UTC).replace(minute=0, second=0, microsecond=0)
+    hour = dt.datetime.now(dt.UTC).replace(minute=minute, second=0, microsecond=0)
     _css(browser, "#backfill summary").click()
     start, end = hour - dt.timedelta(hours=5), hour - dt.timedelta(hours=3)
     for field, at in (("#backfill-from", start), ("#backfill-to", end)):

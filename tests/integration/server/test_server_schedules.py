@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import grpc
 import pytest
 
+from tests.hourly import minute_away
 from tests.waiting import wait_until
 from wiggle import errors
 from wiggle._proto.wiggle.v1 import admin_pb2 as apb
@@ -26,14 +27,26 @@ FIRE_WAIT_S = 10.0
 
 GATE = b"wiggle: 1\nname: gate\ninput: {type: object, required: [kind]}\nsteps:\n  - await: go\n"
 
-HOURLY = b"""\
+
+def _hourly(minute: int) -> bytes:
+    return f"""\
 schedule: hourly
-description: every hour, on the hour
+description: every hour
 flow: gate
 time_zone: Europe/Berlin
-cron: "0 * * * *"
-input: {kind: hourly}
-"""
+cron: "{minute} * * * *"
+input: {{kind: hourly}}
+""".encode()
+
+
+@pytest.fixture
+def minute() -> int:
+    return minute_away(20)
+
+
+@pytest.fixture
+def hourly(minute: int) -> bytes:
+    return _hourly(minute)
 
 
 @pytest.fixture
@@ -48,22 +61,23 @@ def _reason(exc: grpc.RpcError) -> str:
     return dict(exc.trailing_metadata() or ()).get(ERROR_CODE_KEY, "")
 
 
-def test_apply_creates_then_answers_unchanged_then_the_fields_that_changed(client):
-    created = client.apply_schedule(HOURLY, filename="hourly.schedule.yaml")
+def test_apply_creates_then_answers_unchanged_then_the_fields_that_changed(client, minute, hourly):
+    created = client.apply_schedule(hourly, filename="hourly.schedule.yaml")
     assert (created.name, created.created, created.changed) == ("hourly", True, [])
-    assert created.next_due_ms is not None and created.next_due_ms % 3_600_000 == 0
+    assert created.next_due_ms is not None and created.next_due_ms % 3_600_000 == minute * 60_000
     # The next due time in the schedule's zone: Berlin is an hour or two ahead of UTC.
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:00:00\+0[12]:00", created.next_due)
+    assert re.fullmatch(rf"\d{{4}}-\d\d-\d\dT\d\d:{minute:02d}:00\+0[12]:00", created.next_due)
     local = datetime.fromisoformat(created.next_due)
     assert int(local.timestamp() * 1000) == created.next_due_ms
 
-    again = client.apply_schedule(HOURLY, filename="hourly.schedule.yaml")
+    again = client.apply_schedule(hourly, filename="hourly.schedule.yaml")
     assert (again.created, again.changed, again.unchanged) == (False, [], True)
 
-    edited = HOURLY.replace(b'"0 * * * *"', b'"30 * * * *"').replace(b"hourly}", b"half}")
+    half = (minute + 30) % 60
+    edited = _hourly(half).replace(b"hourly}", b"half}")
     changed = client.apply_schedule(edited)
     assert (changed.created, changed.changed) == (False, ["cron", "input"])
-    assert changed.next_due_ms is not None and changed.next_due_ms % 3_600_000 == 1_800_000
+    assert changed.next_due_ms is not None and changed.next_due_ms % 3_600_000 == half * 60_000
 
 
 def test_a_document_with_two_errors_is_refused_with_both_positions(client, server_stub):
@@ -96,8 +110,8 @@ def test_a_schedule_of_an_unregistered_flow_is_refused(client, server_stub):
     assert client.list_schedules() == []
 
 
-def test_list_describe_pause_unpause(client):
-    client.apply_schedule(HOURLY)
+def test_list_describe_pause_unpause(client, minute, hourly):
+    client.apply_schedule(hourly)
     client.apply_schedule(b"schedule: daily\nflow: gate\ncron: '@daily'\ninput: {kind: d}\n")
     listed = client.list_schedules("gate")
     assert [s.name for s in listed] == ["daily", "hourly"]  # by name
@@ -112,10 +126,10 @@ def test_list_describe_pause_unpause(client):
         False,
         0,
     )
-    assert view.document["description"] == "every hour, on the hour"
+    assert view.document["description"] == "every hour"
     assert view.digest.startswith("sha256:")
     assert len(view.upcoming) == 10
-    assert all(re.fullmatch(r".*T\d\d:00:00\+0[12]:00", at) for at in view.upcoming)
+    assert all(re.fullmatch(rf".*T\d\d:{minute:02d}:00\+0[12]:00", at) for at in view.upcoming)
     assert len(client.describe_schedule("hourly", upcoming=3).upcoming) == 3
 
     paused = client.pause_schedule("hourly", "maintenance window")
@@ -131,8 +145,8 @@ def test_list_describe_pause_unpause(client):
     assert unpaused.next_due_ms is not None and len(unpaused.upcoming) == 10
 
 
-def test_trigger_starts_an_instance_named_after_the_schedule_and_the_time(client):
-    client.apply_schedule(HOURLY)
+def test_trigger_starts_an_instance_named_after_the_schedule_and_the_time(client, hourly):
+    client.apply_schedule(hourly)
     before = datetime.now(UTC).replace(microsecond=0)
     fire = client.trigger_schedule("hourly")
     assert (fire.outcome, fire.triggered, fire.count) == ("STARTED", True, 1)
@@ -152,8 +166,8 @@ def test_trigger_starts_an_instance_named_after_the_schedule_and_the_time(client
     assert view.recent[0].instance_id == fire.instance_id and view.recent[0].triggered
 
 
-def test_delete_leaves_the_instances(client):
-    client.apply_schedule(HOURLY)
+def test_delete_leaves_the_instances(client, hourly):
+    client.apply_schedule(hourly)
     fire = client.trigger_schedule("hourly")
     client.delete_schedule("hourly")
     assert client.list_schedules() == []
@@ -197,11 +211,11 @@ def test_requests_are_checked_at_the_edge(client, server_stub):
         client.pause_schedule("hourly", "x" * 2001)
 
 
-def test_a_document_over_the_payload_limit_is_refused(engine, start_server):
+def test_a_document_over_the_payload_limit_is_refused(engine, start_server, hourly):
     server = start_server(engine, max_payload_bytes=1024)
     with Client(server.address, retry_for=0) as c:
         c.deploy(GATE)
-        big = HOURLY + b"# " + b"x" * 2000 + b"\n"
+        big = hourly + b"# " + b"x" * 2000 + b"\n"
         with pytest.raises(errors.PayloadTooLarge, match="over 1024 bytes"):
             c.apply_schedule(big)
 
@@ -227,7 +241,7 @@ def test_a_schedule_fires_on_the_servers_leader(client):
     assert paused.paused and paused.next_due_ms is None
 
 
-def test_an_operator_may_manage_schedules_a_client_may_not(engine, start_server, tmp_path):
+def test_an_operator_may_manage_schedules_a_client_may_not(engine, start_server, tmp_path, hourly):
     creds = tmp_path / "credentials.toml"
     creds.write_text(
         "".join(
@@ -240,7 +254,7 @@ def test_an_operator_may_manage_schedules_a_client_may_not(engine, start_server,
     with Client(server.address, token="root-token", retry_for=0) as root:
         root.deploy(GATE)
     with Client(server.address, token="ops-token", retry_for=0) as ops:
-        assert ops.apply_schedule(HOURLY).created
+        assert ops.apply_schedule(hourly).created
         assert [s.name for s in ops.list_schedules()] == ["hourly"]
         assert ops.pause_schedule("hourly").paused
     with Client(server.address, token="app-token", retry_for=0) as app:
