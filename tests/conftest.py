@@ -271,8 +271,25 @@ def _shares_a_fixture(item: pytest.Item) -> bool:
     return any(d.scope in _SHARED_SCOPES for defs in info.name2fixturedefs.values() for d in defs)
 
 
+#: The marks of tests that only a suite's whole run includes, each with the variable its
+#: command sets to "full": `full_only(covered_by)`, scripts/faults.sh; `corpus_full(covered_by)`,
+#: scripts/corpus.sh. covered_by names the test of scripts/test.sh that checks the same rule.
+FULL_ONLY_MARKS = {"full_only": "WIGGLE_FAULTS", "corpus_full": "WIGGLE_CORPUS"}
+
+
+def _full_only(item: pytest.Item) -> bool:
+    return any(
+        item.get_closest_marker(mark) is not None and os.environ.get(variable, "") != "full"
+        for mark, variable in FULL_ONLY_MARKS.items()
+    )
+
+
 @pytest.hookimpl(tryfirst=True)  # the marks it adds must be there when `-m` selects
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    left_out = [item for item in items if _full_only(item)]
+    if left_out:
+        items[:] = [item for item in items if not _full_only(item)]
+        config.hook.pytest_deselected(items=left_out)
     items.sort(key=lambda item: _rank(item.nodeid))  # stable: file order within a rank
     unlisted: set[str] = set()
     for item in items:

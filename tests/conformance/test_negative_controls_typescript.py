@@ -4,6 +4,9 @@ one protocol rule is broken.
 sdk/typescript/test/broken-worker.ts breaks the same rules in the TypeScript worker that
 broken_worker.py breaks in the Python one, where the rule applies to it; each control runs the
 same cases and modes and requires the same evidence (test_negative_controls.CONTROLS).
+
+Only `bash scripts/corpus.sh` runs them: the rules are judged by the runner, the same code for
+every worker, and scripts/test.sh proves each control's evidence with the Python broken worker.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ NOT_APPLICABLE = {
     "test/protocol.test.ts checks 5,000 and 100,000 levels)",
 }
 TS_CONTROLS = [p for p in CONTROLS if p.values[0] not in NOT_APPLICABLE]
+
+pytestmark = pytest.mark.corpus_full(
+    "tests/conformance/test_negative_controls.py::test_the_corpus_fails_a_broken_worker"
+)
 
 
 @pytest.fixture(scope="module")

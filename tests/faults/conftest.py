@@ -19,24 +19,13 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from faultkit import FULL, Checker, Cluster, Tally
+from faultkit import Checker, Cluster, Tally
 
 from wiggle._postgres import create_database, drop_database
 
 #: The user property a scenario's tally travels in, as a dict of its fields; tests/conftest.py
 #: prints the table of them at the end.
 _PROPERTY = "fault-ledger"  # tests/conftest.py: FAULT_LEDGER_PROPERTY
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The short suite leaves out the scenarios marked `full_only`: each names the shorter test
-    scripts/test.sh runs for the same rule."""
-    if FULL:
-        return
-    full_only = [item for item in items if item.get_closest_marker("full_only")]
-    if full_only:
-        items[:] = [item for item in items if item not in full_only]
-        config.hook.pytest_deselected(items=full_only)
 
 
 @pytest.fixture
