@@ -62,10 +62,14 @@ def _server(args: argparse.Namespace) -> int:
         metrics_address=args.metrics_address,
     )
     config.check()  # before opening the database: a refused config should not touch it
+    idle = args.idle_in_transaction_timeout
+    if idle is not None and idle < 0:
+        raise InvalidRequest("--idle-in-transaction-timeout must be 0 (off) or positive")
     engine = Engine(
         args.database,
         default_mode=ExecutionMode(args.execution_mode),
         database_profile=args.database_profile,
+        idle_in_transaction_timeout_s=idle,
     )
     serve(engine, config)
     return 0
@@ -98,6 +102,19 @@ def register(subparsers: Any) -> None:
         "postgresql://USER@/DB?host=A:5432&host=B:5432&target_session_attrs=read-write)",
     )
     add_database_profile(p)
+    flag(
+        p,
+        "--idle-in-transaction-timeout",
+        env="WIGGLE_IDLE_IN_TRANSACTION_TIMEOUT",
+        type=float,
+        metavar="SECONDS",
+        help="PostgreSQL: end a session of this server that sits inside a transaction without "
+        "a statement this long (idle_in_transaction_session_timeout), rolling it back and "
+        "freeing its row locks, so a server frozen mid-transaction (SIGSTOP, a paused VM, a "
+        "long GC pause) cannot stall the others, nor keep the leader row from a standby; "
+        "0 leaves the database's own setting. Default: the leader lease (10 s); "
+        "docs/scaling.md",
+    )
     flag(
         p,
         "--address",

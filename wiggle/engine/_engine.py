@@ -61,6 +61,9 @@ __all__ = ["Engine"]
 
 #: While a bulk action has items left, the leader's ticker comes back this often.
 BULK_TICK_S = 0.02
+#: The floor of the default idle-in-transaction timeout (the leader lease, see Engine): no
+#: engine transaction sits idle this long, however short a lease a test picks.
+MIN_IDLE_IN_TRANSACTION_TIMEOUT_S = 1.0
 
 _d = s.definitions
 _t = s.tokens
@@ -78,9 +81,26 @@ class Engine(Definitions, Views, Repairs, Schedules, Tasks):
         leader_ttl_s: float = 10.0,
         database_profile: DatabaseProfile | str = DatabaseProfile.DEFAULT,
         clock: Clock | None = None,
+        idle_in_transaction_timeout_s: float | None = None,
     ) -> None:
+        """`idle_in_transaction_timeout_s` (PostgreSQL): PostgreSQL ends a session of this
+        engine that sits inside a transaction without sending a statement this long, rolling it
+        back and freeing its row locks, so a frozen process (SIGSTOP, a paused VM) cannot stall
+        the others: a frozen leader mid-renewal holds the leader row, and a standby takes over
+        after about max(lease, this) plus a tick. None: the leader lease, at least
+        MIN_IDLE_IN_TRANSACTION_TIMEOUT_S (engine transactions never sit idle for seconds);
+        0: off (the database's own setting). SQLite has no such sessions: ignored."""
+        if idle_in_transaction_timeout_s is None:
+            idle_in_transaction_timeout_s = max(leader_ttl_s, MIN_IDLE_IN_TRANSACTION_TIMEOUT_S)
+        if idle_in_transaction_timeout_s < 0:
+            raise ValueError("idle_in_transaction_timeout_s must be 0 (off) or positive")
         # `clock`: None reads the database's clock (production); tests give a VirtualClock.
-        self.db: Database = open_database(database_url, database_profile, clock=clock)
+        self.db: Database = open_database(
+            database_url,
+            database_profile,
+            clock=clock,
+            idle_in_transaction_timeout_s=idle_in_transaction_timeout_s,
+        )
         # What the operations below the facade may use of the engine (see ops/context.py); the
         # engine's own settings are read from it too, so they are held once.
         self.ops = OpsContext(

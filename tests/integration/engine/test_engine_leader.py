@@ -1,7 +1,7 @@
 """The leader: election with a strictly increasing term, failover, exactly-once timers.
 
 The engines share a virtual clock: a timer falls due, or a term lapses, when the test moves the
-clock (the last test keeps real threads racing real time on purpose).
+clock (the tests of real threads racing, and of a frozen leader, run on real time on purpose).
 """
 
 from __future__ import annotations
@@ -11,11 +11,13 @@ import threading
 import time
 
 from engine_testkit import events_of
-from sqlalchemy import select
+from sqlalchemy import Connection, event, select
 
+from tests.waiting import wait_until
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine, InstanceStatus, TokenState
 from wiggle.engine.ops import ticker as _ticker
+from wiggle.engine.ops.leader import acquire_stmt
 from wiggle.engine.store import schema as schema
 
 NAP = load_flow("wiggle: 1\nname: nap\nsteps:\n  - sleep: 100ms\n  - await: never\n")
@@ -172,3 +174,74 @@ def test_next_wakeup_tracks_the_earliest_timer(database_url, clock):
     finally:
         follower.close()
         e.close()
+
+
+def test_a_leader_frozen_mid_renewal_loses_its_session_and_a_standby_takes_over(
+    postgres_database_url,
+):
+    """A leader frozen (SIGSTOP, a paused VM) between its renewal's UPDATE of the leader row and
+    the COMMIT holds that row's lock; the standby's election waits on it. Without the engine's
+    idle_in_transaction_session_timeout it waited for as long as the leader stayed frozen
+    (tests/faults/test_leader_stop.py once ran into its 60 s that way). With it, PostgreSQL
+    ends the frozen session after the timeout (by default the leader lease), the standby takes
+    over within about that plus the lease, and the old leader, continued, runs its renewal again
+    on a new connection as a follower and fires no timer twice."""
+    lease = 2.0
+    a = Engine(postgres_database_url, node_id="a", leader_ttl_s=lease)
+    b = Engine(postgres_database_url, node_id="b", leader_ttl_s=lease)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    ended: list[str | None] = []  # the SQLSTATE of each statement of a that failed
+    event.listen(
+        a.db.sa,
+        "handle_error",
+        lambda ctx: ended.append(getattr(ctx.original_exception, "sqlstate", None)),
+    )
+
+    def standby() -> None:  # b's ticker, as a server runs it
+        try:
+            while not stop.is_set():
+                b.tick()
+                stop.wait(b.next_wakeup_s())
+        except BaseException as exc:
+            errors.append(exc)
+
+    ticker = threading.Thread(target=standby)
+    try:
+        a.tick()
+        term, holder = term_and_holder(a)
+        assert holder == "a"
+        a.register(NAP)
+        instance = a.start("nap", {}).instance_id  # its sleep falls due while a is frozen
+        bound = a.db.idle_in_transaction_timeout_s + lease + 10.0
+        runs: list[int | None] = []
+
+        def renew_then_freeze(conn: Connection) -> int | None:
+            got = conn.execute(acquire_stmt(a.db), {"me": "a", "ttl_ms": int(lease * 1000)})
+            runs.append(got.scalar())
+            if len(runs) == 1:
+                # Frozen here, the leader row locked and the renewal not committed, until the
+                # standby holds the lead (its own reads are not blocked by the row lock).
+                wait_until(lambda: term_and_holder(b)[1] == "b", bound, "the standby taking over")
+            return runs[-1]
+
+        ticker.start()
+        a.db.write(renew_then_freeze, idempotent=True)
+        assert "25P03" in ended  # PostgreSQL ended the frozen session (idle in transaction)
+        assert len(runs) == 2  # ... and the renewal ran again on a new connection
+        new_term, _ = term_and_holder(b)
+        assert new_term > term
+        wait_until(lambda: timer_events(b, instance) == 1, 30, "the standby firing the sleep")
+        a.tick()  # the old leader, continued
+        assert timer_events(a, instance) == 1
+        assert errors == []
+        # By default the timeout is the leader lease, set on every session of the engine.
+        assert a.db.idle_in_transaction_timeout_s == lease
+        show = "SHOW idle_in_transaction_session_timeout"
+        assert a.db.read(lambda c: c.exec_driver_sql(show).scalar()) == "2s"
+    finally:
+        stop.set()
+        if ticker.is_alive():
+            ticker.join()
+        a.close()
+        b.close()

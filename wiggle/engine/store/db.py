@@ -4,7 +4,13 @@ Dialect differences stay here. SQLite: WAL, a busy timeout, `BEGIN IMMEDIATE` fo
 transaction, one in-process write lock (so threads queue in Python instead of spinning on
 SQLITE_BUSY) and a retry when another process holds the lock, so "database is locked" never
 reaches a caller. PostgreSQL: READ COMMITTED, row locks, a retry on deadlock or serialisation
-failure, and LISTEN/NOTIFY to wake pollers in other processes.
+failure, and LISTEN/NOTIFY to wake pollers in other processes. Every PostgreSQL session is
+opened with `idle_in_transaction_session_timeout`: a process frozen inside a transaction (SIGSTOP,
+a paused VM, a long GC pause) loses that session, and with it the row locks it held, instead of
+stalling every other server that needs them (the leader row, an instance). When it resumes, a
+transaction whose next statement or COMMIT is told so (SQLSTATE 25P03, `_session_ended`) runs
+again on a new connection; one whose COMMIT travelled with its last statement (psycopg's pipeline)
+sees only a dropped connection, and its caller gets Unavailable, as in a failover.
 
 The distributed database profile (`_distributed.DistributedDatabase`) overrides the seams marked
 "profile seam" below: how one transaction runs and commits, how a transition's rows are written
@@ -22,7 +28,15 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import psycopg
-from sqlalchemy import ColumnElement, Connection, create_engine, event, literal_column, make_url
+from sqlalchemy import (
+    URL,
+    ColumnElement,
+    Connection,
+    create_engine,
+    event,
+    literal_column,
+    make_url,
+)
 from sqlalchemy.engine import Engine as SAEngine
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import StaticPool
@@ -54,6 +68,10 @@ _AFTER_COMMIT = "wiggle_after_commit"
 _EVENTS = "wiggle_events"
 
 _PG_RETRY_CODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
+#: idle_in_transaction_session_timeout: PostgreSQL ended the session of a transaction that sat
+#: idle too long, and rolled it back (it never commits: the COMMIT had not been read).
+_PG_SESSION_ENDED = "25P03"
+_IDLE_SETTING = "idle_in_transaction_session_timeout"
 
 
 @contextlib.contextmanager
@@ -73,13 +91,39 @@ def _normalise(url: str) -> str:
     return u.render_as_string(hide_password=False)
 
 
+def _session_options(url: URL, idle_in_transaction_timeout_s: float) -> str | None:
+    """libpq's `options` for every PostgreSQL session: the URL's own, plus
+    `-c idle_in_transaction_session_timeout=N` (milliseconds) unless the timeout is 0 or the URL
+    sets it already. None: nothing to add to what the URL says."""
+    if idle_in_transaction_timeout_s <= 0:
+        return None
+    given = url.query.get("options")
+    theirs = " ".join(given) if isinstance(given, tuple) else (given or "")
+    if _IDLE_SETTING in theirs:
+        return None  # the URL's own choice stands
+    ms = max(1, round(idle_in_transaction_timeout_s * 1000))
+    return f"{theirs} -c {_IDLE_SETTING}={ms}".strip()
+
+
+def _session_ended(exc: DBAPIError) -> bool:
+    """PostgreSQL ended this connection's session for sitting idle in its transaction (this
+    process was frozen or starved mid-transaction): the transaction rolled back, so running it
+    again on another connection is safe, as after a deadlock."""
+    return getattr(exc.orig, "sqlstate", None) == _PG_SESSION_ENDED
+
+
 class Database:
     """One SQLAlchemy engine plus the dialect-specific pieces the engine needs."""
 
     #: Under the distributed profile: events and signals keyed by the engine (store/keyed.py).
     distributed = False
 
-    def __init__(self, url: str, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self, url: str, *, clock: Clock | None = None, idle_in_transaction_timeout_s: float = 0.0
+    ) -> None:
+        """`idle_in_transaction_timeout_s` (PostgreSQL; 0: the server's own setting, off by
+        default): how long a session may sit inside a transaction without sending a statement
+        before PostgreSQL ends it, rolling back and freeing its locks (module docstring)."""
         self.url = _normalise(url)
         u = make_url(self.url)
         self.is_sqlite = u.get_backend_name() == "sqlite"
@@ -114,8 +158,19 @@ class Database:
             event.listen(self.sa, "begin", self._sqlite_begin)
             self.now_sql = _SQLITE_NOW
         else:
-            self.sa = create_engine(self.url, pool_size=64, max_overflow=64, pool_pre_ping=False)
+            options = _session_options(u, idle_in_transaction_timeout_s)
+            self.sa = create_engine(
+                self.url,
+                pool_size=64,
+                max_overflow=64,
+                pool_pre_ping=False,
+                # Every pooled connection, at no round trip: libpq sends them at connect.
+                connect_args={"options": options} if options else {},
+            )
             self.now_sql = _PG_NOW
+        self.idle_in_transaction_timeout_s = (
+            idle_in_transaction_timeout_s if self.is_postgres else 0.0
+        )
         self.clock = clock
         if clock is not None:
             self._use_clock(clock)
@@ -218,9 +273,11 @@ class Database:
                     f"cannot connect to the database: its host name is not valid ({exc})"
                 ) from None
             except DBAPIError as exc:
-                if exc.connection_invalidated:
+                if _session_ended(exc) and time.monotonic() <= deadline:
+                    pass  # rolled back by the server: again, on a new connection
+                elif exc.connection_invalidated:
                     raise Unavailable(f"the database connection was lost: {exc.orig}") from exc
-                if not self._transient(exc) or time.monotonic() > deadline:
+                elif not self._transient(exc) or time.monotonic() > deadline:
                     raise
             time.sleep(delay)
             delay = min(delay * 2, 0.2)

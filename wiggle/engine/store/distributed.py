@@ -100,8 +100,12 @@ class DistributedDatabase(Database):
 
     distributed = True
 
-    def __init__(self, url: str, *, clock: Clock | None = None) -> None:
-        super().__init__(url, clock=clock)
+    def __init__(
+        self, url: str, *, clock: Clock | None = None, idle_in_transaction_timeout_s: float = 0.0
+    ) -> None:
+        super().__init__(
+            url, clock=clock, idle_in_transaction_timeout_s=idle_in_transaction_timeout_s
+        )
         if not self.is_postgres:
             self.dispose()
             raise InvalidRequest(

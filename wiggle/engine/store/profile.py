@@ -36,11 +36,15 @@ def open_database(
     profile: DatabaseProfile | str = DatabaseProfile.DEFAULT,
     *,
     clock: Clock | None = None,
+    idle_in_transaction_timeout_s: float = 0.0,
 ) -> Database:
     """The database layer for `url` under `profile` (InvalidRequest for the distributed
-    profile on SQLite), reading `clock` when given (engine/model/clock.py)."""
+    profile on SQLite), reading `clock` when given (engine/model/clock.py), its PostgreSQL
+    sessions ended by the server after `idle_in_transaction_timeout_s` idle inside a transaction
+    (0: the server's own setting; store/db.py)."""
+    idle = idle_in_transaction_timeout_s
     if DatabaseProfile(profile) is DatabaseProfile.DISTRIBUTED:
         from .distributed import DistributedDatabase
 
-        return DistributedDatabase(url, clock=clock)
-    return Database(url, clock=clock)
+        return DistributedDatabase(url, clock=clock, idle_in_transaction_timeout_s=idle)
+    return Database(url, clock=clock, idle_in_transaction_timeout_s=idle)
