@@ -200,10 +200,15 @@ class Engine(Definitions, Views, Repairs, Schedules, Tasks):
         version: str | None = None,
         instance_id: str | None = None,
         eager: EagerRequest | None = None,
+        started_by: str | None = None,
     ) -> StartResult:
         """Start an instance (idempotent on `instance_id`); optionally claim its first task.
-        Starts arriving together share one transaction."""
-        return self._starts.submit(StartRequest(flow, input, version, instance_id, eager))
+        `started_by`: the person starting it (on a server, the calling credential's name), whom
+        a human step's `exclude: [starter]` excludes. Starts arriving together share one
+        transaction."""
+        return self._starts.submit(
+            StartRequest(flow, input, version, instance_id, eager, started_by)
+        )
 
     def _run_starts(self, requests: Sequence[StartRequest]) -> list[StartResult | BaseException]:
         """Group commit's batch of starts; on a failure of the whole batch (another process
@@ -459,7 +464,8 @@ class Engine(Definitions, Views, Repairs, Schedules, Tasks):
     # -- leader duties --------------------------------------------------------------------------
 
     def tick(self) -> int:
-        """Leader election, then due timers and expired leases; returns how many were handled."""
+        """Leader election, then due timers, expired leases, reminders of human tasks, schedules
+        and bulk work; returns how many were handled."""
         done = _ticker.tick(self.ops, self._bulk, self._check_input)
         self.is_leader = done.leader
         return done.handled
@@ -477,6 +483,7 @@ class Engine(Definitions, Views, Repairs, Schedules, Tasks):
         return self.db.read(lambda c: _ticker.next_wakeup(c, self.db, cap))
 
     def next_due_ms(self) -> int | None:
-        """The earliest armed timer or lease expiry of any instance, on the engine's clock;
-        None when nothing is armed. A driver of a virtual clock moves it there next."""
+        """The earliest armed timer, lease expiry, schedule fire or reminder of an open human
+        task, on the engine's clock; None when nothing is armed. A driver of a virtual clock
+        moves it there next."""
         return self.db.read(lambda c: _ticker.next_due(c, self.db))

@@ -383,3 +383,97 @@ def test_an_action_needs_a_person(engine):
     with pytest.raises(InvalidRequest, match="claiming a human task needs the name"):
         engine.claim_task(task.task_id, "", admin=True)
     assert engine.show_task(task.task_id, "alice").state == "OPEN"
+
+
+FOUR_EYES = """
+wiggle: 1
+name: expense
+steps:
+  - human: approve
+    title: Approve the expense
+    form: {}
+    candidates: {people: [carol, dave]}
+    exclude: [starter]
+    into: decision
+"""
+
+
+def test_the_starter_is_excluded_from_a_task_that_excludes_the_starter(engine):
+    flow = load_flow(FOUR_EYES)
+    engine.register(flow)
+    iid = engine.start("expense", {}, started_by="carol").instance_id
+    view = engine.describe(iid, include_events=True)
+    assert view.started_by == "carol"
+    (started,) = events_of(view, "instance_started")
+    assert started.detail["started_by"] == "carol"
+    (task,) = engine.list_tasks("dave", instance_id=iid)
+    assert task.excluded == ("carol",)
+    assert engine.list_tasks("carol") == []  # excluded: not hers to see
+    with pytest.raises(PermissionDenied) as refused:
+        engine.complete_task(task.task_id, "carol", (), {"ok": True})
+    assert str(refused.value) == (
+        f"'carol' may not act on human task {task.task_id!r}: excluded from it "
+        "(four eyes: they started the instance)"
+    )
+    with pytest.raises(PermissionDenied, match="they started the instance"):
+        engine.claim_task(task.task_id, "carol")
+    engine.complete_task(task.task_id, "dave", (), {"ok": True})
+    assert engine.describe(iid).context == {"decision": {"ok": True}}
+
+
+def test_an_instance_no_person_started_excludes_no_starter(engine):
+    flow = load_flow(FOUR_EYES)
+    engine.register(flow)
+    iid = engine.start("expense", {}).instance_id  # a schedule's fire starts them this way
+    view = engine.describe(iid, include_events=True)
+    assert view.started_by == ""
+    assert "started_by" not in events_of(view, "instance_started")[0].detail
+    (task,) = engine.list_tasks("carol", instance_id=iid)
+    assert task.excluded == ()
+    engine.complete_task(task.task_id, "carol", (), {"ok": True})
+    assert engine.describe(iid).status is InstanceStatus.COMPLETED
+
+
+def test_starter_and_last_actor_are_both_excluded_each_once(engine):
+    flow = load_flow(
+        TWO_STEPS.replace("name: four-eyes", "name: both").replace(
+            "exclude: [last_actor]", "exclude: [starter, last_actor]"
+        )
+    )
+    engine.register(flow)
+    iid = engine.start("both", {}, started_by="erin").instance_id
+    (check,) = engine.list_tasks("carol", instance_id=iid)
+    assert check.excluded == ()  # the first step excludes nobody
+    engine.complete_task(check.task_id, "carol", (), 1)
+    (approve,) = engine.list_tasks("dave", instance_id=iid)
+    assert approve.excluded == ("erin", "carol")
+    with pytest.raises(PermissionDenied, match="they answered the instance's previous"):
+        engine.complete_task(approve.task_id, "carol", (), 2)
+    # The starter answering the first task is excluded once, as the starter.
+    again = engine.start("both", {}, started_by="carol").instance_id
+    (check,) = engine.list_tasks("carol", instance_id=again)
+    engine.complete_task(check.task_id, "carol", (), 1)
+    (approve,) = engine.list_tasks("dave", instance_id=again)
+    assert approve.excluded == ("carol",)
+
+
+def test_a_subflow_child_inherits_its_parents_starter(engine):
+    engine.register(load_flow(FOUR_EYES))
+    engine.register(load_flow("wiggle: 1\nname: claims\nsteps:\n  - subflow: expense\n"))
+    iid = engine.start("claims", {}, started_by="dave").instance_id
+    (child_id,) = engine.describe(iid).child_instance_ids
+    assert engine.describe(child_id).started_by == "dave"
+    (task,) = engine.list_tasks("carol", instance_id=child_id)
+    assert task.excluded == ("dave",)
+    with pytest.raises(PermissionDenied, match="they started the instance"):
+        engine.complete_task(task.task_id, "dave", (), {})
+    engine.complete_task(task.task_id, "carol", (), {"ok": True})
+    assert engine.describe(iid).status is InstanceStatus.COMPLETED
+
+
+def test_a_listing_shows_who_started_each_instance(engine):
+    engine.register(load_flow(FOUR_EYES))
+    engine.start("expense", {}, instance_id="by-carol", started_by="carol")
+    engine.start("expense", {}, instance_id="by-nobody")
+    listed = {v.instance_id: v.started_by for v in engine.list_instances(flow="expense")}
+    assert listed == {"by-carol": "carol", "by-nobody": ""}

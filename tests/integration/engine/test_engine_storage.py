@@ -270,8 +270,65 @@ def test_a_schema_1_database_is_upgraded_keeping_its_instances(database_url):
         e.close()
 
 
+REMINDED = """
+wiggle: 1
+name: reminded
+steps:
+  - human: approve
+    title: Approve
+    form: {}
+    candidates: {people: [alice, bob]}
+    remind: [1h]
+    exclude: [starter]
+"""
+
+
+def _make_v7(conn):
+    """Turn a current database back into schema 7 (no starter, no reminders)."""
+    conn.exec_driver_sql("DROP INDEX ix_wiggle_human_tasks_remind")
+    for column in ("reminded_count", "last_reminded_at_ms", "next_remind_at_ms"):
+        conn.exec_driver_sql(f"ALTER TABLE wiggle_human_tasks DROP COLUMN {column}")
+    conn.exec_driver_sql("ALTER TABLE wiggle_instances DROP COLUMN started_by")
+    conn.execute(update(schema.schema_version).values(version=7))
+
+
+def test_a_schema_7_database_is_upgraded_to_8_and_its_tasks_and_instances_carry_on(
+    database_url,
+):
+    """Schema 8 records an instance's starter and a task's reminders. A task written before
+    has no reminders scheduled and excludes nobody as the starter (none was recorded); both
+    work for what starts after the upgrade."""
+    flow = load_flow(REMINDED)
+    e = Engine(database_url)
+    try:
+        e.register(flow)
+        kept = e.start("reminded", {})
+        e.db.write(_make_v7)
+    finally:
+        e.close()
+    e = Engine(database_url)
+    try:
+        got = e.db.read(lambda c: c.execute(select(schema.schema_version.c.version)).scalar_one())
+        assert got == SCHEMA_VERSION == 8
+        assert e.describe(kept.instance_id).started_by == ""
+        (old,) = e.list_tasks("alice", instance_id=kept.instance_id)
+        assert (old.excluded, old.reminded_count, old.next_remind_at_ms) == ((), 0, None)
+        fresh = e.start("reminded", {}, started_by="alice")
+        assert e.describe(fresh.instance_id).started_by == "alice"
+        (new,) = e.list_tasks("bob", instance_id=fresh.instance_id)
+        assert new.excluded == ("alice",)
+        assert new.next_remind_at_ms == new.created_at_ms + 3_600_000
+        e.complete_task(old.task_id, "alice", (), {})  # the task from before still answers
+        assert e.describe(kept.instance_id).status is InstanceStatus.COMPLETED
+        index = e.db.read(lambda c: _index_sql(c, "ix_wiggle_human_tasks_remind"))
+        assert "next_remind_at_ms IS NOT NULL" in index.replace("(", "").replace(")", "")
+    finally:
+        e.close()
+
+
 def _make_v6(conn):
     """Turn a current database back into schema 6 (no human tasks)."""
+    _make_v7(conn)
     for table in ("wiggle_human_task_actions", "wiggle_human_tasks"):
         conn.exec_driver_sql(f"DROP TABLE {table}")
     conn.execute(update(schema.schema_version).values(version=6))

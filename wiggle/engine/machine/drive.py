@@ -308,6 +308,7 @@ def start_child(tx: Tx, inst: Inst, tok: Tok, node: Subflow) -> None:
         graph=graph,
         parent_instance_id=inst.id,
         parent_token_id=tok.id,
+        started_by=inst.started_by,  # the tree's starter: four eyes holds across subflows
     )
     tx.instances[child.id] = child
     tx.conn.execute(s.instances.insert().values(child.row(tok.context, tx.now)))

@@ -4,14 +4,16 @@ transition that parks the token); the operations on a task live in engine/ops/ta
 
 The values the flow computes (`{expr: ...}`) are evaluated here, once, against the token's
 context; the people excluded (`exclude`) are decided here too, so that what a person may do with
-the task does not change under them while it is open.
+the task does not change under them while it is open; and so are its reminders' times (the
+leader records them, engine/ops/tasks.py `remind`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from wiggle.expressions import EvaluationError, evaluate_value, failure_message
 from wiggle.graph import Await, Computed, Text
@@ -30,6 +32,7 @@ __all__ = [
     "ensure_tasks",
     "last_actor",
     "open_task",
+    "reminder_times",
 ]
 
 _h = s.human_tasks
@@ -91,6 +94,16 @@ def last_actor(tx: Tx, instance_id: str) -> str | None:
     return None if row is None else str(row)
 
 
+def reminder_times(
+    remind_ms: Sequence[int], created_at_ms: int, deadline_at_ms: int | None
+) -> list[int]:
+    """When the task's reminders fall due, ascending: each `remind` duration after its
+    creation, those before its deadline only (the compiler refuses others, but a task written
+    for a migrated token keeps the deadline it had)."""
+    times = sorted(created_at_ms + ms for ms in remind_ms)
+    return [t for t in times if deadline_at_ms is None or t < deadline_at_ms]
+
+
 def open_task(tx: Tx, inst: Inst, tok: Tok, node: Await) -> str:
     """Write the task of the human step `node` that `tok` just parked at (AWAITING, its
     deadline in `wake_at_ms`); returns the task id. TaskValueError: a computed value failed
@@ -111,17 +124,28 @@ def open_task(tx: Tx, inst: Inst, tok: Tok, node: Await) -> str:
     people = _names(human.candidates.people, ctx, instance, "candidate people")
     groups = _names(human.candidates.groups, ctx, instance, "candidate groups")
     excluded: list[str] = []
+    if "starter" in human.exclude and inst.started_by:
+        # An instance no person started (a schedule's fire, a start on a server without
+        # credentials) has no starter to exclude.
+        excluded.append(inst.started_by)
     if "last_actor" in human.exclude:
         last = last_actor(tx, inst.id)
-        if last is not None:
+        if last is not None and last not in excluded:
             excluded.append(last)
-    # "starter": the instance's starter is not recorded by the engine (docs/human-tasks.md),
-    # so it excludes nobody yet.
     seq = tx.conn.execute(
         select(func.count()).select_from(_h).where(_h.c.token_id == tok.id)
     ).scalar_one()
+    if seq:
+        # The token's earlier tasks are closed now (this one is its newest): none of their
+        # reminders is due any more.
+        tx.conn.execute(
+            update(_h)
+            .where(_h.c.token_id == tok.id, s.REMINDED_TASKS)
+            .values(next_remind_at_ms=None)
+        )
     task_id = new_id()
     due = None if human.due_ms is None else tx.now + human.due_ms
+    reminders = reminder_times(human.remind_ms, tx.now, tok.wake_at_ms)
     tx.conn.execute(
         _h.insert().values(
             id=task_id,
@@ -143,8 +167,13 @@ def open_task(tx: Tx, inst: Inst, tok: Tok, node: Await) -> str:
             due_at_ms=due,
             deadline_at_ms=tok.wake_at_ms,
             state=OPEN,
+            reminded_count=0,
+            next_remind_at_ms=reminders[0] if reminders else None,
         )
     )
+    # A reminder is the leader's to record: its ticker learns of it now, not at its next
+    # routine wake-up.
+    tx.wakeups.timer_armed |= bool(reminders)
     tx.event(
         inst.id,
         "human_task_created",
@@ -159,6 +188,7 @@ def open_task(tx: Tx, inst: Inst, tok: Tok, node: Await) -> str:
         approvals=human.approvals,
         due_at_ms=due,
         deadline_at_ms=tok.wake_at_ms,
+        **({"reminders_at_ms": reminders} if reminders else {}),
         **tok.where,
     )
     return task_id

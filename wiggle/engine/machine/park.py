@@ -39,6 +39,7 @@ def inst_from_row(tx: Tx, m: Any) -> Inst:
         graph=tx.graph_of(tx.conn, m["version"]),
         parent_instance_id=m["parent_instance_id"],
         parent_token_id=m["parent_token_id"],
+        started_by=m["started_by"],
     )
     tx.instances[inst.id] = inst
     return inst

@@ -38,6 +38,7 @@ class StartRequest:
     version: str | None = None
     instance_id: str | None = None
     eager: EagerRequest | None = None
+    started_by: str | None = None  # the person starting it (a credential's name), if any
 
 
 def _newest(tx: Tx, names: Sequence[str]) -> dict[str, str]:
@@ -144,10 +145,22 @@ def _start_one(
     # A second start of this id in the same batch finds it.
     known[ident] = _Known(version, graph.name, dumps(r.input))
     mode = resolve_mode(graph, default_mode)
-    inst = Inst(ident, ident, graph.name, version, InstanceStatus.RUNNING, mode, graph, None, None)
+    inst = Inst(
+        ident,
+        ident,
+        graph.name,
+        version,
+        InstanceStatus.RUNNING,
+        mode,
+        graph,
+        None,
+        None,
+        started_by=r.started_by or None,
+    )
     tx.instances[ident] = inst
     tx.new_instance(inst.row(r.input, tx.now))
-    tx.event(ident, "instance_started", "", 0, version=version, mode=mode.value)
+    by = {"started_by": inst.started_by} if inst.started_by else {}
+    tx.event(ident, "instance_started", "", 0, version=version, mode=mode.value, **by)
     write_initial(tx, inst, r.input)
     root = tx.new_token(inst, graph.start, r.input)
     place(tx, inst, root)

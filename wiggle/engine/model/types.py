@@ -268,6 +268,9 @@ class InstanceView:
     # `describe` with events: node id -> {"context", "at_ms"[, "input"]}, what each top-level
     # node received the last time a token entered it (what a reset to it rewinds to).
     step_inputs: dict[str, Json] = field(default_factory=dict)
+    # Who started it (a credential's name; a subflow child: its parent's); "" when no person
+    # did (a schedule's fire, a server without credentials).
+    started_by: str = ""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,10 @@ approval needed arrives, the signal `task:<node>` handed to the task's own token
 
 A request id makes an action idempotent: it is recorded with the action (unique per task), and
 the same request id again answers what was recorded the first time, applying nothing.
+
+Reminders (`remind`) are the leader's: each due one is recorded, exactly once, by `remind` in a
+transaction of its own under the instance's lock, as the event `human_task_reminded` (the seam
+an operator's notifier follows) and the task's `reminded_count`.
 """
 
 from __future__ import annotations
@@ -33,9 +37,9 @@ from wiggle.errors import (
     PermissionDenied,
     TaskNotOpen,
 )
-from wiggle.graph import Await
+from wiggle.graph import Await, HumanTask
 
-from ..machine.human import CLAIMED, COMPLETED, OPEN, OPEN_STATES
+from ..machine.human import CLAIMED, COMPLETED, OPEN, OPEN_STATES, reminder_times
 from ..machine.tx import TOKEN_COLUMNS, Inst, Tx, dumps, loads
 from ..model.types import InstanceStatus, Json, TokenState
 from ..store import schema as s
@@ -55,6 +59,7 @@ __all__ = [
     "complete",
     "list_tasks",
     "reassign",
+    "remind",
     "show",
     "unclaim",
 ]
@@ -125,6 +130,9 @@ class TaskView:
     answer: Json  # the payload the flow got (None until COMPLETED)
     approved: tuple[Approval, ...] = ()  # the answers so far, in order
     actions: tuple[TaskAction, ...] = field(default=())  # show_task only
+    reminded_count: int = 0  # how many of its reminders were recorded
+    last_reminded_at_ms: int | None = None
+    next_remind_at_ms: int | None = None  # while open: when the next reminder falls due
 
     @property
     def open(self) -> bool:
@@ -229,6 +237,9 @@ def _views(conn: Connection, rows: Sequence[Any], now_ms: int) -> list[TaskView]
                 completed_at_ms=r.completed_at_ms,
                 answer=None if r.answer is None else loads(r.answer),
                 approved=tuple(approvals.get(r.id, ())),
+                reminded_count=int(r.reminded_count),
+                last_reminded_at_ms=r.last_reminded_at_ms,
+                next_remind_at_ms=r.next_remind_at_ms if state in OPEN_STATES else None,
             )
         )
     return out
@@ -356,13 +367,29 @@ def _not_open(view: TaskView) -> TaskNotOpen:
     )
 
 
-def _check_person(view: TaskView, person: str, groups: Sequence[str], admin: bool) -> None:
+def _human_of(ctx: OpsContext, conn: Connection, view: TaskView) -> HumanTask | None:
+    """The descriptor of the task's step, in the version the task was written for."""
+    node = ctx.graph_of(conn, view.version).nodes.get(view.node_id)
+    return node.human if isinstance(node, Await) else None
+
+
+def _check_person(
+    act: _Acting, ctx: OpsContext, person: str, groups: Sequence[str], admin: bool
+) -> None:
+    view = act.view
     if admin:
         return
     if person in view.excluded:
+        human = _human_of(ctx, act.tx.conn, view)
+        starter = human is not None and "starter" in human.exclude
+        why = (
+            "they started the instance"
+            if starter and person == act.inst.started_by
+            else "they answered the instance's previous human task"
+        )
         raise PermissionDenied(
             f"{person!r} may not act on human task {view.task_id!r}: excluded from it "
-            "(four eyes: the person who answered the instance's previous human task)"
+            f"(four eyes: {why})"
         )
     if not eligible(view, person, groups):
         raise PermissionDenied(
@@ -480,7 +507,7 @@ def claim(
     if replayed is not None:
         return replayed
     view = act.view
-    _check_person(view, person, groups, admin)
+    _check_person(act, ctx, person, groups, admin)
     if view.approvals > 1:
         raise InvalidRequest(
             f"human task {task_id!r} needs {view.approvals} approvals: each person answers "
@@ -606,7 +633,7 @@ def complete(
     if replayed is not None:
         return replayed
     view = act.view
-    _check_person(view, person, groups, admin)
+    _check_person(act, ctx, person, groups, admin)
     if view.state == CLAIMED and view.claimed_by != person and not admin:
         raise PermissionDenied(
             f"{person!r} may not answer human task {task_id!r}: it is claimed by "
@@ -645,6 +672,7 @@ def complete(
             completed_by=person,
             completed_at_ms=act.tx.now,
             answer=dumps(payload),
+            next_remind_at_ms=None,  # answered: no reminder is due any more
         )
     )
     act.tx.event(
@@ -663,3 +691,63 @@ def complete(
     deliver_signal(ctx, act.tx, act.inst, node.signal, payload, (tok, node))
     act.tx.finish()
     return TaskAnswer(_after(conn, act), completed=True)
+
+
+# -- reminders (the leader's) ---------------------------------------------------------------
+
+
+def _reminded_people(view: TaskView) -> tuple[list[str], list[str]]:
+    """Who a reminder is for: the person holding the task, else everyone it is for (the
+    excluded left out), as (people, groups)."""
+    if view.state == CLAIMED and view.claimed_by:
+        return [view.claimed_by], []
+    people: list[str] = []
+    for name in (view.assignee, *view.candidate_people):
+        if name and name not in people and name not in view.excluded:
+            people.append(name)
+    return people, list(view.candidate_groups)
+
+
+def remind(ctx: OpsContext, conn: Connection, *, task_id: str, due: int) -> bool:
+    """Record the task's reminder that fell due at `due`, exactly once: under the instance's
+    lock, and only while the task's `next_remind_at_ms` is still `due` (a second server that
+    found it due too finds it moved on). An open task gets the event `human_task_reminded` and
+    its count; a task no longer open gets nothing, and its reminders due by now are dropped (a
+    retry that reopens it later gets those still ahead). True: something was recorded."""
+    found = conn.execute(select(_h.c.instance_id).where(_h.c.id == task_id)).first()
+    if found is None:
+        return False
+    tx, _inst = lock_instance(ctx, conn, found.instance_id)
+    row = _row(conn, task_id)  # again, under the lock
+    if row.next_remind_at_ms != due or due > tx.now:
+        return False  # recorded by another server meanwhile, or not due
+    (view,) = _views(conn, [row], tx.now)
+    human = _human_of(ctx, conn, view)
+    times = reminder_times(
+        human.remind_ms if human is not None else (), view.created_at_ms, view.deadline_at_ms
+    )
+    after = due if view.open else tx.now
+    following = next((t for t in times if t > after), None)
+    values: dict[str, Any] = {"next_remind_at_ms": following}
+    if view.open:
+        values.update(reminded_count=view.reminded_count + 1, last_reminded_at_ms=tx.now)
+    done = conn.execute(
+        update(_h).where(_h.c.id == task_id, _h.c.next_remind_at_ms == due).values(**values)
+    )
+    if done.rowcount != 1 or not view.open:
+        return False
+    people, groups = _reminded_people(view)
+    tx.event(
+        view.instance_id,
+        "human_task_reminded",
+        view.node_id,
+        0,
+        task_id=task_id,
+        reminder=view.reminded_count + 1,
+        reminders=len(times),
+        due_at_ms=due,
+        people=people,
+        groups=groups,
+    )
+    tx.finish()
+    return True

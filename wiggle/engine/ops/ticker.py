@@ -18,11 +18,13 @@ from ..model.types import InstanceStatus, StepFailure, TokenState
 from ..store import schema as s
 from ..store.transition import FenceLost
 from . import firing as _firing
+from . import tasks as _tasks
 from .bulk_runner import BulkRunner
 from .context import OpsContext
 from .leader import (
     acquire_stmt,
     due_leases_stmt,
+    due_reminders_stmt,
     due_timers_stmt,
     next_due,
     next_wakeup,
@@ -46,9 +48,9 @@ _BATCH = 256
 
 
 def tick(ctx: OpsContext, bulk: BulkRunner, check_input: CheckInput) -> Tick:
-    """Election, then (when this engine leads) due timers, expired leases, due schedules and a
-    share of the bulk actions' items. What they made READY wakes pollers after each commit, see
-    wiggle.engine.store.wakeups."""
+    """Election, then (when this engine leads) due timers, expired leases, due reminders of
+    human tasks, due schedules and a share of the bulk actions' items. What they made READY
+    wakes pollers after each commit, see wiggle.engine.store.wakeups."""
     me = {"me": ctx.node_id}
     ttl_ms = int(ctx.leader_ttl_s * 1000)
     term = ctx.db.write(
@@ -68,6 +70,12 @@ def tick(ctx: OpsContext, bulk: BulkRunner, check_input: CheckInput) -> Tick:
     leases = ctx.db.read(lambda c: c.execute(due_leases_stmt(ctx.db), params).all())
     for row in leases:
         work += _once(ctx, functools.partial(_reclaim, ctx, token_id=row.id, lease=row.lease))
+    reminders = ctx.db.read(lambda c: c.execute(due_reminders_stmt(ctx.db), params).all())
+    for row in reminders:
+        work += _once(
+            ctx,
+            functools.partial(_tasks.remind, ctx, task_id=row.id, due=row.next_remind_at_ms),
+        )
     for name in ctx.db.read(lambda c: _firing.due_schedules(ctx, c, _BATCH)):
         work += _once(
             ctx,

@@ -256,4 +256,5 @@ def describe(
         if graph.search
         else {},
         step_inputs=step_inputs(conn, instance_id) if include_events else {},
+        started_by=m["started_by"] or "",
     )

@@ -94,6 +94,7 @@ def _view(m: Any) -> InstanceView:
         created_at_ms=int(m["created_at_ms"]),
         updated_at_ms=int(m["updated_at_ms"]),
         input=None if m["input"] is None else loads(m["input"]),
+        started_by=m["started_by"] or "",
     )
 
 

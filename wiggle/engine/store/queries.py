@@ -275,6 +275,7 @@ LOCKED_INSTANCE_FIELDS = (
     "mode",
     "parent_instance_id",
     "parent_token_id",
+    "started_by",
 )
 
 

@@ -45,6 +45,7 @@ class Inst:
     graph: Graph
     parent_instance_id: str | None
     parent_token_id: str | None
+    started_by: str | None = None  # the person who started it (a subflow child: its parent's)
 
     def row(self, input: Json, now_ms: int) -> dict[str, Any]:
         """Its new wiggle_instances row (every column), started with `input` at `now_ms`."""
@@ -62,6 +63,7 @@ class Inst:
             "parent_token_id": self.parent_token_id,
             "created_at_ms": now_ms,
             "updated_at_ms": now_ms,
+            "started_by": self.started_by,
         }
 
 

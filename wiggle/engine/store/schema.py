@@ -37,6 +37,7 @@ __all__ = [
     "HALTED_FINAL",
     "LEASED_TOKENS",
     "READY_TOKENS",
+    "REMINDED_TASKS",
     "SCHEMA_VERSION",
     "TIMED_TOKENS",
     "IncompatibleSchema",
@@ -66,7 +67,7 @@ HALTED_FAILED = "FAILED"
 HALTED_FINAL = "FINAL"
 
 #: The schema version this code writes. Bump it and add a MIGRATIONS entry for every change.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants a BIGINT identity.
 _SeqType = BigInteger().with_variant(Integer(), "sqlite")
@@ -121,6 +122,10 @@ instances = Table(
     # Since schema 2: the start input, kept after `context` became the final context (null for
     # instances started before schema 2).
     Column("input", Text),
+    # Since schema 8: who started it (the calling credential's name; a subflow child its
+    # parent's), for a human step's `exclude: [starter]`. Null: no person (a schedule's fire,
+    # a server without credentials, an instance started before schema 8).
+    Column("started_by", String(200)),
     # Listing is newest first (created_at_ms, id), optionally by flow or by status.
     Index("ix_wiggle_instances_created", "created_at_ms", "id"),
     Index("ix_wiggle_instances_flow", "flow", "created_at_ms", "id"),
@@ -355,6 +360,10 @@ schedule_fires = Table(
     Index("ix_wiggle_schedule_fires_instance", "instance_id"),
 )
 
+# The partial reminder index's condition (literal in the queries that use it, see READY_TOKENS).
+_REMINDED = "next_remind_at_ms IS NOT NULL"
+REMINDED_TASKS = text(_REMINDED)
+
 # Since schema 7. Human tasks (docs/human-tasks.md): one row each time a token parks at a human
 # step's await, written in that transition, with the values computed then (title, people) and
 # what the person is asked. Whether a task can still be answered is read from its token at the
@@ -386,11 +395,18 @@ human_tasks = Table(
     Column("completed_by", String(200)),
     Column("completed_at_ms", BigInteger),
     Column("answer", Text),  # JSON: the answer (approvals > 1: the list of answers)
+    # Since schema 8. Reminders (the step's `remind`): how many were recorded, when the last
+    # one was, and when the next one falls due (null: none left). The leader finds the due
+    # ones through the partial index (engine/ops/tasks.py `remind`).
+    Column("reminded_count", Integer, nullable=False, server_default="0"),
+    Column("last_reminded_at_ms", BigInteger),
+    Column("next_remind_at_ms", BigInteger),
     Index("ix_wiggle_human_tasks_instance", "instance_id", "created_at_ms"),
     Index("ix_wiggle_human_tasks_token", "token_id", "token_seq", unique=True),
     Index(
         "ix_wiggle_human_tasks_open", "state", "due_at_ms", **_where("state IN ('OPEN', 'CLAIMED')")
     ),
+    Index("ix_wiggle_human_tasks_remind", "next_remind_at_ms", **_where(_REMINDED)),
 )
 
 # Since schema 7. What was done to each human task, by whom: the audit trail, and what makes a
@@ -487,6 +503,25 @@ def _v6_to_v7(conn: Connection) -> None:
         table.create(conn)
 
 
+def _v7_to_v8(conn: Connection) -> None:
+    """Schema 8: instances record who started them; human tasks their reminders. (A database
+    upgraded from before 7 in the same run made its human task tables in this shape already.)"""
+    found = inspect(conn)
+    task_columns = {c["name"] for c in found.get_columns(human_tasks.name)}
+    for table, column, ddl in (
+        (instances.name, "started_by", "VARCHAR(200)"),
+        (human_tasks.name, "reminded_count", "INTEGER NOT NULL DEFAULT 0"),
+        (human_tasks.name, "last_reminded_at_ms", "BIGINT"),
+        (human_tasks.name, "next_remind_at_ms", "BIGINT"),
+    ):
+        if table == instances.name or column not in task_columns:
+            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}")
+    indexes = {ix["name"] for ix in found.get_indexes(human_tasks.name)}
+    for index in human_tasks.indexes:
+        if index.name == "ix_wiggle_human_tasks_remind" and index.name not in indexes:
+            index.create(conn)
+
+
 #: MIGRATIONS[v] upgrades a database at version v to v + 1, inside the creation transaction.
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
@@ -495,6 +530,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     4: _v4_to_v5,
     5: _v5_to_v6,
     6: _v6_to_v7,
+    7: _v7_to_v8,
 }
 
 
