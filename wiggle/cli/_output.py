@@ -140,7 +140,8 @@ def describe_text(view: Instance, *, events: bool) -> str:
         f"flow      {view.flow} {view.version}",
         f"status    {view.status}" + (f" ({view.reason})" if view.reason else ""),
         f"mode      {view.execution_mode}",
-        f"started   {_instant(view.created_at_ms)}",
+        f"started   {_instant(view.created_at_ms)}"
+        + (f" by {view.started_by}" if view.started_by else ""),
     ]
     if view.parent_instance_id:
         lines.append(f"parent    {view.parent_instance_id}")

@@ -76,11 +76,23 @@ def _show_text(t: HumanTask) -> str:
         f"due       {_at(t.due_at_ms)}",
         f"deadline  {_at(t.deadline_at_ms)}",
         f"created   {_at(t.created_at_ms)}",
+        f"reminded  {_reminded(t)}",
     ]
     if t.actions:
         lines.append("actions")
         lines += [f"  {_at(a.at_ms)}  {a.actor}  {a.action}" for a in t.actions]
     return "\n".join(lines)
+
+
+def _reminded(t: HumanTask) -> str:
+    """`2 times (last 2026-...Z); next 2026-...Z`, `never; next ...`, `never`."""
+    text = "never"
+    if t.reminded_count:
+        times = "once" if t.reminded_count == 1 else f"{t.reminded_count} times"
+        text = f"{times} (last {_at(t.last_reminded_at_ms)})"
+    if t.next_remind_at_ms:
+        text += f"; next {_at(t.next_remind_at_ms)}"
+    return text
 
 
 def _answer_text(done: str, got: TaskAnswer) -> str:

@@ -138,6 +138,7 @@ def _instance(msg: pb.Instance) -> Instance:
         current_node=msg.current_node,
         search=_loads(msg.search) or {},
         step_inputs=_loads(msg.step_inputs) or {},
+        started_by=msg.started_by,
     )
 
 

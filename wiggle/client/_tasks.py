@@ -53,6 +53,9 @@ class HumanTask:
     answer: Any  # what the flow got (None until COMPLETED)
     approved: list[dict[str, Any]]  # the answers so far: {by, answer, at_ms}
     actions: list[HumanTaskAction] = field(default_factory=list)  # get_task only
+    reminded_count: int = 0  # how many of its reminders were recorded
+    last_reminded_at_ms: int | None = None
+    next_remind_at_ms: int | None = None  # while open: when the next reminder falls due
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,9 @@ def task_from_pb(t: apb.HumanTask) -> HumanTask:
             )
             for a in t.actions
         ],
+        reminded_count=t.reminded_count,
+        last_reminded_at_ms=t.last_reminded_at_ms or None,
+        next_remind_at_ms=t.next_remind_at_ms or None,
     )
 
 

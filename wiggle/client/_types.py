@@ -133,6 +133,8 @@ class Instance:
     # describe with events: node id -> {"context", "at_ms"[, "input"]}, what each top-level node
     # received the last time it was entered (what `reset` to it rewinds to)
     step_inputs: dict[str, Any] = field(default_factory=dict)
+    # who started it (the starting credential's name); "" when no person did (a schedule)
+    started_by: str = ""
 
 
 class InstancePage(list[Instance]):

@@ -205,6 +205,7 @@ def instance_to_pb(view: InstanceView, *, full: bool = True) -> pb.Instance:
         created_at_ms=view.created_at_ms,
         updated_at_ms=view.updated_at_ms,
         current_node=view.current_node,  # a listing names where a running instance is, too
+        started_by=view.started_by,
     )
     if view.search:
         msg.search = encode_json(view.search)

@@ -19,7 +19,7 @@ from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.engine import Engine, InstanceFilter, InstanceStatus, Report, ReportKind, WorkerNote
 from wiggle.errors import InvalidRequest, PayloadTooLarge, StaleLease, Unavailable, WiggleError
 from wiggle.filters import parse_filter
-from wiggle.server._auth import GRANT
+from wiggle.server._auth import CALLER, GRANT
 from wiggle.server._calls import CallTracker, rpc_handler
 from wiggle.server._convert import (
     ReportMessage,
@@ -156,6 +156,9 @@ class WiggleService(pb_grpc.WiggleServicer):
             version=request.version or None,
             instance_id=request.instance_id or None,
             eager=eager,
+            # The calling credential is the starter (a human step's `exclude: [starter]`); a
+            # server without credentials knows of no person.
+            started_by=CALLER.get() or None,
         )
         response = pb.StartInstanceResponse(
             instance_id=result.instance_id, version=result.version, created=result.created

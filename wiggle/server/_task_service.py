@@ -59,6 +59,9 @@ def task_to_pb(v: TaskView) -> apb.HumanTask:
             )
             for a in v.actions
         ],
+        reminded_count=v.reminded_count,
+        last_reminded_at_ms=v.last_reminded_at_ms or 0,
+        next_remind_at_ms=v.next_remind_at_ms or 0,
     )
 
 

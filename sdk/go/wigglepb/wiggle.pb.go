@@ -1375,7 +1375,11 @@ type Instance struct {
 	// (and "input" for a combine or apply step): what each top-level node received the last time
 	// a token entered it, which a reset to that node rewinds to (docs/operations.md). Empty in
 	// listings.
-	StepInputs    []byte `protobuf:"bytes,17,opt,name=step_inputs,json=stepInputs,proto3" json:"step_inputs,omitempty"`
+	StepInputs []byte `protobuf:"bytes,17,opt,name=step_inputs,json=stepInputs,proto3" json:"step_inputs,omitempty"`
+	// Who started it: the name of the credential whose StartInstance call started it (a subflow
+	// child: its parent's starter). "" when no person did: a schedule's fire, a start on a
+	// server without credentials, an instance started before the server recorded starters.
+	StartedBy     string `protobuf:"bytes,18,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1527,6 +1531,13 @@ func (x *Instance) GetStepInputs() []byte {
 		return x.StepInputs
 	}
 	return nil
+}
+
+func (x *Instance) GetStartedBy() string {
+	if x != nil {
+		return x.StartedBy
+	}
+	return ""
 }
 
 type Token struct {
@@ -4033,7 +4044,7 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\x17DescribeInstanceRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12%\n" +
-	"\x0einclude_events\x18\x02 \x01(\bR\rincludeEvents\"\xe9\x04\n" +
+	"\x0einclude_events\x18\x02 \x01(\bR\rincludeEvents\"\x88\x05\n" +
 	"\bInstance\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x12\n" +
@@ -4054,7 +4065,9 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\fcurrent_node\x18\x0f \x01(\tR\vcurrentNode\x12\x16\n" +
 	"\x06search\x18\x10 \x01(\fR\x06search\x12\x1f\n" +
 	"\vstep_inputs\x18\x11 \x01(\fR\n" +
-	"stepInputs\"\x87\x04\n" +
+	"stepInputs\x12\x1d\n" +
+	"\n" +
+	"started_by\x18\x12 \x01(\tR\tstartedBy\"\x87\x04\n" +
 	"\x05Token\x12\x19\n" +
 	"\btoken_id\x18\x01 \x01(\tR\atokenId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12+\n" +

@@ -9,9 +9,11 @@ import json
 
 import pytest
 
+from tests.waiting import wait_until
 from wiggle import errors
 from wiggle.cli import main
 from wiggle.client import Client
+from wiggle.engine import Engine, VirtualClock
 from wiggle.server._credentials import token_digest
 
 pytestmark = pytest.mark.timeout(120)
@@ -49,7 +51,31 @@ token_sha256 = "{frank}"
 name = "mallory"
 scopes = ["person"]
 token_sha256 = "{mallory}"
+
+[[credential]]
+name = "carol"
+scopes = ["client", "person"]
+token_sha256 = "{carol}"
+
+[[credential]]
+name = "dave"
+scopes = ["person"]
+token_sha256 = "{dave}"
 """
+
+FOUR_EYES = b"""
+wiggle: 1
+name: expense
+steps:
+  - human: approve
+    title: Approve the expense
+    form: {}
+    candidates: {people: [carol, dave]}
+    exclude: [starter]
+    remind: [1h, 2h]
+    into: decision
+"""
+HOUR = 3_600_000
 
 
 @pytest.fixture
@@ -61,6 +87,8 @@ def secured(engine, start_server, tmp_path):
             alice=token_digest("t-alice"),
             frank=token_digest("t-frank"),
             mallory=token_digest("t-mallory"),
+            carol=token_digest("t-carol"),
+            dave=token_digest("t-dave"),
         )
     )
     server = start_server(engine, credentials=path)
@@ -160,3 +188,65 @@ def test_the_task_commands_on_a_server_without_credentials(engine, start_server,
     assert "alice  claim" in shown and "alice  complete" in shown
     with Client(server.address, retry_for=0) as c:
         assert c.describe(iid).context == {"decision": {"approved": False}}
+
+
+def test_the_starting_credential_is_the_starter_a_task_excludes(secured, capsys):
+    server, ops = secured
+    ops.deploy(FOUR_EYES)
+    with _as(server, "t-carol") as carol, _as(server, "t-dave") as dave:
+        iid = carol.start("expense", {}).instance_id
+        assert carol.describe(iid).started_by == "carol"
+        assert [i.started_by for i in carol.list_instances(flow="expense")] == ["carol"]
+        (task,) = dave.list_tasks()
+        assert task.excluded == ["carol"]
+        assert carol.list_tasks() == []
+        with pytest.raises(errors.PermissionDenied, match=r"four eyes: they started the inst"):
+            carol.complete_task(task.task_id, {"ok": True})
+        assert dave.complete_task(task.task_id, {"ok": True}).completed
+    assert main(["status", iid, "--address", server.address, "--token", "t-ops"]) == 0
+    assert "by carol" in next(
+        line for line in capsys.readouterr().out.splitlines() if line.startswith("started")
+    )
+    # An instance started by the admin credential excludes that credential's person.
+    other = ops.start("expense", {}).instance_id
+    (task,) = ops.list_tasks(admin=True, instance_id=other)
+    assert task.excluded == ["ops"]
+
+
+@pytest.fixture
+def clocked(database_url):
+    clock = VirtualClock()
+    engine = Engine(database_url, leader_ttl_s=5.0, clock=clock)
+    try:
+        yield engine, clock
+    finally:
+        engine.close()
+
+
+def test_a_reminder_reaches_the_task_view_and_wiggle_task_show(clocked, start_server, capsys):
+    """The server's ticker records a reminder once the clock reaches it (a server without
+    credentials: no person started the instance, so nobody is excluded)."""
+    engine, clock = clocked
+    server = start_server(engine)
+    with Client(server.address, retry_for=0) as c:
+        c.deploy(FOUR_EYES)
+        iid = c.start("expense", {}).instance_id
+        assert c.describe(iid).started_by == ""
+        (task,) = c.list_tasks(admin=True)
+        assert task.excluded == []
+        assert (task.reminded_count, task.last_reminded_at_ms) == (0, None)
+        assert task.next_remind_at_ms == task.created_at_ms + HOUR
+        clock.advance(HOUR)
+
+        def reminded():
+            got = c.get_task(task.task_id, admin=True)
+            return got if got.reminded_count else None
+
+        shown = wait_until(reminded, what="the first reminder recorded by the server's ticker")
+        assert shown.last_reminded_at_ms == task.created_at_ms + HOUR
+        assert shown.next_remind_at_ms == task.created_at_ms + 2 * HOUR
+        (event,) = [e for e in c.describe(iid, events=True).events if e.kind.endswith("reminded")]
+        assert event.detail["reminder"] == 1 and event.detail["people"] == ["carol", "dave"]
+    assert main(["task", "show", task.task_id, "--admin", "--address", server.address]) == 0
+    out = capsys.readouterr().out
+    assert "reminded  once (last 2026-01-01T01:00:00Z); next 2026-01-01T02:00:00Z" in out

@@ -446,7 +446,7 @@ class HumanTaskAction(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., at_ms: _Optional[int] = ..., actor: _Optional[str] = ..., action: _Optional[str] = ..., detail: _Optional[bytes] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class HumanTask(_message.Message):
-    __slots__ = ("task_id", "instance_id", "node_id", "flow", "version", "title", "instructions", "form", "assignee", "candidate_people", "candidate_groups", "excluded", "approvals", "created_at_ms", "due_at_ms", "deadline_at_ms", "state", "claimed_by", "completed_by", "completed_at_ms", "answer", "approved", "actions")
+    __slots__ = ("task_id", "instance_id", "node_id", "flow", "version", "title", "instructions", "form", "assignee", "candidate_people", "candidate_groups", "excluded", "approvals", "created_at_ms", "due_at_ms", "deadline_at_ms", "state", "claimed_by", "completed_by", "completed_at_ms", "answer", "approved", "actions", "reminded_count", "last_reminded_at_ms", "next_remind_at_ms")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -470,6 +470,9 @@ class HumanTask(_message.Message):
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     APPROVED_FIELD_NUMBER: _ClassVar[int]
     ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    REMINDED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LAST_REMINDED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_REMIND_AT_MS_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     instance_id: str
     node_id: str
@@ -493,7 +496,10 @@ class HumanTask(_message.Message):
     answer: bytes
     approved: bytes
     actions: _containers.RepeatedCompositeFieldContainer[HumanTaskAction]
-    def __init__(self, task_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., node_id: _Optional[str] = ..., flow: _Optional[str] = ..., version: _Optional[str] = ..., title: _Optional[str] = ..., instructions: _Optional[str] = ..., form: _Optional[bytes] = ..., assignee: _Optional[str] = ..., candidate_people: _Optional[_Iterable[str]] = ..., candidate_groups: _Optional[_Iterable[str]] = ..., excluded: _Optional[_Iterable[str]] = ..., approvals: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., due_at_ms: _Optional[int] = ..., deadline_at_ms: _Optional[int] = ..., state: _Optional[str] = ..., claimed_by: _Optional[str] = ..., completed_by: _Optional[str] = ..., completed_at_ms: _Optional[int] = ..., answer: _Optional[bytes] = ..., approved: _Optional[bytes] = ..., actions: _Optional[_Iterable[_Union[HumanTaskAction, _Mapping]]] = ...) -> None: ...
+    reminded_count: int
+    last_reminded_at_ms: int
+    next_remind_at_ms: int
+    def __init__(self, task_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., node_id: _Optional[str] = ..., flow: _Optional[str] = ..., version: _Optional[str] = ..., title: _Optional[str] = ..., instructions: _Optional[str] = ..., form: _Optional[bytes] = ..., assignee: _Optional[str] = ..., candidate_people: _Optional[_Iterable[str]] = ..., candidate_groups: _Optional[_Iterable[str]] = ..., excluded: _Optional[_Iterable[str]] = ..., approvals: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., due_at_ms: _Optional[int] = ..., deadline_at_ms: _Optional[int] = ..., state: _Optional[str] = ..., claimed_by: _Optional[str] = ..., completed_by: _Optional[str] = ..., completed_at_ms: _Optional[int] = ..., answer: _Optional[bytes] = ..., approved: _Optional[bytes] = ..., actions: _Optional[_Iterable[_Union[HumanTaskAction, _Mapping]]] = ..., reminded_count: _Optional[int] = ..., last_reminded_at_ms: _Optional[int] = ..., next_remind_at_ms: _Optional[int] = ...) -> None: ...
 
 class HumanTaskAnswer(_message.Message):
     __slots__ = ("task", "completed", "replayed")

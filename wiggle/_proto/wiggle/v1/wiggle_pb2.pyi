@@ -265,7 +265,7 @@ class DescribeInstanceRequest(_message.Message):
     def __init__(self, instance_id: _Optional[str] = ..., include_events: _Optional[bool] = ...) -> None: ...
 
 class Instance(_message.Message):
-    __slots__ = ("instance_id", "flow", "version", "status", "context", "reason", "execution_mode", "parent_instance_id", "created_at_ms", "updated_at_ms", "tokens", "events", "input", "child_instance_ids", "current_node", "search", "step_inputs")
+    __slots__ = ("instance_id", "flow", "version", "status", "context", "reason", "execution_mode", "parent_instance_id", "created_at_ms", "updated_at_ms", "tokens", "events", "input", "child_instance_ids", "current_node", "search", "step_inputs", "started_by")
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     FLOW_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -283,6 +283,7 @@ class Instance(_message.Message):
     CURRENT_NODE_FIELD_NUMBER: _ClassVar[int]
     SEARCH_FIELD_NUMBER: _ClassVar[int]
     STEP_INPUTS_FIELD_NUMBER: _ClassVar[int]
+    STARTED_BY_FIELD_NUMBER: _ClassVar[int]
     instance_id: str
     flow: str
     version: str
@@ -300,7 +301,8 @@ class Instance(_message.Message):
     current_node: str
     search: bytes
     step_inputs: bytes
-    def __init__(self, instance_id: _Optional[str] = ..., flow: _Optional[str] = ..., version: _Optional[str] = ..., status: _Optional[_Union[InstanceStatus, str]] = ..., context: _Optional[bytes] = ..., reason: _Optional[str] = ..., execution_mode: _Optional[_Union[ExecutionMode, str]] = ..., parent_instance_id: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[Token, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., input: _Optional[bytes] = ..., child_instance_ids: _Optional[_Iterable[str]] = ..., current_node: _Optional[str] = ..., search: _Optional[bytes] = ..., step_inputs: _Optional[bytes] = ...) -> None: ...
+    started_by: str
+    def __init__(self, instance_id: _Optional[str] = ..., flow: _Optional[str] = ..., version: _Optional[str] = ..., status: _Optional[_Union[InstanceStatus, str]] = ..., context: _Optional[bytes] = ..., reason: _Optional[str] = ..., execution_mode: _Optional[_Union[ExecutionMode, str]] = ..., parent_instance_id: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[Token, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., input: _Optional[bytes] = ..., child_instance_ids: _Optional[_Iterable[str]] = ..., current_node: _Optional[str] = ..., search: _Optional[bytes] = ..., step_inputs: _Optional[bytes] = ..., started_by: _Optional[str] = ...) -> None: ...
 
 class Token(_message.Message):
     __slots__ = ("token_id", "node_id", "state", "attempt", "lease_owner", "lease_expires_at_ms", "wake_at_ms", "branch", "context", "queue", "activity", "wait_kind", "child_instance_id", "ready_at_ms", "parent_token_id", "explanation")
