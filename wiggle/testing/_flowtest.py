@@ -196,8 +196,12 @@ class FlowTest:
 
     # -- driving ------------------------------------------------------------------------------
 
-    def start(self, input: Any = None, *, instance_id: str | None = None) -> str:
-        """Start the instance at the start time, then run what can run."""
+    def start(
+        self, input: Any = None, *, instance_id: str | None = None, person: str | None = None
+    ) -> str:
+        """Start the instance at the start time, then run what can run. `person`: who starts
+        it (a credential's name on a server), the starter a human step's `exclude: [starter]`
+        keeps from answering; None: no person (as a schedule's fire)."""
         if self.instance_id is not None:
             raise ScenarioError("this FlowTest has started its instance already")
         if self.schedule is not None:
@@ -211,6 +215,7 @@ class FlowTest:
             version=self.flow.version,
             instance_id=instance_id,
             eager=self.worker.eager,
+            started_by=person,
         )
         self.instance_id = result.instance_id
         if result.eager_task is not None:

@@ -615,6 +615,13 @@ def _scenarios(checker: _Checker, ctx: _Context, doc: Mapping[str, Any]) -> Iter
                         "schedule's fires start them, with the schedule's input",
                         at_key=True,
                     )
+            if "started_by" in spec:
+                checker.error(
+                    (*at, "started_by"),
+                    "a scenario with a schedule starts no instance of its own: the schedule's "
+                    "fires start them, and no person is their starter",
+                    at_key=True,
+                )
         timeline = spec.get("timeline", [])
         yield Scenario(
             name=name,
@@ -629,6 +636,7 @@ def _scenarios(checker: _Checker, ctx: _Context, doc: Mapping[str, Any]) -> Iter
             description=spec.get("description", ""),
             where=checker.where(at),
             schedule=schedule,
+            started_by=None if named else spec.get("started_by"),
         )
 
 

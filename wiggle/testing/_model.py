@@ -130,6 +130,8 @@ class Scenario:
     where: Where = ("", 0, 0)
     #: The schedule whose fires start the instances (none of the scenario's own), if any.
     schedule: Schedule | None = None
+    #: Who starts the instance (the starter a human step's `exclude: [starter]` excludes).
+    started_by: str | None = None
 
 
 @dataclass(frozen=True)

@@ -173,7 +173,11 @@ def run_scenario(
             run.apply_schedule(scenario.schedule)
         else:
             # The same instance id in every mode: handlers that build keys from it agree.
-            run.start(scenario.input, instance_id=harness.instance_id(scenario.name, mode))
+            run.start(
+                scenario.input,
+                instance_id=harness.instance_id(scenario.name, mode),
+                person=scenario.started_by,
+            )
         for moment in scenario.timeline:
             if moment.at_ms is not None:
                 run.advance_to(moment.at_ms)
