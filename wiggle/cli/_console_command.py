@@ -28,6 +28,8 @@ def _console(args: argparse.Namespace) -> int:
         require_login=True if args.require_login else None,
         tls=bool(args.https_cert),
         trusted_proxies=args.trusted_proxy or (),
+        credentials=args.credentials,
+        person=args.person,
     )
     if args.flows:
         settings = dataclasses.replace(settings, flows_dir=args.flows)
@@ -36,7 +38,12 @@ def _console(args: argparse.Namespace) -> int:
         server = ConsoleServer(
             backend, host, port, settings, tls_cert=args.https_cert, tls_key=args.https_key
         )
-        login = " (log in with the server's token)" if settings.require_login else ""
+        if settings.credentials:
+            login = " (each person logs in with their own token)"
+        elif settings.require_login:
+            login = " (log in with the server's token)"
+        else:
+            login = ""
         print(f"console: {server.url}/ for the server at {conn.address}{login}", flush=True)
         server.run()
     finally:
@@ -49,9 +56,10 @@ def register(subparsers: Any) -> None:
         "console",
         help="serve the web console of a Wiggle server",
         description="Serve the web console (instances, their live graphs, incidents, flows, "
-        "queues, workers) for the Wiggle server at --address. Bound to loopback it needs no "
-        "login; bound to any other address, or behind --trusted-proxy, it requires --token and "
-        "asks each browser to log in with it.",
+        "queues, workers, human tasks) for the Wiggle server at --address. Bound to loopback "
+        "it needs no login; bound to any other address, or behind --trusted-proxy, it requires "
+        "--token (or --credentials) and asks each browser to log in. With --credentials each "
+        "person logs in with their own token and sees their own tasks.",
     )
     p.add_argument(
         "--listen",
@@ -91,6 +99,24 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="a directory of flow files (with samples/NAME.json beside them): the flow pages "
         "show their descriptions and pre-fill the start form with the sample input",
+    )
+    flag(
+        p,
+        "--credentials",
+        env="WIGGLE_CONSOLE_CREDENTIALS",
+        metavar="FILE",
+        help="the server's credentials file: each person logs in with their own token, is the "
+        "credential's name, and sees what its scopes and groups allow (a login is then asked "
+        "for on loopback too)",
+    )
+    flag(
+        p,
+        "--as",
+        dest="person",
+        env="WIGGLE_PERSON",
+        metavar="PERSON",
+        help="without a login: the name the console acts on human tasks under, as an admin "
+        "(default: 'token' with --token, else 'admin')",
     )
     add_connection_flags(p)
     p.set_defaults(handler=_console)

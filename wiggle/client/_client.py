@@ -3,6 +3,7 @@ and schedules are mixed in from _admin and _schedules)."""
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import time
@@ -169,6 +170,14 @@ class Client(AdminCalls, ScheduleCalls, TaskCalls):
 
     def close(self) -> None:
         self._channel.close()
+
+    def with_token(self, token: str | None) -> Client:
+        """A client over this one's channel that presents `token` instead: for a service that
+        calls on behalf of several people (the console, as each person logged in). It costs
+        no connection of its own; close the original, not this one."""
+        twin = copy.copy(self)
+        twin._metadata = token_metadata(token)
+        return twin
 
     def __enter__(self) -> Client:
         return self

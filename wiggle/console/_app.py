@@ -2,6 +2,11 @@
 and the pages (`_instances`, `_flows`, `_operate`, `_bulk`, `_migrations`, `_schedules`),
 rendered with Jinja2 templates.
 
+Who is asking is decided here, per request (`_identity`): without a login the console itself
+(an admin); with one, the person whose token opened the session. Every call to the server is
+then made with that person's token (`_backend.acting_as`), and a person whose credential has
+only the `person` scope is let into the Tasks pages alone.
+
 Pages are server-rendered HTML; the one script (static/console.js) refreshes the live part of
 a page by fetching the same URL with `X-Wiggle-Fragment: 1`, which answers that part alone.
 Actions (start, signal, cancel, retry, reset, bulk actions, migrations, a schedule's pause,
@@ -27,27 +32,42 @@ from starlette.responses import FileResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from wiggle.console import _bulk, _flows, _instances, _migrations, _operate, _schedules
+from wiggle.console import (
+    _bulk,
+    _flows,
+    _instances,
+    _migrations,
+    _operate,
+    _schedules,
+    _tasks,
+)
 from wiggle.console import _security as sec
-from wiggle.console._backend import Backend
+from wiggle.console._backend import Backend, acting_as, done
+from wiggle.console._identity import Authenticator, CredentialsLogin, Identity, console_identity
 from wiggle.console._pages import FRAGMENT_HEADER, Pages
 
 __all__ = ["ConsoleSettings", "create_app"]
 
 _HERE = Path(__file__).parent
 _OPEN_PATHS = ("/login", "/static/", "/favicon.ico")
+#: What a login that may only act on its own human tasks may open.
+_TASK_PATHS = ("/tasks", "/logout")
 
 
 @dataclass(frozen=True)
 class ConsoleSettings:
     """How the app guards itself (the bind address decides the defaults, see `wiggle console`).
 
-    `require_login`: every page needs a session opened with `token`. `loopback_only`: answer
-    only to loopback Host names (but through a trusted proxy). `secure_cookies`: mark cookies
-    Secure (served over TLS; also set per request when a trusted proxy says HTTPS).
-    `trusted_proxies`: addresses whose X-Forwarded-Host/-Proto/-For are honoured.
-    `flows_dir`: flow files (and their samples/) that give a flow's description and a sample
-    input for its start form.
+    `require_login`: every page needs a session, opened with `token` or a credential of
+    `credentials` (or what `authenticator` accepts). `loopback_only`: answer only to loopback
+    Host names (but through a trusted proxy). `secure_cookies`: mark cookies Secure (served over
+    TLS; also set per request when a trusted proxy says HTTPS). `trusted_proxies`: addresses
+    whose X-Forwarded-Host/-Proto/-For are honoured. `flows_dir`: flow files (and their
+    samples/) that give a flow's description and a sample input for its start form.
+    `credentials`: the server's credentials file, whose tokens log people in (each as the
+    credential's name, groups and scopes). `person`: the name a console without a login acts
+    on human tasks under (`--as`). `authenticator`: another way to map a login to a person
+    (the seam for an identity provider); by default the token and the credentials file.
     """
 
     token: str | None = None
@@ -57,17 +77,32 @@ class ConsoleSettings:
     refresh_ms: int = 2000
     trusted_proxies: frozenset[str] = frozenset()
     flows_dir: str | None = None
+    credentials: str | None = None
+    person: str | None = None
+    authenticator: Authenticator | None = None
 
     def __post_init__(self) -> None:
-        if self.require_login and not self.token:
-            raise ValueError("a console that requires a login needs the token to check it against")
+        if self.require_login and not (self.token or self.credentials or self.authenticator):
+            raise ValueError(
+                "a console that requires a login needs the token or the credentials file to "
+                "check it against"
+            )
+
+    def login(self) -> Authenticator:
+        if self.authenticator is not None:
+            return self.authenticator
+        return CredentialsLogin(Path(self.credentials) if self.credentials else None, self.token)
 
 
 class _Guard(BaseHTTPMiddleware):
-    def __init__(self, app: Any, settings: ConsoleSettings, sessions: sec.Sessions) -> None:
+    def __init__(
+        self, app: Any, settings: ConsoleSettings, sessions: sec.Sessions, pages: Pages
+    ) -> None:
         super().__init__(app)
         self.settings = settings
         self.sessions = sessions
+        self.pages = pages
+        self.own = console_identity(settings.person, settings.token)
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         origin = sec.request_origin(request, self.settings.trusted_proxies)
@@ -93,18 +128,24 @@ class _Guard(BaseHTTPMiddleware):
             csrf = sec.new_secret()
         request.scope["wiggle.csrf"] = csrf
         path = request.url.path
-        if (
-            self.settings.require_login
-            and not path.startswith(_OPEN_PATHS)
-            and not self.sessions.valid(request.cookies.get(sec.SESSION_COOKIE))
-        ):
+        who: Identity | None = self.own
+        if self.settings.require_login:
+            who = self.sessions.identity(request.cookies.get(sec.SESSION_COOKIE))
+        request.scope["wiggle.identity"] = who
+        if who is None and not path.startswith(_OPEN_PATHS):
             if request.method == "GET" and FRAGMENT_HEADER not in request.headers:
                 target = "/login?" + urlencode({"next": request.url.path})
                 response: Response = RedirectResponse(target, status_code=303)
             else:
                 response = PlainTextResponse("log in first", status_code=401)
+        elif who is not None and not who.reads_everything and not _tasks_only(path):
+            response = self._tasks_only(request, who)
         else:
-            response = await call_next(request)
+            mark = acting_as(who)
+            try:
+                response = await call_next(request)
+            finally:
+                done(mark)
         if fresh:
             response.set_cookie(
                 sec.CSRF_COOKIE,
@@ -115,17 +156,40 @@ class _Guard(BaseHTTPMiddleware):
             )
         return response
 
+    def _tasks_only(self, request: Request, who: Identity) -> Response:
+        """A login that may only act on its tasks, asking for anything else."""
+        if request.url.path == "/" and request.method == "GET":
+            return RedirectResponse("/tasks", status_code=303)
+        message = (
+            f"{who.person} may see only their human tasks here: this console page needs a "
+            "credential with the admin, operator or client scope."
+        )
+        if FRAGMENT_HEADER in request.headers or request.method != "GET":
+            return PlainTextResponse(message, status_code=403)
+        return self.pages.page(request, "error.html", {"message": message}, 403)
+
+
+def _tasks_only(path: str) -> bool:
+    """Whether a login with only the `person` scope may open `path`."""
+    return path.startswith(_OPEN_PATHS) or any(
+        path == p or path.startswith(p + "/") for p in _TASK_PATHS
+    )
+
 
 def create_app(backend: Backend, settings: ConsoleSettings | None = None) -> Starlette:
     """The console as an ASGI app talking to the server behind `backend`."""
     settings = settings or ConsoleSettings()
-    sessions = sec.Sessions.for_token(settings.token)
+    sessions = sec.Sessions()
+    authenticator = settings.login()
     limiter = sec.LoginLimiter()
     pages = Pages.create(
         backend,
         refresh_ms=settings.refresh_ms,
         login_required=settings.require_login,
         flows_dir=settings.flows_dir,
+    )
+    pages.templates.env.globals["people_login"] = bool(
+        settings.credentials or settings.authenticator
     )
 
     async def home(request: Request) -> Response:
@@ -152,13 +216,16 @@ def create_app(backend: Backend, settings: ConsoleSettings | None = None) -> Sta
             )
             response.headers["Retry-After"] = str(math.ceil(wait))
             return response
-        session = sessions.login(str(form.get("token", "")))
-        if session is None:
+        who = await pages.call(authenticator.identify, str(form.get("token", "")))
+        if who is None:
             limiter.failed(origin.client)
             return pages.page(
                 request, "login.html", {"next": target, "problem": "wrong token"}, status_code=401
             )
         limiter.succeeded(origin.client)
+        session = sessions.open(who)
+        if not who.reads_everything and not _tasks_only(target):
+            target = "/tasks"  # what a person who may see only their tasks came for
         redirect = RedirectResponse(target, status_code=303)
         redirect.set_cookie(
             sec.SESSION_COOKIE,
@@ -186,9 +253,10 @@ def create_app(backend: Backend, settings: ConsoleSettings | None = None) -> Sta
         *_bulk.routes(pages),
         *_migrations.routes(pages),
         *_schedules.routes(pages),
+        *_tasks.routes(pages),
         Route("/login", pages.guarded(login), methods=["GET", "POST"]),
         Route("/logout", pages.guarded(logout), methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static"),
     ]
-    middleware = [Middleware(_Guard, settings=settings, sessions=sessions)]
+    middleware = [Middleware(_Guard, settings=settings, sessions=sessions, pages=pages)]
     return Starlette(routes=routes, middleware=middleware)

@@ -6,13 +6,20 @@ instead of an error. Older servers also ignore the newer ListInstances filters, 
 filters are applied again here to the page they return (a filter applied twice changes nothing).
 
 The pages read the client's own records (`Instance`, `Token`, `Event`, `DefinitionSummary`,
-`WorkerInfo`): the console keeps no copy of them, so a field the client learns reaches the pages
-without a change here.
+`WorkerInfo`, `HumanTask`): the console keeps no copy of them, so a field the client learns
+reaches the pages without a change here.
+
+Each call is made as the person the request is for: the guard around every request calls
+`acting_as(identity)`, and until the request ends every call presents that person's token (over
+the one channel), so the server's scopes and refusals are theirs. A console without a login,
+and the reads `own_describe` makes for a person's task, use the console's own credential.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
+from contextvars import Token as VarToken
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -24,6 +31,7 @@ from wiggle.client import (
     Client,
     Definition,
     DefinitionSummary,
+    HumanTask,
     IncidentPage,
     Instance,
     InstanceStatus,
@@ -33,9 +41,11 @@ from wiggle.client import (
     ScheduleFire,
     ScheduleInfo,
     Started,
+    TaskAnswer,
     TlsConfig,
     WorkerInfo,
 )
+from wiggle.console._identity import Identity
 
 __all__ = [
     "STATUSES",
@@ -43,11 +53,26 @@ __all__ = [
     "InstanceFilter",
     "InstancePage",
     "Unsupported",
+    "acting_as",
+    "done",
 ]
 
 T = TypeVar("T")
 
 STATUSES = ("RUNNING", "COMPLETED", "FAILED", "CANCELLED")
+
+#: The token of the person the current request is for (None: the console's own credential).
+_ACTING: ContextVar[str | None] = ContextVar("wiggle_console_token", default=None)
+
+
+def acting_as(identity: Identity | None) -> VarToken[str | None]:
+    """Make this request's calls with `identity`'s token (the console's own when it has none);
+    `done(mark)` ends that. The calls made off the event loop inherit it."""
+    return _ACTING.set(None if identity is None else identity.token)
+
+
+def done(mark: VarToken[str | None]) -> None:
+    _ACTING.reset(mark)
 
 
 class Unsupported(errors.WiggleError):
@@ -99,10 +124,17 @@ class Backend:
     ) -> None:
         self.address = address
         # Retry for a short while only: a person is waiting on the page.
-        self.client = Client(address, token=token, tls=tls, timeout=timeout, retry_for=2.0)
+        self._own = Client(address, token=token, tls=tls, timeout=timeout, retry_for=2.0)
+
+    @property
+    def client(self) -> Client:
+        """The client of the person this request is for (`acting_as`), else the console's
+        own: one channel, each call presenting that person's token."""
+        token = _ACTING.get()
+        return self._own if token is None else self._own.with_token(token)
 
     def close(self) -> None:
-        self.client.close()
+        self._own.close()
 
     def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         try:
@@ -287,3 +319,74 @@ class Backend:
             rate_per_s=rate_per_s,
             requested_by=requested_by,
         )
+
+    # -- human tasks (docs/human-tasks.md), as the person `who` ---------------------------------
+
+    @staticmethod
+    def _actor(who: Identity, admin: bool) -> dict[str, Any]:
+        return {"person": who.person, "groups": who.groups, "admin": admin}
+
+    def list_tasks(
+        self,
+        who: Identity,
+        *,
+        admin: bool = False,
+        states: Sequence[str] = (),
+        all_states: bool = False,
+        instance_id: str = "",
+        limit: int = 0,
+    ) -> list[HumanTask]:
+        return self._call(
+            self.client.list_tasks,
+            states=list(states),
+            all_states=all_states,
+            instance_id=instance_id,
+            limit=limit,
+            **self._actor(who, admin),
+        )
+
+    def get_task(self, who: Identity, task_id: str) -> HumanTask:
+        return self._call(self.client.get_task, task_id, **self._actor(who, who.task_admin))
+
+    def claim_task(self, who: Identity, task_id: str, request_id: str) -> TaskAnswer:
+        return self._call(
+            self.client.claim_task,
+            task_id,
+            request_id=request_id,
+            **self._actor(who, who.task_admin),
+        )
+
+    def unclaim_task(self, who: Identity, task_id: str, request_id: str) -> TaskAnswer:
+        return self._call(
+            self.client.unclaim_task,
+            task_id,
+            request_id=request_id,
+            **self._actor(who, who.task_admin),
+        )
+
+    def complete_task(
+        self, who: Identity, task_id: str, answer: Any, request_id: str
+    ) -> TaskAnswer:
+        return self._call(
+            self.client.complete_task,
+            task_id,
+            answer,
+            request_id=request_id,
+            **self._actor(who, who.task_admin),
+        )
+
+    def reassign_task(self, who: Identity, task_id: str, to: str, request_id: str) -> TaskAnswer:
+        return self._call(
+            self.client.reassign_task,
+            task_id,
+            to,
+            request_id=request_id,
+            person=who.person,
+            admin=True,
+        )
+
+    def own_describe(self, instance_id: str) -> Instance:
+        """The instance as the console's own credential reads it (without its events): the
+        context beside a task, for a person whose credential may not read instances. Only
+        after the server has shown them a task on it."""
+        return self._call(self._own.describe, instance_id)

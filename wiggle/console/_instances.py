@@ -152,7 +152,12 @@ def routes(pages: Pages) -> list[Route]:
             for t in view.tokens
             if t.state == "AWAITING" and t.node_id in graph["nodes"]
         ]
-        ordered = list(dict.fromkeys([s for s in waiting if s] + signals))
+        # A human step's signal (`task:NAME`) is answered through its task, never sent by hand.
+        ordered = [
+            s
+            for s in dict.fromkeys([s for s in waiting if s] + signals)
+            if not s.startswith("task:")
+        ]
         ended = max((e.at_ms for e in view.events), default=view.updated_at_ms)
         offer = reset_offer(typed, view.status, view.parent_instance_id, view.step_inputs)
         return {

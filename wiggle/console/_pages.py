@@ -92,6 +92,7 @@ class Pages:
         context = {
             "csrf": request.scope.get("wiggle.csrf", ""),
             "path": request.url.path,
+            "who": request.scope.get("wiggle.identity"),
             "now": int(time.time() * 1000),
             **context,
         }

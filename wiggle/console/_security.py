@@ -5,9 +5,10 @@
 - Bound to loopback, the console answers only requests whose Host is a loopback name, so a web
   page on another origin cannot reach it through DNS rebinding.
 - Off loopback (or when asked), every page but /login and /static needs a session: the login
-  form takes the same bearer token as the gRPC API and answers a random session id in an
-  HttpOnly, SameSite=Strict cookie. Sessions live in memory; restarting the console logs
-  everyone out.
+  form takes a bearer token of the gRPC API (the shared --token, or a credential of the
+  credentials file: `_identity`), and answers a random session id in an HttpOnly,
+  SameSite=Strict cookie; the session remembers who logged in. Sessions live in memory;
+  restarting the console logs everyone out.
 - Every POST carries the per-browser CSRF token of the `wiggle_csrf` cookie in a form field
   (double submit); a POST whose Origin is another site is refused as well.
 - Behind a TLS-terminating proxy declared with --trusted-proxy, requests from that address are
@@ -32,6 +33,8 @@ from dataclasses import dataclass
 
 from starlette.datastructures import FormData
 from starlette.requests import Request
+
+from wiggle.console._identity import Identity
 
 __all__ = [
     "CSP",
@@ -202,35 +205,35 @@ class LoginLimiter:
             self._seen.pop(client, None)
 
 
-@dataclass
 class Sessions:
-    """Logged-in browsers: random session ids with an expiry, kept in memory."""
+    """Logged-in browsers: random session ids, each with its expiry and who logged in, kept in
+    memory (the identity holds the token the console calls the server with for that person)."""
 
-    token: str | None
-    _ids: dict[str, float]
-    _lock: threading.Lock
+    def __init__(self) -> None:
+        self._ids: dict[str, tuple[float, Identity]] = {}
+        self._lock = threading.Lock()
 
-    @classmethod
-    def for_token(cls, token: str | None) -> Sessions:
-        return cls(token, {}, threading.Lock())
-
-    def login(self, offered: str) -> str | None:
-        """A new session id when `offered` is the token, else None."""
-        if self.token is None or not hmac.compare_digest(offered.encode(), self.token.encode()):
-            return None
+    def open(self, identity: Identity) -> str:
+        """A new session id for `identity`."""
         session = new_secret()
         with self._lock:
             now = time.monotonic()
-            self._ids = {s: t for s, t in self._ids.items() if t > now}  # drop expired
-            self._ids[session] = now + SESSION_SECONDS
+            self._ids = {s: v for s, v in self._ids.items() if v[0] > now}  # drop expired
+            self._ids[session] = (now + SESSION_SECONDS, identity)
         return session
 
-    def valid(self, session: str | None) -> bool:
+    def identity(self, session: str | None) -> Identity | None:
+        """Who the session is, None when it is unknown or has expired."""
         if not session:
-            return False
+            return None
         with self._lock:
-            expires = self._ids.get(session)
-        return expires is not None and expires > time.monotonic()
+            found = self._ids.get(session)
+        if found is None or found[0] <= time.monotonic():
+            return None
+        return found[1]
+
+    def valid(self, session: str | None) -> bool:
+        return self.identity(session) is not None
 
     def logout(self, session: str | None) -> None:
         with self._lock:

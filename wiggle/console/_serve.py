@@ -12,6 +12,7 @@ import socket
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import uvicorn
 
@@ -19,6 +20,7 @@ from wiggle.console._app import ConsoleSettings, create_app
 from wiggle.console._backend import Backend
 from wiggle.console._security import is_loopback
 from wiggle.errors import InvalidRequest
+from wiggle.server._credentials import CredentialError, CredentialStore
 
 __all__ = ["ConsoleServer", "parse_listen", "settings_for"]
 
@@ -38,19 +40,27 @@ def settings_for(
     require_login: bool | None = None,
     tls: bool = False,
     trusted_proxies: Iterable[str] = (),
+    credentials: str | None = None,
+    person: str | None = None,
 ) -> ConsoleSettings:
     """Safe defaults from the bind host: off loopback, or behind a trusted proxy, a login with
-    `token` is required (and a token must be given); on loopback only loopback Host names are
-    answered, except through the trusted proxy."""
+    `token` (or a credential of `credentials`) is required (and one must be given); on loopback
+    only loopback Host names are answered, except through the trusted proxy. A credentials file
+    asks for the login on loopback too: it is there to tell people apart."""
     proxies = frozenset(_proxy_address(p) for p in trusted_proxies if p.strip())
     loopback = is_loopback(host)
-    login = (not loopback or bool(proxies)) if require_login is None else require_login
+    if require_login is None:
+        login = not loopback or bool(proxies) or bool(credentials)
+    else:
+        login = require_login
     if proxies and not login:
         raise InvalidRequest(
             "behind a trusted proxy the console is reachable from other machines: it cannot "
             "do without its login"
         )
-    if login and not token:
+    if credentials:
+        _check_credentials(credentials)
+    if login and not token and not credentials:
         if not loopback:
             why = f"the console on {host} would be reachable from other machines"
         elif proxies:
@@ -58,7 +68,9 @@ def settings_for(
         else:
             why = "--require-login asks for the server's token at the login"
         raise InvalidRequest(
-            f"{why}: give --token (the server's bearer token), which people then type to log in"
+            f"{why}: give --token (the server's bearer token), which people then type to log "
+            "in, or --credentials (the server's credentials file: each person logs in with "
+            "their own token)"
         )
     return ConsoleSettings(
         token=token,
@@ -66,7 +78,17 @@ def settings_for(
         loopback_only=loopback,
         secure_cookies=tls,
         trusted_proxies=proxies,
+        credentials=credentials,
+        person=person,
     )
+
+
+def _check_credentials(path: str) -> None:
+    """A credentials file that cannot be read or parsed stops the console at start."""
+    try:
+        CredentialStore(Path(path))
+    except CredentialError as exc:
+        raise InvalidRequest(f"--credentials: {exc}") from None
 
 
 def _proxy_address(text: str) -> str:
