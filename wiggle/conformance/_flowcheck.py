@@ -44,6 +44,8 @@ __all__ = [
 ]
 
 AT_START = Moment("at_start")
+#: A signal name that answers a human step's task instead (docs/human-tasks.md).
+TASK_PREFIX = "task:"
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,12 @@ class FlowSignal:
     """A signal sent once its moment comes: `at_start` (buffered until awaited), `started:<node>`
     (as that step of the flow starts in this run: sent from the worker, before the handler runs,
     so the signal is in before the step's result whatever the machine's load) or
-    `AWAITING:<node>` (once the runner sees the instance parked there)."""
+    `AWAITING:<node>` (once the runner sees the instance parked there).
+
+    `task:<step>` answers the human step's task with the payload, once its moment has come and
+    the task is open (a plain signal of that name is refused: docs/human-tasks.md), as an
+    admin named `wiggle-conformance-N`, N counting the run's answers: a task that needs two
+    approvals is answered by two people."""
 
     name: str
     payload: Any
@@ -161,6 +168,7 @@ class _Live:
     outcome: ModeOutcome
     t0: float
     done: bool = False
+    answered: int = 0  # human tasks answered so far (each by another person)
     #: Held while sending: the worker's threads (a step starting) and the runner's loop both do.
     sending: threading.Lock = field(default_factory=threading.Lock)
 
@@ -269,8 +277,25 @@ def _send_due(client: Client, counter: _Counter, r: _Live) -> None:
                 due = any(t.node_id == when.node and str(t.state) == when.kind for t in tokens)
             if not due:
                 break
-            signal = r.pending.pop(0)
-            client.signal(r.root, signal.name, signal.payload)
+            signal = r.pending[0]
+            if signal.name.startswith(TASK_PREFIX):
+                if not _answer_task(client, r.root, signal, f"wiggle-conformance-{r.answered + 1}"):
+                    break  # its task is not open yet
+                r.answered += 1
+            else:
+                client.signal(r.root, signal.name, signal.payload)
+            r.pending.pop(0)
+
+
+def _answer_task(client: Client, root: str, signal: FlowSignal, person: str) -> bool:
+    """Answer the open task of the human step a `task:<step>` signal names, as an admin named
+    `person`; False when it has none open (yet)."""
+    step = signal.name.removeprefix(TASK_PREFIX)
+    for task in client.list_tasks(instance_id=root, admin=True, person=person):
+        if task.node_id == step:
+            client.complete_task(task.task_id, signal.payload, person=person, admin=True)
+            return True
+    return False
 
 
 def _step(client: Client, counter: _Counter, r: _Live, deadline: float, deadline_s: float) -> None:
