@@ -234,6 +234,7 @@ SHARED_FIXTURE_MODULES = frozenset(
         "tests/browser/test_console.py",
         "tests/browser/test_console_repair.py",
         "tests/browser/test_console_restart.py",
+        "tests/browser/test_console_tasks.py",
         "tests/browser/test_console_truth.py",
         "tests/conformance/test_negative_controls_typescript.py",
         "tests/integration/definitions/test_definitions_modes.py",

@@ -45,6 +45,9 @@ DOCUMENTED = (
     "bulk-preview",
     "batch",
     "migration-plan",
+    "tasks",
+    "task",
+    "task-refused",
 )
 SHIPPED = ("order-fulfilment", "document-pipeline", "nightly-batch-item", "nightly-batch")
 QUEUES = ("default", "orders", "documents", "batch")

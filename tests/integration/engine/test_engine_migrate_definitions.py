@@ -105,7 +105,10 @@ def _same(a: Any, b: Any) -> bool:
     }
 
 
-# -- invoice-approval: waiting for an approver, the payment step renamed -------------------------
+# -- invoice-approval: waiting for the lead's approval, the payment step renamed ------------------
+
+#: Who answers each human task of the sample invoice, in turn: the lead, then two of finance.
+APPROVERS = (("ana", ("engineering-leads",)), ("ben", ("finance",)), ("carla", ("finance",)))
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -114,23 +117,29 @@ def test_invoice_waiting_for_approval_with_the_payment_step_renamed(make_driver,
     d.deploy(source("invoice-approval", 1))
     iid = d.engine.start("invoice-approval", sample("invoice-approval")).instance_id
     view = d.run(iid, until=awaiting)
-    assert [t.node_id for t in view.tokens if t.state is TokenState.AWAITING] == [
-        "approval_decision"
-    ]
+    assert [t.node_id for t in view.tokens if t.state is TokenState.AWAITING] == ["lead_approval"]
     v2 = d.deploy(source("invoice-approval", 2))
     blocked_free = migrate(d, "invoice-approval", mapping={"schedule_payment": "queue_payment"})
     assert blocked_free["summary"]["migrate"] == 1
     mark = len(d.ran)
+    people = iter(APPROVERS)
     while d.engine.describe(iid).status is InstanceStatus.RUNNING:
         view = d.run(iid, until=lambda v: awaiting(v) or v.status is not InstanceStatus.RUNNING)
         if awaiting(view):
-            d.engine.signal(iid, "approval_decision", {"approve": True})
+            person, groups = next(people)
+            (task,) = d.engine.list_tasks(person, groups, instance_id=iid)
+            d.engine.complete_task(task.task_id, person, groups, {"approved": True})
+    assert next(people, None) is None  # the lead and two of finance were asked
     done = d.engine.describe(iid)
     assert done.status is InstanceStatus.COMPLETED and done.version == v2.version
     after = ran_after(d, mark)
     assert after[-3:] == ["schedule_payment", "notify_submitter", "archive_invoice"]
     assert done.context["notified"] == {"to": "lin@example.com", "outcome": "paid"}
     assert done.context["payment"]["scheduled"] is True
+    assert done.context["finance"] == [
+        {"by": "ben", "approved": True},
+        {"by": "carla", "approved": True},
+    ]
 
 
 # -- order-fulfilment: before its first step, and at the combine step ----------------------------

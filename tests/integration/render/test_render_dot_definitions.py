@@ -28,7 +28,8 @@ def _names(graph: Graph) -> set[str]:
         elif isinstance(node, Predicate):
             names.add(node.activity + "?")
         elif isinstance(node, Await):
-            names.add(node.signal)
+            # A human step is drawn by its name (the task's), not by its signal `task:NAME`.
+            names.add(node.id if node.human is not None else node.signal)
     return names
 
 
