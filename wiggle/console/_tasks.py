@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -48,6 +48,8 @@ STATES: dict[str, tuple[str, ...]] = {
     "any": (),
 }
 OPEN = ("OPEN", "CLAIMED")
+_ADMIN_SCOPES = frozenset({"admin", "operator"})
+NOT_YOURS = "It is not for you."
 
 NOTICES = {
     "claimed": "You claimed this task: until you release it, only you (or an admin) can answer it.",
@@ -125,15 +127,21 @@ def _shows(who: Identity) -> list[str]:
 def may_act(task: HumanTask, who: Identity) -> tuple[bool, str]:
     """Whether the person may answer the task now, and why not: the engine's rules
     (docs/human-tasks.md#who-may-act), read from the task as shown. The engine decides again
-    when they act."""
+    when they act. An admin may answer any open task; when only that lets them (excluded, not
+    for them, claimed by another), the reason says so."""
     if task.state not in OPEN:
         return False, ""
     if who.task_admin:
-        return True, ""
+        # Said when a rule would stop them as a person (an exclusion, another's claim, their
+        # own answer), not for a task that is merely not theirs: an admin's usual case.
+        as_person, why = may_act(task, replace(who, scopes=who.scopes - _ADMIN_SCOPES))
+        if as_person or why == NOT_YOURS:
+            return True, ""
+        return True, f"As a person you could not: {why} As an admin you may."
     if who.person in task.excluded:
         return False, (
-            "You may not answer it: you are excluded from it (four eyes: you answered this "
-            "instance's previous task)."
+            "You may not answer it: you are excluded from it (four eyes: you started this "
+            "instance, or answered its previous task)."
         )
     if task.claimed_by and task.claimed_by != who.person:
         return False, f"{task.claimed_by} has claimed it: only they can answer it now."
@@ -146,7 +154,7 @@ def may_act(task: HumanTask, who: Identity) -> tuple[bool, str]:
         or set(task.candidate_groups) & set(who.groups)
     ):
         return True, ""
-    return False, "It is not for you."
+    return False, NOT_YOURS
 
 
 def for_whom(task: HumanTask) -> list[str]:

@@ -241,6 +241,9 @@ def test_an_answer_to_a_closed_or_someone_elses_task_says_why_and_does_nothing(s
         console.log_in("ana")
         stale = console.request_id(lead.task_id)  # a form ana keeps open
         console.log_in("admin")
+        page = console.http.get(f"/tasks/{lead.task_id}").text
+        # The admin started the invoice (exclude: [starter]): only being an admin lets them.
+        assert "As a person you could not: You may not answer it: you are excluded" in page
         first = console.request_id(lead.task_id)
         assert console.post(f"/tasks/{lead.task_id}/complete", request_id=first,
                             **{"answer/approved": "true"}).status_code == 303  # fmt: skip

@@ -84,8 +84,11 @@ def test_who_may_answer_a_task():
     assert may_act(BASE, ana) == (True, "")
     assert may_act(BASE, ben) == (False, "It is not for you.")
     assert may_act(BASE, boss) == (True, "")
-    excluded = replace(BASE, excluded=["ana"])
+    excluded = replace(BASE, excluded=["ana", "boss"])
     assert "excluded" in may_act(excluded, ana)[1]
+    allowed, note = may_act(excluded, boss)  # an admin may, and is told why only as an admin
+    assert allowed and note.startswith("As a person you could not: You may not answer it")
+    assert note.endswith("As an admin you may.")
     claimed = replace(BASE, state="CLAIMED", claimed_by="carla")
     assert may_act(claimed, ana) == (False, "carla has claimed it: only they can answer it now.")
     twice = replace(BASE, approvals=2, approved=[{"by": "ana", "answer": {}, "at_ms": NOW}])
