@@ -78,11 +78,17 @@ class Tasks:
         )
 
     def unclaim_task(
-        self, task_id: str, person: str, *, admin: bool = False, request_id: str | None = None
+        self,
+        task_id: str,
+        person: str,
+        groups: Sequence[str] = (),
+        *,
+        admin: bool = False,
+        request_id: str | None = None,
     ) -> TaskAnswer:
         return self.db.write(
             lambda c: _tasks.unclaim(
-                self.ops, c, task_id, person, admin=admin, request_id=request_id
+                self.ops, c, task_id, person, groups, admin=admin, request_id=request_id
             )
         )
 

@@ -137,9 +137,9 @@ class TaskMethods:
     def UnclaimHumanTask(
         self, request: apb.HumanTaskRequest, context: grpc.ServicerContext
     ) -> apb.HumanTaskAnswer:
-        person, _groups, admin = _acting_on_task(request)
+        person, groups, admin = _acting_on_task(request)
         got = self._engine.unclaim_task(
-            request.task_id, person, admin=admin, request_id=request.request_id or None
+            request.task_id, person, groups, admin=admin, request_id=request.request_id or None
         )
         return _answer_to_pb(got)
 

@@ -112,8 +112,16 @@ def test_a_person_sees_and_answers_their_tasks_as_themselves(secured):
             ["finance"],
         )
         assert mallory.list_tasks() == []
+        # Every task call of a person who is not a candidate is refused, reads included.
         with pytest.raises(errors.PermissionDenied, match="'mallory' may not act on human task"):
             mallory.complete_task(task.task_id, {"approved": True})
+        with pytest.raises(errors.PermissionDenied):
+            mallory.get_task(task.task_id)
+        with pytest.raises(errors.PermissionDenied):
+            mallory.claim_task(task.task_id)
+        with pytest.raises(errors.PermissionDenied):
+            mallory.unclaim_task(task.task_id)
+        assert mallory.list_tasks(all_states=True) == []
         with pytest.raises(errors.PermissionDenied, match="acts on human tasks as itself"):
             mallory.complete_task(task.task_id, {"approved": True}, person="frank")
         with pytest.raises(errors.PermissionDenied, match="not a member of group 'finance'"):
@@ -155,7 +163,9 @@ def test_an_admin_lists_every_task_and_reassigns(secured):
         assert (claimed.task.state, claimed.task.claimed_by) == ("CLAIMED", "mallory")
         with (  # alice is no longer the assignee
             _as(server, "t-alice") as alice,
-            pytest.raises(errors.PermissionDenied, match="it is for assignee 'mallory'"),
+            pytest.raises(
+                errors.PermissionDenied, match="may not act on human task .*: not theirs"
+            ),
         ):
             alice.complete_task(task.task_id, {"approved": True})
         with (  # frank is a candidate, but the task is claimed
@@ -180,8 +190,12 @@ def test_the_task_commands_on_a_server_without_credentials(engine, start_server,
     answer = ["task", "complete", task["task_id"], '{"approved": false}', "--as", "alice"]
     assert main([*answer, *at]) == 0
     assert capsys.readouterr().out.strip() == f"{task['task_id']} completed"
-    assert main(["task", "complete", task["task_id"], "{}", "--as", "frank", *at]) == 1
+    late = ["task", "complete", task["task_id"], "{}", "--as", "frank", "--group", "finance"]
+    assert main([*late, *at]) == 1
     assert "was completed by 'alice'" in capsys.readouterr().err
+    # Someone it was never for learns nothing of it, not even that it was completed.
+    assert main(["task", "complete", task["task_id"], "{}", "--as", "mallory", *at]) == 1
+    assert capsys.readouterr().err.strip().endswith(": not theirs")
     assert main(["task", "show", task["task_id"], "--admin", *at]) == 0
     shown = capsys.readouterr().out
     assert "state     COMPLETED by alice" in shown

@@ -449,12 +449,23 @@ def _replay(
 
 
 def _act_on_open(
-    ctx: OpsContext, conn: Connection, task_id: str, person: str, request_id: str | None
+    ctx: OpsContext,
+    conn: Connection,
+    task_id: str,
+    person: str,
+    request_id: str | None,
+    groups: Sequence[str],
+    admin: bool,
 ) -> tuple[_Acting, TaskAnswer | None]:
     """The task read under its instance's lock, and the answer recorded for `request_id` when
     this request was seen before (a repeat is answered as the first time, open or not);
-    TaskNotOpen when the request is new and the task is no longer open."""
+    TaskNotOpen when the request is new and the task is no longer open. First of all,
+    PermissionDenied for a person the task is not for: no answer tells them anything of it
+    (its state, who completed it, its content)."""
     act = _begin(ctx, conn, task_id)
+    if not (admin or _visible(act.view, person, groups) or eligible(act.view, person, groups)):
+        # An excluded candidate passes here and is told why by _check_person.
+        raise PermissionDenied(f"{person!r} may not act on human task {task_id!r}: not theirs")
     replayed = _replay(conn, act, request_id, person)
     if replayed is None and not act.view.open:
         raise _not_open(act.view)
@@ -503,7 +514,7 @@ def claim(
 ) -> TaskAnswer:
     """`person` takes the task: until they unclaim it, no one else may answer it."""
     _need_person(person, "claiming")
-    act, replayed = _act_on_open(ctx, conn, task_id, person, request_id)
+    act, replayed = _act_on_open(ctx, conn, task_id, person, request_id, groups, admin)
     if replayed is not None:
         return replayed
     view = act.view
@@ -534,13 +545,14 @@ def unclaim(
     conn: Connection,
     task_id: str,
     person: str,
+    groups: Sequence[str] = (),
     *,
     admin: bool = False,
     request_id: str | None = None,
 ) -> TaskAnswer:
     """The person who claimed the task (or an admin) gives it back: OPEN again."""
     _need_person(person, "releasing")
-    act, replayed = _act_on_open(ctx, conn, task_id, person, request_id)
+    act, replayed = _act_on_open(ctx, conn, task_id, person, request_id, groups, admin)
     if replayed is not None:
         return replayed
     view = act.view
@@ -582,7 +594,7 @@ def reassign(
     _need_person(by, "reassigning")
     if not to:
         raise InvalidRequest("reassign needs the person the task goes to")
-    act, replayed = _act_on_open(ctx, conn, task_id, by, request_id)
+    act, replayed = _act_on_open(ctx, conn, task_id, by, request_id, (), admin)
     if replayed is not None:
         return replayed
     view = act.view
@@ -629,7 +641,7 @@ def complete(
     the signal `task:<node>` to the task's token: the answer itself (N = 1), or the list of
     {"by", "answer", "at_ms"} in the order they came (N > 1)."""
     _need_person(person, "answering")
-    act, replayed = _act_on_open(ctx, conn, task_id, person, request_id)
+    act, replayed = _act_on_open(ctx, conn, task_id, person, request_id, groups, admin)
     if replayed is not None:
         return replayed
     view = act.view
