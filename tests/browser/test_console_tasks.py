@@ -8,7 +8,6 @@ way a person does, by their titles in the inbox (never by an id it was told).
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.browser.conftest import DEFINITIONS
 from tests.browser.live import live_attr, live_text, live_texts
+from tests.invoices import PEOPLE, start_invoice, task_of, token
 from tests.waiting import wait_until
 from wiggle.client import Client, HumanTask
 from wiggle.console import Backend, ConsoleServer, ConsoleSettings
@@ -32,12 +32,6 @@ from wiggle.worker import Worker, load_handlers
 pytestmark = pytest.mark.timeout(180)
 
 WAIT = 20  # seconds: a generous bound for a loaded two-core machine, not an expected time
-PEOPLE = DEFINITIONS / "people"
-SAMPLE = json.loads((DEFINITIONS / "samples" / "invoice-approval.json").read_text())
-
-
-def token(person: str) -> str:
-    return (PEOPLE / f"{person}.token").read_text().strip()
 
 
 @dataclass
@@ -46,22 +40,10 @@ class People:
     console_url: str
 
     def invoice(self, invoice_id: str, **changes: Any) -> str:
-        """Start an invoice (the sample's, changed) and wait until its lead's task is open."""
-        value = {**SAMPLE, "invoice_id": invoice_id, **changes}
-        iid = self.admin.start("invoice-approval", value).instance_id
-        self.task(iid, "lead_approval")
-        return iid
+        return start_invoice(self.admin, invoice_id, **changes)
 
     def task(self, instance_id: str, step: str, state: str = "OPEN") -> HumanTask:
-        def found() -> HumanTask | None:
-            for t in self.admin.list_tasks(
-                instance_id=instance_id, all_states=True, admin=True, person="admin"
-            ):
-                if t.node_id == step and t.state == state:
-                    return t
-            return None
-
-        return wait_until(found, WAIT, f"the {step} task of {instance_id} {state}")
+        return task_of(self.admin, instance_id, step, state)
 
 
 @pytest.fixture(scope="module")

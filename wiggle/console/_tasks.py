@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -29,6 +29,9 @@ from wiggle.console._backend import Unsupported
 from wiggle.console._identity import Identity
 from wiggle.console._pages import Pages
 from wiggle.console._taskform import ANSWER, Field, answer_from, field_problems, form_fields
+
+#: A page: what Starlette calls for a request.
+Handler = Callable[[Request], Awaitable[Response]]
 
 __all__ = ["SHOWS", "STATES", "TaskQuery", "may_act", "routes", "task_query"]
 
@@ -328,27 +331,24 @@ def routes(pages: Pages) -> list[Route]:
             message = f"{name} refused: {exc}"
             return None, await _task_page(request, task_id, status_code=409, refusal=message)
 
-    async def claim(request: Request) -> Response:
-        who, task_id = who_of(request), request.path_params["task_id"]
-        form = await pages.checked_form(request)
-        got, refused = await _act(
-            request, "Claim", backend.claim_task, who, task_id, _request_id(form)
-        )
-        if refused is not None:
-            return refused
-        assert got is not None
-        return _to_task(task_id, "claimed", got.replayed)
+    def taking(name: str, method: str, done: str) -> Handler:
+        """Claim or release (the backend's `method`): the person, the task and the form's
+        request id, nothing else."""
 
-    async def release(request: Request) -> Response:
-        who, task_id = who_of(request), request.path_params["task_id"]
-        form = await pages.checked_form(request)
-        got, refused = await _act(
-            request, "Release", backend.unclaim_task, who, task_id, _request_id(form)
-        )
-        if refused is not None:
-            return refused
-        assert got is not None
-        return _to_task(task_id, "released", got.replayed)
+        async def handler(request: Request) -> Response:
+            who, task_id = who_of(request), request.path_params["task_id"]
+            form = await pages.checked_form(request)
+            call = getattr(backend, method)
+            got, refused = await _act(request, name, call, who, task_id, _request_id(form))
+            if refused is not None:
+                return refused
+            assert got is not None
+            return _to_task(task_id, done, got.replayed)
+
+        return handler
+
+    claim = taking("Claim", "claim_task", "claimed")
+    release = taking("Release", "unclaim_task", "released")
 
     async def reassign(request: Request) -> Response:
         who, task_id = who_of(request), request.path_params["task_id"]

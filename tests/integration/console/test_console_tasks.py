@@ -6,7 +6,6 @@ reassign, the context beside a task, and a console without a login."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from tests.invoices import CREDENTIALS, start_invoice, task_of, token
 from tests.waiting import wait_until
 from wiggle.client import Client, HumanTask
 from wiggle.console import Backend, ConsoleSettings, create_app
@@ -26,14 +26,7 @@ from wiggle.worker import Worker, load_handlers
 
 ROOT = Path(__file__).resolve().parents[3]
 DEFINITIONS = ROOT / "definitions"
-PEOPLE = DEFINITIONS / "people"
-CREDENTIALS = PEOPLE / "credentials.toml"
-SAMPLE = json.loads((DEFINITIONS / "samples" / "invoice-approval.json").read_text())
 BASE = "http://127.0.0.1:8080"
-
-
-def token(person: str) -> str:
-    return (PEOPLE / f"{person}.token").read_text().strip()
 
 
 @dataclass
@@ -42,21 +35,10 @@ class Stack:
     admin: Client
 
     def invoice(self, invoice_id: str, **changes: Any) -> str:
-        value = {**SAMPLE, "invoice_id": invoice_id, **changes}
-        iid = self.admin.start("invoice-approval", value).instance_id
-        self.task(iid, "lead_approval")
-        return iid
+        return start_invoice(self.admin, invoice_id, **changes)
 
     def task(self, instance_id: str, step: str, state: str = "OPEN") -> HumanTask:
-        def found() -> HumanTask | None:
-            for t in self.admin.list_tasks(
-                instance_id=instance_id, all_states=True, admin=True, person="admin"
-            ):
-                if t.node_id == step and t.state == state:
-                    return self.admin.get_task(t.task_id, admin=True, person="admin")
-            return None
-
-        return wait_until(found, 20, f"the {step} task of {instance_id} {state}")
+        return task_of(self.admin, instance_id, step, state)
 
     def console(self, *, own_token: str | None = "console") -> Console:
         backend = Backend(self.address, token=token(own_token) if own_token else None)
