@@ -36,20 +36,27 @@ func ints(n int) []any {
 }
 
 // Without the limit this evaluation reads 18 GB and takes seconds; `|| true` cannot set it aside.
+// The evaluator reads the clock only while the evaluation runs, so the limit's detail shows that
+// the clock stopped it there, before its end. How soon after the limit it stopped is a speed, for
+// benchmarks: the limit is wall-clock time, which a loaded machine stretches. The bound of 30
+// seconds, far past the limit and its one step of lateness on any machine, only catches an
+// evaluation that ran on long after the clock said stop; that it ran for the limit at least, no
+// machine can change.
 func TestTimeLimitStopsAnEvaluation(t *testing.T) {
 	ctx := map[string]any{"a": strings.Repeat("a", 2_000_000), "l": ints(9000)}
 	ee, took := failure(t, `ctx.l.all(x, size(ctx.a) > 0) || true`, ctx)
 	if ee.Kind != expr.InvalidArgument || ee.Detail != "the evaluation ran longer than 1 second" {
 		t.Fatalf("failed with %s (%s)", ee.Kind, ee.Detail)
 	}
-	if took < expr.TimeLimit || took > 2*expr.TimeLimit {
-		t.Fatalf("stopped after %v; want soon after %v", took, expr.TimeLimit)
+	if took < expr.TimeLimit || took > 30*time.Second {
+		t.Fatalf("stopped after %v; want after %v, and long before 30 s", took, expr.TimeLimit)
 	}
 }
 
 // Every comprehension counts each step it takes, and the 10,001st of an evaluation stops it,
 // which no `||` can set aside.
 func TestIterationBudgetIsExact(t *testing.T) {
+	expr.SetTimeLimit(t, expr.RoomyTimeLimit) // 10,000 steps: not about the time limit
 	for _, src := range []string{
 		`ctx.l.all(x, x >= 0)`,
 		`ctx.l.exists(x, x < 0)`,

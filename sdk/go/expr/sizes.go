@@ -51,10 +51,10 @@ func (s *spent) step() {
 	}
 }
 
-// inTime stops the evaluation once TimeLimit has passed. time.Since reads the monotonic clock
-// alone: tens of nanoseconds, a fraction of the cheapest comprehension step.
+// inTime stops the evaluation once TimeLimit (timeLimit) has passed. time.Since reads the monotonic
+// clock alone: tens of nanoseconds, a fraction of the cheapest comprehension step.
 func (s *spent) inTime() {
-	if time.Since(s.start) > TimeLimit {
+	if time.Since(s.start) > timeLimit {
 		stop(timeLimitDetail)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wiggle-engine/wiggle/sdk/go/expr"
 )
@@ -126,6 +127,7 @@ var knownFailures = map[string]string{
 }
 
 func TestExpressionVectors(t *testing.T) {
+	expr.SetTimeLimit(t, expr.RoomyTimeLimit) // no case is about the time limit (export_test.go)
 	cases := loadCases(t)
 	names := map[string]bool{}
 	kinds := map[expr.Kind]bool{}
@@ -160,6 +162,7 @@ func TestExpressionVectors(t *testing.T) {
 }
 
 func TestSizeBudgetVectors(t *testing.T) {
+	expr.SetTimeLimit(t, expr.RoomyTimeLimit) // no case is about the time limit (export_test.go)
 	cases := loadFile(t, sizeFile)
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) { checkCase(t, c) })
@@ -170,7 +173,8 @@ func TestSizeBudgetVectors(t *testing.T) {
 }
 
 // TestTimeLimitVectors runs time.json's cases, each with its context built first. Each error case
-// runs for TimeLimit, twice (checkCase): about ten seconds in all.
+// runs for TimeLimit, twice (checkCase): about ten seconds in all. No case asserts how fast it
+// ran: the limit is wall-clock time, which a loaded machine stretches.
 func TestTimeLimitVectors(t *testing.T) {
 	cases := loadFile(t, timeFile)
 	for _, c := range cases {
@@ -179,7 +183,29 @@ func TestTimeLimitVectors(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.Ctx = raw
-		t.Run(c.Name, func(t *testing.T) { checkCase(t, c) })
+		t.Run(c.Name, func(t *testing.T) {
+			if c.Error == "" {
+				// What a value case checks is that the evaluation is linear: it takes milliseconds
+				// here, a search or a loop that is not takes minutes. Under a limit of a minute a
+				// loaded machine cannot make the first fail, and the second still does. The
+				// evaluator reads the clock before a node, not after the last one, so a single
+				// search that is not linear would end minutes late with its value: the clock is
+				// read once more here, as the limit would.
+				expr.SetTimeLimit(t, expr.RoomyTimeLimit)
+				start := time.Now()
+				checkCase(t, c)
+				if took := time.Since(start); took > expr.RoomyTimeLimit {
+					t.Fatalf("%s took %v, past the limit of %v", c.Expr, took, expr.RoomyTimeLimit)
+				}
+				return
+			}
+			// Under the profile's limit: each would run for ten seconds or more without it, and
+			// must end with the limit's error (one, the size budget's).
+			checkCaseWith(t, c, func(detail string) bool {
+				return detail == "the evaluation ran longer than 1 second" ||
+					strings.HasPrefix(detail, "the evaluation made more than ")
+			})
+		})
 	}
 	if len(cases) < 11 {
 		t.Fatalf("only %d time limit cases", len(cases))
@@ -262,6 +288,13 @@ func builtFrom(t *testing.T, op string, arg any) any {
 // checkCase evaluates c with float64 and json.Number contexts: its value, or its error kind.
 func checkCase(t *testing.T, c vectorCase) {
 	t.Helper()
+	checkCaseWith(t, c, nil)
+}
+
+// checkCaseWith is checkCase that also requires an error case's detail to satisfy detailOK
+// (unless nil).
+func checkCaseWith(t *testing.T, c vectorCase, detailOK func(string) bool) {
+	t.Helper()
 	{
 		{
 			x, err := expr.Compile(c.Expr)
@@ -282,6 +315,9 @@ func checkCase(t *testing.T, c vectorCase) {
 					}
 					if string(ee.Kind) != c.Error {
 						t.Fatalf("%s failed with %s (%s); want %s", c.Expr, ee.Kind, ee.Detail, c.Error)
+					}
+					if detailOK != nil && !detailOK(ee.Detail) {
+						t.Fatalf("%s failed with %s (%s): not the detail wanted", c.Expr, ee.Kind, ee.Detail)
 					}
 					if !strings.Contains(ee.Error(), "'"+c.Expr+"'") {
 						t.Fatalf("the message %q does not name the expression", ee.Error())

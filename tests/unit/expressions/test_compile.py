@@ -73,6 +73,7 @@ def test_positions_count_code_points_and_lines():
     assert texts == ["a", ".", "b", "(", "1u", ",", "2.5e3", ")"]
 
 
+@pytest.mark.usefixtures("roomy_time_limit")  # 10,000 iterations: not about the time limit
 def test_a_comprehension_past_the_iteration_budget_fails_its_evaluation_not_the_process():
     from wiggle.expressions import EvaluationError
     from wiggle.expressions._cel import ITERATION_BUDGET

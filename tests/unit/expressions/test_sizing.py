@@ -17,6 +17,9 @@ from wiggle.expressions._cel import OVER_SIZE_BUDGET
 from wiggle.expressions._sizing import SIZE_BUDGET
 from wiggle.expressions._syntax import parse, write
 
+# None of these cases is about the time limit, and some take a tenth of a second (conftest.py).
+pytestmark = pytest.mark.usefixtures("roomy_time_limit")
+
 SIZES = Path(__file__).parents[3] / "spec" / "conformance" / "expressions" / "sizes.json"
 CASES = json.loads(SIZES.read_text())["cases"]
 BIG = "x" * 200_000  # a context well within the payload limit

@@ -3,7 +3,12 @@ seconds or minutes stops at about one second and fails its node, and the string 
 linear, so that no single call holds an evaluation.
 
 The cases (spec/conformance/expressions/time.json) are the ones every SDK's evaluator runs; their
-contexts are too large to write out and are built from the file's `$` forms."""
+contexts are too large to write out and are built from the file's `$` forms.
+
+The limit is wall-clock time, which a loaded machine stretches, so no test here asserts how fast
+anything is (that is for benchmarks): an evaluation that must end within the limit runs under a
+limit of a minute (conftest.py), and one that must reach it is checked for the limit's error,
+with at most a bound that no loaded machine comes near."""
 
 from __future__ import annotations
 
@@ -41,53 +46,72 @@ def built(value: Any) -> Any:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-def test_time_vector(case: dict[str, Any]) -> None:
+def test_time_vector(case: dict[str, Any], request: pytest.FixtureRequest) -> None:
     expression = compile_expression(case["expr"])
     ctx = built(case["ctx"])
     if "error" in case:
+        # Under the profile's limit: each would run for ten seconds or more without it.
         with pytest.raises(EvaluationError) as caught:
             expression.evaluate(ctx)
         assert caught.value.kind == case["error"], caught.value.detail
         assert caught.value.detail in (OVER_TIME_LIMIT, OVER_SIZE_BUDGET)
     else:
+        # What a value case checks is that the evaluation is linear: it takes a tenth of a second
+        # here, a search or a loop that is not takes minutes. Under a limit of a minute a loaded
+        # machine cannot make the first fail, and the second still does.
+        request.getfixturevalue("roomy_time_limit")
         assert expression.evaluate(ctx) == case["value"]
 
 
+#: A bound on how long an evaluation that reaches a limit may take: far past the limit, which a
+#: loaded machine stretches by at most one iteration's work, and far short of the minute and more
+#: that the evaluations below would run for without their guard.
+LONG_BEFORE_THE_END_S = 30.0
+
+
 def test_a_loop_that_would_read_for_half_a_minute_stops_at_the_limit() -> None:
-    # Without the limit this reads 2,000,000 code points 18,000 times: about 20 s here. The
-    # bound below is twenty times the limit, far from both, so a loaded machine cannot flip it.
+    # Without the limit this reads 2,000,000 code points 54,000 times: a minute on an idle
+    # machine (a third of it took 20 s), minutes on a loaded one. The evaluator reads the clock
+    # once more when the library returns, so the detail alone would not show that the guard
+    # stopped the loop; the bound does, and a loaded machine does not come near it (one iteration
+    # is about 10 ms of work). It ran for the limit at least, which no machine can shorten.
     ctx = {"a": "a" * 2_000_000, "l": list(range(9_000))}
-    expression = compile_expression("ctx.l.all(x, size(ctx.a) + size(ctx.a) > 0)")
+    expression = compile_expression(f"ctx.l.all(x, {' + '.join(['size(ctx.a)'] * 6)} > 0)")
     began = time.monotonic()
     with pytest.raises(EvaluationError) as caught:
         expression.evaluate(ctx)
+    took = time.monotonic() - began
     assert caught.value.kind == "invalid_argument"
     assert caught.value.detail == OVER_TIME_LIMIT
-    assert time.monotonic() - began < 20 * TIME_LIMIT_S
+    assert TIME_LIMIT_S <= took < LONG_BEFORE_THE_END_S, took
 
 
 def test_a_spent_size_budget_ends_the_loop_that_spent_it() -> None:
     # Each step makes 2,000,001 characters: the budget is spent at the third. The library turns
     # the counting call's failure into an error value that `all` carries on past; without the
     # guard the loop went on concatenating for a minute (measured: 59 s) before failing.
+    # The bound tells the two apart on any machine; the budget's detail alone would not, as the
+    # first limit reached is the one reported.
     ctx = {"a": "a" * 2_000_000, "l": list(range(9_000))}
     expression = compile_expression("ctx.l.all(x, ctx.a < ctx.a + 'x')")
     began = time.monotonic()
     with pytest.raises(EvaluationError) as caught:
         expression.evaluate(ctx)
     assert caught.value.detail == OVER_SIZE_BUDGET
-    assert time.monotonic() - began < 20 * TIME_LIMIT_S
+    assert time.monotonic() - began < LONG_BEFORE_THE_END_S
 
 
 def test_the_limit_is_per_evaluation() -> None:
-    # Each evaluation takes a few milliseconds: many in a row, more than a second in all, pass.
+    # Many evaluations in a row, more than the limit in all, pass. Each is small (300 elements,
+    # filtered in runs of 100: about a millisecond), so that no loaded machine stretches one to
+    # the limit.
     expression = compile_expression("ctx.l.filter(x, x % 7 == 0).size()")
-    ctx = {"l": list(range(9_000))}
+    ctx = {"l": list(range(300))}
     began = time.monotonic()
     results = []
     while time.monotonic() - began < 1.5 * TIME_LIMIT_S:
         results.append(expression.evaluate(ctx))
-    assert set(results) == {1286}
+    assert set(results) == {43}
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,9 @@ import pytest
 
 from wiggle.expressions import ERROR_KINDS, EvaluationError, compile_expression
 
+# None of these cases is about the time limit, and some take a tenth of a second (conftest.py).
+pytestmark = pytest.mark.usefixtures("roomy_time_limit")
+
 VECTORS = Path(__file__).parents[3] / "spec" / "conformance" / "expressions" / "vectors.json"
 CASES = json.loads(VECTORS.read_text())["cases"]
 

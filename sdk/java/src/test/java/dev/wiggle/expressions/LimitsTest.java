@@ -30,7 +30,13 @@ class LimitsTest {
     return l;
   }
 
-  // Without the limit this evaluation compares 9,000 pairs of long lists: about 10 seconds.
+  // Without the limit this evaluation compares 9,000 pairs of long lists: about 10 seconds. The
+  // evaluator reads the clock only while the evaluation runs, so the limit's detail shows that
+  // the clock stopped it there, before its end. How soon after the limit it stopped is a speed,
+  // for benchmarks: the limit is wall-clock time, which a loaded machine stretches. The bound of
+  // 30 seconds, far past the limit and its 16 nodes of lateness on any machine, only catches an
+  // evaluation that ran on long after the clock said stop; that it ran for the limit at least,
+  // no machine can change.
   @Test
   void theTimeLimitStopsAnEvaluationThatCouldSetAnErrorAside() {
     Expression e = Expression.compile("ctx.l.all(x, ctx.s == ctx.t) || true");
@@ -40,25 +46,33 @@ class LimitsTest {
     long took = System.nanoTime() - start;
     assertEquals("invalid_argument", err.kind());
     assertEquals("the evaluation ran longer than 1 second", err.detail());
-    assertTrue(took >= Sizes.TIME_LIMIT_NANOS && took < 2 * Sizes.TIME_LIMIT_NANOS, took + " ns");
+    assertTrue(took >= Sizes.TIME_LIMIT_NANOS && took < 30 * Sizes.TIME_LIMIT_NANOS, took + " ns");
   }
 
-  // The first concatenation past the budget ends the loop; were the loop to run on, the time
-  // limit would end it instead, with its own detail.
+  // The first concatenation past the budget ends the loop; were the loop to run on, `|| true`
+  // would set its errors aside and it would end without one (or, past the time limit, with the
+  // limit's detail). Three steps, not about the time limit (TimeLimits).
   @Test
-  void aSpentSizeBudgetEndsTheLoopThatSpentIt() {
+  void aSpentSizeBudgetEndsTheLoopThatSpentIt() throws Throwable {
     Expression e = Expression.compile("ctx.l.all(x, ctx.a < ctx.b + 'x') || true");
     Map<String, Object> ctx =
         Map.of("a", "a".repeat(2_000_000), "b", "a".repeat(2_000_000), "l", range(9000));
-    EvaluationException err = assertThrows(EvaluationException.class, () -> e.evaluate(ctx, null));
-    assertEquals("invalid_argument", err.kind());
-    assertEquals(Sizes.OVER, err.detail());
+    TimeLimits.roomy(() -> {
+      EvaluationException err =
+          assertThrows(EvaluationException.class, () -> e.evaluate(ctx, null));
+      assertEquals("invalid_argument", err.kind());
+      assertEquals(Sizes.OVER, err.detail());
+    });
   }
 
   // Every comprehension counts each element it visits, and the 10,001st of an evaluation stops
   // it, which neither || nor && can set aside.
   @Test
-  void theIterationBudgetIsExact() {
+  void theIterationBudgetIsExact() throws Throwable {
+    TimeLimits.roomy(LimitsTest::iterationBudgetIsExact); // 10,000 steps: not about the time limit
+  }
+
+  private static void iterationBudgetIsExact() {
     for (String source :
         List.of(
             "ctx.l.all(x, x >= 0)",
