@@ -164,7 +164,7 @@ def test_an_admin_lists_every_task_and_reassigns(secured):
         with (  # alice is no longer the assignee
             _as(server, "t-alice") as alice,
             pytest.raises(
-                errors.PermissionDenied, match="may not act on human task .*: not theirs"
+                errors.PermissionDenied, match=r"may not act on human task .*: not theirs"
             ),
         ):
             alice.complete_task(task.task_id, {"approved": True})

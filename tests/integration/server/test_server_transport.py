@@ -149,7 +149,7 @@ def test_poll_answers_empty_after_wait_ms(fake_engine, start_server, stub_for):
     began = time.monotonic()
     reply = stub.PollTasks(pb.PollTasksRequest(worker_id="w", queues=["other"], wait_ms=300))
     assert len(reply.tasks) == 0
-    assert 0.25 < time.monotonic() - began < 5
+    assert 0.25 < time.monotonic() - began < 15  # after its wait, and not forever
 
 
 def test_graceful_shutdown_ends_polls_and_reports_not_serving(fake_engine, start_server, stub_for):

@@ -173,7 +173,8 @@ def test_stop_returns_promptly_during_a_long_poll(stack):
     )
     began = time.monotonic()
     worker.stop()
-    assert time.monotonic() - began < 3.0
+    # Ended by the stop, not by the poll's 30 s: a bound far from both, whatever the load.
+    assert time.monotonic() - began < 15.0
     assert not worker.running
     assert worker.reserve_eager_slot() is None
 
