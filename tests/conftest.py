@@ -274,8 +274,13 @@ def _shares_a_fixture(item: pytest.Item) -> bool:
 
 #: The marks of tests that only a suite's whole run includes, each with the variable its
 #: command sets to "full": `full_only(covered_by)`, scripts/faults.sh; `corpus_full(covered_by)`,
-#: scripts/corpus.sh. covered_by names the test of scripts/test.sh that checks the same rule.
-FULL_ONLY_MARKS = {"full_only": "WIGGLE_FAULTS", "corpus_full": "WIGGLE_CORPUS"}
+#: scripts/corpus.sh (covered_by names the test of scripts/test.sh that checks the same rule);
+#: `acceptance_full`, the PostgreSQL half of most CLI tests (tests/acceptance/conftest.py).
+FULL_ONLY_MARKS = {
+    "full_only": "WIGGLE_FAULTS",
+    "corpus_full": "WIGGLE_CORPUS",
+    "acceptance_full": "WIGGLE_ACCEPTANCE",
+}
 
 
 def _full_only(item: pytest.Item) -> bool:

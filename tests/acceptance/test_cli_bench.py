@@ -66,6 +66,7 @@ def test_a_failed_instance_in_json_is_a_failure_without_figures(tmp_path):
     assert any("FAILED 1" in problem for problem in failed["problems"])
 
 
+@pytest.mark.postgres_too
 def test_a_verified_run_prints_its_figures(durable_database_url):
     # A server that syncs its WAL (the suite's own throwaway runs without fsync): the run has
     # WAL syncs to count.

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from sqlalchemy import update
 
 from wiggle.compiler import load_flow
@@ -46,6 +47,7 @@ def _history(url: str) -> tuple[list[str], str]:
         engine.close()
 
 
+@pytest.mark.postgres_too
 def test_prune_dry_run_then_prune(database_url):
     _, running = _history(database_url)
 

@@ -38,6 +38,7 @@ def work(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.postgres_too
 def test_deploy_start_signal_cancel_status(server, work):
     address, _ = server
     deployed = wiggle(address, "deploy", "greet.yaml", "gate.yaml", "--json", cwd=work)
@@ -210,6 +211,7 @@ def test_a_busy_port_is_refused_in_one_clear_line(tmp_path):
     ]
 
 
+@pytest.mark.postgres_too
 def test_two_servers_share_one_database(server, work, database_url):
     first, _ = server
     second = Running(

@@ -198,6 +198,7 @@ def test_an_unreachable_server_is_one_clear_line(work):
     assert json.loads(as_json.stdout)["error"]["code"] == "UNAVAILABLE"
 
 
+@pytest.mark.postgres_too
 def test_a_schedule_fires_every_second_on_a_real_server(server, work):
     address, _ = server
     _ok(wiggle(address, "deploy", "gate.yaml", cwd=work))
