@@ -11,7 +11,8 @@ from sqlalchemy import Connection, select
 from .model.types import Json
 from .ops import tasks as _tasks
 from .ops.context import OpsContext
-from .ops.tasks import TaskAnswer, TaskView
+from .reads import tasks as _task_reads
+from .reads.tasks import TaskAnswer, TaskView
 from .store.db import Database
 
 __all__ = ["Tasks"]
@@ -42,7 +43,7 @@ class Tasks:
         """The tasks in `states` that `person` may act on or acted on (an admin: all of
         them), soonest due first."""
         return self.db.read(
-            lambda c: _tasks.list_tasks(
+            lambda c: _task_reads.list_tasks(
                 c,
                 self._now_ms(c),
                 person,
@@ -59,7 +60,7 @@ class Tasks:
     ) -> TaskView:
         """One task with its audit trail (`actions`)."""
         return self.db.read(
-            lambda c: _tasks.show(c, self._now_ms(c), task_id, person, groups, admin=admin)
+            lambda c: _task_reads.show(c, self._now_ms(c), task_id, person, groups, admin=admin)
         )
 
     def claim_task(

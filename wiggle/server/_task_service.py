@@ -12,7 +12,7 @@ import grpc
 
 from wiggle._proto.wiggle.v1 import admin_pb2 as apb
 from wiggle.engine import Engine
-from wiggle.engine.ops.tasks import TaskAnswer, TaskView
+from wiggle.engine.reads.tasks import TaskAnswer, TaskView
 from wiggle.errors import InvalidRequest, PermissionDenied
 from wiggle.server._auth import CREDENTIAL
 from wiggle.server._calls import CallTracker, rpc_handler

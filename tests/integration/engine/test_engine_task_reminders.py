@@ -17,6 +17,7 @@ from wiggle.compiler import load_flow
 from wiggle.engine import Engine, InstanceStatus
 from wiggle.engine.ops import tasks as _tasks
 from wiggle.engine.ops import ticker as _ticker
+from wiggle.engine.reads.tasks import TaskView
 from wiggle.engine.store import schema
 
 HOUR = 3_600_000
@@ -37,7 +38,7 @@ steps:
 """
 
 
-def _start(engine: Engine, **kw) -> tuple[str, _tasks.TaskView]:
+def _start(engine: Engine, **kw) -> tuple[str, TaskView]:
     engine.register(load_flow(REMIND))
     iid = engine.start("remind", {}, **kw).instance_id
     (task,) = engine.list_tasks("", admin=True, instance_id=iid)
