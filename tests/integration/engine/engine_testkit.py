@@ -195,13 +195,14 @@ def drain_batch(engine: Engine, batch_id: str, timeout: float = 60.0) -> Any:
     """Tick `engine` until the bulk action `batch_id` is no longer RUNNING; its view."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        engine.tick()
+        handled = engine.tick()
         view = engine.get_batch(batch_id)
         if view.state != "RUNNING":
             return view
-        # Not an event stood in for: the runner's rate budget (items per second) refills with
-        # real time, so the next tick can take more only once some has passed.
-        time.sleep(0.005)
+        if not handled:
+            # What is awaited is time itself: the runner's budget (rate_per_s items a second)
+            # refills with real time, and holds the next item again after 1 / rate seconds.
+            time.sleep(1.0 / view.rate_per_s)
     raise AssertionError(f"batch {batch_id} did not finish: {engine.get_batch(batch_id)}")
 
 
