@@ -298,3 +298,30 @@ func TestALeaseLostDuringAStepEndsTheRunWithoutASizeFlush(t *testing.T) {
 		t.Fatalf("batches %q after the lease was lost, want none", got)
 	}
 }
+
+// A report whose fate stays unknown for its whole resend window (every answer lost: applied,
+// then UNAVAILABLE) is not followed by a release: the release would take the next seq of a
+// lease whose report the server may have applied, and the server is unreachable anyway. The
+// lease expires there (docs/worker-protocol.md; the Python and TypeScript workers alike).
+func TestAReportNeverAnsweredIsNotFollowedByARelease(t *testing.T) {
+	f := newFake()
+	f.loseAnswers = 1 << 20
+	doc, version := flow(t, "a:task:default")
+	f.graphs[version] = doc
+	tk := task(version, "a", lsync)
+	tk.LeaseExpiresAtMs = time.Now().Add(500 * time.Millisecond).UnixMilli() // a 1 s window
+	run(t, f, Options{}, true, tk, "a")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.advances) < 2 {
+		t.Fatalf("%d AdvanceRuns: the lost answer was not resent", len(f.advances))
+	}
+	for _, a := range f.advances {
+		if a.GetSeq() != 1 {
+			t.Errorf("an AdvanceRun resent with seq %d, want 1", a.GetSeq())
+		}
+	}
+	if len(f.releases) != 0 {
+		t.Errorf("released after a report of unknown fate: %v", f.releases)
+	}
+}

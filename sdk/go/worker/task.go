@@ -139,7 +139,10 @@ func (w *worker) reportSingle(t *wigglepb.Task, l *lease, out outcome, wantNext 
 
 // refused handles a report the server did not apply: quietly when the task is simply not ours
 // any more; otherwise the lease may still be ours, so the task is released at once (the
-// refused report's seq is still free) rather than left to expire.
+// refused report's seq is still free) rather than left to expire. A report whose fate stayed
+// unknown for its whole resend window is not followed by a release: the server may have
+// applied it (a lost answer), so its seq is not free, and the server is unreachable anyway.
+// The lease expires there, as in the Python and TypeScript workers.
 func (w *worker) refused(ctx context.Context, what string, t *wigglepb.Task, l *lease, err error) {
 	switch status.Code(err) {
 	case codes.FailedPrecondition, codes.NotFound:
@@ -147,6 +150,9 @@ func (w *worker) refused(ctx context.Context, what string, t *wigglepb.Task, l *
 		return
 	case codes.Canceled:
 		return // the worker gave up draining: behave like a crash
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted:
+		w.log.Error(what+" not delivered within its lease", "task", t.GetTaskId(), "err", err)
+		return
 	}
 	w.log.Error(what+" refused", "task", t.GetTaskId(), "err", err)
 	w.release(ctx, t, l, "report refused")
