@@ -34,6 +34,7 @@ import os
 import resource
 import shlex
 import shutil
+import signal
 import subprocess
 from collections import defaultdict
 from collections.abc import Iterator
@@ -329,7 +330,23 @@ class _Scheduling:
         return Grouped(config, log)
 
 
+def take_back_interrupt() -> None:
+    """Let Ctrl-C reach the commands the suite starts, even when the suite itself was started
+    with SIGINT ignored.
+
+    A shell that runs a job in the background without job control (`bash scripts/test.sh &` in a
+    script, nohup, some CI runners) starts it with SIGINT ignored, and an ignored signal is the
+    one disposition that survives exec: every server, worker and `wiggle run --console` the tests
+    start would inherit it, and the tests that stop them as a person would, with a SIGINT, would
+    wait for them in vain (a clean clone's run failed so: two doc runs and the console test).
+    With a handler of its own here, the suite's children start with SIGINT at its default again,
+    as from a terminal."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    take_back_interrupt()  # in the controller and in each xdist process
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_Scheduling(), "wiggle-scheduling")
 
