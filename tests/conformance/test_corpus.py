@@ -42,7 +42,12 @@ WORKERS = ("python", "go", "java", "typescript")
 DATABASES = ("sqlite", "postgres")
 
 #: Each worker's databases in scripts/test.sh (the module's docstring says why).
-SHORT = {"python": ("postgres",), "go": ("sqlite",), "java": ("postgres",), "typescript": ("sqlite",)}
+SHORT = {
+    "python": ("postgres",),
+    "go": ("sqlite",),
+    "java": ("postgres",),
+    "typescript": ("sqlite",),
+}
 
 #: scripts/corpus.sh: every worker on every database.
 FULL = os.environ.get("WIGGLE_CORPUS", "") == "full"
