@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -100,7 +101,14 @@ def log_in(driver: Any, people: People, person: str) -> None:
     _wait(driver).until(lambda d: d.find_elements(By.ID, "token"))
     _css(driver, "#token").send_keys(token(person))
     _css(driver, "#login-form button[type=submit]").click()
-    _wait(driver).until(lambda d: d.find_elements(By.ID, "whoami"))
+    try:
+        _wait(driver).until(lambda d: d.find_elements(By.ID, "whoami"))
+    except TimeoutException:
+        # Where the login went instead (a clean clone's busy run once stopped here with no
+        # more than a timeout to show): the page the browser is on, and what it says.
+        body = driver.find_elements(By.TAG_NAME, "body")
+        said = body[0].text[:2000] if body else driver.page_source[:2000]
+        pytest.fail(f"{person} not logged in after {WAIT} s: at {driver.current_url}\n{said}")
     assert live_text(driver, "#whoami").startswith(person)
 
 
