@@ -38,6 +38,7 @@ from wiggle.server._convert import (
 )
 from wiggle.server._edges import check_request
 from wiggle.server._metrics import ServerMetrics
+from wiggle.tracecontext import parse_traceparent, parse_tracestate
 from wiggle.wire import unbatched
 
 __all__ = ["CallTracker", "WiggleService", "rpc_handler"]
@@ -65,6 +66,21 @@ _rpc = rpc_handler
 
 def _status(status: InstanceStatus) -> str:
     return str(status)  # protobuf takes an enum's name
+
+
+def _trace_context(traceparent: str, tracestate: str) -> dict[str, str]:
+    """A start's W3C trace context, normalised; a malformed or oversized one is ignored (a
+    debug line) and the instance's trace derived instead (docs/observability.md)."""
+    if not traceparent:
+        return {}
+    found = parse_traceparent(traceparent)
+    if found is None:
+        _log.debug("StartInstance: ignoring a malformed traceparent %r", traceparent[:80])
+        return {}
+    state = parse_tracestate(tracestate)
+    if tracestate and not state:
+        _log.debug("StartInstance: ignoring a malformed or oversized tracestate")
+    return {"traceparent": found.traceparent(), "tracestate": state}
 
 
 class WiggleService(pb_grpc.WiggleServicer):
@@ -159,6 +175,7 @@ class WiggleService(pb_grpc.WiggleServicer):
             # The calling credential is the starter (a human step's `exclude: [starter]`); a
             # server without credentials knows of no person.
             started_by=CALLER.get() or None,
+            **_trace_context(request.traceparent, request.tracestate),
         )
         response = pb.StartInstanceResponse(
             instance_id=result.instance_id, version=result.version, created=result.created

@@ -309,6 +309,8 @@ def start_child(tx: Tx, inst: Inst, tok: Tok, node: Subflow) -> None:
         parent_instance_id=inst.id,
         parent_token_id=tok.id,
         started_by=inst.started_by,  # the tree's starter: four eyes holds across subflows
+        traceparent=inst.traceparent,  # the tree is one trace (docs/observability.md)
+        tracestate=inst.tracestate,
     )
     tx.instances[child.id] = child
     tx.conn.execute(s.instances.insert().values(child.row(tok.context, tx.now)))

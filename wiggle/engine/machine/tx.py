@@ -223,6 +223,8 @@ class Tx:
         last write (one round trip fewer); the caller runs no statement after it."""
         if self.db.event_observers and self._events:
             self.db.logged(self.conn, [self._observed(ev) for ev in self._events])
+        if self.db.trace_observers and self._events:
+            self.db.traced(self.conn, [self._traced(ev) for ev in self._events])
         self._write(with_events=True, commit=commit)
         if self.wakeups:
             self.db.after_commit(self.conn, self.wakeups)
@@ -232,6 +234,22 @@ class Tx:
         inst = self.instances.get(ev["instance_id"])
         flow, mode = (inst.flow, inst.mode.value) if inst is not None else ("", "")
         return ev["kind"], flow, mode, ev["detail"]
+
+    def _traced(self, ev: dict[str, Any]) -> dict[str, Any]:
+        """An event with what a span of it needs: its instance tree's trace context."""
+        inst = self.instances.get(ev["instance_id"])
+        if inst is None:
+            return {**ev, "root_id": ev["instance_id"], "flow": "", "version": ""}
+        return {
+            **ev,
+            "root_id": inst.root_id,
+            "flow": inst.flow,
+            "version": inst.version,
+            "mode": inst.mode.value,
+            "parent_instance_id": inst.parent_instance_id or "",
+            "traceparent": inst.traceparent or "",
+            "tracestate": inst.tracestate or "",
+        }
 
     def _write(self, *, with_events: bool, commit: bool = False) -> None:
         """Every pending row (and the events, `with_events`) through the database's one write
