@@ -117,7 +117,9 @@ class Traced:
             )
 
         spans = self.receiver.wait_for(done, 30)
-        return [s for s in spans if s.trace_id == trace_id]
+        mine = [s for s in spans if s.attributes.get("wiggle.instance.id") == instance_id]
+        assert {s.trace_id for s in mine} == {trace_id}, render(mine)
+        return mine
 
 
 @pytest.fixture(scope="module")
