@@ -144,3 +144,30 @@ def _walk(lines: list[str], kids: dict[str, list[Span]], parent: str, depth: int
 
 def _first(spans: list[Span], trace_id: str) -> int:
     return min(s.start_ns for s in spans if s.trace_id == trace_id)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m wiggle.tracing.receiver [--address HOST:PORT]`: print each trace as its spans
+    arrive, until Ctrl-C."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--address", default="127.0.0.1:4317")
+    args = parser.parse_args(argv)
+    receiver: Receiver
+
+    def show(got: list[Span]) -> None:
+        traces = {s.trace_id for s in got}
+        print(render(s for s in receiver.spans if s.trace_id in traces), flush=True)
+
+    receiver = Receiver(args.address, on_spans=show).start()
+    print(f"OTLP/gRPC receiver on {receiver.address}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        receiver.stop()
+
+
+if __name__ == "__main__":
+    main()

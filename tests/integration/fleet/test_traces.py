@@ -210,14 +210,15 @@ def test_each_mode_is_one_trace(traced: Traced, language: str) -> None:
 
 
 def test_a_mixed_fleet_is_one_trace(traced: Traced) -> None:
-    steps = [{"task": "append", "id": f"on_{q}", "queue": q} for q in (*LANGUAGES, "py")]
+    queues = (*LANGUAGES, "py")
+    steps = [{"task": "append", "id": f"s{n}", "queue": q} for n, q in enumerate(queues)]
     flow = {"wiggle": 1, "name": "traced-mixed", "execution": "LOCAL_SYNC", "steps": steps}
     iid = traced.run(flow, {})
     spans = traced.spans_of(trace_id_for(iid), iid, steps=len(steps))
     served = {
         s.attributes["wiggle.node.id"]: s.service for s in spans if s.name.startswith("step ")
     }
-    assert served == {f"on_{q}": f"worker-{q}" for q in LANGUAGES}, render(spans)
+    assert served == {f"s{n}": f"worker-{q}" for n, q in enumerate(queues)}, render(spans)
     handbacks = [s for s in spans if s.name == "handback other_queue"]
     assert len(handbacks) == 4, render(spans)
     assert {s.parent_span_id for s in spans if s.service != "wiggle-server"} == {
