@@ -31,7 +31,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags,
 from wiggle._version import __version__
 from wiggle.tracecontext import TraceContext
 
-__all__ = ["Sdk", "remote_context"]
+__all__ = ["Sdk", "log_trace_ids", "remote_context"]
 
 _log = logging.getLogger("wiggle.tracing")
 
@@ -98,6 +98,29 @@ def _exporter() -> SpanExporter:
     return OTLPSpanExporter()  # endpoint, headers, TLS, timeout: the OTEL_EXPORTER_OTLP_* ones
 
 
+_factory_installed = False
+
+
+def log_trace_ids() -> None:
+    """Log lines of Wiggle's loggers written while a span is current (a step's handler, what it
+    logs included) end with `trace_id=... span_id=...`. Installed once per process."""
+    global _factory_installed
+    if _factory_installed:
+        return
+    _factory_installed = True
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        ctx = trace.get_current_span().get_span_context()
+        if ctx.is_valid and record.name.startswith("wiggle"):
+            ids = f"trace_id={ctx.trace_id:032x} span_id={ctx.span_id:016x}"
+            record.msg, record.args = f"{record.getMessage()} {ids}", ()
+        return record
+
+    logging.setLogRecordFactory(factory)
+
+
 def remote_context(ctx: TraceContext, tracestate: str = "") -> SpanContext:
     state = TraceState.from_header([tracestate]) if tracestate else TraceState()
     return SpanContext(
@@ -131,6 +154,7 @@ class Sdk:
         self.processor = BatchSpanProcessor(self.exporter)
         self.provider.add_span_processor(self.processor)
         self.tracer = self.provider.get_tracer("wiggle", __version__)
+        log_trace_ids()
 
     def start(
         self,

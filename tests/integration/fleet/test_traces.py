@@ -59,6 +59,7 @@ class Traced:
             self.server = Server(self.engine, ServerConfig(address="127.0.0.1:0", grace_s=1.0))
             self.address = f"127.0.0.1:{self.server.start()}"
         self.client = Client(self.address)
+        self.tmp = tmp
         self.procs: list[subprocess.Popen[bytes]] = []
         for language in LANGUAGES:
             env = {
@@ -207,6 +208,10 @@ def test_each_mode_is_one_trace(traced: Traced, language: str) -> None:
         spans = traced.spans_of(trace_id, iid, steps=4)
         check_steps(spans, iid, f"worker-{language}", mode)
         check_server(spans, iid, caller.split("-")[2] if caller else "")
+        if language == "py":  # the worker's log line of the failed attempt names its span
+            (failed,) = [s for s in spans if s.error and s.name == "step fail_times"]
+            log = (traced.tmp / "worker-py.log").read_text()
+            assert f"trace_id={trace_id} span_id={failed.span_id}" in log, log[-2000:]
 
 
 def test_a_mixed_fleet_is_one_trace(traced: Traced) -> None:
