@@ -3,12 +3,13 @@ worker as a subprocess (Python, Go, Java and TypeScript; the others are built fi
 or stale). Any failing case fails the test, with the runner's table of failures as the message.
 This is the only place the whole corpus runs in scripts/test.sh.
 
-Which databases: the Python worker runs the corpus on SQLite and on PostgreSQL; each other worker
-on one of them (Java on PostgreSQL, Go and TypeScript on SQLite). A worker talks to the server
-alone, never to the database, so what the second database would add for it is the server's
-timing on that database, which the Python worker's runs already meet; the three runs left out
-cost a third of the test command's time. `bash scripts/corpus.sh` (WIGGLE_CORPUS=full) runs every
-worker on both."""
+Which databases: each worker runs the corpus on one database in scripts/test.sh, and each
+database meets two workers (Python and Java on PostgreSQL, Go and TypeScript on SQLite). A worker
+talks to the server alone, never to the database: what a second database would add for it is the
+server's timing on that database, which the other worker's runs there already meet, and the
+server's own behaviour on each database is the integration suite's, on both. The four runs left
+out cost a third of the test command's time. `bash scripts/corpus.sh` (WIGGLE_CORPUS=full) runs
+every worker on both."""
 
 from __future__ import annotations
 
@@ -41,7 +42,12 @@ WORKERS = ("python", "go", "java", "typescript")
 DATABASES = ("sqlite", "postgres")
 
 #: Each worker's databases in scripts/test.sh (the module's docstring says why).
-SHORT = {"python": DATABASES, "go": ("sqlite",), "java": ("postgres",), "typescript": ("sqlite",)}
+SHORT = {
+    "python": ("postgres",),
+    "go": ("sqlite",),
+    "java": ("postgres",),
+    "typescript": ("sqlite",),
+}
 
 #: scripts/corpus.sh: every worker on every database.
 FULL = os.environ.get("WIGGLE_CORPUS", "") == "full"
@@ -69,12 +75,10 @@ def worker_command(request: pytest.FixtureRequest, worker: str) -> str:
     return str(request.getfixturevalue(f"{worker}_worker"))
 
 
-def test_every_worker_runs_the_corpus_on_a_database_and_each_database_meets_a_worker():
+def test_every_worker_runs_the_corpus_and_each_database_meets_two_languages():
     assert set(SHORT) == set(WORKERS) and all(SHORT.values())
-    assert {d for databases in SHORT.values() for d in databases} == set(DATABASES)
-    assert {d for w, databases in SHORT.items() if w != "python" for d in databases} == set(
-        DATABASES
-    ), "each database meets a worker of another language too"
+    for database in DATABASES:
+        assert len([w for w, databases in SHORT.items() if database in databases]) >= 2, database
 
 
 @pytest.mark.timeout(CORPUS_TIMEOUT_S)

@@ -547,3 +547,73 @@ def test_a_database_url_with_an_invalid_host_name_is_a_clear_error():
 
     with pytest.raises(InvalidRequest, match="host name is not valid"):
         Engine("postgresql://...")
+
+
+def _shape(url: str) -> dict[str, object]:
+    """Every table's columns (name, type, nullability, default), key and indexes."""
+    from sqlalchemy import create_engine
+
+    from wiggle._postgres import sqlalchemy_url
+
+    sa = create_engine(sqlalchemy_url(url))
+    try:
+        with sa.connect() as conn:
+            found = sa_inspect(conn)
+            return {
+                table: (
+                    [
+                        (c["name"], str(c["type"]), c["nullable"], c.get("default"))
+                        for c in found.get_columns(table)
+                    ],
+                    found.get_pk_constraint(table)["constrained_columns"],
+                    sorted(
+                        (i["name"], tuple(i["column_names"]), bool(i["unique"]))
+                        for i in found.get_indexes(table)
+                    ),
+                )
+                for table in sorted(found.get_table_names())
+            }
+    finally:
+        sa.dispose()
+
+
+def _created_as_create_all_would(url: str, reference: str, profile: str) -> None:
+    """The engine runs DDL compiled once per dialect, not create_all on every start: what it
+    makes on `url` must be exactly what create_all makes from the same tables on `reference`."""
+    from sqlalchemy import create_engine
+
+    from wiggle._postgres import sqlalchemy_url
+
+    Engine(url, database_profile=profile).close()
+    sa = create_engine(sqlalchemy_url(reference))
+    shape = schema.distributed_metadata() if profile == "distributed" else schema.metadata
+    with sa.begin() as conn:
+        shape.create_all(conn)
+    sa.dispose()
+    ours, theirs = _shape(url), _shape(reference)
+    assert sorted(ours) == sorted(theirs)
+    for table in ours:
+        assert ours[table] == theirs[table], table
+
+
+def test_an_engine_creates_the_schema_create_all_would(database_url, tmp_path):
+    from wiggle._postgres import create_database, drop_database
+
+    if database_url.startswith("sqlite"):
+        _created_as_create_all_would(database_url, f"sqlite:///{tmp_path / 'ref.db'}", "default")
+        return
+    reference = create_database(database_url, prefix="wiggle_ref")
+    try:
+        _created_as_create_all_would(database_url, reference, "default")
+    finally:
+        drop_database(reference)
+
+
+def test_the_distributed_profile_creates_the_schema_create_all_would(postgres_database_url):
+    from wiggle._postgres import create_database, drop_database
+
+    reference = create_database(postgres_database_url, prefix="wiggle_ref")
+    try:
+        _created_as_create_all_would(postgres_database_url, reference, "distributed")
+    finally:
+        drop_database(reference)

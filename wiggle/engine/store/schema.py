@@ -28,6 +28,8 @@ from sqlalchemy import (
     select,
     text,
 )
+from sqlalchemy.engine import Dialect
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 from wiggle.errors import WiggleError
 
@@ -594,6 +596,30 @@ def distributed_metadata() -> MetaData:
     return md
 
 
+#: (dialect name, server version, distributed) -> the statements that create the schema.
+_CREATION_DDL: dict[tuple[str, Any, bool], tuple[str, ...]] = {}
+
+
+def _creation_ddl(dialect: Dialect, distributed: bool) -> tuple[str, ...]:
+    """The statements that create the schema on an empty database: what `create_all` runs
+    (each table, then its indexes, tables in dependency order), compiled once per dialect and
+    server version rather than on every engine's start (the suite starts a few thousand engines
+    on new databases, and compiling their 45 statements was half of each start's CPU)."""
+    key = (dialect.name, dialect.server_version_info, distributed)
+    statements = _CREATION_DDL.get(key)
+    if statements is None:
+        shape = distributed_metadata() if distributed else metadata
+        compiled: list[str] = []
+        for table in shape.sorted_tables:
+            compiled.append(str(CreateTable(table).compile(dialect=dialect)).strip())
+            compiled += [
+                str(CreateIndex(index).compile(dialect=dialect)).strip()
+                for index in sorted(table.indexes, key=lambda i: i.name or "")
+            ]
+        statements = _CREATION_DDL[key] = tuple(compiled)
+    return statements
+
+
 def ensure_schema(conn: Connection, now_ms: int, *, distributed: bool = False) -> int:
     """Create, upgrade or check the schema; returns the version found before (0: empty).
 
@@ -617,7 +643,8 @@ def ensure_schema(conn: Connection, now_ms: int, *, distributed: bool = False) -
                 f"the database has Wiggle tables ({', '.join(sorted(ours))}) but no schema "
                 "version; refusing to touch it"
             )
-        shape.create_all(conn)
+        for statement in _creation_ddl(conn.dialect, distributed):
+            conn.exec_driver_sql(statement)
         conn.execute(schema_version.insert().values(version=SCHEMA_VERSION, upgraded_at_ms=now_ms))
         conn.execute(leader.insert().values(name="main", holder="", term=0, expires_at_ms=0))
         return 0
