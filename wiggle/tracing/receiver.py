@@ -1,9 +1,10 @@
 """A small OTLP/gRPC trace receiver: collects the spans exported to it and prints them as trees.
 
-The trace tests export to it (tests/integration/tracing), and `wiggle trace-receiver` runs it
-for a person: point OTEL_EXPORTER_OTLP_ENDPOINT at it and it prints each trace as a tree of
-spans, with their services, durations and links (docs/observability.md). It is built on the
-OTLP protobuf service definitions (the `opentelemetry-proto` package), with no collector.
+The trace tests export to it (tests/integration/fleet/test_traces.py), and
+`wiggle trace-receiver` (or `python -m wiggle.tracing.receiver`) runs it for a person: point
+OTEL_EXPORTER_OTLP_ENDPOINT at it and it prints each trace as a tree of spans, with their
+services, durations and links (docs/observability.md). It is built on the OTLP protobuf service
+definitions (the `opentelemetry-proto` package), with no collector.
 """
 
 from __future__ import annotations
@@ -146,27 +147,34 @@ def _first(spans: list[Span], trace_id: str) -> int:
     return min(s.start_ns for s in spans if s.trace_id == trace_id)
 
 
+def serve(address: str, write: Callable[[str], None], stop: threading.Event | None = None) -> None:
+    """Receive on `address`, writing each trace's tree (`render`) as its spans arrive, until
+    `stop` is set (None: until Ctrl-C)."""
+    receiver: Receiver
+
+    def show(got: list[Span]) -> None:
+        traces = {s.trace_id for s in got}
+        write(render(s for s in receiver.spans if s.trace_id in traces))
+
+    receiver = Receiver(address, on_spans=show).start()
+    write(f"OTLP/gRPC receiver on {receiver.address}")
+    try:
+        (stop or threading.Event()).wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        receiver.stop()
+
+
 def main(argv: list[str] | None = None) -> None:
-    """`python -m wiggle.tracing.receiver [--address HOST:PORT]`: print each trace as its spans
-    arrive, until Ctrl-C."""
+    """`python -m wiggle.tracing.receiver [--address HOST:PORT]` (`wiggle trace-receiver`):
+    print each trace as its spans arrive, until Ctrl-C."""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--address", default="127.0.0.1:4317")
     args = parser.parse_args(argv)
-    receiver: Receiver
-
-    def show(got: list[Span]) -> None:
-        traces = {s.trace_id for s in got}
-        print(render(s for s in receiver.spans if s.trace_id in traces), flush=True)
-
-    receiver = Receiver(args.address, on_spans=show).start()
-    print(f"OTLP/gRPC receiver on {receiver.address}", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        receiver.stop()
+    serve(args.address, lambda text: print(text, flush=True))
 
 
 if __name__ == "__main__":
