@@ -27,7 +27,7 @@ from ._engine_repairs import Repairs
 from ._engine_schedules import Schedules
 from ._engine_tasks import Tasks
 from ._engine_views import Views
-from .machine.claims import claim, heartbeat_stmt, with_trace
+from .machine.claims import claim, heartbeat_stmt, task_trace, with_trace
 from .machine.reports import apply_reports
 from .machine.starts import StartRequest, apply_starts
 from .machine.tx import FenceLost, new_id
@@ -385,6 +385,11 @@ class Engine(Definitions, Views, Repairs, Schedules, Tasks):
                 return [self._run_reports([r])[0] for r in reports]
             return [exc]
         return list(answers)
+
+    def task_trace(self, task_id: str) -> tuple[str, str] | None:
+        """(trace id, span id) of the step attempt task `task_id` is at (one read), for a log
+        line that names it; None when the task is gone (docs/observability.md)."""
+        return self.db.read(lambda c: task_trace(c, task_id))
 
     def heartbeat(
         self, task_id: str, lease: str, *, node_id: str = "", grant: QueueGrant | None = None

@@ -30,6 +30,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags,
 
 from wiggle._version import __version__
 from wiggle.tracecontext import TraceContext
+from wiggle.tracing._logs import bound
 
 __all__ = ["Sdk", "log_trace_ids", "remote_context"]
 
@@ -103,7 +104,8 @@ _factory_installed = False
 
 def log_trace_ids() -> None:
     """Log lines of Wiggle's loggers written while a span is current (a step's handler, what it
-    logs included) end with `trace_id=... span_id=...`. Installed once per process."""
+    logs included), or while a server's handler has bound the ids of what it handles
+    (wiggle.tracing._logs), end with `trace_id=... span_id=...`. Installed once per process."""
     global _factory_installed
     if _factory_installed:
         return
@@ -112,10 +114,17 @@ def log_trace_ids() -> None:
 
     def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = previous(*args, **kwargs)
+        if not record.name.startswith("wiggle"):
+            return record
         ctx = trace.get_current_span().get_span_context()
-        if ctx.is_valid and record.name.startswith("wiggle"):
+        if ctx.is_valid:
             ids = f"trace_id={ctx.trace_id:032x} span_id={ctx.span_id:016x}"
-            record.msg, record.args = f"{record.getMessage()} {ids}", ()
+        else:
+            found = bound()
+            if found is None:
+                return record
+            ids = f"trace_id={found[0]} span_id={found[1]}"
+        record.msg, record.args = f"{record.getMessage()} {ids}", ()
         return record
 
     logging.setLogRecordFactory(factory)

@@ -28,6 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
+from wiggle.tracecontext import derive, step_span_id
 
 from ..model.types import TaskActivation, TokenState, resolve_mode
 from ..store import schema as s
@@ -35,7 +36,7 @@ from ..store.db import Database
 from ..store.keyed import CLAIM_EVENT_SEQ
 from .tx import loads
 
-__all__ = ["activation", "claim", "claim_rows", "heartbeat_stmt", "with_trace"]
+__all__ = ["activation", "claim", "claim_rows", "heartbeat_stmt", "task_trace", "with_trace"]
 
 _t = s.tokens
 _RETURNING = (
@@ -246,6 +247,29 @@ def with_trace(conn: Connection, tasks: list[TaskActivation]) -> list[TaskActiva
         root, parent, state = found.get(t.instance_id, (t.instance_id, "", ""))
         out.append(replace(t, root_id=root, traceparent=parent, tracestate=state))
     return out
+
+
+def task_trace(conn: Connection, task_id: str) -> tuple[str, str] | None:
+    """(trace id, span id) of the step attempt the task's token is at now, or None when there
+    is no such token (docs/observability.md). A local run's token is at its leased step."""
+    i = s.instances
+    row = conn.execute(
+        select(
+            _t.c.instance_id,
+            _t.c.node_id,
+            _t.c.attempt,
+            _t.c.loop_counts,
+            i.c.root_id,
+            i.c.traceparent,
+        )
+        .select_from(_t.join(i, i.c.id == _t.c.instance_id))
+        .where(_t.c.id == task_id)
+    ).first()
+    if row is None:
+        return None
+    trace = derive(row.root_id, row.traceparent or "")
+    counts = loads(row.loop_counts) or {}
+    return trace.trace_id, step_span_id(row.instance_id, task_id, row.node_id, row.attempt, counts)
 
 
 def heartbeat_stmt(db: Database) -> Any:
