@@ -243,6 +243,7 @@ SHARED_FIXTURE_MODULES = frozenset(
         "tests/integration/fleet/test_mixed_fleet.py",
         "tests/integration/fleet/test_traces.py",
         "tests/integration/server/test_server_tls.py",
+        "tests/integration/server/test_server_tracing.py",
     }
 )
 

@@ -12,7 +12,9 @@ the caller's span when the start carried a traceparent), a child of its instance
   `lease expired NODE`; `end STATUS` when the instance ended.
 
 Spans are made only from what a transaction committed, so a rolled-back one leaves none. A wait
-that began on another server (or before a restart) starts where this server first saw it.
+starts where the transaction that parked the token committed it (a trace note, `wait_began`,
+that history does not keep); one that began on another server (or before a restart) is a
+point at its end.
 """
 
 from __future__ import annotations
@@ -110,12 +112,12 @@ class ServerTracing:
         detail = orjson.loads(ev["detail"]) if ev.get("detail") else {}
         if kind == "instance_started":
             self._start(ev, detail)
-        elif kind in ("timer_set", "step_retried"):
+        elif kind in ("wait_began", "timer_set", "step_retried"):
             self._remember(key, ev["at_ms"])
         elif kind == "timer_fired":
             since = self._forget(key)
             timer = detail.get("timer", "")
-            if timer == "deadline":
+            if timer == "await_timeout":
                 self._span(
                     f"await {key[1]}",
                     ev,

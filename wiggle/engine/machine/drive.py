@@ -108,6 +108,7 @@ def place(tx: Tx, inst: Inst, tok: Tok) -> None:
             tok.wait_kind = "sleep"
             tok.wake_at_ms = wake
             tx.wakeups.timer_armed = True
+            tx.trace_note(inst.id, "wait_began", node.id, tok.attempt)
             tx.save(tok)
             return
         if isinstance(node, Await):
@@ -125,6 +126,7 @@ def place(tx: Tx, inst: Inst, tok: Tok) -> None:
                         fail_token_instance(tx, inst, tok, message, retryable=False)
                         return
                 tx.wakeups.timer_armed |= tok.wake_at_ms is not None
+                tx.trace_note(inst.id, "wait_began", node.id, tok.attempt)
                 tx.save(tok)
                 return
             if deliver(tx, inst, tok, node, signal):
