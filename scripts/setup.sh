@@ -54,7 +54,7 @@ if [ ! -f "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip setuptools
     # setuptools warns on every editable install that a folder named like the package (wiggle/,
     # the package itself here) may shadow it: true of any src-less project, so not shown.
-    PYTHONWARNINGS="ignore::UserWarning" .venv/bin/python -m pip install -q -e ".[test]"
+    PYTHONWARNINGS="ignore::UserWarning" .venv/bin/python -m pip install -q -e ".[test,otel]"
     rm -f .venv/.wiggle-*
     touch "$stamp"
 fi

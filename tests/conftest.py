@@ -241,7 +241,9 @@ SHARED_FIXTURE_MODULES = frozenset(
         "tests/integration/definitions/test_definitions_modes.py",
         "tests/integration/fleet/test_java_tls.py",
         "tests/integration/fleet/test_mixed_fleet.py",
+        "tests/integration/fleet/test_traces.py",
         "tests/integration/server/test_server_tls.py",
+        "tests/integration/server/test_server_tracing.py",
     }
 )
 

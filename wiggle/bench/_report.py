@@ -43,6 +43,7 @@ class Figures:
     server_cpu_s: float
     worker_cpu_s: float
     driver_cpu_s: float
+    tracing: bool = False  # --tracing: the servers and workers exported spans
     # --rpcs: the servers' calls by method and transactions by kind over the window
     rpcs: dict[str, float] | None = field(default=None)
     transactions: dict[str, float] | None = field(default=None)
@@ -77,7 +78,7 @@ class Figures:
 
 
 _COLUMNS = (
-    ("mode", 12, "mode"),
+    ("mode", 18, "mode"),
     ("inst/s", 8, "inst_per_s"),
     ("steps/s", 9, "steps_per_s"),
     ("p50 ms", 8, "p50_ms"),
@@ -107,8 +108,11 @@ def _cell(value: Any, width: int, key: str) -> str:
 
 
 def row(figures: Figures) -> str:
-    """One table line under HEADER (every CPU column in milliseconds per step)."""
+    """One table line under HEADER (every CPU column in milliseconds per step); a run that
+    traced is `MODE +otel`."""
     data = figures.as_json()
+    if figures.tracing:
+        data["mode"] += " +otel"
     return "".join(_cell(data[key], width, key) for _title, width, key in _COLUMNS)
 
 
@@ -119,7 +123,7 @@ def counts(figures: Figures) -> str | None:
     if data["rpcs_per_step"] is None:
         return None
     rpcs = data["rpcs_per_step"]
-    line = f"{'':<12}RPCs/step: {sum(rpcs.values()):.3f}"
+    line = f"{'':<18}RPCs/step: {sum(rpcs.values()):.3f}"
     if rpcs:
         line += " (" + ", ".join(f"{k} {v:.3f}" for k, v in rpcs.items()) + ")"
     transactions = data["transactions_per_step"] or {}

@@ -50,6 +50,7 @@ from wiggle.bench._processes import (
     wait_serving,
 )
 from wiggle.bench._report import HEADER, Figures, counts, percentile, row
+from wiggle.bench._tracing import exporting, overhead, runs_of
 from wiggle.bench._verify import verify
 from wiggle.client import Client
 from wiggle.engine.ops.prune import write_history
@@ -143,7 +144,7 @@ def _input_for(args: argparse.Namespace, warmup: bool) -> Any:
 
 
 def _workers(
-    args: argparse.Namespace, ports: list[int]
+    args: argparse.Namespace, ports: list[int], env: dict[str, str]
 ) -> tuple[
     contextlib.AbstractContextManager[list[subprocess.Popen[bytes]]],
     Callable[[Sequence[subprocess.Popen[bytes]]], float],
@@ -157,6 +158,7 @@ def _workers(
                 "WIGGLE_BENCH_QUEUE": QUEUE,
                 "WIGGLE_BENCH_CONCURRENCY": str(args.concurrency),
                 "WIGGLE_BENCH_WORKER": str(i),
+                **env,
             }
             for i in range(args.workers)
         ]
@@ -175,7 +177,7 @@ def _workers(
         ]
         for i in range(args.workers)
     ]
-    return running(commands), cpu_seconds
+    return running(commands, env), cpu_seconds
 
 
 def _alive(procs: Sequence[subprocess.Popen[bytes]]) -> Callable[[], None]:
@@ -195,7 +197,11 @@ def _split(spent: dict[str, float], prefix: str) -> dict[str, float]:
     return {k.removeprefix(prefix): v for k, v in spent.items() if k.startswith(prefix)}
 
 
-def run_mode(args: argparse.Namespace, url: str, mode: str) -> ModeRun:
+def run_mode(
+    args: argparse.Namespace, url: str, mode: str, env: dict[str, str] | None = None
+) -> ModeRun:
+    """One mode's run; `env` goes to every server and worker process (--tracing)."""
+    env = env or {}
     is_pg = url.startswith("postgresql")
     ports = [free_port() for _ in range(args.servers)]
     metrics_ports = [free_port() for _ in ports] if args.rpcs else []
@@ -204,13 +210,13 @@ def run_mode(args: argparse.Namespace, url: str, mode: str) -> ModeRun:
         + (["--metrics-address", f"127.0.0.1:{metrics_ports[i]}"] if args.rpcs else [])
         for i, p in enumerate(ports)
     ]
-    workers, worker_cpu = _workers(args, ports)
+    workers, worker_cpu = _workers(args, ports, env)
     address = f"127.0.0.1:{ports[0]}"
     warm: list[Outcome] = []
     measured: list[Outcome] = []
     failure: str | None = None
     spent: dict[str, float] | None = None
-    with running(servers) as server_procs:
+    with running(servers, env) as server_procs:
         for port in ports:
             wait_serving(f"127.0.0.1:{port}")
         with Client(address) as client:
@@ -271,6 +277,7 @@ def run_mode(args: argparse.Namespace, url: str, mode: str) -> ModeRun:
         server_cpu_s=cpu1[0] - cpu0[0],
         worker_cpu_s=cpu1[1] - cpu0[1],
         driver_cpu_s=driver_cpu,
+        tracing=bool(env),
         rpcs=_split(spent, "rpc ") if spent is not None else None,
         transactions=_split(spent, "transactions ") if spent is not None else None,
     )
@@ -314,6 +321,7 @@ def _config(args: argparse.Namespace, modes: list[str]) -> dict[str, Any]:
         "database": args.database if args.database in ("postgres", "sqlite") else "url",
         "worker_command": args.worker_command or None,
         "rpcs": args.rpcs,
+        "tracing": args.tracing,
     }
 
 
@@ -342,20 +350,25 @@ def _run(args: argparse.Namespace, modes: list[str]) -> int:
     config = _config(args, modes)
     runs: list[ModeRun] = []
     with _databases(args.database) as database_for:
-        for mode in modes:
-            with database_for(mode) as url:
+        for mode, traced in [(m, t) for m in modes for t in runs_of(args.tracing)]:
+            with database_for(mode) as url, exporting(traced) as (env, received):
                 if not runs:
                     settings = pg_settings(url) if url.startswith("postgresql") else None
                     config["postgres_settings"] = settings
                     if not args.json:
                         _introduce(args, url, settings)
-                result = run_mode(args, url, mode)
+                result = run_mode(args, url, mode, env)
+                spans = received()  # every process has exited: its last batch is in
             runs.append(result)
             if result.figures is not None and not args.json:
                 print(row(result.figures), flush=True)
                 line = counts(result.figures)
                 if line is not None:
                     print(line, flush=True)
+                before = runs[-2].figures if len(runs) > 1 else None
+                if traced and args.tracing == "both" and before is not None:
+                    instances = args.warmup + args.instances
+                    print(overhead(before, result.figures, spans, instances), flush=True)
             if result.problems:
                 _refuse(result)
                 break

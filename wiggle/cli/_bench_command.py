@@ -100,6 +100,15 @@ def _throughput_arguments(parser: argparse.ArgumentParser) -> None:
         "(each server serves its metrics endpoint for it) (env WIGGLE_BENCH_RPCS)",
     )
     parser.add_argument(
+        "--tracing",
+        choices=("off", "on", "both"),
+        default=env("WIGGLE_BENCH_TRACING") or "off",
+        help="OpenTelemetry in the servers and workers: off (as without it), on (spans "
+        "exported by the batch processor over OTLP/gRPC to a receiver in the driver), or both: "
+        "each mode off, then on, and the CPU tracing adds per step "
+        "(env WIGGLE_BENCH_TRACING; default %(default)s)",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         default=(env("WIGGLE_JSON") or "").lower() in ("1", "true", "yes", "on"),

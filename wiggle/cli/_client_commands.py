@@ -113,7 +113,14 @@ def _start(args: argparse.Namespace) -> int:
     if args.count != 1:
         return _start_many(args, value)
     with make_client(args) as client:
-        started = client.start(args.flow, value, version=args.version, instance_id=args.id)
+        started = client.start(
+            args.flow,
+            value,
+            version=args.version,
+            instance_id=args.id,
+            traceparent=args.traceparent,
+            tracestate=args.tracestate,
+        )
         if not args.wait:
             print(dump(asdict(started)) if args.json else started.instance_id)
             return 0
@@ -144,7 +151,14 @@ def _start_many(args: argparse.Namespace, value: Any) -> int:
     with make_client(args) as client:
         for n in range(1, args.count + 1):
             ident = args.id.replace("{n}", str(n)) if args.id else None
-            one = client.start(args.flow, value, version=args.version, instance_id=ident)
+            one = client.start(
+                args.flow,
+                value,
+                version=args.version,
+                instance_id=ident,
+                traceparent=args.traceparent,
+                tracestate=args.tracestate,
+            )
             started.append(one)
             if not args.json:
                 print(one.instance_id, flush=True)
@@ -204,6 +218,15 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("start", help="start an instance of a deployed flow")
     p.add_argument("flow", metavar="FLOW_NAME")
     flag(p, "--input", env="WIGGLE_INPUT", default="null", help="the input, JSON or @FILE")
+    flag(
+        p,
+        "--traceparent",
+        env="WIGGLE_TRACEPARENT",
+        help="a W3C traceparent the instance's trace continues (docs/observability.md); the "
+        "server ignores a malformed one",
+    )
+    flag(p, "--tracestate", env="WIGGLE_TRACESTATE", help="the W3C tracestate going with it")
+
     flag(p, "--version", env="WIGGLE_VERSION", help="pin a version")
     flag(
         p,

@@ -30,6 +30,7 @@ def _console(args: argparse.Namespace) -> int:
         trusted_proxies=args.trusted_proxy or (),
         credentials=args.credentials,
         person=args.person,
+        trace_url=args.trace_url,
     )
     if args.flows:
         settings = dataclasses.replace(settings, flows_dir=args.flows)
@@ -117,6 +118,15 @@ def register(subparsers: Any) -> None:
         metavar="PERSON",
         help="without a login: the name the console acts on human tasks under, as an admin "
         "(default: 'token' with --token, else 'admin')",
+    )
+    flag(
+        p,
+        "--trace-url",
+        env="WIGGLE_CONSOLE_TRACE_URL",
+        metavar="URL",
+        help="a trace viewer's URL with {trace_id} in it (Jaeger: "
+        "'http://jaeger:16686/trace/{trace_id}'): an instance's page links its trace there "
+        "(docs/observability.md)",
     )
     add_connection_flags(p)
     p.set_defaults(handler=_console)

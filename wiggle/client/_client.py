@@ -22,6 +22,7 @@ from wiggle.client._admin import AdminCalls
 from wiggle.client._errors import from_rpc_error
 from wiggle.client._schedules import ScheduleCalls
 from wiggle.client._tasks import TaskCalls
+from wiggle.client._tracing import current_trace_context
 from wiggle.client._types import (
     Definition,
     DefinitionSummary,
@@ -140,6 +141,7 @@ def _instance(msg: pb.Instance) -> Instance:
         search=_loads(msg.search) or {},
         step_inputs=_loads(msg.step_inputs) or {},
         started_by=msg.started_by,
+        trace_id=msg.trace_id,
     )
 
 
@@ -245,8 +247,14 @@ class Client(AdminCalls, ScheduleCalls, TaskCalls):
         version: str | None = None,
         instance_id: str | None = None,
         worker: EagerWorker | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> Started:
         """Start an instance of `flow` with `input` (any JSON value).
+
+        `traceparent` (and `tracestate`): the W3C trace context the instance's trace continues
+        (docs/observability.md). None: the current OpenTelemetry span's, when the application
+        has OpenTelemetry loaded and a span is current; "": none.
 
         With `worker` (a Worker running in this process), eager dispatch: a slot is reserved on
         the worker first and the server hands the first task back in the start response, so it
@@ -257,6 +265,10 @@ class Client(AdminCalls, ScheduleCalls, TaskCalls):
         request = pb.StartInstanceRequest(
             flow=flow, version=version or "", input=_json(input), instance_id=instance_id or ""
         )
+        if traceparent is None:
+            traceparent, tracestate = current_trace_context()
+        request.traceparent = traceparent
+        request.tracestate = tracestate or ""
         slot = self._reserve(worker)
         if slot is not None and worker is not None:
             request.eager.worker_id = worker.worker_id

@@ -135,6 +135,8 @@ class Instance:
     step_inputs: dict[str, Any] = field(default_factory=dict)
     # who started it (the starting credential's name); "" when no person did (a schedule)
     started_by: str = ""
+    # Its trace's id (docs/observability.md); "" from a server that predates tracing.
+    trace_id: str = ""
 
 
 class InstancePage(list[Instance]):

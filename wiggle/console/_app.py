@@ -45,6 +45,7 @@ from wiggle.console import _security as sec
 from wiggle.console._backend import Backend, acting_as, done
 from wiggle.console._identity import Authenticator, CredentialsLogin, Identity, console_identity
 from wiggle.console._pages import FRAGMENT_HEADER, Pages
+from wiggle.console._traces import check_trace_url
 
 __all__ = ["ConsoleSettings", "create_app"]
 
@@ -68,6 +69,8 @@ class ConsoleSettings:
     credential's name, groups and scopes). `person`: the name a console without a login acts
     on human tasks under (`--as`). `authenticator`: another way to map a login to a person
     (the seam for an identity provider); by default the token and the credentials file.
+    `trace_url`: a URL template with `{trace_id}` (`--trace-url`) that makes an instance's
+    trace id a link to the operator's trace viewer on its page.
     """
 
     token: str | None = None
@@ -80,8 +83,12 @@ class ConsoleSettings:
     credentials: str | None = None
     person: str | None = None
     authenticator: Authenticator | None = None
+    trace_url: str | None = None
 
     def __post_init__(self) -> None:
+        problem = check_trace_url(self.trace_url) if self.trace_url else None
+        if problem:
+            raise ValueError(problem)
         if self.require_login and not (self.token or self.credentials or self.authenticator):
             raise ValueError(
                 "a console that requires a login needs the token or the credentials file to "
@@ -187,6 +194,7 @@ def create_app(backend: Backend, settings: ConsoleSettings | None = None) -> Sta
         refresh_ms=settings.refresh_ms,
         login_required=settings.require_login,
         flows_dir=settings.flows_dir,
+        trace_url=settings.trace_url,
     )
     pages.templates.env.globals["people_login"] = bool(
         settings.credentials or settings.authenticator

@@ -10,6 +10,7 @@ import datetime as dt
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -27,6 +28,7 @@ from wiggle.console._backend import STATUSES, Backend
 from wiggle.console._listing import conditions_text, failed_at
 from wiggle.console._sources import FlowSources
 from wiggle.console._text import ago, duration, format_ms, pretty_json, short_version, zoned
+from wiggle.console._traces import trace_link
 
 __all__ = ["FRAGMENT_HEADER", "Handler", "Pages"]
 
@@ -66,7 +68,13 @@ class Pages:
 
     @classmethod
     def create(
-        cls, backend: Backend, *, refresh_ms: int, login_required: bool, flows_dir: str | None
+        cls,
+        backend: Backend,
+        *,
+        refresh_ms: int,
+        login_required: bool,
+        flows_dir: str | None,
+        trace_url: str | None = None,
     ) -> Pages:
         templates = Jinja2Templates(directory=str(_HERE / "templates"))
         env = templates.env
@@ -84,6 +92,7 @@ class Pages:
         env.globals["STATUSES"] = STATUSES
         env.globals["refresh_ms"] = refresh_ms
         env.globals["login_required"] = login_required
+        env.globals["trace_link"] = partial(trace_link, trace_url)
         return cls(backend, templates, FlowSources(flows_dir), refresh_ms, login_required)
 
     def page(

@@ -19,6 +19,7 @@ import uvicorn
 from wiggle.console._app import ConsoleSettings, create_app
 from wiggle.console._backend import Backend
 from wiggle.console._security import is_loopback
+from wiggle.console._traces import check_trace_url
 from wiggle.errors import InvalidRequest
 from wiggle.server._credentials import CredentialError, CredentialStore
 
@@ -42,6 +43,7 @@ def settings_for(
     trusted_proxies: Iterable[str] = (),
     credentials: str | None = None,
     person: str | None = None,
+    trace_url: str | None = None,
 ) -> ConsoleSettings:
     """Safe defaults from the bind host: off loopback, or behind a trusted proxy, a login with
     `token` (or a credential of `credentials`) is required (and one must be given); on loopback
@@ -60,6 +62,9 @@ def settings_for(
         )
     if credentials:
         _check_credentials(credentials)
+    problem = check_trace_url(trace_url) if trace_url else None
+    if trace_url and problem:
+        raise InvalidRequest(f"--trace-url {trace_url[:200]!r}: {problem}")
     if login and not token and not credentials:
         if not loopback:
             why = f"the console on {host} would be reachable from other machines"
@@ -80,6 +85,7 @@ def settings_for(
         trusted_proxies=proxies,
         credentials=credentials,
         person=person,
+        trace_url=trace_url or None,
     )
 
 

@@ -27,7 +27,7 @@ from ._engine_repairs import Repairs
 from ._engine_schedules import Schedules
 from ._engine_tasks import Tasks
 from ._engine_views import Views
-from .machine.claims import claim, heartbeat_stmt
+from .machine.claims import claim, heartbeat_stmt, task_trace, with_trace
 from .machine.reports import apply_reports
 from .machine.starts import StartRequest, apply_starts
 from .machine.tx import FenceLost, new_id
@@ -124,6 +124,9 @@ class Engine(Definitions, Views, Repairs, Schedules, Tasks):
         self._listener_lock = threading.Lock()
         self.is_leader = False  # as of the last tick()
         self._workers = WorkerBook()
+        # True: a polled task carries its instance tree's trace context (one more statement per
+        # claim). A server that traces sets it (docs/observability.md); eager tasks always do.
+        self.trace_context = False
         # Reports arriving together share a transaction (two batches in flight on PostgreSQL:
         # one commits while the next is applied; SQLite serialises writes anyway).
         self._reports: GroupCommit[Report, AdvanceResult] = GroupCommit(
@@ -201,13 +204,18 @@ class Engine(Definitions, Views, Repairs, Schedules, Tasks):
         instance_id: str | None = None,
         eager: EagerRequest | None = None,
         started_by: str | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> StartResult:
         """Start an instance (idempotent on `instance_id`); optionally claim its first task.
         `started_by`: the person starting it (on a server, the calling credential's name), whom
         a human step's `exclude: [starter]` excludes. Starts arriving together share one
-        transaction."""
+        transaction. `traceparent`, `tracestate`: the W3C trace context it continues, checked by
+        the caller (wiggle.tracecontext); its subflow children share it."""
         return self._starts.submit(
-            StartRequest(flow, input, version, instance_id, eager, started_by)
+            StartRequest(
+                flow, input, version, instance_id, eager, started_by, traceparent, tracestate
+            )
         )
 
     def _run_starts(self, requests: Sequence[StartRequest]) -> list[StartResult | BaseException]:
@@ -263,8 +271,9 @@ class Engine(Definitions, Views, Repairs, Schedules, Tasks):
             return []
         if self.db.is_sqlite and not self.db.read(lambda c: self._any_ready(c, queues)):
             return []  # do not take SQLite's write lock just to find nothing
-        return self.db.write(
-            lambda c: claim(
+
+        def fn(c: Connection) -> list[TaskActivation]:
+            tasks = claim(
                 c,
                 self.db,
                 queues,
@@ -274,7 +283,9 @@ class Engine(Definitions, Views, Repairs, Schedules, Tasks):
                 self.default_mode,
                 activities,
             )
-        )
+            return with_trace(c, tasks) if self.trace_context else tasks
+
+        return self.db.write(fn)
 
     @staticmethod
     def _any_ready(conn: Connection, queues: Sequence[str]) -> bool:
@@ -374,6 +385,11 @@ class Engine(Definitions, Views, Repairs, Schedules, Tasks):
                 return [self._run_reports([r])[0] for r in reports]
             return [exc]
         return list(answers)
+
+    def task_trace(self, task_id: str) -> tuple[str, str] | None:
+        """(trace id, span id) of the step attempt task `task_id` is at (one read), for a log
+        line that names it; None when the task is gone (docs/observability.md)."""
+        return self.db.read(lambda c: task_trace(c, task_id))
 
     def heartbeat(
         self, task_id: str, lease: str, *, node_id: str = "", grant: QueueGrant | None = None

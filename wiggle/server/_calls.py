@@ -15,6 +15,7 @@ from wiggle.errors import StaleLease
 from wiggle.server._edges import check_request
 from wiggle.server._errors import abort_with, status_name
 from wiggle.server._metrics import ServerMetrics
+from wiggle.tracing._logs import unbind
 
 __all__ = ["CallTracker", "rpc_handler"]
 
@@ -73,6 +74,7 @@ def rpc_handler(
             abort_with(context, exc)
             raise  # unreachable: abort_with raises
         finally:
+            unbind()  # what the handler bound for its log lines (tracing on)
             self.calls.leave()
             if self.calls.metrics is not None:
                 self.calls.metrics.rpcs.labels(name, code).inc()

@@ -34,6 +34,7 @@ from wiggle.engine import (
     WorkerSeen,
 )
 from wiggle.errors import InvalidRequest, PayloadTooLarge, WiggleError
+from wiggle.tracecontext import derive, format_traceparent, step_span_id
 from wiggle.wire import status_for
 
 __all__ = [
@@ -157,7 +158,22 @@ def task_to_pb(task: TaskActivation, limits: tuple[int, int] = (0, 0)) -> pb.Tas
         server_now_ms=task.server_now_ms,
         max_payload_bytes=limits[0],
         max_request_bytes=limits[1],
+        **_trace_fields(task),
     )
+
+
+def _trace_fields(task: TaskActivation) -> dict[str, str]:
+    """The task's step attempt span context, when the engine gave the task its trace."""
+    if not task.root_id:
+        return {}
+    trace = derive(task.root_id, task.traceparent)
+    span = step_span_id(
+        task.instance_id, task.task_id, task.node_id, task.attempt, task.loop_counts
+    )
+    return {
+        "traceparent": format_traceparent(trace.trace_id, span, trace.flags),
+        "tracestate": task.tracestate,
+    }
 
 
 def _token_to_pb(token: TokenView) -> pb.Token:
@@ -206,6 +222,7 @@ def instance_to_pb(view: InstanceView, *, full: bool = True) -> pb.Instance:
         updated_at_ms=view.updated_at_ms,
         current_node=view.current_node,  # a listing names where a running instance is, too
         started_by=view.started_by,
+        trace_id=view.trace_id,
     )
     if view.search:
         msg.search = encode_json(view.search)

@@ -79,6 +79,11 @@ class ServerMetrics:
 
     def __init__(self, engine: Engine) -> None:
         r = self.registry = CollectorRegistry()
+        self.spans_dropped = Counter(
+            "wiggle_trace_spans_dropped",
+            "Spans the OTLP exporter could not deliver (tracing on; docs/observability.md)",
+            registry=r,
+        )
         self.steps_completed = Counter(
             "wiggle_steps_completed", "Steps completed", ["flow", "mode"], registry=r
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 import signal
 import socket
 import threading
@@ -105,6 +106,8 @@ class ServerConfig:
     retention_ms: int | None = None
     retention_interval_s: float = 60.0
     metrics_address: str | None = None  # HOST:PORT of the Prometheus endpoint (None: none)
+    #: OpenTelemetry tracing (docs/observability.md). None: on when the OTEL_* variables say so.
+    tracing: bool | None = None
 
     def check(self) -> None:
         if self.token and self.token_file is not None:
@@ -208,6 +211,7 @@ class Server:
             ],
         )
         self.metrics: ServerMetrics | None = None
+        self.tracing: Any = None  # wiggle.tracing._server.ServerTracing while tracing is on
         self._endpoint: MetricsEndpoint | None = None
         if config.metrics_address is not None:
             self.metrics = ServerMetrics(engine)
@@ -257,6 +261,7 @@ class Server:
             db = self._engine.db
             db.event_observers.append(self.metrics.events)
             db.transaction_observers.append(self.metrics.transaction)
+        self._start_tracing()
         self._grpc.start()
         self._ticker.start()
         if self._retention is not None:
@@ -286,6 +291,7 @@ class Server:
                 self._retention.stop()
             self._ticker.stop()
             self._stop_metrics()
+            self._stop_tracing()
             if self._close_engine:
                 self._engine.close()
         finally:
@@ -308,9 +314,45 @@ class Server:
         with contextlib.suppress(ValueError):
             db.transaction_observers.remove(self.metrics.transaction)
 
+    def _start_tracing(self) -> None:
+        """Spans of the engine's events, and tasks that carry their trace context, when
+        tracing is on; nothing of OpenTelemetry is imported otherwise."""
+        from wiggle import tracing
+
+        on = self.config.tracing
+        if not (tracing.enabled() if on is None else on):
+            return
+        from wiggle.tracing._sdk import Sdk
+        from wiggle.tracing._server import ServerTracing
+
+        metrics = self.metrics
+        sdk = Sdk(
+            "server",
+            on_dropped=(lambda n: metrics.spans_dropped.inc(n)) if metrics is not None else None,
+        )
+        self.tracing = ServerTracing(sdk, tracing.layout())
+        self._engine.db.trace_observers.append(self.tracing.events)
+        self._engine.trace_context = True
+        _log.info("tracing on: spans to %s", _endpoint())
+
+    def _stop_tracing(self) -> None:
+        if self.tracing is None:
+            return
+        with contextlib.suppress(ValueError):
+            self._engine.db.trace_observers.remove(self.tracing.events)
+        self.tracing.sdk.shutdown()
+
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the server has stopped; False on timeout."""
         return self._stopped.wait(timeout)
+
+
+def _endpoint() -> str:
+    return (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or "the OTLP default"
+    )
 
 
 def serve(engine: Engine, config: ServerConfig, *, ready: threading.Event | None = None) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from functools import partial
 from typing import Any, TypeVar
 
 import grpc
@@ -38,6 +39,8 @@ from wiggle.server._convert import (
 )
 from wiggle.server._edges import check_request
 from wiggle.server._metrics import ServerMetrics
+from wiggle.tracecontext import instance_span_id, parse_traceparent, parse_tracestate, trace_id_for
+from wiggle.tracing._logs import Ids, bind
 from wiggle.wire import unbatched
 
 __all__ = ["CallTracker", "WiggleService", "rpc_handler"]
@@ -65,6 +68,32 @@ _rpc = rpc_handler
 
 def _status(status: InstanceStatus) -> str:
     return str(status)  # protobuf takes an enum's name
+
+
+def _trace_context(traceparent: str, tracestate: str, ignored: list[str]) -> dict[str, str]:
+    """A start's W3C trace context, normalised; a malformed or oversized one is ignored (said
+    in `ignored`, for a debug line) and the instance's trace derived instead
+    (docs/observability.md)."""
+    if not traceparent:
+        return {}
+    found = parse_traceparent(traceparent)
+    if found is None:
+        ignored.append(f"a malformed or oversized traceparent {traceparent[:80]!r}")
+        return {}
+    state = parse_tracestate(tracestate)
+    if tracestate and not state:
+        ignored.append("a malformed or oversized tracestate")
+    return {"traceparent": found.traceparent(), "tracestate": state}
+
+
+def _start_ids(instance_id: str, traceparent: str) -> Ids | None:
+    """The ids a start's log lines carry: its instance span's once the id is known, else the
+    caller's span (a start without an id, before the instance exists), else none."""
+    caller = parse_traceparent(traceparent) if traceparent else None
+    if instance_id:
+        trace = caller.trace_id if caller is not None else trace_id_for(instance_id)
+        return trace, instance_span_id(instance_id)
+    return (caller.trace_id, caller.span_id) if caller is not None else None
 
 
 class WiggleService(pb_grpc.WiggleServicer):
@@ -150,16 +179,28 @@ class WiggleService(pb_grpc.WiggleServicer):
         eager = None
         if request.HasField("eager") and request.eager.worker_id:
             eager = eager_from_pb(request.eager)
-        result = self._engine.start(
-            request.flow,
-            value,
-            version=request.version or None,
-            instance_id=request.instance_id or None,
-            eager=eager,
-            # The calling credential is the starter (a human step's `exclude: [starter]`); a
-            # server without credentials knows of no person.
-            started_by=CALLER.get() or None,
-        )
+        ignored: list[str] = []
+        trace = _trace_context(request.traceparent, request.tracestate, ignored)
+        tracing = self._engine.trace_context  # a server that traces: its lines carry the ids
+        if tracing:
+            bind(_start_ids(request.instance_id, trace.get("traceparent", "")))
+        try:
+            result = self._engine.start(
+                request.flow,
+                value,
+                version=request.version or None,
+                instance_id=request.instance_id or None,
+                eager=eager,
+                # The calling credential is the starter (a human step's `exclude: [starter]`); a
+                # server without credentials knows of no person.
+                started_by=CALLER.get() or None,
+                **trace,
+            )
+            if tracing:
+                bind(_start_ids(result.instance_id, trace.get("traceparent", "")))
+        finally:
+            for what in ignored:  # said once the instance (and so its trace) is known
+                _log.debug("StartInstance: ignored %s; the trace is derived instead", what)
         response = pb.StartInstanceResponse(
             instance_id=result.instance_id, version=result.version, created=result.created
         )
@@ -422,6 +463,8 @@ class WiggleService(pb_grpc.WiggleServicer):
     def _report_one(self, request: ReportMessage) -> pb.TaskReportResponse | pb.AdvanceRunResponse:
         allow_next = not self._stopping.is_set()
         report = report_from_pb(request, self._limit, allow_next=allow_next, grant=GRANT.get())
+        if self._engine.trace_context:  # its log lines carry its step's ids, found if needed
+            bind(partial(self._engine.task_trace, report.task_id))
         self._count_report(report)
         answer = self._engine.report(report)
         if report.next is not None:
@@ -453,6 +496,8 @@ class WiggleService(pb_grpc.WiggleServicer):
                 todo.append((n, report))
             except WiggleError as exc:
                 answers[n] = error_answer_to_pb(exc)
+        if len(todo) == 1 and self._engine.trace_context:  # (a batch's lines name no one step)
+            bind(partial(self._engine.task_trace, todo[0][1].task_id))
         for _, report in todo:
             self._count_report(report)
         got = self._engine.report_many([r for _, r in todo]) if todo else []

@@ -19,6 +19,7 @@ import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import grpc
@@ -80,6 +81,8 @@ class RunEnv:
     worker_id: str = ""
     #: None until the server first answers AdvanceRun; False once it answered UNIMPLEMENTED.
     advance_run_supported: bool | None = None
+    #: A wiggle.tracing StepTracer when tracing is on (docs/observability.md); None: off.
+    tracer: Any = None
 
 
 def hold_lease(env: RunEnv, task: pb.Task) -> Lease:
@@ -186,9 +189,21 @@ def run_server_step(env: RunEnv, task: pb.Task, lease: Lease) -> pb.Task | None:
     info = _info(task, task.node_id, task.activity, task.attempt, ExecutionMode.SERVER)
     # Without the graph the worker cannot tell a predicate from a task; a predicate's bool
     # encodes as JSON true/false, which is exactly what CompleteTask expects for it.
-    outcome = run_handler(
-        env.registry.get(task.activity), task.activity, _decode(task.input), info, predicate=False
-    )
+    act, ctx = env.registry.get(task.activity), _decode(task.input)
+    if env.tracer is None:
+        outcome = run_handler(act, task.activity, ctx, info, predicate=False)
+    else:
+        outcome, _ = env.tracer.run(
+            task,
+            node_id=task.node_id,
+            activity=task.activity,
+            attempt=task.attempt,
+            loop_counts=_decode(task.loop_counts) or {},
+            mode=str(ExecutionMode.SERVER),
+            position=0,
+            previous="",
+            call=partial(run_handler, act, task.activity, ctx, info, predicate=False),
+        )
     outcome = check_result(outcome, task.max_payload_bytes)
     return _report_single(env, task, lease, outcome, want_next=True)
 
@@ -267,12 +282,28 @@ class LocalRun:
         attempt = task.attempt
         ctx = _decode(task.input)
         loop_counts: Mapping[str, int] = _decode(task.loop_counts) or {}
+        position, previous = 0, ""  # the step's place in the run, the span before it (tracing)
         while True:
             node = graph.nodes[node_id]
             self.lease.node_id = node_id
             info = _info(task, node_id, activity, attempt, self.mode)
             is_predicate = isinstance(node, Predicate)
-            outcome = run_handler(env.registry.get(activity), activity, ctx, info, predicate=False)
+            act = env.registry.get(activity)
+            if env.tracer is None:
+                outcome = run_handler(act, activity, ctx, info, predicate=False)
+            else:
+                outcome, previous = env.tracer.run(
+                    task,
+                    node_id=node_id,
+                    activity=activity,
+                    attempt=attempt,
+                    loop_counts=loop_counts,
+                    mode=str(self.mode),
+                    position=position,
+                    previous=previous,
+                    call=partial(run_handler, act, activity, ctx, info, predicate=False),
+                )
+                position += 1
             if self.lease.lost:
                 # Lost while the step ran: no report may follow, not even a size flush of what
                 # was buffered before it (docs/worker-protocol.md, "The loop").

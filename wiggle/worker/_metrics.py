@@ -49,6 +49,11 @@ class WorkerMetrics:
             buckets=_POLL_BUCKETS,
             registry=r,
         )
+        self.spans_dropped = Counter(
+            "wiggle_trace_spans_dropped",
+            "Spans the OTLP exporter could not deliver (tracing on; docs/observability.md)",
+            registry=r,
+        )
         self._lock = threading.Lock()
         self._run_steps: dict[str, int] = {}  # task id -> steps reported so far under its lease
 

@@ -104,6 +104,7 @@ class Worker:
         self._env: RunEnv | None = None
         self._stopped = threading.Event()
         self._seed: list[Graph] = []
+        self._tracing: Any = None  # wiggle.tracing._sdk.Sdk while tracing is on
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -131,6 +132,7 @@ class Worker:
         for graph in self._seed:
             definitions.put(graph)
         self._keeper = LeaseKeeper(rpc)
+        tracer = self._start_tracing()
         self._env = RunEnv(
             rpc=rpc,
             registry=self.registry,
@@ -139,6 +141,7 @@ class Worker:
             keeper=self._keeper,
             local_batch_size=self.local_batch_size,
             worker_id=self.worker_id,
+            tracer=tracer,
         )
         # Exactly `concurrency` threads: a task beyond that (a poll racing an eager reservation,
         # see _poller) waits in the pool's queue, its lease kept alive from the moment it came.
@@ -192,12 +195,31 @@ class Worker:
         self._finish_stop()
         _log.info("worker %s stopped", self.worker_id)
 
+    def _start_tracing(self) -> Any:
+        """A StepTracer when the OTEL_* variables turn tracing on; None (and no OpenTelemetry
+        import) otherwise."""
+        from wiggle.tracing import enabled
+
+        if not enabled():
+            return None
+        from wiggle.tracing._sdk import Sdk
+        from wiggle.tracing._steps import StepTracer
+
+        metrics = self.metrics
+        self._tracing = Sdk(
+            "worker",
+            on_dropped=(lambda n: metrics.spans_dropped.inc(n)) if metrics is not None else None,
+        )
+        return StepTracer(self._tracing)
+
     @property
     def metrics_port(self) -> int:
         """The bound port of the metrics endpoint (0 when there is none)."""
         return self._endpoint.port if self._endpoint is not None else 0
 
     def _finish_stop(self) -> None:
+        if self._tracing is not None:
+            self._tracing.shutdown()  # spans still buffered go out (two seconds at most)
         if self._endpoint is not None:
             self._endpoint.close()
         if self._keeper is not None:

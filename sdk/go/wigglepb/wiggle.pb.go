@@ -832,12 +832,17 @@ func (x *NodeCount) GetInstances() int64 {
 }
 
 type StartInstanceRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Flow          string                 `protobuf:"bytes,1,opt,name=flow,proto3" json:"flow,omitempty"`
-	Version       string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`                         // empty: the newest registered
-	Input         []byte                 `protobuf:"bytes,3,opt,name=input,proto3" json:"input,omitempty"`                             // JSON; empty means null
-	InstanceId    string                 `protobuf:"bytes,4,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"` // optional, caller-chosen; starting it twice returns the first
-	Eager         *EagerDispatch         `protobuf:"bytes,5,opt,name=eager,proto3" json:"eager,omitempty"`                             // optional
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Flow       string                 `protobuf:"bytes,1,opt,name=flow,proto3" json:"flow,omitempty"`
+	Version    string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`                         // empty: the newest registered
+	Input      []byte                 `protobuf:"bytes,3,opt,name=input,proto3" json:"input,omitempty"`                             // JSON; empty means null
+	InstanceId string                 `protobuf:"bytes,4,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"` // optional, caller-chosen; starting it twice returns the first
+	Eager      *EagerDispatch         `protobuf:"bytes,5,opt,name=eager,proto3" json:"eager,omitempty"`                             // optional
+	// W3C trace context (docs/observability.md): the instance's trace continues the caller's.
+	// Kept by the instance (its subflow children share it). A malformed or oversized value is
+	// ignored (a fresh, derived context is used); empty: none.
+	Traceparent   string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate    string `protobuf:"bytes,7,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -905,6 +910,20 @@ func (x *StartInstanceRequest) GetEager() *EagerDispatch {
 		return x.Eager
 	}
 	return nil
+}
+
+func (x *StartInstanceRequest) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *StartInstanceRequest) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
 }
 
 type EagerDispatch struct {
@@ -1379,7 +1398,11 @@ type Instance struct {
 	// Who started it: the name of the credential whose StartInstance call started it (a subflow
 	// child: its parent's starter). "" when no person did: a schedule's fire, a start on a
 	// server without credentials, an instance started before the server recorded starters.
-	StartedBy     string `protobuf:"bytes,18,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
+	StartedBy string `protobuf:"bytes,18,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
+	// The 32 hex digits of the instance's trace (its tree's: a subflow child shares its root's),
+	// from its start's traceparent or derived from the root instance id (docs/observability.md).
+	// "" from a server that predates tracing.
+	TraceId       string `protobuf:"bytes,19,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1536,6 +1559,13 @@ func (x *Instance) GetStepInputs() []byte {
 func (x *Instance) GetStartedBy() string {
 	if x != nil {
 		return x.StartedBy
+	}
+	return ""
+}
+
+func (x *Instance) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
 	}
 	return ""
 }
@@ -2711,8 +2741,15 @@ type Task struct {
 	// second. 0 (an older server): 4 MiB, and 4 x max_payload_bytes + 1 MiB.
 	MaxPayloadBytes int64 `protobuf:"varint,16,opt,name=max_payload_bytes,json=maxPayloadBytes,proto3" json:"max_payload_bytes,omitempty"`
 	MaxRequestBytes int64 `protobuf:"varint,17,opt,name=max_request_bytes,json=maxRequestBytes,proto3" json:"max_request_bytes,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// W3C trace context of this step attempt's span (docs/observability.md): the instance's
+	// trace, the span id derived from (instance_id, task_id, node_id, attempt, loop_counts), the
+	// instance's trace flags. A worker that traces makes its span for the attempt with exactly
+	// that id, a child of the instance span. "" when the server does not trace (a worker then
+	// derives the same ids from the task with the instance id as the trace's root).
+	Traceparent   string `protobuf:"bytes,18,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate    string `protobuf:"bytes,19,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -2862,6 +2899,20 @@ func (x *Task) GetMaxRequestBytes() int64 {
 		return x.MaxRequestBytes
 	}
 	return 0
+}
+
+func (x *Task) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *Task) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
 }
 
 type CompleteTaskRequest struct {
@@ -4002,14 +4053,18 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\tNodeCount\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1c\n" +
-	"\tinstances\x18\x03 \x01(\x03R\tinstances\"\xab\x01\n" +
+	"\tinstances\x18\x03 \x01(\x03R\tinstances\"\xed\x01\n" +
 	"\x14StartInstanceRequest\x12\x12\n" +
 	"\x04flow\x18\x01 \x01(\tR\x04flow\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x14\n" +
 	"\x05input\x18\x03 \x01(\fR\x05input\x12\x1f\n" +
 	"\vinstance_id\x18\x04 \x01(\tR\n" +
 	"instanceId\x12.\n" +
-	"\x05eager\x18\x05 \x01(\v2\x18.wiggle.v1.EagerDispatchR\x05eager\"d\n" +
+	"\x05eager\x18\x05 \x01(\v2\x18.wiggle.v1.EagerDispatchR\x05eager\x12 \n" +
+	"\vtraceparent\x18\x06 \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\a \x01(\tR\n" +
+	"tracestate\"d\n" +
 	"\rEagerDispatch\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x16\n" +
 	"\x06queues\x18\x02 \x03(\tR\x06queues\x12\x1e\n" +
@@ -4044,7 +4099,7 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\x17DescribeInstanceRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12%\n" +
-	"\x0einclude_events\x18\x02 \x01(\bR\rincludeEvents\"\x88\x05\n" +
+	"\x0einclude_events\x18\x02 \x01(\bR\rincludeEvents\"\xa3\x05\n" +
 	"\bInstance\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x12\n" +
@@ -4067,7 +4122,8 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\vstep_inputs\x18\x11 \x01(\fR\n" +
 	"stepInputs\x12\x1d\n" +
 	"\n" +
-	"started_by\x18\x12 \x01(\tR\tstartedBy\"\x87\x04\n" +
+	"started_by\x18\x12 \x01(\tR\tstartedBy\x12\x19\n" +
+	"\btrace_id\x18\x13 \x01(\tR\atraceId\"\x87\x04\n" +
 	"\x05Token\x12\x19\n" +
 	"\btoken_id\x18\x01 \x01(\tR\atokenId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12+\n" +
@@ -4171,7 +4227,7 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"\tincidents\x18\x01 \x03(\v2\x13.wiggle.v1.IncidentR\tincidents\x12\x16\n" +
 	"\x06failed\x18\x02 \x01(\x03R\x06failed\":\n" +
 	"\x11PollTasksResponse\x12%\n" +
-	"\x05tasks\x18\x01 \x03(\v2\x0f.wiggle.v1.TaskR\x05tasks\"\xab\x04\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x0f.wiggle.v1.TaskR\x05tasks\"\xed\x04\n" +
 	"\x04Task\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05lease\x18\x02 \x01(\tR\x05lease\x12-\n" +
@@ -4193,7 +4249,11 @@ const file_wiggle_v1_wiggle_proto_rawDesc = "" +
 	"timeout_ms\x18\x0e \x01(\x03R\ttimeoutMs\x12\"\n" +
 	"\rserver_now_ms\x18\x0f \x01(\x03R\vserverNowMs\x12*\n" +
 	"\x11max_payload_bytes\x18\x10 \x01(\x03R\x0fmaxPayloadBytes\x12*\n" +
-	"\x11max_request_bytes\x18\x11 \x01(\x03R\x0fmaxRequestBytes\"\x9c\x01\n" +
+	"\x11max_request_bytes\x18\x11 \x01(\x03R\x0fmaxRequestBytes\x12 \n" +
+	"\vtraceparent\x18\x12 \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\x13 \x01(\tR\n" +
+	"tracestate\"\x9c\x01\n" +
 	"\x13CompleteTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05lease\x18\x02 \x01(\tR\x05lease\x12\x16\n" +

@@ -58,12 +58,24 @@ func (r *localRun) run(ctx context.Context) {
 			w.log.Warn("task has unreadable loop counts; treating them as empty", "task", t.GetTaskId(), "err", err)
 		}
 	}
+	position, previous := 0, "" // the step's place in the run, the span before it (tracing)
 	for {
 		node := g.Nodes[nodeID]
 		isPredicate := node.Kind == graph.KindPredicate
 		h, found := w.reg.get(activity)
 		info := stepInfo(t, nodeID, activity, attempt, r.mode)
-		out := runHandler(WithStep(ctx, info), h, found, activity, in, isPredicate)
+		var out outcome
+		if w.tracer == nil {
+			out = runHandler(WithStep(ctx, info), h, found, activity, in, isPredicate)
+		} else {
+			out, previous = w.tracer.run(ctx, t, stepSpan{
+				node: nodeID, activity: activity, mode: string(r.mode), attempt: attempt,
+				position: position, loops: loopCounts, previous: previous,
+			}, func(ctx context.Context) outcome {
+				return runHandler(WithStep(ctx, info), h, found, activity, in, isPredicate)
+			})
+			position++
+		}
 		if why := r.l.lost(); why != "" {
 			// Lost while the step ran: no report may follow, not even a size flush of what was
 			// buffered before it (docs/worker-protocol.md, "The loop").

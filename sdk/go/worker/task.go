@@ -91,7 +91,18 @@ func stepInfo(t *wigglepb.Task, node, activity string, attempt int, mode graph.E
 func (w *worker) serverStep(ctx context.Context, t *wigglepb.Task, l *lease) *wigglepb.Task {
 	info := stepInfo(t, t.GetNodeId(), t.GetActivity(), int(t.GetAttempt()), graph.ModeServer)
 	h, ok := w.reg.get(t.GetActivity())
-	out := runHandler(WithStep(ctx, info), h, ok, t.GetActivity(), t.GetInput(), false)
+	step := func(ctx context.Context) outcome {
+		return runHandler(WithStep(ctx, info), h, ok, t.GetActivity(), t.GetInput(), false)
+	}
+	var out outcome
+	if w.tracer == nil {
+		out = step(ctx)
+	} else {
+		out, _ = w.tracer.run(ctx, t, stepSpan{
+			node: t.GetNodeId(), activity: t.GetActivity(), mode: string(graph.ModeServer),
+			attempt: int(t.GetAttempt()), loops: loopsOf(t),
+		}, step)
+	}
 	return w.reportSingle(t, l, checkLimits(out, t.GetMaxPayloadBytes()), true)
 }
 

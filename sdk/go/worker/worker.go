@@ -74,6 +74,8 @@ type worker struct {
 	tasks      sync.WaitGroup
 	closeErr   error
 	newTimer   func(time.Duration) *time.Timer // time.NewTimer; tests watch keepAlive's waits
+	// tracer makes a span per step attempt when the OTEL_* variables turn tracing on; nil off.
+	tracer *stepTracer
 }
 
 // New makes a worker on client (wigglepb.NewWiggleClient of a connection, or a test double).
@@ -92,6 +94,7 @@ func New(client wigglepb.WiggleClient, opts Options) Worker {
 	w.defs = newDefinitions(w.rpc, w.log)
 	w.abortCtx, w.abort = context.WithCancel(context.Background())
 	w.pollCtx, w.stopPoll = context.WithCancel(w.abortCtx)
+	w.tracer = newStepTracer(w.log)
 	return w
 }
 
@@ -154,6 +157,9 @@ func (w *worker) Close(ctx context.Context) error {
 			w.closeErr = ctx.Err()
 		}
 		w.abort()
+		if w.tracer != nil {
+			w.tracer.shutdown() // buffered spans go out (two seconds at most)
+		}
 		w.log.Info("worker stopped")
 	})
 	return w.closeErr

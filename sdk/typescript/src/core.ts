@@ -12,9 +12,9 @@ import { ReportBatcher } from "./batching.js";
 import { Definitions } from "./definitions.js";
 import { isWorkerStep, type ExecutionMode, type Graph } from "./graph.js";
 import { Lease } from "./lease.js";
-import { LocalRun } from "./local-run.js";
+import { LocalRun, readLoopCounts } from "./local-run.js";
 import { Reporter } from "./reporting.js";
-import type { RunHost } from "./run-host.js";
+import type { RunHost, TracedStep } from "./run-host.js";
 import { Slots } from "./slots.js";
 import type { Logger } from "./log.js";
 import { DEFAULT_BATCH_SIZE } from "./policy.js";
@@ -31,6 +31,7 @@ import {
 } from "./rpc.js";
 import { WorkerStoppingError, type Step } from "./step.js";
 import { encode, type Json } from "./json.js";
+import { loadTracer, tracingEnabled, type StepTracer } from "./tracing.js";
 
 /** What {@link Core.startInstance} is told besides the flow and its input. */
 export interface StartOptions {
@@ -88,6 +89,8 @@ export class Core implements RunHost {
   /** 0 until the server first answers AdvanceRun, 1 once it did, -1 after UNIMPLEMENTED. */
   advanceRun: 0 | 1 | -1 = 0;
   draining = false;
+  /** Makes a span per step attempt while tracing is on (docs/observability.md). */
+  private tracer: StepTracer | null = null;
   /** Aborted when the drain begins. */
   readonly drainSignal: AbortSignal;
   /** Aborted when the worker stops without finishing: runs drop what they hold. */
@@ -152,7 +155,9 @@ export class Core implements RunHost {
     }
     this.started = true;
     this.activityNames = [...this.handlers.keys()].sort();
-    this.pollerDone = this.pollLoop().catch((e: unknown) => {
+    // Tracing (OTEL_* variables) is loaded before the first poll, so every step is traced.
+    const ready = tracingEnabled() ? loadTracer(this.log).then((t) => void (this.tracer = t)) : Promise.resolve();
+    this.pollerDone = ready.then(() => this.pollLoop()).catch((e: unknown) => {
       this.log.error("the poll loop stopped on an error", { err: String(e) }); // a bug of ours
     });
     this.log.info("worker serving", { worker: this.opts.workerId, queues: this.opts.queues.join(",") });
@@ -400,16 +405,22 @@ export class Core implements RunHost {
     };
   }
 
-  /** Runs one handler for a step of `t` under `lease`. */
-  run(step: Step, input: Uint8Array, asPredicate: boolean): Promise<Outcome> {
-    return runHandler(
-      this.handlers.get(step.activity),
-      step.activity,
-      input,
-      step,
-      asPredicate,
-      () => this.opts.abortStepsOnDrain && this.draining && step.signal.aborted,
-    );
+  /** Runs one handler for a step of `t` under `lease` (inside its span when `span` is given). */
+  run(step: Step, input: Uint8Array, asPredicate: boolean, span?: TracedStep): Promise<Outcome> {
+    const call = (): Promise<Outcome> =>
+      runHandler(
+        this.handlers.get(step.activity),
+        step.activity,
+        input,
+        step,
+        asPredicate,
+        () => this.opts.abortStepsOnDrain && this.draining && step.signal.aborted,
+      );
+    return this.tracer !== null && span !== undefined ? this.tracer.run(span.task, span, call) : call();
+  }
+
+  get tracing(): boolean {
+    return this.tracer !== null;
   }
 
   /** `out`, or the non-retryable failure it is when its result breaks the server's limits. */
@@ -424,7 +435,11 @@ export class Core implements RunHost {
    */
   private async serverStep(t: Task, lease: Lease): Promise<Task | null> {
     const step = this.stepOf(t, t.nodeId, t.activity, t.attempt, "SERVER", lease);
-    const out = this.limited(await this.run(step, t.input, false), t);
+    const span = this.tracer === null ? undefined : {
+      task: t, nodeId: t.nodeId, activity: t.activity, attempt: t.attempt, mode: "SERVER",
+      loops: readLoopCounts(t, this), position: 0, previous: "",
+    };
+    const out = this.limited(await this.run(step, t.input, false, span), t);
     if (out.kind === "failure" && out.interrupted === true) {
       await this.reporter.release(t, lease, "shutdown");
       return null;
@@ -480,6 +495,7 @@ export class Core implements RunHost {
     }
     this.abort();
     this.api.close();
+    await this.tracer?.shutdown(); // buffered spans go out (two seconds at most)
     this.log.info("worker stopped", { worker: this.opts.workerId });
     this.markStopped();
   }

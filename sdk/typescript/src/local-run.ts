@@ -21,6 +21,7 @@ import type { Lease } from "./lease.js";
 import { defaultMaxRequestBytes, DEFAULT_MAX_PAYLOAD_BYTES, flushAfter, overRequestLimit } from "./policy.js";
 import { Code, RpcError, type AdvanceRunResponse, type StepResult, type Task } from "./rpc.js";
 import { advance, leaseBudgetLeft, type Handback, type LoopCounts } from "./traversal.js";
+import { stepSpanId } from "./tracecontext.js";
 
 /** A buffered result and its encoded size as an AdvanceRunRequest.steps entry. */
 interface Buffered {
@@ -59,11 +60,21 @@ export class LocalRun {
     let attempt = t.attempt;
     let input: Uint8Array = t.input;
     let loopCounts = readLoopCounts(t, core);
+    let position = 0; // the step's place in the run, and the span before it (tracing)
+    let previous = "";
     for (;;) {
       const node = g.nodes.get(nodeId) as GraphNode;
       const isPredicate = node.kind === "predicate";
       const step = core.stepOf(t, nodeId, activity, attempt, this.mode, this.lease);
-      let out = await core.run(step, input, isPredicate);
+      let out: Outcome;
+      if (core.tracing) {
+        const span = { task: t, nodeId, activity, attempt, mode: this.mode, loops: loopCounts, position, previous };
+        out = await core.run(step, input, isPredicate, span);
+        previous = stepSpanId(t.instanceId, t.taskId, nodeId, attempt, loopCounts);
+        position++;
+      } else {
+        out = await core.run(step, input, isPredicate);
+      }
       const lost = this.lease.lost;
       if (lost !== "") {
         // Lost while the step ran: no report may follow, neither a flush of what was buffered
@@ -326,7 +337,7 @@ export class LocalRun {
   }
 }
 
-function readLoopCounts(t: Task, core: RunHost): LoopCounts {
+export function readLoopCounts(t: Task, core: Pick<RunHost, "log">): LoopCounts {
   if (t.loopCounts.length === 0) {
     return {};
   }

@@ -12,6 +12,7 @@ import type { Logger } from "./log.js";
 import type { Reporter } from "./reporting.js";
 import type { Task } from "./rpc.js";
 import type { Step } from "./step.js";
+import type { StepSpan } from "./tracing.js";
 
 export interface RunHost {
   /** 0 until the server first answers AdvanceRun, 1 once it did, -1 after UNIMPLEMENTED. */
@@ -24,8 +25,15 @@ export interface RunHost {
   readonly opts: { readonly queues: readonly string[]; readonly localBatchSize: number };
   readonly handlers: ReadonlyMap<string, Handler>;
   stepOf(t: Task, nodeId: string, activity: string, attempt: number, mode: ExecutionMode, lease: Lease): Step;
-  run(step: Step, input: Uint8Array, asPredicate: boolean): Promise<Outcome>;
+  run(step: Step, input: Uint8Array, asPredicate: boolean, span?: TracedStep): Promise<Outcome>;
+  /** True while steps are traced (docs/observability.md): a local run then names its spans. */
+  readonly tracing: boolean;
   limited(out: Outcome, t: Task): Outcome;
   /** The worker's reports: a run's calls are resent, refused and released through it. */
   readonly reporter: Reporter;
+}
+
+/** A traced step: its task and where it stands in its run. */
+export interface TracedStep extends StepSpan {
+  readonly task: Task;
 }

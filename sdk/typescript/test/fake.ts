@@ -231,6 +231,8 @@ export function task(over: Partial<Task> = {}): Task {
     serverNowMs: now,
     maxPayloadBytes: 0,
     maxRequestBytes: 0,
+    traceparent: "",
+    tracestate: "",
     ...over,
   };
 }

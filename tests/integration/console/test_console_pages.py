@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 from wiggle.console import Backend, ConsoleSettings, create_app
 from wiggle.engine import StepFailure
 from wiggle.server import EmbeddedStack, embedded_stack
+from wiggle.tracecontext import trace_id_for
 
 GATE = """
 wiggle: 1
@@ -241,3 +242,27 @@ def _note(worker_id: str, queues: tuple[str, ...]):
     from wiggle.engine import WorkerNote
 
     return WorkerNote(worker_id, queues, (), 4, "wiggle-test/1")
+
+
+def test_the_instance_page_links_its_trace_to_the_trace_url(stack):
+    """With `--trace-url`, an instance's trace id (its start's traceparent's, else the one
+    derived from its id) is a link on its page; without one, no link."""
+    st, console = stack
+    caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    continued = st.client.start("charge", {}, traceparent=caller).instance_id
+    derived = st.client.start("charge", {}, traceparent="").instance_id
+    assert 'id="trace-link"' not in console.get(f"/instances/{continued}").text
+    backend = Backend(st.address)
+    try:
+        settings = ConsoleSettings(trace_url="http://jaeger:16686/trace/{trace_id}")
+        linked = TestClient(create_app(backend, settings), base_url="http://127.0.0.1:8080")
+        for iid, trace_id in (
+            (continued, "0af7651916cd43dd8448eb211c80319c"),
+            (derived, trace_id_for(derived)),
+        ):
+            page = linked.get(f"/instances/{iid}")
+            assert page.status_code == 200
+            (href,) = re.findall(r'<a href="([^"]+)" id="trace-link"', page.text)
+            assert href == f"http://jaeger:16686/trace/{trace_id}"
+    finally:
+        backend.close()

@@ -11,6 +11,7 @@ from wiggle.engine import SCHEMA_VERSION, Engine, IncompatibleSchema, InstanceSt
 from wiggle.engine.store import schema as schema
 from wiggle.errors import InstanceExists, RepairRefused
 from wiggle.graph import ExecutionMode
+from wiggle.tracecontext import trace_id_for
 
 LIN = load_flow("wiggle: 1\nname: lin\nsteps:\n  - task: a\n")
 LIN2 = load_flow("wiggle: 1\nname: lin\nsteps:\n  - task: a\n  - task: b\n")
@@ -283,8 +284,44 @@ steps:
 """
 
 
+def _make_v8(conn):
+    """Turn a current database back into schema 8 (no trace context)."""
+    for column in ("traceparent", "tracestate"):
+        conn.exec_driver_sql(f"ALTER TABLE wiggle_instances DROP COLUMN {column}")
+    conn.execute(update(schema.schema_version).values(version=8))
+
+
+def test_a_schema_8_database_is_upgraded_to_9_and_its_instances_get_a_trace(database_url):
+    """Schema 9 keeps a start's trace context. An instance started before has none: its trace
+    is derived from its id; one started after keeps the traceparent it was given, and its
+    tasks carry it when asked."""
+    flow = load_flow(REMINDED)
+    e = Engine(database_url)
+    try:
+        e.register(flow)
+        kept = e.start("reminded", {})
+        e.db.write(_make_v8)
+    finally:
+        e.close()
+    e = Engine(database_url)
+    try:
+        got = e.db.read(lambda c: c.execute(select(schema.schema_version.c.version)).scalar_one())
+        assert got == SCHEMA_VERSION == 9
+        assert e.describe(kept.instance_id).trace_id == trace_id_for(kept.instance_id)
+        parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        fresh = e.start("reminded", {}, traceparent=parent, tracestate="k=v")
+        assert e.describe(fresh.instance_id).trace_id == "0af7651916cd43dd8448eb211c80319c"
+        (listed,) = [
+            i for i in e.list_instances(flow="reminded") if i.instance_id == fresh.instance_id
+        ]
+        assert listed.trace_id == "0af7651916cd43dd8448eb211c80319c"
+    finally:
+        e.close()
+
+
 def _make_v7(conn):
     """Turn a current database back into schema 7 (no starter, no reminders)."""
+    _make_v8(conn)
     conn.exec_driver_sql("DROP INDEX ix_wiggle_human_tasks_remind")
     for column in ("reminded_count", "last_reminded_at_ms", "next_remind_at_ms"):
         conn.exec_driver_sql(f"ALTER TABLE wiggle_human_tasks DROP COLUMN {column}")
@@ -309,7 +346,7 @@ def test_a_schema_7_database_is_upgraded_to_8_and_its_tasks_and_instances_carry_
     e = Engine(database_url)
     try:
         got = e.db.read(lambda c: c.execute(select(schema.schema_version.c.version)).scalar_one())
-        assert got == SCHEMA_VERSION == 8
+        assert got == SCHEMA_VERSION
         assert e.describe(kept.instance_id).started_by == ""
         (old,) = e.list_tasks("alice", instance_id=kept.instance_id)
         assert (old.excluded, old.reminded_count, old.next_remind_at_ms) == ((), 0, None)

@@ -105,8 +105,25 @@ def test_rpcs_and_transactions_are_counted_per_step_when_asked():
     assert data["rpcs_per_step"] == {"ReportBatch": 0.25, "StartInstance": 0.05}
     assert data["transactions_per_step"] == {"write": 0.3}
     assert counts(figures) == (
-        f"{'':<12}RPCs/step: 0.300 (ReportBatch 0.250, StartInstance 0.050); "
+        f"{'':<18}RPCs/step: 0.300 (ReportBatch 0.250, StartInstance 0.050); "
         "server transactions/step: write 0.300"
     )
     without = Figures("SERVER", 1, 1, 1.0, 1.0, 1.0, None, None, None, 0.0, 0.0, 0.0)
     assert without.as_json()["rpcs_per_step"] is None and counts(without) is None
+
+
+def test_a_traced_run_is_marked_and_its_overhead_is_on_minus_off_per_step():
+    """--tracing both: the traced row is `MODE +otel`, and the line under it is the CPU per
+    step the servers and the workers spent more than the untraced run."""
+    from dataclasses import replace
+
+    from wiggle.bench._tracing import overhead, runs_of
+
+    off = Figures("LOCAL_SYNC", 10, 20, 1.0, 1.0, 1.0, None, None, None, 0.2, 0.1, 0.0)
+    on = replace(off, instances=20, server_cpu_s=0.5, worker_cpu_s=0.3, tracing=True)
+    assert row(on).split()[:2] == ["LOCAL_SYNC", "+otel"] and len(row(on)) == len(HEADER)
+    assert row(off).split()[1] != "+otel"
+    line = overhead(off, on, spans=660, instances=22)
+    assert "+0.500 ms CPU per step (server +0.250, workers +0.250)" in line
+    assert "660 spans received, 30.0 per instance" in line
+    assert runs_of("both") == (False, True) and runs_of("off") == (False,)

@@ -323,3 +323,16 @@ def test_the_favicon_is_served_without_a_login():
     icon = client.get("/favicon.ico")
     assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
     assert 'rel="icon"' in client.get("/login").text
+
+
+def test_a_trace_url_must_be_an_http_address_naming_the_trace_id():
+    """`--trace-url` is drawn as a link on every instance page: a template without
+    `{trace_id}`, or of another scheme (javascript:), is refused at the start."""
+    good = "http://jaeger:16686/trace/{trace_id}"
+    assert settings_for("127.0.0.1", None, trace_url=good).trace_url == good
+    with pytest.raises(InvalidRequest, match=r"\{trace_id\}"):
+        settings_for("127.0.0.1", None, trace_url="http://jaeger:16686/search")
+    with pytest.raises(InvalidRequest, match="http"):
+        settings_for("127.0.0.1", None, trace_url="javascript:alert('{trace_id}')")
+    with pytest.raises(ValueError, match="http"):
+        ConsoleSettings(trace_url="//jaeger/{trace_id}")

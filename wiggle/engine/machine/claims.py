@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -27,6 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from wiggle.graph import Await, ExecutionMode, Graph, Join, Predicate, Task
+from wiggle.tracecontext import derive, step_span_id
 
 from ..model.types import TaskActivation, TokenState, resolve_mode
 from ..store import schema as s
@@ -34,7 +36,7 @@ from ..store.db import Database
 from ..store.keyed import CLAIM_EVENT_SEQ
 from .tx import loads
 
-__all__ = ["activation", "claim", "claim_rows", "heartbeat_stmt"]
+__all__ = ["activation", "claim", "claim_rows", "heartbeat_stmt", "task_trace", "with_trace"]
 
 _t = s.tokens
 _RETURNING = (
@@ -198,8 +200,18 @@ def activity_of(graph: Graph, node_id: str) -> str:
     return node.activity
 
 
-def activation(m: Any, graph: Graph, default_mode: ExecutionMode) -> TaskActivation:
+def activation(
+    m: Any, graph: Graph, default_mode: ExecutionMode, inst: Any = None
+) -> TaskActivation:
+    """A claimed token's task; `inst` (an engine.store.rows.Inst) adds its trace context."""
     raw_input = m["input"] if m["input"] is not None else m["context"]
+    trace = {}
+    if inst is not None:
+        trace = {
+            "root_id": inst.root_id,
+            "traceparent": inst.traceparent or "",
+            "tracestate": inst.tracestate or "",
+        }
     return TaskActivation(
         task_id=m["id"],
         lease=m["lease"],
@@ -215,7 +227,49 @@ def activation(m: Any, graph: Graph, default_mode: ExecutionMode) -> TaskActivat
         execution_mode=resolve_mode(graph, default_mode),
         loop_counts=loads(m["loop_counts"]),
         timeout_ms=int(m["timeout_ms"]),
+        **trace,
     )
+
+
+def with_trace(conn: Connection, tasks: list[TaskActivation]) -> list[TaskActivation]:
+    """`tasks` with their instance trees' trace context: one statement for the batch, made only
+    by an engine asked for it (a server that traces), so a claim costs nothing more otherwise."""
+    if not tasks:
+        return tasks
+    i = s.instances
+    ids = sorted({t.instance_id for t in tasks})
+    rows = conn.execute(
+        select(i.c.id, i.c.root_id, i.c.traceparent, i.c.tracestate).where(i.c.id.in_(ids))
+    ).all()
+    found = {r[0]: (r[1], r[2] or "", r[3] or "") for r in rows}
+    out = []
+    for t in tasks:
+        root, parent, state = found.get(t.instance_id, (t.instance_id, "", ""))
+        out.append(replace(t, root_id=root, traceparent=parent, tracestate=state))
+    return out
+
+
+def task_trace(conn: Connection, task_id: str) -> tuple[str, str] | None:
+    """(trace id, span id) of the step attempt the task's token is at now, or None when there
+    is no such token (docs/observability.md). A local run's token is at its leased step."""
+    i = s.instances
+    row = conn.execute(
+        select(
+            _t.c.instance_id,
+            _t.c.node_id,
+            _t.c.attempt,
+            _t.c.loop_counts,
+            i.c.root_id,
+            i.c.traceparent,
+        )
+        .select_from(_t.join(i, i.c.id == _t.c.instance_id))
+        .where(_t.c.id == task_id)
+    ).first()
+    if row is None:
+        return None
+    trace = derive(row.root_id, row.traceparent or "")
+    counts = loads(row.loop_counts) or {}
+    return trace.trace_id, step_span_id(row.instance_id, task_id, row.node_id, row.attempt, counts)
 
 
 def heartbeat_stmt(db: Database) -> Any:

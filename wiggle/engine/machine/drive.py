@@ -108,6 +108,7 @@ def place(tx: Tx, inst: Inst, tok: Tok) -> None:
             tok.wait_kind = "sleep"
             tok.wake_at_ms = wake
             tx.wakeups.timer_armed = True
+            tx.trace_note(inst.id, "wait_began", node.id, tok.attempt)
             tx.save(tok)
             return
         if isinstance(node, Await):
@@ -125,6 +126,7 @@ def place(tx: Tx, inst: Inst, tok: Tok) -> None:
                         fail_token_instance(tx, inst, tok, message, retryable=False)
                         return
                 tx.wakeups.timer_armed |= tok.wake_at_ms is not None
+                tx.trace_note(inst.id, "wait_began", node.id, tok.attempt)
                 tx.save(tok)
                 return
             if deliver(tx, inst, tok, node, signal):
@@ -309,6 +311,8 @@ def start_child(tx: Tx, inst: Inst, tok: Tok, node: Subflow) -> None:
         parent_instance_id=inst.id,
         parent_token_id=tok.id,
         started_by=inst.started_by,  # the tree's starter: four eyes holds across subflows
+        traceparent=inst.traceparent,  # the tree is one trace (docs/observability.md)
+        tracestate=inst.tracestate,
     )
     tx.instances[child.id] = child
     tx.conn.execute(s.instances.insert().values(child.row(tok.context, tx.now)))

@@ -63,6 +63,7 @@ def lease_ready(
             {**tok.row(), "lease_expires_at_ms": tok.lease_expires_at_ms},
             inst.graph,
             tx.default_mode,
+            inst,
         )
     return None
 
@@ -79,7 +80,7 @@ def reissue(tx: Tx, inst: Inst, lease: str) -> TaskActivation | None:
             _t.c.report_seq == 0,
         )
     ).first()
-    return None if row is None else activation(row._mapping, inst.graph, tx.default_mode)
+    return None if row is None else activation(row._mapping, inst.graph, tx.default_mode, inst)
 
 
 def _has_activity(worker: EagerRequest, activity: str | None) -> bool:

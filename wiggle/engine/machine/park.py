@@ -40,6 +40,8 @@ def inst_from_row(tx: Tx, m: Any) -> Inst:
         parent_instance_id=m["parent_instance_id"],
         parent_token_id=m["parent_token_id"],
         started_by=m["started_by"],
+        traceparent=m["traceparent"],
+        tracestate=m["tracestate"],
     )
     tx.instances[inst.id] = inst
     return inst

@@ -39,6 +39,8 @@ class StartRequest:
     instance_id: str | None = None
     eager: EagerRequest | None = None
     started_by: str | None = None  # the person starting it (a credential's name), if any
+    traceparent: str | None = None  # W3C trace context, already checked (wiggle.tracecontext)
+    tracestate: str | None = None
 
 
 def _newest(tx: Tx, names: Sequence[str]) -> dict[str, str]:
@@ -156,6 +158,8 @@ def _start_one(
         None,
         None,
         started_by=r.started_by or None,
+        traceparent=r.traceparent or None,
+        tracestate=(r.tracestate or None) if r.traceparent else None,
     )
     tx.instances[ident] = inst
     tx.new_instance(inst.row(r.input, tx.now))

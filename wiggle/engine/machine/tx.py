@@ -58,6 +58,8 @@ class Tx:
         self._new: dict[str, Tok] = {}
         self._dirty: dict[str, Tok] = {}
         self._events: list[dict[str, Any]] = []
+        # Events for the trace observers alone, never written (trace_note).
+        self._notes: list[dict[str, Any]] = []
         # What this transaction made happen, for whoever waits for it (after the commit).
         self.wakeups = Wakeups()
         self.instances: dict[str, Inst] = {}
@@ -212,6 +214,21 @@ class Tx:
             }
         )
 
+    def trace_note(self, instance_id: str, kind: str, node_id: str, attempt: int) -> None:
+        """What a span needs but history does not keep (a sleep or an await began: its span
+        starts there), for the trace observers alone; nothing while there are none."""
+        if self.db.trace_observers:
+            self._notes.append(
+                {
+                    "instance_id": instance_id,
+                    "at_ms": self.now,
+                    "kind": kind,
+                    "node_id": node_id,
+                    "attempt": attempt,
+                    "detail": "",
+                }
+            )
+
     def finish(self, *, commit: bool = False) -> None:
         """Flush tokens, append the events, queue the wake-ups (FenceLost: roll back).
 
@@ -223,6 +240,9 @@ class Tx:
         last write (one round trip fewer); the caller runs no statement after it."""
         if self.db.event_observers and self._events:
             self.db.logged(self.conn, [self._observed(ev) for ev in self._events])
+        if self.db.trace_observers and (self._events or self._notes):
+            traced = [self._traced(ev) for ev in (*self._events, *self._notes)]
+            self.db.traced(self.conn, traced)
         self._write(with_events=True, commit=commit)
         if self.wakeups:
             self.db.after_commit(self.conn, self.wakeups)
@@ -232,6 +252,22 @@ class Tx:
         inst = self.instances.get(ev["instance_id"])
         flow, mode = (inst.flow, inst.mode.value) if inst is not None else ("", "")
         return ev["kind"], flow, mode, ev["detail"]
+
+    def _traced(self, ev: dict[str, Any]) -> dict[str, Any]:
+        """An event with what a span of it needs: its instance tree's trace context."""
+        inst = self.instances.get(ev["instance_id"])
+        if inst is None:
+            return {**ev, "root_id": ev["instance_id"], "flow": "", "version": ""}
+        return {
+            **ev,
+            "root_id": inst.root_id,
+            "flow": inst.flow,
+            "version": inst.version,
+            "mode": inst.mode.value,
+            "parent_instance_id": inst.parent_instance_id or "",
+            "traceparent": inst.traceparent or "",
+            "tracestate": inst.tracestate or "",
+        }
 
     def _write(self, *, with_events: bool, commit: bool = False) -> None:
         """Every pending row (and the events, `with_events`) through the database's one write

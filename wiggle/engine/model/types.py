@@ -112,6 +112,11 @@ class TaskActivation:
     execution_mode: ExecutionMode
     loop_counts: Mapping[str, int]
     timeout_ms: int
+    # The trace the task's instance tree is in (docs/observability.md): its root, and the trace
+    # context its start carried ("" when none, or when the engine was not asked for it).
+    root_id: str = ""
+    traceparent: str = ""
+    tracestate: str = ""
 
     @property
     def server_now_ms(self) -> int:
@@ -271,6 +276,8 @@ class InstanceView:
     # Who started it (a credential's name; a subflow child: its parent's); "" when no person
     # did (a schedule's fire, a server without credentials).
     started_by: str = ""
+    # Its tree's trace (32 hex digits): its start's traceparent, or derived from the root id.
+    trace_id: str = ""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from sqlalchemy import Connection, select
 
 from wiggle.errors import InstanceNotFound
 from wiggle.graph import Await, ExecutionMode, Graph, Join, successors
+from wiggle.tracecontext import derive
 
 from ..machine.search import search_of
 from ..machine.tx import TOKEN_COLUMNS, loads
@@ -257,4 +258,5 @@ def describe(
         else {},
         step_inputs=step_inputs(conn, instance_id) if include_events else {},
         started_by=m["started_by"] or "",
+        trace_id=derive(m["root_id"], m["traceparent"] or "").trace_id,
     )

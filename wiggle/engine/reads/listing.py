@@ -11,6 +11,7 @@ from sqlalchemy import Connection, and_, func, or_, select
 
 from wiggle.errors import InvalidRequest
 from wiggle.graph import ExecutionMode, Graph
+from wiggle.tracecontext import derive
 
 from ..machine.search import search_of
 from ..machine.tx import loads
@@ -36,7 +37,7 @@ __all__ = [
 _i = s.instances
 _d = s.definitions
 
-_LIST_COLUMNS = [c for c in _i.c if c.name not in ("root_id", "parent_token_id")]
+_LIST_COLUMNS = [c for c in _i.c if c.name != "parent_token_id"]
 
 
 def page_token(created_at_ms: int, instance_id: str) -> str:
@@ -95,6 +96,7 @@ def _view(m: Any) -> InstanceView:
         updated_at_ms=int(m["updated_at_ms"]),
         input=None if m["input"] is None else loads(m["input"]),
         started_by=m["started_by"] or "",
+        trace_id=derive(m["root_id"], m["traceparent"] or "").trace_id,
     )
 
 

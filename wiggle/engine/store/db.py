@@ -66,6 +66,7 @@ _PG_GIVEN_NOW = "CAST(current_setting('wiggle.now') AS BIGINT)"
 
 _AFTER_COMMIT = "wiggle_after_commit"
 _EVENTS = "wiggle_events"
+_TRACED = "wiggle_traced"
 
 _PG_RETRY_CODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
 #: idle_in_transaction_session_timeout: PostgreSQL ended the session of a transaction that sat
@@ -142,6 +143,10 @@ class Database:
         # Metrics: each committed transaction's events as (kind, flow, mode, detail JSON), and
         # each transaction's latency (seconds, read?). Empty lists cost nothing.
         self.event_observers: list[Callable[[list[tuple[str, str, str, str]]], None]] = []
+        # Tracing (wiggle.tracing): each committed transaction's events as dicts with their
+        # instance, node, attempt, time and the instance tree's trace context. Nothing is
+        # collected while the list is empty.
+        self.trace_observers: list[Callable[[list[dict[str, Any]]], None]] = []
         self.transaction_observers: list[Callable[[float, bool], None]] = []
         self._notify_cond = threading.Condition()
         self._notify_pending: set[str] = set()
@@ -295,7 +300,8 @@ class Database:
                 # is dropped, and the code below is not reached.
                 done: Wakeups | None = conn.info.pop(_AFTER_COMMIT, None)
                 logged = conn.info.pop(_EVENTS, None)
-        self._deliver(done, logged)
+                traced = conn.info.pop(_TRACED, None)
+        self._deliver(done, logged, traced)
         return result
 
     def _transaction(self, conn: Connection, fn: Callable[[Connection], T]) -> T:
@@ -303,13 +309,18 @@ class Database:
         with conn.begin():
             return fn(conn)
 
-    def _deliver(self, done: Wakeups | None, logged: list[Any] | None) -> None:
+    def _deliver(
+        self, done: Wakeups | None, logged: list[Any] | None, traced: list[Any] | None = None
+    ) -> None:
         """What a committed transaction did, to this process's waiters and observers."""
         if done:
             self._committed(done)
         if logged:
             for observe in self.event_observers:
                 observe(logged)
+        if traced:
+            for trace in self.trace_observers:
+                trace(traced)
 
     # -- one round trip fewer at each end of a transaction (PostgreSQL) -------------------------
 
@@ -397,6 +408,10 @@ class Database:
     def logged(self, conn: Connection, events: list[tuple[str, str, str, str]]) -> None:
         """Events this transaction wrote, for `event_observers` once it has committed."""
         conn.info.setdefault(_EVENTS, []).extend(events)
+
+    def traced(self, conn: Connection, events: list[dict[str, Any]]) -> None:
+        """Events this transaction wrote, for `trace_observers` once it has committed."""
+        conn.info.setdefault(_TRACED, []).extend(events)
 
     def _committed(self, done: Wakeups) -> None:
         """Wake this process's waiters, and NOTIFY other processes' pollers (profile seam)."""

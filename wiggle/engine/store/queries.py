@@ -276,6 +276,8 @@ LOCKED_INSTANCE_FIELDS = (
     "parent_instance_id",
     "parent_token_id",
     "started_by",
+    "traceparent",
+    "tracestate",
 )
 
 

@@ -46,6 +46,8 @@ class Inst:
     parent_instance_id: str | None
     parent_token_id: str | None
     started_by: str | None = None  # the person who started it (a subflow child: its parent's)
+    traceparent: str | None = None  # its start's trace context (a subflow child: its parent's)
+    tracestate: str | None = None
 
     def row(self, input: Json, now_ms: int) -> dict[str, Any]:
         """Its new wiggle_instances row (every column), started with `input` at `now_ms`."""
@@ -64,6 +66,8 @@ class Inst:
             "created_at_ms": now_ms,
             "updated_at_ms": now_ms,
             "started_by": self.started_by,
+            "traceparent": self.traceparent,
+            "tracestate": self.tracestate,
         }
 
 

@@ -69,7 +69,7 @@ HALTED_FAILED = "FAILED"
 HALTED_FINAL = "FINAL"
 
 #: The schema version this code writes. Bump it and add a MIGRATIONS entry for every change.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants a BIGINT identity.
 _SeqType = BigInteger().with_variant(Integer(), "sqlite")
@@ -128,6 +128,11 @@ instances = Table(
     # parent's), for a human step's `exclude: [starter]`. Null: no person (a schedule's fire,
     # a server without credentials, an instance started before schema 8).
     Column("started_by", String(200)),
+    # Since schema 9: the W3C trace context its start carried (docs/observability.md), kept as
+    # a normalised traceparent (version 00) and a checked tracestate; a subflow child copies its
+    # parent's. Null: none (the trace is then derived from the root instance id).
+    Column("traceparent", String(64)),
+    Column("tracestate", String(512)),
     # Listing is newest first (created_at_ms, id), optionally by flow or by status.
     Index("ix_wiggle_instances_created", "created_at_ms", "id"),
     Index("ix_wiggle_instances_flow", "flow", "created_at_ms", "id"),
@@ -524,6 +529,12 @@ def _v7_to_v8(conn: Connection) -> None:
             index.create(conn)
 
 
+def _v8_to_v9(conn: Connection) -> None:
+    """Schema 9: instances keep the trace context their start carried."""
+    for column, ddl in (("traceparent", "VARCHAR(64)"), ("tracestate", "VARCHAR(512)")):
+        conn.exec_driver_sql(f"ALTER TABLE {instances.name} ADD COLUMN {column} {ddl}")
+
+
 #: MIGRATIONS[v] upgrades a database at version v to v + 1, inside the creation transaction.
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
@@ -533,6 +544,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     5: _v5_to_v6,
     6: _v6_to_v7,
     7: _v7_to_v8,
+    8: _v8_to_v9,
 }
 
 

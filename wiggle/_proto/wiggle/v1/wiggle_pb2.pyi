@@ -181,18 +181,22 @@ class NodeCount(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., state: _Optional[str] = ..., instances: _Optional[int] = ...) -> None: ...
 
 class StartInstanceRequest(_message.Message):
-    __slots__ = ("flow", "version", "input", "instance_id", "eager")
+    __slots__ = ("flow", "version", "input", "instance_id", "eager", "traceparent", "tracestate")
     FLOW_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     EAGER_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    TRACESTATE_FIELD_NUMBER: _ClassVar[int]
     flow: str
     version: str
     input: bytes
     instance_id: str
     eager: EagerDispatch
-    def __init__(self, flow: _Optional[str] = ..., version: _Optional[str] = ..., input: _Optional[bytes] = ..., instance_id: _Optional[str] = ..., eager: _Optional[_Union[EagerDispatch, _Mapping]] = ...) -> None: ...
+    traceparent: str
+    tracestate: str
+    def __init__(self, flow: _Optional[str] = ..., version: _Optional[str] = ..., input: _Optional[bytes] = ..., instance_id: _Optional[str] = ..., eager: _Optional[_Union[EagerDispatch, _Mapping]] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
 
 class EagerDispatch(_message.Message):
     __slots__ = ("worker_id", "queues", "activities")
@@ -265,7 +269,7 @@ class DescribeInstanceRequest(_message.Message):
     def __init__(self, instance_id: _Optional[str] = ..., include_events: _Optional[bool] = ...) -> None: ...
 
 class Instance(_message.Message):
-    __slots__ = ("instance_id", "flow", "version", "status", "context", "reason", "execution_mode", "parent_instance_id", "created_at_ms", "updated_at_ms", "tokens", "events", "input", "child_instance_ids", "current_node", "search", "step_inputs", "started_by")
+    __slots__ = ("instance_id", "flow", "version", "status", "context", "reason", "execution_mode", "parent_instance_id", "created_at_ms", "updated_at_ms", "tokens", "events", "input", "child_instance_ids", "current_node", "search", "step_inputs", "started_by", "trace_id")
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     FLOW_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -284,6 +288,7 @@ class Instance(_message.Message):
     SEARCH_FIELD_NUMBER: _ClassVar[int]
     STEP_INPUTS_FIELD_NUMBER: _ClassVar[int]
     STARTED_BY_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     instance_id: str
     flow: str
     version: str
@@ -302,7 +307,8 @@ class Instance(_message.Message):
     search: bytes
     step_inputs: bytes
     started_by: str
-    def __init__(self, instance_id: _Optional[str] = ..., flow: _Optional[str] = ..., version: _Optional[str] = ..., status: _Optional[_Union[InstanceStatus, str]] = ..., context: _Optional[bytes] = ..., reason: _Optional[str] = ..., execution_mode: _Optional[_Union[ExecutionMode, str]] = ..., parent_instance_id: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[Token, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., input: _Optional[bytes] = ..., child_instance_ids: _Optional[_Iterable[str]] = ..., current_node: _Optional[str] = ..., search: _Optional[bytes] = ..., step_inputs: _Optional[bytes] = ..., started_by: _Optional[str] = ...) -> None: ...
+    trace_id: str
+    def __init__(self, instance_id: _Optional[str] = ..., flow: _Optional[str] = ..., version: _Optional[str] = ..., status: _Optional[_Union[InstanceStatus, str]] = ..., context: _Optional[bytes] = ..., reason: _Optional[str] = ..., execution_mode: _Optional[_Union[ExecutionMode, str]] = ..., parent_instance_id: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[Token, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., input: _Optional[bytes] = ..., child_instance_ids: _Optional[_Iterable[str]] = ..., current_node: _Optional[str] = ..., search: _Optional[bytes] = ..., step_inputs: _Optional[bytes] = ..., started_by: _Optional[str] = ..., trace_id: _Optional[str] = ...) -> None: ...
 
 class Token(_message.Message):
     __slots__ = ("token_id", "node_id", "state", "attempt", "lease_owner", "lease_expires_at_ms", "wake_at_ms", "branch", "context", "queue", "activity", "wait_kind", "child_instance_id", "ready_at_ms", "parent_token_id", "explanation")
@@ -520,7 +526,7 @@ class PollTasksResponse(_message.Message):
     def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("task_id", "lease", "lease_expires_at_ms", "instance_id", "flow", "version", "node_id", "activity", "queue", "attempt", "input", "execution_mode", "loop_counts", "timeout_ms", "server_now_ms", "max_payload_bytes", "max_request_bytes")
+    __slots__ = ("task_id", "lease", "lease_expires_at_ms", "instance_id", "flow", "version", "node_id", "activity", "queue", "attempt", "input", "execution_mode", "loop_counts", "timeout_ms", "server_now_ms", "max_payload_bytes", "max_request_bytes", "traceparent", "tracestate")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
@@ -538,6 +544,8 @@ class Task(_message.Message):
     SERVER_NOW_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_REQUEST_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    TRACESTATE_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     lease: str
     lease_expires_at_ms: int
@@ -555,7 +563,9 @@ class Task(_message.Message):
     server_now_ms: int
     max_payload_bytes: int
     max_request_bytes: int
-    def __init__(self, task_id: _Optional[str] = ..., lease: _Optional[str] = ..., lease_expires_at_ms: _Optional[int] = ..., instance_id: _Optional[str] = ..., flow: _Optional[str] = ..., version: _Optional[str] = ..., node_id: _Optional[str] = ..., activity: _Optional[str] = ..., queue: _Optional[str] = ..., attempt: _Optional[int] = ..., input: _Optional[bytes] = ..., execution_mode: _Optional[_Union[ExecutionMode, str]] = ..., loop_counts: _Optional[bytes] = ..., timeout_ms: _Optional[int] = ..., server_now_ms: _Optional[int] = ..., max_payload_bytes: _Optional[int] = ..., max_request_bytes: _Optional[int] = ...) -> None: ...
+    traceparent: str
+    tracestate: str
+    def __init__(self, task_id: _Optional[str] = ..., lease: _Optional[str] = ..., lease_expires_at_ms: _Optional[int] = ..., instance_id: _Optional[str] = ..., flow: _Optional[str] = ..., version: _Optional[str] = ..., node_id: _Optional[str] = ..., activity: _Optional[str] = ..., queue: _Optional[str] = ..., attempt: _Optional[int] = ..., input: _Optional[bytes] = ..., execution_mode: _Optional[_Union[ExecutionMode, str]] = ..., loop_counts: _Optional[bytes] = ..., timeout_ms: _Optional[int] = ..., server_now_ms: _Optional[int] = ..., max_payload_bytes: _Optional[int] = ..., max_request_bytes: _Optional[int] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
 
 class CompleteTaskRequest(_message.Message):
     __slots__ = ("task_id", "lease", "result", "next", "seq")

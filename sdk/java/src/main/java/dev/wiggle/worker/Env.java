@@ -24,6 +24,8 @@ final class Env {
    * UNIMPLEMENTED (from then on every task runs as a SERVER step).
    */
   final AtomicInteger advanceRun = new AtomicInteger();
+  /** One span per step attempt while tracing is on (docs/observability.md); null when off. */
+  final StepSpans spans = StepSpans.fromEnvironment(System.getLogger("dev.wiggle.worker"));
 
   Env(Rpc rpc, Registry registry, List<String> queues, LeaseKeeper keeper, int localBatchSize,
       String workerId) {

@@ -76,13 +76,27 @@ final class LocalRun {
     int attempt = task.getAttempt();
     byte[] input = task.getInput().toByteArray();
     Map<String, Integer> loopCounts = loopCounts();
+    int position = 0; // the step's place in the run, and the span before it (tracing)
+    String previous = "";
     while (true) {
       Node node = g.node(nodeId);
       boolean isPredicate = node.kind() == Kind.PREDICATE;
       lease.running(nodeId, node.timeoutMs());
       StepInfo info = TaskRunner.info(task, nodeId, activity, attempt, mode, lease);
-      Outcome out = Handlers.run(env.registry.get(activity), activity, input, info, isPredicate,
-          task.getMaxPayloadBytes(), lease);
+      Outcome out;
+      if (env.spans == null) {
+        out = Handlers.run(env.registry.get(activity), activity, input, info, isPredicate,
+            task.getMaxPayloadBytes(), lease);
+      } else {
+        String act = activity;
+        byte[] in = input;
+        out = env.spans.run(task, new StepSpans.Step(nodeId, activity, attempt, mode.name(),
+            loopCounts, position, previous), () -> Handlers.run(env.registry.get(act), act, in,
+                info, isPredicate, task.getMaxPayloadBytes(), lease));
+        previous = TraceIds.stepSpanId(task.getInstanceId(), task.getTaskId(), nodeId, attempt,
+            loopCounts);
+        position++;
+      }
       if (env.aborted || lease.lost()) {
         // The handler was interrupted (the drain gave up) or its result would be refused.
         abandon(env.aborted ? "aborted" : Handback.NOT_RUNNING.wire());
@@ -177,6 +191,11 @@ final class LocalRun {
   }
 
   private Map<String, Integer> loopCounts() {
+    return loopCounts(task);
+  }
+
+  /** A task's loop counts (empty when unreadable, with a warning). */
+  static Map<String, Integer> loopCounts(Task task) {
     Map<String, Integer> counts = new HashMap<>();
     if (task.getLoopCounts().isEmpty()) {
       return counts;

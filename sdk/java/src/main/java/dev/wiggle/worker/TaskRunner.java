@@ -103,8 +103,12 @@ final class TaskRunner {
    */
   private static Task serverStep(Env env, Task t, Lease lease) {
     StepInfo info = info(t, t.getNodeId(), t.getActivity(), t.getAttempt(), ExecutionMode.SERVER, lease);
-    Outcome out = Handlers.run(env.registry.get(t.getActivity()), t.getActivity(),
-        t.getInput().toByteArray(), info, false, t.getMaxPayloadBytes(), lease);
+    java.util.function.Supplier<Outcome> call = () -> Handlers.run(
+        env.registry.get(t.getActivity()), t.getActivity(), t.getInput().toByteArray(), info,
+        false, t.getMaxPayloadBytes(), lease);
+    Outcome out = env.spans == null ? call.get() : env.spans.run(t, new StepSpans.Step(
+        t.getNodeId(), t.getActivity(), t.getAttempt(), ExecutionMode.SERVER.name(),
+        LocalRun.loopCounts(t), 0, ""), call);
     if (env.aborted) {
       // The drain gave up while the step ran (its handler was interrupted): give it back.
       release(env, t, lease, "shutdown");

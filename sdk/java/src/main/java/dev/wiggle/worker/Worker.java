@@ -211,6 +211,9 @@ public final class Worker implements AutoCloseable {
 
   private void shutdownResources() {
     pool.shutdown();
+    if (env.spans != null) {
+      env.spans.shutdown(); // buffered spans go out, two seconds at most
+    }
     env.keeper.stop();
     if (owned != null) {
       owned.shutdown();
