@@ -46,6 +46,7 @@ class FakeEngine:
         self.closed = False
         self.timer_wake = threading.Event()
         self.failures: list[tuple[str, Any]] = []
+        self.trace_context = False  # as Engine's: tasks carry no trace context unless traced
 
     def add_tasks(self, n: int, queue: str = "default") -> None:
         with self.cond:
