@@ -241,6 +241,7 @@ SHARED_FIXTURE_MODULES = frozenset(
         "tests/integration/definitions/test_definitions_modes.py",
         "tests/integration/fleet/test_java_tls.py",
         "tests/integration/fleet/test_mixed_fleet.py",
+        "tests/integration/lsp/test_lsp.py",
         "tests/integration/server/test_server_tls.py",
     }
 )

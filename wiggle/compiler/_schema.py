@@ -14,7 +14,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, validators  # type: ignore[import-untyped,unused-ignore]
 
-__all__ = ["flow_validator", "graph_validator", "load_schema", "step_keys"]
+__all__ = ["flow_schema", "flow_validator", "graph_validator", "load_schema", "step_keys"]
 
 
 def load_schema(name: str) -> dict[str, Any]:
@@ -64,6 +64,12 @@ def _one_of(validator: Any, one_of: Any, instance: Any, schema: Any) -> Iterator
 
 
 _StrictValidator = validators.extend(_Validator, validators={"oneOf": _one_of}, type_checker=_TYPES)
+
+
+@functools.cache
+def flow_schema() -> dict[str, Any]:
+    """The flow format's JSON Schema, parsed once (callers must not change it)."""
+    return load_schema("flow")
 
 
 @functools.cache
