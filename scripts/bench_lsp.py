@@ -8,20 +8,23 @@ temporary workspace holding the flow of scripts/bench_compile.py, opens it, then
 step at a time, every other change making a mistake and the next one mending it, and times each
 from sending textDocument/didChange to receiving the textDocument/publishDiagnostics of that
 version (which must say what the change did: one problem, or none). Prints the check alone as
-the server runs it (in this process, warm) and the change-to-diagnostics times. Not a test:
-the numbers depend on the machine and on what else runs on it.
+the server runs it (in this process, warm), the change-to-diagnostics times, the server's CPU
+time per change (what the latency comes to on an idle core, whatever else the machine runs) and
+the load average. Not a test: the numbers depend on the machine and on what else runs on it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import psutil
 from bench_compile import generate
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
@@ -47,7 +50,15 @@ def check_alone(text: str, repeat: int) -> float:
     return best
 
 
-async def over_stdio(text: str, changes: int, debounce_ms: float | None) -> list[float]:
+def _cpu_s(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
+async def over_stdio(
+    text: str, changes: int, debounce_ms: float | None
+) -> tuple[list[float], float]:
+    """Each change's time to its diagnostics, and the server's CPU seconds per change."""
     client = LanguageClient("bench-lsp", "1")
     arrived: dict[int | None, tuple[float, int]] = {}
     event = asyncio.Event()
@@ -86,6 +97,9 @@ async def over_stdio(text: str, changes: int, debounce_ms: float | None) -> list
             )
         )
         await diagnostics(0)
+        server = client._server  # the subprocess pygls started
+        assert server is not None
+        cpu_before = _cpu_s(server.pid)
         took = []
         for n in range(1, changes + 1):
             new_text, problems = changed(text, n)
@@ -100,10 +114,11 @@ async def over_stdio(text: str, changes: int, debounce_ms: float | None) -> list
             if found != problems:
                 raise SystemExit(f"change {n}: {found} problems published, {problems} expected")
             took.append(at - sent)
+        cpu = (_cpu_s(server.pid) - cpu_before) / changes
         await client.shutdown_async(None)
         client.exit(None)
         await client.stop()
-    return took
+    return took, cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,13 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     text = generate(args.steps)
     alone = check_alone(text, 10)
-    took = sorted(asyncio.run(over_stdio(text, args.changes, args.debounce_ms)))
+    took, cpu = asyncio.run(over_stdio(text, args.changes, args.debounce_ms))
+    took.sort()
     ms = [t * 1000 for t in took]
     p90 = ms[min(len(ms) - 1, int(len(ms) * 0.9))]
     print(
         f"{args.steps}+ steps ({len(text)} bytes): the check alone {alone * 1000:.1f} ms "
         f"(best of 10); change -> diagnostics over stdio, {len(ms)} changes: median "
-        f"{statistics.median(ms):.1f} ms, p90 {p90:.1f} ms, min {ms[0]:.1f}, max {ms[-1]:.1f}"
+        f"{statistics.median(ms):.1f} ms, p90 {p90:.1f} ms, min {ms[0]:.1f}, max {ms[-1]:.1f}; "
+        f"server CPU per change {cpu * 1000:.1f} ms; load average {os.getloadavg()[0]:.1f}"
     )
     return 0
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ class Snapshot:
 class _State:
     task: asyncio.Task[None] | None = None
     latest: Analysis | None = None
+    changed_at: float = 0.0  # when the newest change arrived (perf_counter)
 
 
 class Checks:
@@ -63,6 +65,7 @@ class Checks:
     def changed(self, uri: str) -> None:
         """The document at `uri` changed (or opened): check it soon."""
         state = self._states.setdefault(uri, _State())
+        state.changed_at = time.perf_counter()
         if state.task is not None and not state.task.done():
             return  # the check in flight looks at the version again before publishing
         state.task = asyncio.ensure_future(self._run(uri, state))
@@ -89,6 +92,13 @@ class Checks:
                     await asyncio.sleep(self.debounce_s)
                     continue  # typed on meanwhile: check the newest text instead
                 await self.publish(snap, analysis)
+                _log.info(
+                    "checked %s v%s in %.1f ms, published %.1f ms after the change arrived",
+                    snap.path,
+                    snap.version,
+                    analysis.seconds * 1000,
+                    (time.perf_counter() - state.changed_at) * 1000,
+                )
                 return
         except asyncio.CancelledError:
             raise
