@@ -10,12 +10,25 @@ result), `_analysis` (a text → problems, data, positions, the compiled graph),
 references), `_symbols`, `_lens` (versions and a server's deployments), `_render`; beneath them
 `_index` (the workspace's handlers and flows), `_handlers` (registration calls in Python, Go,
 Java and TypeScript), `_flowdoc` (what a flow document names), `_kinds`, `_locate` and `_text`
-(positions). pygls is an optional dependency (`pip install 'wiggle[lsp]'`): importing this
-package needs it, importing `wiggle` does not.
+(positions). pygls and lsprotocol are optional (`pip install 'wiggle[lsp]'`): the names below
+load them on first use, and the modules that read text (`_handlers`, `_context`, `_flowdoc`,
+`_kinds`, `_schemakeys`) need neither.
 """
 
 from __future__ import annotations
 
-from wiggle.lsp._server import WiggleServer, build_server, serve
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from wiggle.lsp._server import WiggleServer, build_server, serve
 
 __all__ = ["WiggleServer", "build_server", "serve"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module 'wiggle.lsp' has no attribute {name!r}")
+    value = getattr(importlib.import_module("wiggle.lsp._server"), name)
+    globals()[name] = value
+    return value
