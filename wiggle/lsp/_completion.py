@@ -21,22 +21,13 @@ from lsprotocol import types
 
 from wiggle.compiler import CompiledFlow, flow_schema
 from wiggle.lsp._context import Cursor
+from wiggle.lsp._flowdoc import ACTIVITY_KEYS
 from wiggle.lsp._hover import NODE_LISTS
 from wiggle.lsp._index import WorkspaceIndex
 from wiggle.lsp._kinds import Kind
 from wiggle.lsp._schemakeys import Offer, keys_at, values_at
 
-__all__ = ["ACTIVITY_KEYS", "complete", "schema_of"]
-
-#: Keys whose value is an activity name, and whether a predicate is wanted there.
-ACTIVITY_KEYS = {
-    "task": False,
-    "combine": False,
-    "apply": False,
-    "filter": True,
-    "when": True,
-    "while": True,
-}
+__all__ = ["complete", "schema_of"]
 
 
 @functools.cache

@@ -14,7 +14,7 @@ from typing import Any
 
 from wiggle.compiler import DocumentPath
 
-__all__ = ["BLOCKS", "ActivityUse", "Step", "activity_uses", "queues", "steps", "subflows"]
+__all__ = ["ACTIVITY_KEYS", "BLOCKS", "ActivityUse", "Step", "activity_uses", "queues", "steps"]
 
 #: Every block a step may be, in the schema's order.
 BLOCKS = (
@@ -30,6 +30,16 @@ BLOCKS = (
     "set",
     "human",
 )
+
+#: The keys whose value names an activity, and whether a predicate is wanted there.
+ACTIVITY_KEYS = {
+    "task": False,
+    "combine": False,
+    "apply": False,
+    "filter": True,
+    "when": True,
+    "while": True,
+}
 
 
 @dataclass(frozen=True)
@@ -128,11 +138,3 @@ def queues(doc: Any) -> set[str]:
             if isinstance(owner.get("queue"), str):
                 found.add(owner["queue"])
     return found
-
-
-def subflows(doc: Any) -> Iterator[tuple[str, DocumentPath]]:
-    """The flow each `subflow` step starts, with the path of its name."""
-    for step in steps(doc):
-        target = _step_at(doc, step.path).get("subflow")
-        if isinstance(target, str):
-            yield target, (*step.path, "subflow")

@@ -24,7 +24,6 @@ __all__ = ["NODE_LISTS", "duration_text", "handler_lines", "hover", "node_lines"
 
 #: Where a scenario file lists node ids (docs/testing.md).
 NODE_LISTS = frozenset({"path", "visits", "skips", "waiting_at"})
-_ACTIVITY_KEYS = frozenset({"task", "filter", "when", "while", "combine", "apply"})
 
 
 def duration_text(ms: int | None) -> str:

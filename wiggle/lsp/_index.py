@@ -153,10 +153,6 @@ class WorkspaceIndex:
             items = list(self._handlers.items())
         return [(p, r) for p, found in sorted(items) for r in found if name in (None, r.name)]
 
-    def registrations_in(self, path: str) -> tuple[Registration, ...]:
-        with self._lock:
-            return self._handlers.get(path, ())
-
     def flows(self, name: str | None = None) -> list[FlowEntry]:
         with self._lock:
             entries = list(self._flows.values())

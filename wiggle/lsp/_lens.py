@@ -11,13 +11,19 @@ with a short deadline, from a thread: an editor never waits on a slow or absent 
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
 from wiggle.compiler import CompiledFlow
+from wiggle.errors import WiggleError
+
+if TYPE_CHECKING:
+    from wiggle.client import Client
 
 __all__ = ["CMD_MIGRATION_PLAN", "CMD_RENDER", "CMD_VERSION", "Deployments", "ServerView", "lenses"]
 
@@ -54,12 +60,10 @@ class Deployments:
 
     def address(self) -> str | None:
         """The configured address: the client's setting, else WIGGLE_ADDRESS; None: none."""
-        import os
-
         given = self.settings.get("address") or os.environ.get("WIGGLE_ADDRESS")
         return str(given) if given else None
 
-    def _client(self) -> object:
+    def _client(self) -> Client:
         from wiggle._connection import Settings, connection
         from wiggle.client import Client
 
@@ -90,10 +94,8 @@ class Deployments:
         return view
 
     def _ask(self, address: str, name: str) -> ServerView:
-        from wiggle.errors import WiggleError
-
         try:
-            with self._client() as client:  # type: ignore[attr-defined]
+            with self._client() as client:
                 found = client.list_definitions(name, counts=True)
         except WiggleError as exc:
             return ServerView(address, error=str(exc).splitlines()[0][:200])
@@ -102,11 +104,10 @@ class Deployments:
 
     def plan(self, name: str, version: str) -> str:
         """The summary of the plan that would move `name`'s live instances to `version`."""
-        from wiggle.errors import WiggleError
         from wiggle.migration import plan_text
 
         try:
-            with self._client() as client:  # type: ignore[attr-defined]
+            with self._client() as client:
                 plan = client.plan_migration(name, version)
         except WiggleError as exc:
             return f"no plan: {exc}"

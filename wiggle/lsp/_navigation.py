@@ -18,16 +18,14 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 
 from wiggle.lsp._analysis import Analysis
+from wiggle.lsp._flowdoc import ACTIVITY_KEYS
 from wiggle.lsp._handlers import Registration, language_of, scan
 from wiggle.lsp._hover import NODE_LISTS
 from wiggle.lsp._index import WorkspaceIndex
 from wiggle.lsp._kinds import Kind
 from wiggle.lsp._locate import Hit, value_at
-from wiggle.lsp._text import Lines
 
 __all__ = ["activity_at", "definition", "references", "registration_at"]
-
-_ACTIVITY_KEYS = frozenset({"task", "filter", "when", "while", "combine", "apply"})
 
 
 def _location(path: str, line: int = 1, column: int = 1, end: int | None = None) -> types.Location:
@@ -39,7 +37,7 @@ def _location(path: str, line: int = 1, column: int = 1, end: int | None = None)
 
 def activity_at(analysis: Analysis, at: Hit) -> str | None:
     """The activity name under the cursor, where the document names one."""
-    if analysis.kind is Kind.FLOW and not at.at_key and at.path and at.path[-1] in _ACTIVITY_KEYS:
+    if analysis.kind is Kind.FLOW and not at.at_key and at.path and at.path[-1] in ACTIVITY_KEYS:
         value = value_at(analysis.document, at.path)
         return value if isinstance(value, str) else None
     if (
@@ -129,7 +127,3 @@ def references(index: WorkspaceIndex, activity: str, *, declarations: bool) -> l
             for path, reg in index.registrations(activity)
         )
     return found
-
-
-def hit_lines(lines: Lines, at: Hit) -> types.Range:
-    return lines.range(at.span)

@@ -32,7 +32,7 @@ from wiggle.lsp._kinds import Kind
 from wiggle.lsp._locate import hit
 from wiggle.lsp._text import Lines
 
-__all__ = ["WiggleServer", "build_server"]
+__all__ = ["WiggleServer", "build_server", "serve"]
 
 _log = logging.getLogger(__name__)
 

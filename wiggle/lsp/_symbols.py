@@ -78,7 +78,10 @@ class _Outline:
         name = f"{block} {written}" if isinstance(written, str) else block or "step"
         if block == "filter" and isinstance(written, dict):
             name = f"filter if {written.get('if')}"
-        detail = f"id {step['id']}" if isinstance(step.get("id"), str) else ""
+        facts = [
+            f"{key} {step[key]}" for key in ("id", "combine") if isinstance(step.get(key), str)
+        ]
+        detail = ", ".join(facts)
         children = list(self.inner(step, path))
         kind = _KINDS.get(block, types.SymbolKind.Object)
         named_by = (*path, block) if block else path
