@@ -35,6 +35,7 @@ SKIPPED_FOLDERS = frozenset(
 #: A workspace larger than this is indexed only this far (a home folder opened by mistake).
 MAX_FILES = 20_000
 _MAX_SOURCE_BYTES = 2 * MAX_BYTES
+HEAD_BYTES = 64 * 1024  # as much as `kind_of` looks at
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,9 @@ class WorkspaceIndex:
                 else:
                     self._handlers.pop(path, None)
             return
+        if text is None and not self._looks_like_a_flow(path):
+            self.remove(path)
+            return
         found = text if text is not None else _read(path, MAX_BYTES)
         if found is None or kind_of(path, found) is not Kind.FLOW:
             self.remove(path)
@@ -133,6 +137,18 @@ class WorkspaceIndex:
         except FlowError:
             return  # mid-edit: keep what the last readable version named
         self.update_flow(flow_entry(path, loaded.value, loaded.source))
+
+    @staticmethod
+    def _looks_like_a_flow(path: str) -> bool:
+        """Whether the file's head says it is a flow: a data file is not read whole."""
+        if not path.endswith((".yaml", ".yml", ".json")):
+            return False
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(HEAD_BYTES)
+        except OSError:
+            return False
+        return kind_of(path, head.decode("utf-8", "replace")) is Kind.FLOW
 
     def update_flow(self, entry: FlowEntry) -> None:
         if not self.covers(entry.path):

@@ -2,8 +2,10 @@
 
 Settings come from the client's `initializationOptions` and `workspace/didChangeConfiguration`
 (under `wiggle`): `address` and `tokenFile` of a Wiggle server for the code lens (else the
-WIGGLE_* connection variables), `debounceMs` for the checks. Custom: the `wiggle/render` request
-and the `wiggle.render`, `wiggle.version` and `wiggle.migrationPlan` commands.
+WIGGLE_* connection variables), `debounceMs` for the checks, `unregisteredActivities: false` to
+leave out the warnings of activities no handler of the workspace registers. Custom: the
+`wiggle/render` request and the `wiggle.render`, `wiggle.version` and `wiggle.migrationPlan`
+commands.
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ class WiggleServer(LanguageServer):
     async def publish(self, snap: Snapshot, analysis: Analysis) -> None:
         if analysis.kind is Kind.FLOW and analysis.source is not None:
             self.index.update_flow(flow_entry(snap.path, analysis.document, analysis.source))
-        found = diagnostics(analysis, self.lines(snap.text), self.index)
+        warn = self.settings.get("unregisteredActivities", True) is not False
+        found = diagnostics(analysis, self.lines(snap.text), self.index if warn else None)
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=snap.uri, diagnostics=found, version=snap.version)
         )

@@ -26,6 +26,7 @@ function settings(): Record<string, unknown> {
     address: config.get<string>("address") || undefined,
     tokenFile: config.get<string>("tokenFile") || undefined,
     debounceMs: config.get<number>("debounceMs"),
+    unregisteredActivities: config.get<boolean>("unregisteredActivities"),
   };
 }
 

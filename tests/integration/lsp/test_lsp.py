@@ -131,6 +131,27 @@ async def test_diagnostics_are_the_problems_validate_prints_at_their_places(
     close_document(client, uri)
 
 
+async def test_an_activity_no_handler_registers_is_a_warning(
+    client: Client, workspace: Path
+) -> None:
+    text = "wiggle: 1\nname: lonely\nsteps:\n  - task: validate\n  - task: ship_by_owl\n"
+    uri = open_document(client, workspace / "scratch/lonely.yaml", text)
+    (warning,) = await diagnostics_of(client, uri, 1)
+    assert warning.severity == types.DiagnosticSeverity.Warning
+    assert warning.source == "wiggle workspace"
+    assert "no handler in the workspace registers activity 'ship_by_owl'" in warning.message
+    assert (warning.range.start.line, warning.range.start.character) == (4, 10)
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"wiggle": {"unregisteredActivities": False}})
+    )
+    change_document(client, uri, text + "\n", 2)
+    assert await diagnostics_of(client, uri, 2) == []
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"wiggle": {}})
+    )
+    close_document(client, uri)
+
+
 async def test_changes_typed_faster_than_a_check_are_checked_once_at_the_end(
     client: Client, workspace: Path
 ) -> None:
