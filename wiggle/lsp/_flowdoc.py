@@ -68,18 +68,19 @@ def _dict(value: Any) -> dict[str, Any]:
 
 def steps(doc: Any) -> Iterator[Step]:
     """Every step mapping of a flow document, nested ones included, in document order."""
-    yield from _steps(_dict(doc).get("steps"), ("steps",), 0)
+    for step, _ in _walk(_dict(doc).get("steps"), ("steps",), 0):
+        yield step
 
 
-def _steps(value: Any, path: DocumentPath, depth: int) -> Iterator[Step]:
-    for i, step in enumerate(_list(value)):
-        if not isinstance(step, dict):
+def _walk(value: Any, path: DocumentPath, depth: int) -> Iterator[tuple[Step, dict[str, Any]]]:
+    for i, mapping in enumerate(_list(value)):
+        if not isinstance(mapping, dict):
             continue
         here = (*path, i)
-        block = next((b for b in step if b in BLOCKS), "")
-        yield Step(here, block, depth)
-        for inner, inner_path in nested(step, here):
-            yield from _steps(inner, inner_path, depth + 1)
+        block = next((b for b in mapping if b in BLOCKS), "")
+        yield Step(here, block, depth), mapping
+        for inner, inner_path in nested(mapping, here):
+            yield from _walk(inner, inner_path, depth + 1)
 
 
 def nested(step: dict[str, Any], path: DocumentPath) -> Iterator[tuple[Any, DocumentPath]]:
@@ -99,15 +100,8 @@ def nested(step: dict[str, Any], path: DocumentPath) -> Iterator[tuple[Any, Docu
 
 def activity_uses(doc: Any) -> Iterator[ActivityUse]:
     """Every activity a flow document names, with the role it plays, in document order."""
-    for step in steps(doc):
-        yield from _uses(_step_at(doc, step.path), step.path)
-
-
-def _step_at(doc: Any, path: DocumentPath) -> dict[str, Any]:
-    value = doc
-    for part in path:
-        value = value[part]
-    return _dict(value)
+    for step, mapping in _walk(_dict(doc).get("steps"), ("steps",), 0):
+        yield from _uses(mapping, step.path)
 
 
 def _uses(step: dict[str, Any], path: DocumentPath) -> Iterator[ActivityUse]:
@@ -132,8 +126,7 @@ def queues(doc: Any) -> set[str]:
     found = set()
     if isinstance(_dict(doc).get("queue"), str):
         found.add(doc["queue"])
-    for step in steps(doc):
-        value = _step_at(doc, step.path)
+    for _, value in _walk(_dict(doc).get("steps"), ("steps",), 0):
         for owner in (value, *(_dict(a) for a in _list(value.get("choice")))):
             if isinstance(owner.get("queue"), str):
                 found.add(owner["queue"])

@@ -81,13 +81,14 @@ class WiggleServer(LanguageServer):
         )
 
     async def publish(self, snap: Snapshot, analysis: Analysis) -> None:
-        if analysis.kind is Kind.FLOW and analysis.source is not None:
-            self.index.update_flow(flow_entry(snap.path, analysis.document, analysis.source))
         warn = self.settings.get("unregisteredActivities", True) is not False
         found = diagnostics(analysis, self.lines(snap.text), self.index if warn else None)
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=snap.uri, diagnostics=found, version=snap.version)
         )
+        # After the diagnostics, which do not wait for it: what the flow now names.
+        if analysis.kind is Kind.FLOW and analysis.source is not None:
+            self.index.update_flow(flow_entry(snap.path, analysis.document, analysis.source))
 
     async def build_index(self) -> None:
         """Index the workspace folders, then check the open documents again (the warnings of
