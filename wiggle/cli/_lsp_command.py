@@ -40,7 +40,7 @@ def register(subparsers: Any) -> None:
         "instances run older versions), and the picture of `wiggle render`. Editors start it "
         "themselves: docs/editors.md shows VS Code, Neovim and any LSP client. Needs the "
         "optional packages: pip install 'wiggle[lsp]'. Settings come from the client "
-        "(initializationOptions: address, tokenFile, debounceMs), else the WIGGLE_* connection "
-        "variables; WIGGLE_LSP_LOG=INFO logs to stderr.",
+        "(initializationOptions: address, tokenFile, debounceMs, unregisteredActivities), else "
+        "the WIGGLE_* connection variables; WIGGLE_LSP_LOG=INFO logs each check to stderr.",
     )
     p.set_defaults(handler=_lsp)
