@@ -63,12 +63,17 @@ def _discriminated(schema: dict[str, Any], instance: Any) -> int | None:
 #: and most steps of it are what they were. Only verdicts without errors are kept, so every
 #: error is still found, and worded, by the validator itself.
 _VALID_STEPS: dict[str, None] = {}
-_VALID_STEPS_KEPT = 65_536
+#: How much JSON text is kept at most (all of it forgotten at once past that): a server that
+#: registers flows for months keeps a few megabytes, not every step it ever saw.
+_VALID_STEPS_CHARS = 8 << 20
+_kept_chars = 0
 
 
 def forget_valid_steps() -> None:
     """Forget the steps known valid (benchmarks of a first compile)."""
+    global _kept_chars
     _VALID_STEPS.clear()
+    _kept_chars = 0
 
 
 def _step_alternatives() -> Any:
@@ -81,6 +86,14 @@ def _fingerprint(instance: Any) -> str | None:
         return json.dumps(instance, sort_keys=True, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError):
         return None
+
+
+def _remember(key: str) -> None:
+    global _kept_chars
+    if _kept_chars + len(key) > _VALID_STEPS_CHARS:
+        forget_valid_steps()
+    _VALID_STEPS[key] = None
+    _kept_chars += len(key)
 
 
 def _one_of(validator: Any, one_of: Any, instance: Any, schema: Any) -> Iterator[Any]:
@@ -99,9 +112,7 @@ def _one_of(validator: Any, one_of: Any, instance: Any, schema: Any) -> Iterator
             return
     errors = list(validator.descend(instance, one_of[index], schema_path=index))
     if key is not None and not errors:
-        if len(_VALID_STEPS) >= _VALID_STEPS_KEPT:
-            _VALID_STEPS.clear()
-        _VALID_STEPS[key] = None
+        _remember(key)
     yield from errors
 
 
