@@ -76,7 +76,7 @@ class Analyser:
         return loaded.value, loaded.source
 
     def _scenarios(self, path: str, text: str) -> Analysis:
-        from wiggle.testing._load import check_scenarios
+        from wiggle.testing import check_scenarios
 
         problems: tuple[Diagnostic, ...] = ()
         try:

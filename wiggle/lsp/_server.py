@@ -21,7 +21,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
-from wiggle._version import __version__
+from wiggle import __version__
 from wiggle.compiler import CompiledFlow
 from wiggle.lsp import _completion, _hover, _lens, _navigation, _render, _symbols
 from wiggle.lsp._analysis import Analyser, Analysis
