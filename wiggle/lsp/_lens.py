@@ -43,11 +43,16 @@ class ServerView:
 
     address: str
     versions: tuple[str, ...] = ()
+    # (version, its RUNNING instances), newest registered first, as the server lists them
     live_by_version: tuple[tuple[str, int], ...] = ()
     error: str = ""
 
     def live_older(self, version: str) -> int:
-        return sum(n for v, n in self.live_by_version if v != version)
+        """RUNNING instances on versions registered before `version` (every other version
+        when `version` is not registered: deploying it would make it the newest)."""
+        versions = [v for v, _ in self.live_by_version]
+        after = versions.index(version) + 1 if version in versions else 0
+        return sum(n for _, n in self.live_by_version[after:])
 
 
 class Deployments:

@@ -463,6 +463,15 @@ async def test_code_lens_with_a_server_says_deployed_and_live_instances_on_older
         )
         assert "1 live instance(s)" in plan["summary"]
         assert "migrate  1" in plan["summary"]
+
+        # An instance on a version registered after this one is not on an older version.
+        newer = path.read_text() + "  - task: validate\n    id: validate_again\n"
+        stack.client.deploy(newer.encode(), filename="orders-v3.yaml")
+        stack.client.start("orders", {}, instance_id="order-3")
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings=settings)
+        )
+        assert "1 live instance on older versions: migration plan" in await lenses()
         client.workspace_did_change_configuration(
             types.DidChangeConfigurationParams(settings={"wiggle": {}})
         )
