@@ -270,6 +270,29 @@ async def test_completion_in_a_scenario_file_offers_signals_and_node_ids(
     close_document(client, uri)
 
 
+async def test_a_schedule_is_checked_and_its_flow_completed_and_found(
+    client: Client, workspace: Path
+) -> None:
+    path = workspace / "schedules/nightly.schedule.yaml"
+    uri = open_document(client, path, path.read_text().replace('"0 2 * * *"', '"61 2 * * *"'))
+    (bad,) = await diagnostics_of(client, uri, 1)
+    assert bad.message == "cron '61 2 * * *': a bad minute: minutes take 0-59"
+    assert (bad.range.start.line, bad.range.start.character) == (3, 6)
+    typing = path.read_text().replace("flow: orders", "flow: ")
+    change_document(client, uri, typing, 3)
+    names = {i.label for i in await _complete(client, uri, end_of(typing, "flow: "))}
+    assert names == {"orders", "settle-account"}
+    change_document(client, uri, path.read_text(), 4)
+    assert await diagnostics_of(client, uri, 4) == []
+    found = await client.text_document_definition_async(
+        types.DefinitionParams(
+            text_document=_doc(uri), position=end_of(path.read_text(), "flow: o")
+        )
+    )
+    assert [loc.uri for loc in found or []] == [(workspace / "flows/orders.yaml").as_uri()]
+    close_document(client, uri)
+
+
 async def test_hover_tells_what_a_step_compiles_to_and_where_its_handler_is(
     client: Client, workspace: Path
 ) -> None:
