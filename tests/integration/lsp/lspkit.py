@@ -50,6 +50,9 @@ WORKSPACE = {
         steps:
           - task: has_stock_check
             id: settle
+          - parallel:
+              books: [{task: reserve_stock}]
+            combine: print_label
         """,
     "flows/orders.scenarios.yaml": """\
         wiggle_test: 1

@@ -346,6 +346,7 @@ async def test_definition_goes_to_the_handler_in_each_language_and_to_a_subflow(
             "hasStock(JsonNode",
         ),
         ("orders", "task: print_label"): (handlers / "ts/worker.ts", "printLabel(ctx"),
+        ("settle", "combine: print_label"): (handlers / "ts/worker.ts", "printLabel(ctx"),
         ("orders", "task: notify_customer"): (handlers / "ts/worker.ts", "notify(ctx"),
         ("orders", "subflow: settle-account"): (flows["settle"], "wiggle: 1"),
     }
