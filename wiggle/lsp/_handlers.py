@@ -18,7 +18,6 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = ["LANGUAGES", "Registration", "language_of", "scan"]
 
@@ -186,7 +185,10 @@ def _registration(
     return Registration(name, kind, language, line, column, end, target_line, target_column)
 
 
-def _scan_calls(language: str, pattern: re.Pattern[str], predicate: str) -> Callable[[str], Any]:
+_Scanner = Callable[[str], Iterator[Registration]]
+
+
+def _scan_calls(language: str, pattern: re.Pattern[str], predicate: str) -> _Scanner:
     def scan_text(text: str) -> Iterator[Registration]:
         masked = _masked(text, "\"'`" if language != "java" else "\"'")
         where = _Offsets(text)
@@ -411,7 +413,7 @@ def _scan_python_text(text: str) -> Iterator[Registration]:
         )
 
 
-_SCANNERS: dict[str, Callable[[str], Any]] = {
+_SCANNERS: dict[str, _Scanner] = {
     "python": _scan_python,
     "go": _scan_calls("go", _GO, "RegisterPredicate"),
     "java": _scan_calls("java", _JAVA, "registerPredicate"),
