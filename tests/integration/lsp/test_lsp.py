@@ -94,6 +94,13 @@ async def _complete(
     return list(found.items)
 
 
+def _configure(client: Client, settings: dict[str, object]) -> None:
+    """Send the settings (the server asks a Wiggle server afresh after each)."""
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"wiggle": settings})
+    )
+
+
 def _validate_says(path: Path, capsys: pytest.CaptureFixture[str]) -> list[tuple[int, int, str]]:
     """(0-based line, 0-based column, message) of each problem `wiggle validate` prints."""
     assert main(["validate", str(path)]) == 1
@@ -141,14 +148,10 @@ async def test_an_activity_no_handler_registers_is_a_warning(
     assert warning.source == "wiggle workspace"
     assert "no handler in the workspace registers activity 'ship_by_owl'" in warning.message
     assert (warning.range.start.line, warning.range.start.character) == (4, 10)
-    client.workspace_did_change_configuration(
-        types.DidChangeConfigurationParams(settings={"wiggle": {"unregisteredActivities": False}})
-    )
+    _configure(client, {"unregisteredActivities": False})
     change_document(client, uri, text + "\n", 2)
     assert await diagnostics_of(client, uri, 2) == []
-    client.workspace_did_change_configuration(
-        types.DidChangeConfigurationParams(settings={"wiggle": {}})
-    )
+    _configure(client, {})
     close_document(client, uri)
 
 
@@ -424,18 +427,23 @@ async def test_document_symbols_outline_the_blocks(client: Client, workspace: Pa
     close_document(client, path.as_uri())
 
 
+async def _lenses(client: Client, path: Path) -> list[types.CodeLens]:
+    found = await client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=_doc(path.as_uri()))
+    )
+    return list(found or [])
+
+
 async def test_code_lens_shows_the_version_and_render_returns_the_svg(
     client: Client, workspace: Path
 ) -> None:
     path = workspace / "flows/orders.yaml"
     open_document(client, path)
-    found = await client.text_document_code_lens_async(
-        types.CodeLensParams(text_document=_doc(path.as_uri()))
-    )
+    found = await _lenses(client, path)
     version = load_flow_file(path).version
-    titles = [lens.command.title for lens in found or [] if lens.command]
+    titles = [lens.command.title for lens in found if lens.command]
     assert titles[0].startswith(f"version {version[:19]}")
-    assert {lens.range.start.line for lens in found or []} == {1}  # above `name:`
+    assert {lens.range.start.line for lens in found} == {1}  # above `name:`
     exact = await client.workspace_execute_command_async(
         types.ExecuteCommandParams(command="wiggle.version", arguments=[path.as_uri()])
     )
@@ -458,16 +466,10 @@ async def test_code_lens_with_a_server_says_deployed_and_live_instances_on_older
         stack.client.deploy(workspace / "flows/settle-account.yaml")
         stack.client.deploy(older.encode(), filename="orders-v1.yaml")
         stack.client.start("orders", {}, instance_id="order-1")  # waits: no worker runs it
-        settings = {"wiggle": {"address": stack.address}}
-        client.workspace_did_change_configuration(
-            types.DidChangeConfigurationParams(settings=settings)
-        )
+        _configure(client, {"address": stack.address})
 
         async def lenses() -> list[str]:
-            found = await client.text_document_code_lens_async(
-                types.CodeLensParams(text_document=_doc(path.as_uri()))
-            )
-            return [lens.command.title for lens in found or [] if lens.command]
+            return [lens.command.title for lens in await _lenses(client, path) if lens.command]
 
         titles = await lenses()
         assert f"not deployed on {stack.address}" in titles
@@ -476,9 +478,7 @@ async def test_code_lens_with_a_server_says_deployed_and_live_instances_on_older
         )
 
         stack.client.deploy(path)
-        client.workspace_did_change_configuration(  # the same settings: asks the server afresh
-            types.DidChangeConfigurationParams(settings=settings)
-        )
+        _configure(client, {"address": stack.address})
         titles = await lenses()
         assert f"deployed on {stack.address}" in titles
         assert "1 live instance on older versions: migration plan" in titles
@@ -492,13 +492,9 @@ async def test_code_lens_with_a_server_says_deployed_and_live_instances_on_older
         newer = path.read_text() + "  - task: validate\n    id: validate_again\n"
         stack.client.deploy(newer.encode(), filename="orders-v3.yaml")
         stack.client.start("orders", {}, instance_id="order-3")
-        client.workspace_did_change_configuration(
-            types.DidChangeConfigurationParams(settings=settings)
-        )
+        _configure(client, {"address": stack.address})
         assert "1 live instance on older versions: migration plan" in await lenses()
-        client.workspace_did_change_configuration(
-            types.DidChangeConfigurationParams(settings={"wiggle": {}})
-        )
+        _configure(client, {})
     close_document(client, path.as_uri())
 
 
