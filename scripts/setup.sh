@@ -7,7 +7,8 @@
 #                                  missing), a virtual environment in the checkout (.venv) holding
 #                                  the Python package and its test tools, the Go modules of sdk/go,
 #                                  the Maven artifacts of sdk/java, Node.js and npm (Debian) and
-#                                  the npm packages of sdk/typescript (npm ci, its lockfile)
+#                                  the npm packages of sdk/typescript (npm ci, its lockfile) and
+#                                  Neovim (the language server's editor test)
 #   bash scripts/setup.sh --demo   only what running and drawing flows needs (scripts/demo.sh):
 #                                  `dot` and the virtual environment
 #
@@ -32,6 +33,8 @@ if [ "$demo" -eq 0 ]; then
     # Node.js 20+ and npm build and test the TypeScript worker SDK.
     command -v node >/dev/null 2>&1 || missing+=(nodejs)
     command -v npm >/dev/null 2>&1 || missing+=(npm)
+    # Neovim, headless, opens a flow with `wiggle lsp` as its language server (tests/integration/lsp).
+    command -v nvim >/dev/null 2>&1 || missing+=(neovim)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${missing[*]}" >&2
@@ -54,7 +57,7 @@ if [ ! -f "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip setuptools
     # setuptools warns on every editable install that a folder named like the package (wiggle/,
     # the package itself here) may shadow it: true of any src-less project, so not shown.
-    PYTHONWARNINGS="ignore::UserWarning" .venv/bin/python -m pip install -q -e ".[test,otel]"
+    PYTHONWARNINGS="ignore::UserWarning" .venv/bin/python -m pip install -q -e ".[test,otel,lsp]"
     rm -f .venv/.wiggle-*
     touch "$stamp"
 fi

@@ -242,6 +242,7 @@ SHARED_FIXTURE_MODULES = frozenset(
         "tests/integration/fleet/test_java_tls.py",
         "tests/integration/fleet/test_mixed_fleet.py",
         "tests/integration/fleet/test_traces.py",
+        "tests/integration/lsp/test_lsp.py",
         "tests/integration/server/test_server_tls.py",
         "tests/integration/server/test_server_tracing.py",
     }

@@ -218,3 +218,11 @@ def test_a_private_import_is_found(tmp_path: Path) -> None:
     assert _private_imports(_graph(base), "wiggle.testing") == [
         "wiggle.testing imports wiggle.compiler._loader"
     ]
+
+
+def test_wiggle_lsp_imports_only_public_modules_of_other_packages() -> None:
+    # wiggle._connection is the one copy of the connection rules every client reads (the CLI's
+    # flags, the worker, the language server's code lens).
+    shared = "wiggle._connection"
+    found = _private_imports(_graph(PACKAGE), "wiggle.lsp")
+    assert [line for line in found if not line.endswith(f" imports {shared}")] == []

@@ -35,6 +35,7 @@ _COMMAND_MODULES = (
     "wiggle.cli._test_command",  # test
     "wiggle.cli._bench_command",  # bench
     "wiggle.cli._trace_command",  # trace-receiver
+    "wiggle.cli._lsp_command",  # lsp
 )
 
 # Most specific first: the stable code a --json error carries (the wire's ErrorCode names).

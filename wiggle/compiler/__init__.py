@@ -1,6 +1,9 @@
 """Flow text → diagnostics, or the canonical graph and its version (docs/graph.md).
 
     load_flow / load_flow_file   YAML or JSON → CompiledFlow (raises FlowError with every problem)
+    analyse_flow                 the same pass without raising: the problems, the data read, where
+                                 each value was written and which value named each node (editors)
+    flow_schema                  the flow format's JSON Schema (spec/schema/flow.schema.json)
     graph_from_canonical         stored canonical graph bytes → CompiledFlow (checked)
     canonical_json               RFC 8785 bytes of JSON data
     subflow_references           the flows a flow file's `subflow` steps start, located
@@ -12,21 +15,34 @@ The stages, each a private module: `_loader` (text → data + positions, hostile
 
 from __future__ import annotations
 
-from wiggle.compiler._api import CompiledFlow, graph_from_canonical, load_flow, load_flow_file
+from wiggle.compiler._api import (
+    CompiledFlow,
+    FlowAnalysis,
+    analyse_flow,
+    graph_from_canonical,
+    load_flow,
+    load_flow_file,
+)
 from wiggle.compiler._canonical import canonical_json
+from wiggle.compiler._compile import Claim as NodeClaim
 from wiggle.compiler._durations import parse_duration
 from wiggle.compiler._loader import MAX_BYTES, SourceMap, load_document
 from wiggle.compiler._loader import Path as DocumentPath
 from wiggle.compiler._messages import schema_diagnostics
 from wiggle.compiler._references import SubflowRef, subflow_references
+from wiggle.compiler._schema import flow_schema
 
 __all__ = [
     "MAX_BYTES",
     "CompiledFlow",
     "DocumentPath",
+    "FlowAnalysis",
+    "NodeClaim",
     "SourceMap",
     "SubflowRef",
+    "analyse_flow",
     "canonical_json",
+    "flow_schema",
     "graph_from_canonical",
     "load_document",
     "load_flow",

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from wiggle.compiler._canonical import canonical_json, version_of
 from wiggle.compiler._checks import DOCUMENT_CHECKS, GRAPH_CHECKS, duplicate_ids
-from wiggle.compiler._compile import compile_flow
+from wiggle.compiler._compile import Claim, Compiled, compile_flow
 from wiggle.compiler._graph import graph_problems, graph_to_nx
 from wiggle.compiler._loader import MAX_BYTES, SourceMap, load_document
 from wiggle.compiler._messages import schema_diagnostics
@@ -17,7 +18,14 @@ from wiggle.compiler._schema import flow_validator
 from wiggle.errors import Diagnostic, FlowError
 from wiggle.graph import Graph
 
-__all__ = ["CompiledFlow", "graph_from_canonical", "load_flow", "load_flow_file"]
+__all__ = [
+    "CompiledFlow",
+    "FlowAnalysis",
+    "analyse_flow",
+    "graph_from_canonical",
+    "load_flow",
+    "load_flow_file",
+]
 
 
 @dataclass(frozen=True)
@@ -45,11 +53,34 @@ def _finish(document: dict[str, Any], nx_graph: Any) -> CompiledFlow:
     )
 
 
-def load_flow(
+@dataclass(frozen=True)
+class FlowAnalysis:
+    """Everything one pass over a flow's text found, problems or not: what an editor needs
+    (`wiggle lsp`) besides the verdict `load_flow` gives."""
+
+    problems: tuple[Diagnostic, ...]  # in source order, exactly those `load_flow` raises
+    document: Any  # the data read (None when the text is not a YAML or JSON document)
+    source: SourceMap | None  # where each value was written (None with `document`)
+    sites: tuple[Claim, ...] = ()  # which value named each node id (once it compiled)
+    compiled: Compiled | None = field(default=None, repr=False)
+
+    @functools.cached_property
+    def flow(self) -> CompiledFlow | None:
+        """The compiled flow with its version, None when there is a problem. Hashed on first
+        use: a check that only wants the problems does not pay for the canonical bytes."""
+        if self.problems or self.compiled is None:
+            return None
+        return _finish(self.compiled.document, self.compiled.nx)
+
+
+def analyse_flow(
     source: str | bytes, filename: str = "<flow>", *, max_bytes: int = MAX_BYTES
-) -> CompiledFlow:
-    """Load, validate and compile one flow document (YAML or JSON); raise FlowError."""
-    loaded = load_document(source, filename, max_bytes=max_bytes)
+) -> FlowAnalysis:
+    """Load, validate and compile one flow document (YAML or JSON), never raising FlowError."""
+    try:
+        loaded = load_document(source, filename, max_bytes=max_bytes)
+    except FlowError as exc:
+        return FlowAnalysis(exc.diagnostics, None, None)
     flow, where = loaded.value, loaded.source
     problems = schema_diagnostics(flow_validator(), flow, where)
     if isinstance(flow, dict):
@@ -58,16 +89,24 @@ def load_flow(
     if problems:
         # One pass reports everything: duplicate ids too, when the steps can be numbered.
         problems.extend(duplicate_ids(flow, where))
-        raise FlowError(problems)
+        return FlowAnalysis(tuple(sorted(problems)), flow, where)
     compiled = compile_flow(flow)
     for graph_check in GRAPH_CHECKS:
         found = list(graph_check(compiled, where))
         problems.extend(found)
         if found:
             break  # after an id clash the wiring is not what the user meant: say no more
-    if problems:
-        raise FlowError(problems)
-    return _finish(compiled.document, compiled.nx)
+    return FlowAnalysis(tuple(sorted(problems)), flow, where, tuple(compiled.claims), compiled)
+
+
+def load_flow(
+    source: str | bytes, filename: str = "<flow>", *, max_bytes: int = MAX_BYTES
+) -> CompiledFlow:
+    """Load, validate and compile one flow document (YAML or JSON); raise FlowError."""
+    analysis = analyse_flow(source, filename, max_bytes=max_bytes)
+    if analysis.flow is None:
+        raise FlowError(analysis.problems)
+    return analysis.flow
 
 
 def load_flow_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_BYTES) -> CompiledFlow:

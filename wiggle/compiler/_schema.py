@@ -14,7 +14,14 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, validators  # type: ignore[import-untyped,unused-ignore]
 
-__all__ = ["flow_validator", "graph_validator", "load_schema", "step_keys"]
+__all__ = [
+    "flow_schema",
+    "flow_validator",
+    "forget_valid_steps",
+    "graph_validator",
+    "load_schema",
+    "step_keys",
+]
 
 
 def load_schema(name: str) -> dict[str, Any]:
@@ -52,6 +59,43 @@ def _discriminated(schema: dict[str, Any], instance: Any) -> int | None:
     return None
 
 
+#: Steps known valid, by their JSON text: an editor checks the same flow after every change,
+#: and most steps of it are what they were. Only verdicts without errors are kept, so every
+#: error is still found, and worded, by the validator itself.
+_VALID_STEPS: dict[str, None] = {}
+#: How much JSON text is kept at most (all of it forgotten at once past that): a server that
+#: registers flows for months keeps a few megabytes, not every step it ever saw.
+_VALID_STEPS_CHARS = 8 << 20
+_kept_chars = 0
+
+
+def forget_valid_steps() -> None:
+    """Forget the steps known valid (benchmarks of a first compile)."""
+    global _kept_chars
+    _VALID_STEPS.clear()
+    _kept_chars = 0
+
+
+def _step_alternatives() -> Any:
+    """The flow schema's oneOf of a step (the very list the validator walks)."""
+    return flow_schema()["$defs"]["step"]["oneOf"]
+
+
+def _fingerprint(instance: Any) -> str | None:
+    try:
+        return json.dumps(instance, sort_keys=True, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _remember(key: str) -> None:
+    global _kept_chars
+    if _kept_chars + len(key) > _VALID_STEPS_CHARS:
+        forget_valid_steps()
+    _VALID_STEPS[key] = None
+    _kept_chars += len(key)
+
+
 def _one_of(validator: Any, one_of: Any, instance: Any, schema: Any) -> Iterator[Any]:
     # Every step alternative requires its own block key (every node alternative its own
     # `kind`), so only the one named can match: checking it alone gives the same verdict
@@ -59,16 +103,31 @@ def _one_of(validator: Any, one_of: Any, instance: Any, schema: Any) -> Iterator
     index = _discriminated(schema, instance)
     if index is None:
         yield from _ONE_OF(validator, one_of, instance, schema)
-    else:
-        yield from validator.descend(instance, one_of[index], schema_path=index)
+        return
+    key = None
+    if one_of is _step_alternatives():
+        text = _fingerprint(instance)
+        key = None if text is None else f"{index}:{text}"
+        if key is not None and key in _VALID_STEPS:
+            return
+    errors = list(validator.descend(instance, one_of[index], schema_path=index))
+    if key is not None and not errors:
+        _remember(key)
+    yield from errors
 
 
 _StrictValidator = validators.extend(_Validator, validators={"oneOf": _one_of}, type_checker=_TYPES)
 
 
 @functools.cache
+def flow_schema() -> dict[str, Any]:
+    """The flow format's JSON Schema, parsed once (callers must not change it)."""
+    return load_schema("flow")
+
+
+@functools.cache
 def flow_validator() -> Any:
-    return _StrictValidator(load_schema("flow"))
+    return _StrictValidator(flow_schema())
 
 
 @functools.cache

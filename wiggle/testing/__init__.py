@@ -1,6 +1,8 @@
 """Test a flow like code: scenario files, a virtual clock and path coverage (docs/testing.md).
 
     load_scenario_file(path)   a scenario file, checked against its flow (FlowError, located)
+    check_scenarios(text, path)  the same checks of a scenario file's text (an editor's buffer),
+                               optionally without importing its handlers
     FlowTest(flow, ...)        one instance on the real engine, in-process, on a virtual clock
                                (or, after apply_schedule, the instances a schedule fires)
     Harness()                  the clock and one in-memory engine per mode, shared by runs
@@ -18,15 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from wiggle.testing._flowtest import MODES, FlowTest, Harness, ScenarioError
-    from wiggle.testing._load import load_scenario_file
+    from wiggle.testing._load import check_scenarios, load_scenario_file
 
-__all__ = ["MODES", "FlowTest", "Harness", "ScenarioError", "load_scenario_file"]
+__all__ = ["MODES", "FlowTest", "Harness", "ScenarioError", "check_scenarios", "load_scenario_file"]
 
 _HOMES = {
     "MODES": "_flowtest",
     "FlowTest": "_flowtest",
     "Harness": "_flowtest",
     "ScenarioError": "_flowtest",
+    "check_scenarios": "_load",
     "load_scenario_file": "_load",
 }
 

@@ -62,6 +62,7 @@ from ._model import (
 
 __all__ = [
     "SCENARIO_SUFFIXES",
+    "check_scenarios",
     "fire_time",
     "load_scenario_file",
     "parse_results",
@@ -240,12 +241,18 @@ def subflow_files(
     return found, missing
 
 
-def _handlers(checker: _Checker, text: str) -> str | None:
+def _handlers(checker: _Checker, text: str, *, load: bool = True) -> str | None:
     from wiggle.worker import load_handlers
 
     spec = text
     if text.endswith(".py") or "/" in text or os.sep in text:
         spec = str(checker.relative(text))
+    if not load:
+        # An editor checks the file as it is typed: it looks for the handlers, never runs them.
+        if spec != text and not os.path.isfile(spec):
+            checker.error(("handlers",), f"cannot load handlers {text}: no such file {spec}")
+            return None
+        return spec
     try:
         load_handlers(spec)
     except ImportError as exc:
@@ -643,20 +650,32 @@ def _scenarios(checker: _Checker, ctx: _Context, doc: Mapping[str, Any]) -> Iter
 def load_scenario_file(path: str | os.PathLike[str]) -> ScenarioFile:
     """Read and check a scenario file. Raises FlowError with every problem (the flow's own
     problems, if it has any, located in the flow file)."""
-    file = Path(path)
     name = os.fspath(path)
     try:
-        raw = file.read_bytes()
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise FlowError([Diagnostic(name, 0, 0, f"cannot read: {exc.strerror}")]) from None
-    loaded = load_document(raw[: MAX_BYTES + 1], name)
+    return check_scenarios(raw[: MAX_BYTES + 1], path)
+
+
+def check_scenarios(
+    source: str | bytes, path: str | os.PathLike[str], *, load_handlers: bool = True
+) -> ScenarioFile:
+    """Check the text of the scenario file at `path` (its flows and schedules read from disk
+    beside it); FlowError as `load_scenario_file`. `load_handlers=False` only looks for the
+    handlers file instead of importing it (an editor checking the text as it is typed)."""
+    file = Path(path)
+    name = os.fspath(path)
+    loaded = load_document(source, name)
     checker = _Checker(file.resolve(), loaded.source)
     problems = schema_diagnostics(_validator(), loaded.value, loaded.source)
     if problems:
         raise FlowError(problems)
     doc: dict[str, Any] = loaded.value
     flows = _flows(checker, doc)
-    handlers = _handlers(checker, doc["handlers"]) if "handlers" in doc else None
+    handlers = (
+        _handlers(checker, doc["handlers"], load=load_handlers) if "handlers" in doc else None
+    )
     if not flows:
         raise FlowError(checker.problems)
     ctx = _Context(flows, handlers)

@@ -203,14 +203,19 @@ def test_number_form_round_trips_and_is_shortest(number: float) -> None:
 
 def test_public_names() -> None:
     # The document-reading names serve wiggle.testing's scenario files (durations, source
-    # positions, schema messages written as the compiler writes them).
+    # positions, schema messages written as the compiler writes them); analyse_flow, NodeClaim
+    # and flow_schema serve the language server (wiggle.lsp).
     assert sorted(wiggle.compiler.__all__) == [
         "CompiledFlow",
         "DocumentPath",
+        "FlowAnalysis",
         "MAX_BYTES",
+        "NodeClaim",
         "SourceMap",
         "SubflowRef",
+        "analyse_flow",
         "canonical_json",
+        "flow_schema",
         "graph_from_canonical",
         "load_document",
         "load_flow",

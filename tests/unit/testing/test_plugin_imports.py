@@ -28,6 +28,7 @@ def test_the_public_names_load_on_first_use() -> None:
         "Harness",
         "MODES",
         "ScenarioError",
+        "check_scenarios",
         "load_scenario_file",
     ]
     assert all(getattr(wiggle.testing, name) is not None for name in wiggle.testing.__all__)
