@@ -200,9 +200,9 @@ def drain_batch(engine: Engine, batch_id: str, timeout: float = 60.0) -> Any:
         if view.state != "RUNNING":
             return view
         if not handled:
-            # What is awaited is time itself: the runner's budget (rate_per_s items a second)
-            # refills with real time, and holds the next item again after 1 / rate seconds.
-            time.sleep(1.0 / view.rate_per_s)
+            # Wait as the server's ticker does: until the engine's next wake-up (its bulk
+            # budget's refill while a batch is busy) or a commit of this process.
+            engine.wait_for_timers(engine.next_wakeup_s())
     raise AssertionError(f"batch {batch_id} did not finish: {engine.get_batch(batch_id)}")
 
 
