@@ -75,6 +75,22 @@ def test_hold_sleeps_then_appends():
     assert call("hold", {"hold_ms": 20}, node="h") == {"hold_ms": 20, "trail": ["h"]}
 
 
+def test_hold_ends_on_time_when_every_slice_oversleeps(monkeypatch):
+    """A loaded machine wakes each 50 ms slice late. The hold must still end hold_ms after it
+    began (one slice late at most), not a slice's oversleep for each of its slices: the lease
+    cases' margins (lease/cancel-stops-the-run) are computed on the hold's length, and a
+    worker that ignored a lost lease passed once because a 3 s hold took over 4 s."""
+    from wiggle.conformance import _activities
+
+    clock = [1000.0]
+    monkeypatch.setattr(_activities.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(
+        _activities.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s + 0.03)
+    )
+    call("hold", {"hold_ms": 3000}, node="h")
+    assert 3.0 <= clock[0] - 1000.0 <= 3.0 + 0.05 + 0.03
+
+
 def test_every_invocation_writes_one_trace_line_first(tmp_path, monkeypatch):
     trace = tmp_path / "trace.jsonl"
     monkeypatch.setenv("WIGGLE_CONFORMANCE_TRACE", str(trace))

@@ -166,22 +166,24 @@ func failFatal(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) 
 	return nil, worker.NonRetryable(fmt.Errorf("fatal %s", id))
 }
 
-// hold sleeps hold_ms (default 300) in slices of at most 50 ms; the worker heartbeats the
-// lease on its own meanwhile.
+// hold sleeps hold_ms (default 300) until a deadline, in slices of at most 50 ms; the worker
+// heartbeats the lease on its own meanwhile. A deadline, not a count of slices: each slice's
+// oversleep would add up on a loaded machine.
 func hold(ctx context.Context, in json.RawMessage) (json.RawMessage, error) {
 	o, err := obj(in, "hold")
 	if err != nil {
 		return nil, err
 	}
-	left := int64(300)
+	ms := int64(300)
 	if v := o.get("hold_ms"); v != nil {
-		left = intOr0(v)
+		ms = intOr0(v)
 	}
-	for ; left > 0; left -= 50 {
+	until := time.Now().Add(time.Duration(ms) * time.Millisecond)
+	for left := time.Until(until); left > 0; left = time.Until(until) {
 		select {
 		case <-ctx.Done(): // the lease is lost: nothing we return would be accepted
 			return nil, ctx.Err()
-		case <-time.After(time.Duration(min(left, 50)) * time.Millisecond):
+		case <-time.After(min(left, 50*time.Millisecond)):
 		}
 	}
 	return appendTo(ctx, o), nil

@@ -176,9 +176,11 @@ export const activities: Readonly<Record<string, Activity<Json, Json>>> = {
   hold: async (ctx, step) => {
     const c = obj(ctx, "hold");
     // Slices of at most 50 ms; the worker heartbeats on its own meanwhile, and a lost lease
-    // (the signal) stops the step early: its result would be refused anyway.
-    for (let left = Number(countOr(c, "hold_ms", 300n)); left > 0; left -= 50) {
-      await sleep(Math.min(left, 50), step.signal);
+    // (the signal) stops the step early: its result would be refused anyway. Until a deadline,
+    // so each slice's oversleep on a loaded machine does not add up.
+    const until = performance.now() + Number(countOr(c, "hold_ms", 300n));
+    for (let left = until - performance.now(); left > 0; left = until - performance.now()) {
+      await sleep(Math.min(Math.ceil(left), 50), step.signal);
     }
     return appendNode(c, step);
   },

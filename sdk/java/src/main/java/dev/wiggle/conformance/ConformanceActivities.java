@@ -154,14 +154,15 @@ public final class ConformanceActivities {
 
   private static JsonNode hold(JsonNode ctx, StepInfo s) throws InterruptedException {
     ObjectNode c = obj(ctx, "hold");
-    long left = c.has("hold_ms") ? integer(c.get("hold_ms")).longValue() : 300;
-    // Slices, so a lost lease (the instance cancelled, say) is noticed within 50 ms.
-    while (left > 0) {
+    long ms = c.has("hold_ms") ? integer(c.get("hold_ms")).longValue() : 300;
+    // Slices, so a lost lease (the instance cancelled, say) is noticed within 50 ms; until a
+    // deadline, so each slice's oversleep on a loaded machine does not add up.
+    long until = System.nanoTime() + ms * 1_000_000L;
+    for (long left = until - System.nanoTime(); left > 0; left = until - System.nanoTime()) {
       if (s.isCancelled()) {
         throw new InterruptedException("the lease was lost");
       }
-      Thread.sleep(Math.min(left, 50));
-      left -= 50;
+      Thread.sleep(Math.min((left + 999_999) / 1_000_000, 50));
     }
     return append(c, s);
   }
