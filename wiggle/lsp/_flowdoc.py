@@ -101,10 +101,12 @@ def nested(step: dict[str, Any], path: DocumentPath) -> Iterator[tuple[Any, Docu
 def activity_uses(doc: Any) -> Iterator[ActivityUse]:
     """Every activity a flow document names, with the role it plays, in document order."""
     for step, mapping in _walk(_dict(doc).get("steps"), ("steps",), 0):
-        yield from _uses(mapping, step.path)
+        yield from own_activity_uses(mapping, step.path)
 
 
-def _uses(step: dict[str, Any], path: DocumentPath) -> Iterator[ActivityUse]:
+def own_activity_uses(step: dict[str, Any], path: DocumentPath) -> Iterator[ActivityUse]:
+    """The activities one step names itself (a block's combine or condition, not the steps of
+    its branches); `path` is the step's place in the document."""
     if isinstance(step.get("task"), str):
         yield ActivityUse(step["task"], "task", (*path, "task"))
     if isinstance(step.get("filter"), str):

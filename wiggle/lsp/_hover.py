@@ -146,7 +146,7 @@ def _flow_hover(analysis: Analysis, at: Hit, index: WorkspaceIndex, root: str | 
     else:
         out.append("the flow has problems: no compiled node to show")
     mapping = value_at(analysis.document, step)
-    for use in _flowdoc.activity_uses({"steps": [mapping]}):
+    for use in _flowdoc.own_activity_uses(mapping if isinstance(mapping, dict) else {}, step):
         out.extend(handler_lines(index, use.name, root))
     return out
 

@@ -321,6 +321,27 @@ async def test_hover_tells_what_a_step_compiles_to_and_where_its_handler_is(
     close_document(client, uri)
 
 
+async def test_hover_on_a_block_names_its_own_handlers_not_its_branches(
+    client: Client, workspace: Path
+) -> None:
+    """On a parallel block: its fork and join nodes and the combine's handler. The steps inside
+    its branches have hovers of their own; listing their handlers here would bury the one the
+    author pointed at."""
+    path = workspace / "flows/settle-account.yaml"
+    text = path.read_text()
+    uri = open_document(client, path)
+    await diagnostics_of(client, uri, 1)
+    block = await client.text_document_hover_async(
+        types.HoverParams(text_document=_doc(uri), position=at(text, "combine: print_label", 12))
+    )
+    assert block is not None and isinstance(block.contents, types.MarkupContent)
+    shown = block.contents.value
+    assert "fork" in shown and "join" in shown and "activity `print_label`" in shown
+    assert "handler `print_label`" in shown
+    assert "reserve_stock" not in shown, shown
+    close_document(client, uri)
+
+
 def _line_of(path: Path, needle: str) -> tuple[int, int]:
     for number, line in enumerate(path.read_text().splitlines()):
         if needle in line:
