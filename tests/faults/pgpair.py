@@ -56,22 +56,30 @@ fsync = on
 """
 
 
+def postgres_directory(prefix: str) -> tuple[Path, str | None]:
+    """A new temporary directory PostgreSQL may run in, and the user to run it as: as root,
+    pgserver's unprivileged `pgserver` user (created when missing; PostgreSQL refuses to run as
+    root), who owns the directory and can reach it; else None, the caller."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    root.chmod(0o755)
+    if os.geteuid() != 0:
+        return root, None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from pgserver.utils import (  # type: ignore[import-untyped]
+            ensure_prefix_permissions,
+            ensure_user_exists,
+        )
+    user = "pgserver"
+    ensure_user_exists(user)
+    ensure_prefix_permissions(root)
+    shutil.chown(root, user, user)
+    return root, user
+
+
 class PostgresPair:
     def __init__(self) -> None:
-        self.user: str | None = None
-        self.root = Path(tempfile.mkdtemp(prefix="wiggle-pgpair-"))
-        self.root.chmod(0o755)
-        if os.geteuid() == 0:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                from pgserver.utils import (  # type: ignore[import-untyped]
-                    ensure_prefix_permissions,
-                    ensure_user_exists,
-                )
-            self.user = "pgserver"
-            ensure_user_exists(self.user)
-            ensure_prefix_permissions(self.root)
-            shutil.chown(self.root, self.user, self.user)
+        self.root, self.user = postgres_directory("wiggle-pgpair-")
         self.primary = self.root / "primary"
         self.standby = self.root / "standby"
         self.sockets = self.root / "sockets"
