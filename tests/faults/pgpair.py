@@ -6,7 +6,8 @@ it as `standby1`, the primary's one synchronous standby (`synchronous_commit = o
 acknowledged only once the standby has flushed it. `url(db)` is the multi-host URL that follows the
 primary (`target_session_attrs=read-write`). `crash_primary()` kills the primary's postmaster
 and every backend with SIGKILL; `promote()` turns the standby into the primary and lets it commit
-without a synchronous standby of its own.
+without a synchronous standby of its own; `stop_standby()` leaves the primary's commits waiting
+for a standby until `start_standby()`.
 """
 
 from __future__ import annotations
@@ -177,6 +178,13 @@ class PostgresPair:
 
         wait_until(writable, 60, "the promoted standby accepting writes")
         return time.monotonic()
+
+    def stop_standby(self) -> None:
+        """Stop the standby (a fast shutdown): the primary's commits then wait for it."""
+        self._pg("pg_ctl", "-D", str(self.standby), "-m", "fast", "-w", "-t", "60", "stop")
+
+    def start_standby(self) -> None:
+        self._start(self.standby)
 
     def close(self) -> None:
         for data in (self.standby, self.primary):

@@ -46,6 +46,7 @@ from wiggle.errors import InvalidRequest, Unavailable
 
 from ..model.clock import Clock
 from .queries import FENCE_LOST_MARK, pg_write
+from .stall import StallGuard
 from .transition import FenceLost, Rows, write_sqlite
 from .wakeups import Waiters, Wakeups
 
@@ -171,6 +172,9 @@ class Database:
         self.idle_in_transaction_timeout_s = (
             idle_in_transaction_timeout_s if self.is_postgres else 0.0
         )
+        # PostgreSQL: commits a synchronous standby never acknowledges answered UNAVAILABLE
+        # within seconds instead of holding their callers (store/stall.py).
+        self._stall = StallGuard(self.libpq_url) if self.is_postgres else None
         self.clock = clock
         if clock is not None:
             self._use_clock(clock)
@@ -285,18 +289,32 @@ class Database:
     def _once(self, fn: Callable[[Connection], T], *, read: bool) -> T:
         lock = self._write_lock if (self.is_sqlite and (not read or self._memory)) else None
         guard = lock if lock is not None else contextlib.nullcontext()
+        if not read and self._stall is not None:
+            self._stall.check()
         with guard, self.sa.connect() as conn:
             if read:
                 conn = conn.execution_options(wiggle_read=True)
+            watched = None if read or self._stall is None else self._stall.begin(conn)
+            cut = None
             try:
                 result = self._transaction(conn, fn)
+            except Exception as exc:
+                if watched is not None and (cut := self._stall_end(watched)) is not None:
+                    raise Unavailable(cut) from exc  # its COMMIT may yet come: fate unknown
+                raise
             finally:
+                if watched is not None and cut is None:
+                    self._stall_end(watched)
                 # Wake-ups a transaction queued count only if it committed: on an error this
                 # is dropped, and the code below is not reached.
                 done: Wakeups | None = conn.info.pop(_AFTER_COMMIT, None)
                 logged = conn.info.pop(_EVENTS, None)
         self._deliver(done, logged)
         return result
+
+    def _stall_end(self, watched: int) -> str | None:
+        assert self._stall is not None
+        return self._stall.end(watched)
 
     def _transaction(self, conn: Connection, fn: Callable[[Connection], T]) -> T:
         """`fn` in one transaction, committed (profile seam)."""
@@ -477,6 +495,8 @@ class Database:
         """The leader's housekeeping of the database layer, once per tick (profile seam)."""
 
     def dispose(self) -> None:
+        if self._stall is not None:
+            self._stall.stop()
         with self._notify_cond:
             self._notify_stop = True
             self._notify_cond.notify()
