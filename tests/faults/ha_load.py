@@ -88,7 +88,7 @@ class WiggleOnHa:
             self.cluster.server(node_id=f"s{i}", acks=True, leader_ttl=2.0) for i in (1, 2)
         ]
         addresses = [address for _, address in self.servers]
-        flows = deploy(
+        self.flows = flows = deploy(
             addresses[0],
             *(loop_flow(f"ha-loop-{m.lower()}", m, target=TARGET, attempts=30) for m in MODES),
             *(linear_flow(f"ha-line-{m.lower()}", m, steps=4, attempts=30) for m in MODES),
@@ -98,6 +98,18 @@ class WiggleOnHa:
         # The short suite's load is lighter: steps still commit every few milliseconds.
         pause = scale(200, 20) / 1000
         self.load = Load(addresses, flows, {"target": TARGET}, prefix="ha", pause=pause)
+
+    def mark(self) -> list[int]:
+        """Where each server's output stands now, for `logged_since`."""
+        return [len(proc.lines) for proc, _ in self.servers]
+
+    def logged_since(self, mark: list[int]) -> list[str]:
+        """The log records the servers wrote since `mark` (WARNING and up; one a record, the
+        lines of a traceback left out)."""
+        out = []
+        for (proc, _), seen in zip(self.servers, mark, strict=True):
+            out += [line for line in list(proc.lines)[seen:] if line[:2] == "20"]  # timestamped
+        return out
 
     def warm(self, starts: int, steps: int) -> None:
         """Wait until the load has had `starts` starts answered and `steps` steps run."""
@@ -122,24 +134,22 @@ class WiggleOnHa:
             ).all()
         return [int(r.at_ms) for r in rows]
 
-    def outage(self, fault_ms: int, *, until_ms: int | None = None) -> Outage:
-        """The first pause of PAUSE_MS or more in commits from `fault_ms` on (to `until_ms`)."""
+    def outage(self, fault_ms: int, *, pause_ms: int = PAUSE_MS) -> Outage:
+        """The first pause of `pause_ms` or more in commits from `fault_ms` on."""
         last, longest = fault_ms, 0
         for at in self.commits_since(fault_ms):
-            if until_ms is not None and at > until_ms:
-                break
             longest = max(longest, at - last)
-            if at - last >= PAUSE_MS:
+            if at - last >= pause_ms:
                 return Outage(fault_ms, last, at, longest)
             last = at
         return Outage(fault_ms, None, None, longest)
 
-    def recovered(self, fault_ms: int, timeout: float = 180) -> Outage:
+    def recovered(self, fault_ms: int, timeout: float = 180, pause_ms: int = PAUSE_MS) -> Outage:
         """Wait for steps to commit again after the fault's pause, and a few more starts."""
 
         def ended() -> Outage | None:
             try:
-                found = self.outage(fault_ms)
+                found = self.outage(fault_ms, pause_ms=pause_ms)
             except sa.exc.OperationalError:  # no primary to read from yet
                 return None
             return found if found.first_ms is not None else None

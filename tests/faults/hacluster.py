@@ -11,8 +11,11 @@ Patroni's settings (`Settings`, the `bootstrap.dcs` section written to etcd at b
 only a synchronous standby may be promoted; `synchronous_mode_strict` when asked, so commits wait
 rather than go on without any standby; `primary_start_timeout: 0`, so a crashed primary is
 failed over at once instead of being restarted in place for up to 5 minutes; `ttl`, `loop_wait`
-and `retry_timeout` short (8, 1, 3 s: the leader key lapses 8 s after its holder stops renewing
-it, and a primary that cannot write it for 3 s demotes itself), for a test's patience. HAProxy
+and `retry_timeout` short for a test's patience (10, 1, 4 s: the leader key lapses 10 s after
+its holder stops renewing it, and a primary that cannot write it for 4 s demotes itself; Patroni
+wants loop_wait + 2 x retry_timeout <= ttl). retry_timeout must outlast an etcd election (etcd's
+defaults, kept here, replace a leader silent for 1 s within about 2 s): with 3 s, killing etcd's
+leader made the primary demote itself and take the lead again, an outage of 5 s. HAProxy
 sends each connection to the node whose Patroni answers `GET /primary` with 200 (checked every
 0.5 s, down after two failures, up after one success, its sessions shut when marked down).
 
@@ -54,9 +57,9 @@ SCOPE = "wiggle"
 class Settings:
     """The Patroni settings the cluster bootstraps with (`bootstrap.dcs`)."""
 
-    ttl: int = 8
+    ttl: int = 10
     loop_wait: int = 1
-    retry_timeout: int = 3
+    retry_timeout: int = 4
     maximum_lag_on_failover: int = 1_048_576
     synchronous_mode_strict: bool = False
 
@@ -117,10 +120,6 @@ class Etcd:
                 f"--initial-cluster={initial}",
                 "--initial-cluster-state=new",
                 f"--initial-cluster-token={SCOPE}-{os.getpid()}",
-                # Heartbeats 4 a second (10 by default), a leader lost after 2 s: on a loaded
-                # machine the defaults spend a core's tenth on three idle members.
-                "--heartbeat-interval=250",
-                "--election-timeout=2000",
                 "--logger=zap",
                 "--log-level=warn",
             ]
@@ -322,13 +321,16 @@ class HaCluster:
         except (OSError, ValueError, KeyError):
             return False
 
-    def etcd_leader(self) -> Etcd:
-        ids = {m.name: m.status() for m in self.etcd if m.alive()}
+    def etcd_leader(self) -> Etcd | None:
+        """The live etcd member that leads (None while they elect one)."""
         for member in self.etcd:
-            got = ids.get(member.name)
-            if got and got["id"] == got["leader"]:
-                return member
-        raise AssertionError(f"no etcd member leads: {ids}")
+            if not member.alive():
+                continue
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                got = member.status()
+                if got["id"] == got["leader"]:
+                    return member
+        return None
 
     # -- how Wiggle connects --------------------------------------------------------------------
 

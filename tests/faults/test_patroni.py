@@ -16,7 +16,10 @@ runs each fault on its own cluster, in both layouts:
 - the primary cut off from etcd and from its replicas while Wiggle still reaches it: its
   Patroni demotes it after `retry_timeout`, and a replica takes the lapsed key; commits sent to
   it meanwhile wait for a synchronous standby that is gone, and none is acknowledged;
-- the etcd leader killed -9: etcd elects another, Patroni carries on, nothing fails over.
+- the etcd leader killed -9: etcd elects another, Patroni carries on, nothing fails over;
+- with `synchronous_mode_strict`, the last replica stopped: the primary's commits wait for a
+  standby; each server says so in one line, answers UNAVAILABLE within a caller's deadline
+  (store/stall.py) and, once the replica is started again, says so and goes on by itself.
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ from pathlib import Path
 
 import pytest
 from ha_load import LAYOUTS, WiggleOnHa, now_ms
-from hacluster import HaCluster, Node
+from hacluster import HaCluster, Node, Settings
 
 from tests.waiting import wait_until
+from wiggle import errors
+from wiggle.client import Client
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -40,6 +45,16 @@ SHORT = "tests/faults/test_patroni.py::test_switchover_then_primary_killed"
 @pytest.fixture
 def ha() -> Iterator[HaCluster]:
     cluster = HaCluster()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def ha_strict() -> Iterator[HaCluster]:
+    """The cluster with `synchronous_mode_strict`: no commit without a standby, ever."""
+    cluster = HaCluster(Settings(synchronous_mode_strict=True))
     try:
         yield cluster
     finally:
@@ -85,12 +100,18 @@ def _loaded(ha: HaCluster, layout: str, work: Path) -> Iterator[tuple[WiggleOnHa
         run.close()
 
 
-def _check(ledger, run: WiggleOnHa, scenario: str, fault: str) -> None:
+def _check(ledger, run: WiggleOnHa, scenario: str, fault: str, mark: list[int]) -> list[str]:
+    """The scenario's ledger line and its checks; returns what the servers logged since
+    `mark` (run.mark() at the fault)."""
+    logged = run.logged_since(mark)
+    fault += f"; the servers logged {len(logged)} lines"
     tally, lost, ids = run.finish(scenario, fault)
+    print("\n".join(["what the servers logged:", *logged]))
     ledger(tally)
     assert lost == 0, tally.line()
     assert tally.completed == len(ids), tally.line()
     assert run.contexts_right(ids), tally.line()
+    return logged
 
 
 def test_switchover_then_primary_killed(ha, tmp_path, ledger):
@@ -101,6 +122,7 @@ def test_switchover_then_primary_killed(ha, tmp_path, ledger):
         first = ha.leader()
         assert first is not None
         candidate = _sync_standby(ha)
+        mark = run.mark()
         switched_ms = now_ms()
         ha.switchover(first, candidate)
         second = _new_leader(ha, first)
@@ -118,6 +140,7 @@ def test_switchover_then_primary_killed(ha, tmp_path, ledger):
             "Patroni switchover, then kill -9 of the new primary's PostgreSQL",
             f"switchover {first.name} -> {second.name}: {switch.says()}; "
             f"kill -9 PostgreSQL of {second.name}, {third.name} promoted: {crash.says()}",
+            mark,
         )
     finally:
         run.close()
@@ -152,10 +175,11 @@ FAULTS: dict[str, Callable[[HaCluster, Node], str]] = {
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_primary_fails_over(ha, tmp_path, ledger, fault, layout):
     with _loaded(ha, layout, tmp_path) as (run, leader):
+        mark = run.mark()
         fault_ms = now_ms()
         what = FAULTS[fault](ha, leader)
         outage = run.recovered(fault_ms)
-        _check(ledger, run, f"Patroni: {fault}", f"{what}: {outage.says()}")
+        _check(ledger, run, f"Patroni: {fault}", f"{what}: {outage.says()}", mark)
 
 
 @pytest.mark.full_only(SHORT)
@@ -163,6 +187,7 @@ def test_primary_fails_over(ha, tmp_path, ledger, fault, layout):
 def test_primary_isolated_demotes_itself(ha_links, tmp_path, ledger, layout):
     ha = ha_links
     with _loaded(ha, layout, tmp_path) as (run, leader):
+        mark = run.mark()
         fault_ms = now_ms()
         ha.isolate(leader)
         successor = _new_leader(ha, leader)
@@ -173,6 +198,7 @@ def test_primary_isolated_demotes_itself(ha_links, tmp_path, ledger, layout):
             run,
             "Patroni: primary cut off from etcd and its replicas",
             f"{leader.name} isolated, {successor.name} promoted: {outage.says()}",
+            mark,
         )
 
 
@@ -181,17 +207,79 @@ def test_primary_isolated_demotes_itself(ha_links, tmp_path, ledger, layout):
 def test_etcd_leader_killed(ha, tmp_path, ledger, layout):
     with _loaded(ha, layout, tmp_path) as (run, leader):
         member = ha.etcd_leader()
+        assert member is not None
+        mark = run.mark()
         fault_ms = now_ms()
         ha.kill_etcd(member)
-        wait_until(lambda: ha.etcd_leader() is not member, 60, "another etcd leader", interval=0.2)
+        wait_until(
+            lambda: ha.etcd_leader() not in (None, member), 60, "another etcd leader", interval=0.2
+        )
         time.sleep(2 * ha.settings.ttl)  # past a leader key's ttl: renewed through the new one
         run.more_starts(20)
         outage = run.outage(fault_ms)
         assert ha.leader() is leader, "the primary changed, but only etcd's leader was killed"
+        new_etcd = ha.etcd_leader()
+        assert new_etcd is not None
         _check(
             ledger,
             run,
             "Patroni: the etcd leader killed -9",
-            f"etcd leader {member.name} killed, {ha.etcd_leader().name} leads; "
+            f"etcd leader {member.name} killed, {new_etcd.name} leads; "
             f"{leader.name} stayed primary: {outage.says()}",
+            mark,
         )
+
+
+#: What a caller waits for an answer in the strict scenario (the client's default is 30 s).
+DEADLINE_S = 10.0
+STALLED = "commits are not coming back"
+RESUMED = "commits come back again"
+
+
+@pytest.mark.full_only("tests/faults/test_commit_stall.py")
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_strict_mode_last_replica_stopped(ha_strict, tmp_path, ledger, layout):
+    ha = ha_strict
+    with _loaded(ha, layout, tmp_path) as (run, leader):
+        sync = _sync_standby(ha)
+        other = next(n for n in ha.nodes if n not in (leader, sync))
+        ha.stop_node(other)  # one replica stopped: the synchronous standby is still there
+        run.more_starts(5)
+        mark = run.mark()
+        stopped_ms = now_ms()
+        ha.stop_node(sync)  # the last one: every COMMIT waits for a standby
+        flow, version = run.flows[0]
+        with Client(run.servers[0][1], timeout=DEADLINE_S, retry_for=0.0) as client:
+            began = time.monotonic()
+            with pytest.raises(errors.Unavailable) as answer:
+                client.start(flow, {"target": 1}, version=version, instance_id="ha-stalled")
+            took = time.monotonic() - began
+        assert took < DEADLINE_S and "does not finish commits" in str(answer.value), (
+            f"after {took:.1f} s: {answer.value}"
+        )
+        wait_until(
+            lambda: sum(STALLED in line for line in run.logged_since(mark)) == 2,
+            30,
+            "each server saying commits stalled",
+            interval=0.2,
+        )
+        time.sleep(3 * ha.settings.loop_wait)  # the stall goes on for a while
+        restarted_ms = now_ms()
+        ha.start_patroni(sync)
+        # Transactions begun during the stall commit when the standby is back, with the time
+        # they began: the first step begun after the restart is the recovery.
+        outage = run.recovered(restarted_ms, pause_ms=0)
+        assert outage.first_ms is not None
+        logged = _check(
+            ledger,
+            run,
+            "Patroni synchronous_mode_strict: the last replica stopped, then started again",
+            f"{sync.name} stopped (the last replica), a start answered UNAVAILABLE after "
+            f"{took:.1f} s; {sync.name} started again "
+            f"{(restarted_ms - stopped_ms) / 1000:.1f} s after the stop, steps committed "
+            f"again {(outage.first_ms - restarted_ms) / 1000:.1f} s after that",
+            mark,
+        )
+        said = [line for line in logged if STALLED in line or RESUMED in line]
+        assert sum(STALLED in line for line in said) == 2, logged  # one line per server
+        assert sum(RESUMED in line for line in said) == 2, logged
