@@ -63,12 +63,18 @@ class Outage:
         """From the fault to the first step committed again (None: no pause at all)."""
         return None if self.first_ms is None else (self.first_ms - self.fault_ms) / 1000
 
-    def says(self) -> str:
+    def says(self, led_ms: int | None = None) -> str:
+        """The outage in words; `led_ms`: when Patroni named the new leader (from the fault)."""
         if self.first_ms is None:
             return f"no pause in commits (longest gap {self.longest_ms / 1000:.1f} s)"
         assert self.last_ms is not None
+        led = (
+            ""
+            if led_ms is None
+            else f", Patroni's new leader seen at +{(led_ms - self.fault_ms) / 1000:.1f} s"
+        )
         return (
-            f"steps committed until {(self.last_ms - self.fault_ms) / 1000:+.1f} s, "
+            f"steps committed until {(self.last_ms - self.fault_ms) / 1000:+.1f} s{led}, "
             f"again from {self.recovered_s:.1f} s after the fault"
         )
 

@@ -21,6 +21,7 @@ other processes' tasks are noticed, how schema creation is serialised.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 import uuid
@@ -73,6 +74,18 @@ _PG_RETRY_CODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
 #: idle too long, and rolled it back (it never commits: the COMMIT had not been read).
 _PG_SESSION_ENDED = "25P03"
 _IDLE_SETTING = "idle_in_transaction_session_timeout"
+
+
+class _PipelineEndNotSaidTwice(logging.Filter):
+    """psycopg logs a WARNING when a pipeline fails to end while the error that broke it is
+    being raised: the same lost connection said a second time, once per transaction in flight
+    when a primary dies. The error itself reaches the caller (Unavailable) and, once, the log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("error ignored terminating")
+
+
+logging.getLogger("psycopg").addFilter(_PipelineEndNotSaidTwice())
 
 
 @contextlib.contextmanager
@@ -311,6 +324,12 @@ class Database:
                 logged = conn.info.pop(_EVENTS, None)
         self._deliver(done, logged)
         return result
+
+    @property
+    def commits_stalled(self) -> bool:
+        """Commits do not come back now, and writes are refused (store/stall.py), which the
+        engine has logged: a loop that fails for it need not say so again."""
+        return self._stall is not None and self._stall.stalled
 
     def _stall_end(self, watched: int) -> str | None:
         assert self._stall is not None

@@ -20,7 +20,7 @@ hold each call until the caller's deadline ran out, and a connection and a threa
   at once, without a connection.
 - The probe keeps waiting. When its COMMIT comes back (a standby acknowledged it), or its
   connection fails (the node was demoted or died, and failing over is the ordinary path), one
-  line says so and writes go through again.
+  line says which and writes go through again.
 
 A cut transaction's backend goes on waiting: its work stays invisible, its locks held, until a
 standby acknowledges it, and only then is it committed. Cancelling the wait instead would make
@@ -43,7 +43,6 @@ from typing import Any
 import psycopg
 from sqlalchemy import Connection
 
-from wiggle._trouble import Trouble
 from wiggle.errors import Unavailable
 
 __all__ = ["PROBE_S", "STALL_S", "StallGuard"]
@@ -73,12 +72,6 @@ class StallGuard:
         self._why: str | None = None  # while stalled: what refusals say
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
-        self._trouble = Trouble(
-            _log,
-            down="commits are not coming back ({why}); answering UNAVAILABLE until one does",
-            up="commits come back again after {seconds:.1f} s",
-            expected=(Unavailable,),
-        )
 
     # -- what each write transaction does ---------------------------------------------------------
 
@@ -131,15 +124,29 @@ class StallGuard:
         if done.wait(PROBE_S):
             self._probed_up_to = first_after
             return
+        began = time.monotonic()
         why = self._why = self._ask()
-        self._trouble.failed(Unavailable(why), why)
+        _log.warning("commits are not coming back (%s); answering UNAVAILABLE until one does", why)
         self._cut_all(_STALLED.format(why=why))
         while not done.wait(LOOK_S):
             if self._stop.is_set():
                 return
         self._probed_up_to = next(self._keys)
         self._why = None
-        self._trouble.succeeded()
+        took = time.monotonic() - began
+        if failed:  # demoted or gone: where writes go now is the URL's (or the proxy's) to find
+            _log.warning(
+                "the node that held the commits went away after %.1f s (%s); writes go on",
+                took,
+                " ".join(str(failed[0]).split())[:300],
+            )
+        else:
+            _log.warning("commits come back again after %.1f s", took)
+
+    @property
+    def stalled(self) -> bool:
+        """Commits are stalled now: writes are refused (the line saying so was logged)."""
+        return self._why is not None
 
     def _probe(self, done: threading.Event, failed: list[BaseException]) -> None:
         """A commit of our own, on a connection of our own. It must write WAL to wait for a
