@@ -150,15 +150,20 @@ class WiggleOnHa:
             last = at
         return Outage(fault_ms, None, None, longest)
 
-    def recovered(self, fault_ms: int, timeout: float = 180, pause_ms: int = PAUSE_MS) -> Outage:
-        """Wait for steps to commit again after the fault's pause, and a few more starts."""
+    def recovered(
+        self, fault_ms: int, after_ms: int, timeout: float = 180, pause_ms: int = PAUSE_MS
+    ) -> Outage:
+        """Wait for a step committed from `after_ms` on (when the new primary was named), then
+        a few more starts; the outage from `fault_ms` (which may be no pause at all: a
+        switchover can be quicker than PAUSE_MS)."""
 
         def ended() -> Outage | None:
             try:
-                found = self.outage(fault_ms, pause_ms=pause_ms)
+                if not self.commits_since(after_ms):
+                    return None
+                return self.outage(fault_ms, pause_ms=pause_ms)
             except sa.exc.OperationalError:  # no primary to read from yet
                 return None
-            return found if found.first_ms is not None else None
 
         found = wait_until(
             ended,

@@ -128,7 +128,7 @@ def test_switchover_then_primary_killed(ha, tmp_path, ledger):
         ha.switchover(first, candidate)
         second = _new_leader(ha, first)
         switch_led_ms = now_ms()
-        switch = run.recovered(switched_ms)
+        switch = run.recovered(switched_ms, switch_led_ms)
         assert second is candidate
 
         _sync_standby(ha)  # the old primary back as a replica, a synchronous standby chosen
@@ -136,7 +136,7 @@ def test_switchover_then_primary_killed(ha, tmp_path, ledger):
         ha.kill_postgres(second)
         third = _new_leader(ha, second)
         crash_led_ms = now_ms()
-        crash = run.recovered(killed_ms)
+        crash = run.recovered(killed_ms, crash_led_ms)
         _check(
             ledger,
             run,
@@ -183,7 +183,7 @@ def test_primary_fails_over(ha, tmp_path, ledger, fault, layout):
         fault_ms = now_ms()
         what = FAULTS[fault](ha, leader)
         led_ms = now_ms()  # Patroni names the new leader (polled every 0.2 s)
-        outage = run.recovered(fault_ms)
+        outage = run.recovered(fault_ms, led_ms)
         _check(ledger, run, f"Patroni: {fault}", f"{what}: {outage.says(led_ms)}", mark)
 
 
@@ -197,7 +197,7 @@ def test_primary_isolated_demotes_itself(ha_links, tmp_path, ledger, layout):
         ha.isolate(leader)
         successor = _new_leader(ha, leader)
         led_ms = now_ms()
-        outage = run.recovered(fault_ms)
+        outage = run.recovered(fault_ms, led_ms)
         ha.heal(leader)
         _check(
             ledger,
@@ -274,7 +274,7 @@ def test_strict_mode_last_replica_stopped(ha_strict, tmp_path, ledger, layout):
         ha.start_patroni(sync)
         # Transactions begun during the stall commit when the standby is back, with the time
         # they began: the first step begun after the restart is the recovery.
-        outage = run.recovered(restarted_ms, pause_ms=0)
+        outage = run.recovered(restarted_ms, restarted_ms, pause_ms=0)
         assert outage.first_ms is not None
         logged = _check(
             ledger,
