@@ -163,7 +163,7 @@ class PostgresPair:
         What a failover manager does besides `pg_ctl promote`: the promoted standby inherited
         `synchronous_standby_names` from the primary's configuration, and with no standby of
         its own every COMMIT would wait for one forever; until a new standby is attached it
-        runs without (docs/scaling.md, "Failover: a streaming standby promoted")."""
+        runs without (docs/scaling.md, "The hand-made promotion")."""
         self._pg("pg_ctl", "-D", str(self.standby), "-w", "-t", "60", "promote")
         with self.admin(self.ports[1]) as conn:
             conn.execute("ALTER SYSTEM SET synchronous_standby_names = ''")
