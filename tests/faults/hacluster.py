@@ -416,6 +416,12 @@ class HaCluster:
             f"== {n.name}\n" + "".join(n.proc.lines[-30:]) for n in self.nodes if n.proc
         )
 
+    def __enter__(self) -> HaCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """Everything killed -9 at once: nothing here is kept, and a polite stop of each node
         in turn would only fail the cluster over from one to the next."""

@@ -44,31 +44,22 @@ SHORT = "tests/faults/test_patroni.py::test_switchover_then_primary_killed"
 
 @pytest.fixture
 def ha() -> Iterator[HaCluster]:
-    cluster = HaCluster()
-    try:
+    with HaCluster() as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 @pytest.fixture
 def ha_strict() -> Iterator[HaCluster]:
     """The cluster with `synchronous_mode_strict`: no commit without a standby, ever."""
-    cluster = HaCluster(Settings(synchronous_mode_strict=True))
-    try:
+    with HaCluster(Settings(synchronous_mode_strict=True)) as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 @pytest.fixture
 def ha_links() -> Iterator[HaCluster]:
     """The cluster with every node's links to etcd and to the others cuttable."""
-    cluster = HaCluster(links=True)
-    try:
+    with HaCluster(links=True) as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 def _new_leader(ha: HaCluster, old: Node, timeout: float = 120) -> Node:
