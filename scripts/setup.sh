@@ -3,9 +3,10 @@
 # again: every step is skipped or a no-op when already done.
 #
 #   bash scripts/setup.sh          for the tests (scripts/test.sh): Graphviz's `dot`, openssl,
-#                                  Chromium and chromedriver, Maven (Debian packages, only when
-#                                  missing), a virtual environment in the checkout (.venv) holding
-#                                  the Python package and its test tools, the Go modules of sdk/go,
+#                                  Chromium and chromedriver, Maven, etcd, Patroni, HAProxy and
+#                                  PostgreSQL 15 (Debian packages, only when missing), a virtual
+#                                  environment in the checkout (.venv) holding the Python package
+#                                  and its test tools, the Go modules of sdk/go,
 #                                  the Maven artifacts of sdk/java, Node.js and npm (Debian) and
 #                                  the npm packages of sdk/typescript (npm ci, its lockfile) and
 #                                  Neovim (the language server's editor test)
@@ -22,7 +23,9 @@ fi
 
 # Debian packages: Graphviz renders flows; openssl makes the certificates of the TLS tests;
 # Chromium and its driver run the console's browser tests (tests/browser); Maven builds and tests
-# the Java worker SDK (Debian's maven brings a JDK when there is none).
+# the Java worker SDK (Debian's maven brings a JDK when there is none); etcd, Patroni, HAProxy
+# and PostgreSQL 15 make the fault suite's Patroni cluster (the tests start their own processes on
+# free loopback ports; a service a package starts by itself is not used).
 missing=()
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
 if [ "$demo" -eq 0 ]; then
@@ -30,6 +33,12 @@ if [ "$demo" -eq 0 ]; then
     command -v chromium >/dev/null 2>&1 || missing+=(chromium)
     command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
     command -v mvn >/dev/null 2>&1 || missing+=(maven)
+    # The fault suite's highly available PostgreSQL (tests/faults/hacluster.py): three etcd
+    # members, three PostgreSQL 15 nodes under Patroni, HAProxy in front.
+    command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+    command -v patroni >/dev/null 2>&1 || missing+=(patroni)
+    command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
+    [ -x /usr/lib/postgresql/15/bin/postgres ] || missing+=(postgresql-15)
     # Node.js 20+ and npm build and test the TypeScript worker SDK.
     command -v node >/dev/null 2>&1 || missing+=(nodejs)
     command -v npm >/dev/null 2>&1 || missing+=(npm)

@@ -9,12 +9,9 @@ the activities wrote, one line per execution. A scenario ends with a `Tally`: th
 from __future__ import annotations
 
 import os
-import random
 import re
-import select
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -26,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from links import ResettingProxy as ResettingProxy  # the scenarios import it from here
 
-from tests.waiting import wait_until as wait_until  # the scenarios import it from here
+from tests.waiting import wait_until as wait_until  # likewise
 
 HERE = Path(__file__).parent
 FULL = os.environ.get("WIGGLE_FAULTS", "") == "full"
@@ -51,7 +49,12 @@ class Proc:
     """A child process whose stdout and stderr lines are collected in the background."""
 
     def __init__(
-        self, args: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None
+        self,
+        args: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        user: str | None = None,
     ):
         self.args = args
         self.proc = subprocess.Popen(
@@ -62,6 +65,7 @@ class Proc:
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             cwd=cwd,
+            user=user,
         )
         self.lines: list[str] = []
         self._cond = threading.Condition()
@@ -476,95 +480,6 @@ class Checker:
 def reexecuted_keys(ledger: Path, instance: str) -> set[str]:
     runs = Counter(e.key for e in read_ledger(ledger) if e.instance == instance)
     return {key for key, n in runs.items() if n > 1}
-
-
-# -- a flaky network -----------------------------------------------------------------------------
-
-
-class ResettingProxy:
-    """A TCP proxy that resets every connection through it every `low`-`high` seconds.
-
-    Connections are closed with SO_LINGER 0, so the peers see a reset (RST) mid-call, as on a
-    flaky network; new connections are accepted at once.
-    """
-
-    def __init__(self, upstream: str, low: float = 0.2, high: float = 0.6, seed: int = 7) -> None:
-        host, port = upstream.rsplit(":", 1)
-        self._upstream = (host, int(port))
-        self._listener = socket.socket()
-        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind(("127.0.0.1", 0))
-        self._listener.listen(128)
-        self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
-        self._low, self._high = low, high
-        self._random = random.Random(seed)
-        self._lock = threading.Lock()
-        self._socks: set[socket.socket] = set()
-        self._stop = threading.Event()
-        self.resets = 0
-        self._threads = [
-            threading.Thread(target=self._accept, daemon=True),
-            threading.Thread(target=self._reset_loop, daemon=True),
-        ]
-        for t in self._threads:
-            t.start()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(self._upstream, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            upstream.settimeout(None)
-            with self._lock:
-                self._socks.update((client, upstream))
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
-
-    def _pump(self, a: socket.socket, b: socket.socket) -> None:
-        peers = {a: b, b: a}
-        try:
-            while not self._stop.is_set():
-                ready, _, _ = select.select([a, b], [], [], 0.5)
-                for s in ready:
-                    data = s.recv(65536)
-                    if not data:
-                        return
-                    peers[s].sendall(data)
-        except (OSError, ValueError):  # reset under us: a closed socket has no descriptor
-            return
-        finally:
-            self._drop(a, b)
-
-    def _drop(self, *socks: socket.socket) -> None:
-        with self._lock:
-            for s in socks:
-                self._socks.discard(s)
-        for s in socks:
-            try:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                s.close()
-            except OSError:
-                pass
-
-    def _reset_loop(self) -> None:
-        while not self._stop.wait(self._random.uniform(self._low, self._high)):
-            with self._lock:
-                socks = list(self._socks)
-            if socks:
-                self.resets += 1
-                self._drop(*socks)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._listener.close()
-        with self._lock:
-            socks = list(self._socks)
-        self._drop(*socks)
 
 
 # -- flows and load ------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ it as `standby1`, the primary's one synchronous standby (`synchronous_commit = o
 acknowledged only once the standby has flushed it. `url(db)` is the multi-host URL that follows the
 primary (`target_session_attrs=read-write`). `crash_primary()` kills the primary's postmaster
 and every backend with SIGKILL; `promote()` turns the standby into the primary and lets it commit
-without a synchronous standby of its own.
+without a synchronous standby of its own; `stop_standby()` leaves the primary's commits waiting
+for a standby until `start_standby()`.
 """
 
 from __future__ import annotations
@@ -56,22 +57,30 @@ fsync = on
 """
 
 
+def postgres_directory(prefix: str) -> tuple[Path, str | None]:
+    """A new temporary directory PostgreSQL may run in, and the user to run it as: as root,
+    pgserver's unprivileged `pgserver` user (created when missing; PostgreSQL refuses to run as
+    root), who owns the directory and can reach it; else None, the caller."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    root.chmod(0o755)
+    if os.geteuid() != 0:
+        return root, None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from pgserver.utils import (  # type: ignore[import-untyped]
+            ensure_prefix_permissions,
+            ensure_user_exists,
+        )
+    user = "pgserver"
+    ensure_user_exists(user)
+    ensure_prefix_permissions(root)
+    shutil.chown(root, user, user)
+    return root, user
+
+
 class PostgresPair:
     def __init__(self) -> None:
-        self.user: str | None = None
-        self.root = Path(tempfile.mkdtemp(prefix="wiggle-pgpair-"))
-        self.root.chmod(0o755)
-        if os.geteuid() == 0:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                from pgserver.utils import (  # type: ignore[import-untyped]
-                    ensure_prefix_permissions,
-                    ensure_user_exists,
-                )
-            self.user = "pgserver"
-            ensure_user_exists(self.user)
-            ensure_prefix_permissions(self.root)
-            shutil.chown(self.root, self.user, self.user)
+        self.root, self.user = postgres_directory("wiggle-pgpair-")
         self.primary = self.root / "primary"
         self.standby = self.root / "standby"
         self.sockets = self.root / "sockets"
@@ -154,7 +163,7 @@ class PostgresPair:
         What a failover manager does besides `pg_ctl promote`: the promoted standby inherited
         `synchronous_standby_names` from the primary's configuration, and with no standby of
         its own every COMMIT would wait for one forever; until a new standby is attached it
-        runs without (docs/scaling.md, "Failover: a streaming standby promoted")."""
+        runs without (docs/scaling.md, "The hand-made promotion")."""
         self._pg("pg_ctl", "-D", str(self.standby), "-w", "-t", "60", "promote")
         with self.admin(self.ports[1]) as conn:
             conn.execute("ALTER SYSTEM SET synchronous_standby_names = ''")
@@ -169,6 +178,13 @@ class PostgresPair:
 
         wait_until(writable, 60, "the promoted standby accepting writes")
         return time.monotonic()
+
+    def stop_standby(self) -> None:
+        """Stop the standby (a fast shutdown): the primary's commits then wait for it."""
+        self._pg("pg_ctl", "-D", str(self.standby), "-m", "fast", "-w", "-t", "60", "stop")
+
+    def start_standby(self) -> None:
+        self._start(self.standby)
 
     def close(self) -> None:
         for data in (self.standby, self.primary):

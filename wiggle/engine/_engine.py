@@ -453,6 +453,13 @@ class Engine(Definitions, Views, Repairs, Schedules, Tasks):
         (used at shutdown)."""
         self.waiters.wake_all()
 
+    @property
+    def commits_stalled(self) -> bool:
+        """The database does not finish commits now (a primary waiting for a synchronous
+        standby it does not have): writes answer Unavailable at once, and the engine has said
+        so in one line (engine/store/stall.py)."""
+        return self.db.commits_stalled
+
     def wait_for_timers(self, timeout_s: float) -> None:
         """Sleep until `timeout_s` passes or this process arms a timer (or wake() is called).
 

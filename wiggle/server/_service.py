@@ -17,6 +17,7 @@ import grpc
 
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
+from wiggle._trouble import Trouble
 from wiggle.engine import Engine, InstanceFilter, InstanceStatus, Report, ReportKind, WorkerNote
 from wiggle.errors import InvalidRequest, PayloadTooLarge, StaleLease, Unavailable, WiggleError
 from wiggle.filters import parse_filter
@@ -119,6 +120,11 @@ class WiggleService(pb_grpc.WiggleServicer):
         self._stopping = stopping
         self._max_waiting = max_waiting_polls
         self._waiting = threading.BoundedSemaphore(max_waiting_polls)
+        self._noting = Trouble(
+            _log,
+            down="could not record polling workers ({why})",
+            up="recording polling workers again after {seconds:.1f} s",
+        )
         # Handlers still running: the engine must not be closed under one of them.
         self.calls = CallTracker(metrics)
 
@@ -417,11 +423,20 @@ class WiggleService(pb_grpc.WiggleServicer):
             self._metrics.eager.labels(kind, "hit" if hit else "miss").inc()
 
     def _note(self, note: WorkerNote) -> None:
-        """Record the polling worker (throttled by the engine); bookkeeping never fails a poll."""
+        """Record the polling worker (throttled by the engine); bookkeeping never fails a poll.
+
+        A database that cannot be reached is the ticker's to say, once and once again when it
+        is back (server/_ticker.py); said here, it was a line per poll of every worker for as
+        long as a failover lasted. Any other failure is a bug: one line (and its traceback)
+        while it repeats."""
         try:
             self._engine.note_worker(note)
+        except Unavailable:
+            return
         except Exception as exc:
-            _log.warning("could not record worker %s: %s", note.worker_id[:80], exc)
+            self._noting.failed(exc, f"worker {note.worker_id[:80]}: {exc}")
+        else:
+            self._noting.succeeded()
 
     @_rpc
     def EndPolls(

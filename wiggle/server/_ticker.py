@@ -54,7 +54,10 @@ class Ticker:
                 done = self._engine.tick()
                 delay = 0.0 if done else self._engine.next_wakeup_s()
             except Exception as exc:
-                self.trouble.failed(exc)
+                # Stalled commits are the engine's to say, once; a tick refused for them is
+                # not another condition.
+                if not (isinstance(exc, Unavailable) and self._engine.commits_stalled):
+                    self.trouble.failed(exc)
                 delay = ERROR_SLEEP_S
             else:
                 self.trouble.succeeded()

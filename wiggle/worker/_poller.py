@@ -23,7 +23,7 @@ from typing import Any
 import grpc
 
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
-from wiggle.wire import RETRYABLE, Retry, answered_by_server, code_of, describe
+from wiggle.wire import RETRYABLE, Backoff, Retry, answered_by_server, code_of, describe
 from wiggle.worker._eager import Slots
 from wiggle.worker._rpc import Rpc, RpcFailed
 
@@ -33,6 +33,8 @@ _log = logging.getLogger("wiggle.worker")
 
 #: How long a stop waits for the open poll to answer after EndPolls before cancelling it.
 END_POLL_WAIT_S = 5.0
+#: The longest pause between polls of a server that answers UNAVAILABLE itself (see _loop).
+ANSWERED_CAP_S = 1.0
 
 
 class Poller:
@@ -97,6 +99,11 @@ class Poller:
 
     def _loop(self) -> None:
         retry = Retry(math.inf, stopped=self._stop)  # a poller tries again until it stops
+        # A server that answers UNAVAILABLE itself (its database is failing over) is asked
+        # again at least every ANSWERED_CAP_S: the database's return is noticed within a
+        # second, where a backoff grown to 5 s over a 10 s failover left the worker idle for up
+        # to 5 s after it. A server that cannot be reached backs off as far as RETRY's cap.
+        answered = Retry(math.inf, backoff=Backoff(cap=ANSWERED_CAP_S), stopped=self._stop)
         last_error: grpc.StatusCode | None = None
         while not self._stop.is_set():
             if not self._slots.wait_free(0.25):
@@ -126,7 +133,7 @@ class Poller:
                     level = logging.WARNING if code in RETRYABLE else logging.ERROR
                     _log.log(level, "PollTasks refused: %s", describe(exc))
                 last_error = code
-                retry.pause()
+                (answered if code in RETRYABLE and answered_by_server(exc) else retry).pause()
                 continue
             except Exception:
                 if self._stop.is_set():
@@ -136,6 +143,7 @@ class Poller:
                 continue
             self._rpc.outage.succeeded()
             retry.reset()
+            answered.reset()
             last_error = None
             if not tasks:
                 continue

@@ -3,6 +3,7 @@ size limits, error mapping, health, reflection, long-poll wake-ups and graceful 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -195,3 +196,32 @@ def test_waiting_polls_leave_threads_for_reports(fake_engine, start_server, stub
     assert stub.SignalInstance(pb.SignalInstanceRequest(instance_id="i", name="n"), timeout=5)
     fake_engine.add_tasks(3)
     assert sum(len(f.result(timeout=10).tasks) for f in waiting) == 3
+
+
+def test_a_database_away_is_not_logged_per_poll(fake_engine, start_server, stub_for, caplog):
+    """Recording a polling worker fails while the database is away (a failover): the ticker
+    says that once; each poll saying it again made a line per poll per worker."""
+    caplog.set_level(logging.WARNING, logger="wiggle.server")
+    stub = stub_for(start_server(fake_engine))
+    request = pb.PollTasksRequest(worker_id="w", queues=["default"], max_tasks=1)
+
+    def away(note: object) -> None:
+        raise errors.Unavailable("the database is unavailable: connection refused")
+
+    fake_engine.note_worker = away
+    for _ in range(5):
+        stub.PollTasks(request)
+    assert not [r for r in caplog.records if r.name == "wiggle.server"]
+
+    def broken(note: object) -> None:
+        raise RuntimeError("a bug")
+
+    fake_engine.note_worker = broken
+    for _ in range(5):
+        stub.PollTasks(request)
+    fake_engine.note_worker = lambda note: None
+    stub.PollTasks(request)
+    said = [r.getMessage() for r in caplog.records if r.name == "wiggle.server"]
+    assert len(said) == 2, said  # once when it starts, once when it is over
+    assert said[0].startswith("could not record polling workers (RuntimeError: worker w: a bug")
+    assert said[1].startswith("recording polling workers again after")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import subprocess
 import threading
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.waiting import count_poll_retries, wait_until
+from wiggle import errors
 from wiggle.client import Client, TlsConfig
 from wiggle.server import Server, ServerConfig
 from wiggle.worker import Registry, Worker
@@ -184,3 +186,23 @@ def test_a_worker_starts_once(stack):
     worker.stop()  # stopping a worker that never started is harmless
     with pytest.raises(RuntimeError):
         worker.start()
+
+
+def test_a_server_whose_database_is_away_is_polled_again_within_a_second(stack, monkeypatch):
+    """A server answering UNAVAILABLE itself (its database failing over) is asked again at
+    least every second: with the backoff of an unreachable server (up to 5 s) a worker sat idle
+    for seconds after a 10 s failover was over (docs/scaling.md, the node killed)."""
+    polled: list[float] = []
+    real = stack.engine.poll
+
+    def away(*args, **kwargs):
+        polled.append(time.monotonic())
+        if polled[-1] - polled[0] < 8.0:
+            raise errors.Unavailable("the database is unavailable: connection refused")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(stack.engine, "poll", away)
+    with Worker(stack.address, registry=hello_registry(), poll_wait_ms=300):
+        wait_until(lambda: polled and polled[-1] - polled[0] >= 8.0, 30, "8 s of refused polls")
+    gaps = [later - earlier for earlier, later in itertools.pairwise(polled)]
+    assert max(gaps) < 1.5, [round(g, 2) for g in gaps]

@@ -17,14 +17,16 @@ class ScriptedEngine:
     """An engine whose tick() raises each scripted exception in turn, then works; `done` is set
     once the script has run out and a tick has worked."""
 
-    def __init__(self, script: list[BaseException]) -> None:
+    def __init__(self, script: list[BaseException], *, stalled: bool = False) -> None:
         self.script = list(script)
         self.done = threading.Event()
         self._woken = threading.Event()
+        self.commits_stalled = stalled
 
     def tick(self) -> int:
         if self.script:
             raise self.script.pop(0)
+        self.commits_stalled = False
         self.done.set()
         return 0
 
@@ -38,9 +40,11 @@ class ScriptedEngine:
         self._woken.set()
 
 
-def _run(script: list[BaseException], caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+def _run(
+    script: list[BaseException], caplog: pytest.LogCaptureFixture, *, stalled: bool = False
+) -> list[logging.LogRecord]:
     caplog.set_level(logging.INFO, logger="wiggle.server")
-    engine = ScriptedEngine(script)
+    engine = ScriptedEngine(script, stalled=stalled)
     ticker = Ticker(engine)  # type: ignore[arg-type]
     ticker.start()
     try:
@@ -59,6 +63,13 @@ def test_a_database_outage_is_one_line_then_one_when_it_is_over(caplog) -> None:
     ]
     assert records[1].getMessage().startswith("ticking again after ")
     assert all(r.exc_info is None for r in records)
+
+
+def test_ticks_refused_while_commits_stall_are_not_said_again(caplog) -> None:
+    """The engine says once that commits stall (engine/store/stall.py) and refuses writes
+    meanwhile; the ticker saying it too made two lines of one condition, and two of its end."""
+    stalled = [Unavailable("the database does not finish commits (...); retry later")] * 5
+    assert _run(stalled, caplog, stalled=True) == []
 
 
 def test_a_bug_gets_its_traceback_once_per_kind(caplog) -> None:

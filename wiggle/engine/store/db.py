@@ -21,6 +21,7 @@ other processes' tasks are noticed, how schema creation is serialised.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 import uuid
@@ -46,6 +47,7 @@ from wiggle.errors import InvalidRequest, Unavailable
 
 from ..model.clock import Clock
 from .queries import FENCE_LOST_MARK, pg_write
+from .stall import StallGuard
 from .transition import FenceLost, Rows, write_sqlite
 from .wakeups import Waiters, Wakeups
 
@@ -73,6 +75,18 @@ _PG_RETRY_CODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
 #: idle too long, and rolled it back (it never commits: the COMMIT had not been read).
 _PG_SESSION_ENDED = "25P03"
 _IDLE_SETTING = "idle_in_transaction_session_timeout"
+
+
+class _PipelineEndNotSaidTwice(logging.Filter):
+    """psycopg logs a WARNING when a pipeline fails to end while the error that broke it is
+    being raised: the same lost connection said a second time, once per transaction in flight
+    when a primary dies. The error itself reaches the caller (Unavailable) and, once, the log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("error ignored terminating")
+
+
+logging.getLogger("psycopg").addFilter(_PipelineEndNotSaidTwice())
 
 
 @contextlib.contextmanager
@@ -176,6 +190,9 @@ class Database:
         self.idle_in_transaction_timeout_s = (
             idle_in_transaction_timeout_s if self.is_postgres else 0.0
         )
+        # PostgreSQL: commits a synchronous standby never acknowledges answered UNAVAILABLE
+        # within seconds instead of holding their callers (store/stall.py).
+        self._stall = StallGuard(self.libpq_url) if self.is_postgres else None
         self.clock = clock
         if clock is not None:
             self._use_clock(clock)
@@ -290,12 +307,22 @@ class Database:
     def _once(self, fn: Callable[[Connection], T], *, read: bool) -> T:
         lock = self._write_lock if (self.is_sqlite and (not read or self._memory)) else None
         guard = lock if lock is not None else contextlib.nullcontext()
+        if not read and self._stall is not None:
+            self._stall.check()
         with guard, self.sa.connect() as conn:
             if read:
                 conn = conn.execution_options(wiggle_read=True)
+            watched = None if read or self._stall is None else self._stall.begin(conn)
+            cut = None
             try:
                 result = self._transaction(conn, fn)
+            except Exception as exc:
+                if watched is not None and (cut := self._stall_end(watched)) is not None:
+                    raise Unavailable(cut) from exc  # its COMMIT may yet come: fate unknown
+                raise
             finally:
+                if watched is not None and cut is None:
+                    self._stall_end(watched)
                 # Wake-ups a transaction queued count only if it committed: on an error this
                 # is dropped, and the code below is not reached.
                 done: Wakeups | None = conn.info.pop(_AFTER_COMMIT, None)
@@ -303,6 +330,16 @@ class Database:
                 traced = conn.info.pop(_TRACED, None)
         self._deliver(done, logged, traced)
         return result
+
+    @property
+    def commits_stalled(self) -> bool:
+        """Commits do not come back now, and writes are refused (store/stall.py), which the
+        engine has logged: a loop that fails for it need not say so again."""
+        return self._stall is not None and self._stall.stalled
+
+    def _stall_end(self, watched: int) -> str | None:
+        assert self._stall is not None
+        return self._stall.end(watched)
 
     def _transaction(self, conn: Connection, fn: Callable[[Connection], T]) -> T:
         """`fn` in one transaction, committed (profile seam)."""
@@ -492,6 +529,8 @@ class Database:
         """The leader's housekeeping of the database layer, once per tick (profile seam)."""
 
     def dispose(self) -> None:
+        if self._stall is not None:
+            self._stall.stop()
         with self._notify_cond:
             self._notify_stop = True
             self._notify_cond.notify()
