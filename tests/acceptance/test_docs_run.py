@@ -32,7 +32,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -40,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from wiggle._ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -233,9 +234,7 @@ def check_synopsis(command: Command) -> str | None:
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_port()
 
 
 class Runner:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ import sqlalchemy as sa
 from links import ResettingProxy as ResettingProxy  # the scenarios import it from here
 
 from tests.waiting import wait_until as wait_until  # likewise
+from wiggle._ports import free_port as free_port  # the scenarios import it from here
 
 HERE = Path(__file__).parent
 FULL = os.environ.get("WIGGLE_FAULTS", "") == "full"
@@ -34,12 +34,6 @@ FULL = os.environ.get("WIGGLE_FAULTS", "") == "full"
 def scale(short: int, full: int) -> int:
     """A count for the short suite (scripts/test.sh) or the full one (scripts/faults.sh)."""
     return full if FULL else short
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # -- processes -----------------------------------------------------------------------------------

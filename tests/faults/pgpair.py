@@ -35,11 +35,9 @@ def _bin() -> Path:
 
 
 def _free_port() -> int:
-    import socket
+    from wiggle._ports import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_port()
 
 
 _PRIMARY_CONF = """

@@ -9,7 +9,6 @@ real workers; these check what it does not reach."""
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.waiting import wait_until
+from wiggle._ports import free_port
 from wiggle._proto.wiggle.v1 import wiggle_pb2 as pb
 from wiggle._proto.wiggle.v1 import wiggle_pb2_grpc as pb_grpc
 from wiggle.cli import main as wiggle_main
@@ -134,9 +134,7 @@ def test_the_python_client_continues_the_current_span(traced):
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_port()
 
 
 def _dropped(st: EmbeddedStack) -> float:
