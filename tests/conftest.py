@@ -8,8 +8,9 @@ outlives the session, and CREATE DATABASE, which every PostgreSQL test does, the
 milliseconds rather than half a second. Its behaviour is PostgreSQL's own in every other way (the
 fault suite's crash test starts a server of its own, with the defaults, to kill).
 
-`database_url` is parametrised over ["sqlite", "postgres"]: a SQLite file under tmp_path, or a
-new PostgreSQL database (dropped afterwards). `durable_database_url` is the same on a second
+`database_url` is parametrised over ["sqlite", "postgres"]: a SQLite file under tmp_path, or an
+empty PostgreSQL database (one a test of the same process had is emptied and taken again:
+tests/databases.py). `durable_database_url` is the same on a second
 server with PostgreSQL's default settings, for what counts WAL syncs.
 
 `go_worker` and `java_worker` are the commands that start the Go and Java SDKs' conformance
@@ -44,7 +45,8 @@ from typing import Any
 
 import pytest
 
-from wiggle._postgres import create_database, drop_database, postgres_server
+from tests.databases import Databases
+from wiggle._postgres import postgres_server
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,18 +83,32 @@ def durable_postgres_url() -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="session")
+def postgres_databases(postgres_url: str) -> Iterator[Databases]:
+    """Empty databases on `postgres_url`'s server, recycled between tests (tests/databases.py)."""
+    databases = Databases(postgres_url)
+    yield databases
+    databases.close()
+
+
+@pytest.fixture(scope="session")
+def durable_postgres_databases(durable_postgres_url: str) -> Iterator[Databases]:
+    """The same on `durable_postgres_url`'s server."""
+    databases = Databases(durable_postgres_url)
+    yield databases
+    databases.close()
+
+
 @contextmanager
-def _fresh_database(request: pytest.FixtureRequest, tmp_path: Path, server: str) -> Iterator[str]:
-    """A SQLite file under tmp_path, or a new database on the PostgreSQL server of fixture
-    `server` (dropped afterwards), by the test's parameter."""
+def _fresh_database(request: pytest.FixtureRequest, tmp_path: Path, pool: str) -> Iterator[str]:
+    """A SQLite file under tmp_path, or an empty database from the PostgreSQL databases of
+    fixture `pool`, by the test's parameter."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'wiggle.db'}"
         return
-    url = create_database(request.getfixturevalue(server), prefix="wiggle_t")
-    try:
+    databases: Databases = request.getfixturevalue(pool)
+    with databases.fresh() as url:
         yield url
-    finally:
-        drop_database(url)
 
 
 _BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -101,25 +117,22 @@ _BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 @pytest.fixture(params=_BACKENDS)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty database per test, on each backend."""
-    with _fresh_database(request, tmp_path, "postgres_url") as url:
+    with _fresh_database(request, tmp_path, "postgres_databases") as url:
         yield url
 
 
 @pytest.fixture(params=_BACKENDS)
 def durable_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """`database_url` on a PostgreSQL server that syncs its WAL (`durable_postgres_url`)."""
-    with _fresh_database(request, tmp_path, "durable_postgres_url") as url:
+    with _fresh_database(request, tmp_path, "durable_postgres_databases") as url:
         yield url
 
 
 @pytest.fixture
-def postgres_database_url(postgres_url: str) -> Iterator[str]:
+def postgres_database_url(postgres_databases: Databases) -> Iterator[str]:
     """A fresh, empty PostgreSQL database, for behaviour only PostgreSQL has (row locks, NOTIFY)."""
-    url = create_database(postgres_url, prefix="wiggle_t")
-    try:
+    with postgres_databases.fresh() as url:
         yield url
-    finally:
-        drop_database(url)
 
 
 # -- the Go and Java conformance workers ----------------------------------------------------------
