@@ -8,6 +8,7 @@ flows. `Watch` follows one run: its trace lines, its child instances, its moment
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -28,6 +29,7 @@ from wiggle.conformance._worker_process import WorkerExited, WorkerProcess
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from wiggle.compiler import CompiledFlow
     from wiggle.conformance._check import RunResult
     from wiggle.engine import Engine
     from wiggle.graph import Graph
@@ -253,15 +255,22 @@ class Session:
 
     def deploy(self, case: Case) -> str:
         """Register the case's flows (children first, in order); the version under test."""
-        from wiggle.compiler import load_flow
-
         version = ""
         for flow in [*case.flows, case.flow]:
             source = json.dumps(flow).encode()
             version = self.client.deploy(source, filename=str(case.path)).version
-            compiled = load_flow(source, str(case.path))
+            compiled = _compiled(source, str(case.path))
             self.graphs[compiled.version] = compiled.graph
         return version
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(source: bytes, path: str) -> CompiledFlow:
+    """A case's flow compiled once per process: every (database, mode) session deploys the
+    same flows, and compiling them was a tenth of a corpus run's CPU in the runner."""
+    from wiggle.compiler import load_flow
+
+    return load_flow(source, path)
 
 
 class Watch:
