@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from types import FrameType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -29,10 +29,12 @@ from wiggle.worker._definitions import DefinitionCache
 from wiggle.worker._eager import EagerSlot, Slots
 from wiggle.worker._heartbeat import Lease, LeaseKeeper
 from wiggle.worker._local_run import RunEnv, hold_lease, run_task
-from wiggle.worker._metrics import WorkerMetrics
 from wiggle.worker._poller import Poller
 from wiggle.worker._reporting import release
 from wiggle.worker._rpc import Rpc
+
+if TYPE_CHECKING:
+    from wiggle.worker._metrics import WorkerMetrics
 
 __all__ = ["TlsConfig", "Worker", "open_channel"]
 
@@ -125,6 +127,10 @@ class Worker:
             batch_reports=self._stub_override is None,
         )
         if self._metrics_address is not None:
+            # Imported here: prometheus_client (and http.server with it) is a fifth of a
+            # worker's start, and most workers serve no metrics.
+            from wiggle.worker._metrics import WorkerMetrics
+
             self.metrics = WorkerMetrics()
             self._endpoint = MetricsEndpoint(self._metrics_address, self.metrics.registry)
             rpc.observer = self.metrics.call
