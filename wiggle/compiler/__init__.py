@@ -15,22 +15,53 @@ The stages, each a private module: `_loader` (text → data + positions, hostile
 
 from __future__ import annotations
 
-from wiggle.compiler._api import (
-    CompiledFlow,
-    FlowAnalysis,
-    analyse_flow,
-    graph_from_canonical,
-    load_flow,
-    load_flow_file,
+from typing import TYPE_CHECKING
+
+from wiggle._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from wiggle.compiler._api import (
+        CompiledFlow,
+        FlowAnalysis,
+        analyse_flow,
+        graph_from_canonical,
+        load_flow,
+        load_flow_file,
+    )
+    from wiggle.compiler._canonical import canonical_json
+    from wiggle.compiler._compile import Claim as NodeClaim
+    from wiggle.compiler._durations import parse_duration
+    from wiggle.compiler._loader import MAX_BYTES, SourceMap, load_document
+    from wiggle.compiler._loader import Path as DocumentPath
+    from wiggle.compiler._messages import schema_diagnostics
+    from wiggle.compiler._references import SubflowRef, subflow_references
+    from wiggle.compiler._schema import flow_schema
+
+# Each name is imported on first use: the engine needs only canonical JSON and durations to
+# start, and the whole compiler (networkx, jsonschema, the YAML reader) was a fifth of a
+# server's start. A server compiles on its first deploy.
+__getattr__ = lazy_getattr(
+    __name__,
+    {
+        "CompiledFlow": "wiggle.compiler._api",
+        "FlowAnalysis": "wiggle.compiler._api",
+        "analyse_flow": "wiggle.compiler._api",
+        "graph_from_canonical": "wiggle.compiler._api",
+        "load_flow": "wiggle.compiler._api",
+        "load_flow_file": "wiggle.compiler._api",
+        "canonical_json": "wiggle.compiler._canonical",
+        "NodeClaim": "wiggle.compiler._compile:Claim",
+        "parse_duration": "wiggle.compiler._durations",
+        "MAX_BYTES": "wiggle.compiler._loader",
+        "SourceMap": "wiggle.compiler._loader",
+        "load_document": "wiggle.compiler._loader",
+        "DocumentPath": "wiggle.compiler._loader:Path",
+        "schema_diagnostics": "wiggle.compiler._messages",
+        "SubflowRef": "wiggle.compiler._references",
+        "subflow_references": "wiggle.compiler._references",
+        "flow_schema": "wiggle.compiler._schema",
+    },
 )
-from wiggle.compiler._canonical import canonical_json
-from wiggle.compiler._compile import Claim as NodeClaim
-from wiggle.compiler._durations import parse_duration
-from wiggle.compiler._loader import MAX_BYTES, SourceMap, load_document
-from wiggle.compiler._loader import Path as DocumentPath
-from wiggle.compiler._messages import schema_diagnostics
-from wiggle.compiler._references import SubflowRef, subflow_references
-from wiggle.compiler._schema import flow_schema
 
 __all__ = [
     "MAX_BYTES",

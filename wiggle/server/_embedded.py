@@ -9,12 +9,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from wiggle.client import Client
 from wiggle.engine import Engine
 from wiggle.graph import ExecutionMode
 from wiggle.server._server import Server, ServerConfig
+
+if TYPE_CHECKING:
+    from wiggle.client import Client
 
 __all__ = ["EmbeddedStack", "embedded_stack"]
 
@@ -57,6 +59,9 @@ def embedded_stack(
         server = Server(engine, server_config, interceptors=list(interceptors))
         server.start()
         stack.callback(server.stop)
+        # Imported here: `wiggle server` imports this package and needs no client.
+        from wiggle.client import Client
+
         client = Client(server.address, token=token, retry_for=client_retry_for)
         stack.callback(client.close)
         yield EmbeddedStack(engine, server, client)
