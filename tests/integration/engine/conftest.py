@@ -29,13 +29,17 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from engine_testkit import Driver
 
-_CHOOSES_ITS_PROFILE = "tests/integration/engine/test_engine_profile.py"
+#: Tests that open databases under a profile of their choosing, on purpose.
+_CHOOSES_ITS_PROFILE = (
+    "tests/integration/engine/test_engine_profile.py",
+    "tests/integration/engine/test_engine_storage.py::test_an_engine_creates_the_schema_create_all",
+    "tests/integration/engine/test_engine_storage.py::test_the_distributed_profile_creates_the_sch",
+)
 
 
 @pytest.fixture(autouse=True)
 def _profile_under_test(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     profile = os.environ.get("WIGGLE_TEST_DATABASE_PROFILE", "")
-    # test_engine_profile.py opens databases under each profile on purpose.
     if profile and not request.node.nodeid.startswith(_CHOOSES_ITS_PROFILE):
         real = _engine.open_database
 
