@@ -76,6 +76,8 @@ typescript_sdk() {
     # Build (ESM + CommonJS, its protobuf types generated from spec/proto), node --test, and
     # the package's exports checked with attw. Its corpus runs in pytest, like the others'.
     (cd sdk/typescript && npm test && npm run -s check:exports)
+    # The VS Code extension of `wiggle lsp` builds as docs/editors.md says.
+    (cd editors/vscode && npm ci --no-audit --no-fund && npm run -s compile)
 }
 
 # Runs each named function in the background, its output in a log of its own; when all have
