@@ -313,16 +313,16 @@ class Database:
             if read:
                 conn = conn.execution_options(wiggle_read=True)
             watched = None if read or self._stall is None else self._stall.begin(conn)
-            cut = None
             try:
                 result = self._transaction(conn, fn)
             except Exception as exc:
-                if watched is not None and (cut := self._stall_end(watched)) is not None:
+                cut = self._stall_end(watched)
+                if cut is not None:
                     raise Unavailable(cut) from exc  # its COMMIT may yet come: fate unknown
                 raise
+            else:
+                self._stall_end(watched)
             finally:
-                if watched is not None and cut is None:
-                    self._stall_end(watched)
                 # Wake-ups a transaction queued count only if it committed: on an error this
                 # is dropped, and the code below is not reached.
                 done: Wakeups | None = conn.info.pop(_AFTER_COMMIT, None)
@@ -337,8 +337,10 @@ class Database:
         engine has logged: a loop that fails for it need not say so again."""
         return self._stall is not None and self._stall.stalled
 
-    def _stall_end(self, watched: int) -> str | None:
-        assert self._stall is not None
+    def _stall_end(self, watched: int | None) -> str | None:
+        """End the stall guard's watch of a write transaction: what it was told if it was cut."""
+        if watched is None or self._stall is None:
+            return None
         return self._stall.end(watched)
 
     def _transaction(self, conn: Connection, fn: Callable[[Connection], T]) -> T:
