@@ -26,7 +26,8 @@ that uses a PostgreSQL server is marked `postgres` (`-m "not postgres"` leaves t
 end come the fault suite's ledger table, when fault scenarios ran, the ten slowest tests
 (setup, call and teardown together), and the ten that took the most CPU (on two cores the whole
 run is bound by CPU, so these are what make it long); WIGGLE_TEST_CPU_REPORT=FILE writes both
-figures of every test to FILE (CPU seconds, seconds, test; tab-separated).
+figures of every test to FILE (CPU seconds, seconds, test, when it began in seconds into the run
+and the xdist process that ran it; tab-separated).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -403,11 +405,17 @@ def _cpu_now() -> float:
 
 
 _CPU_BEGAN: dict[str, float] = {}
+#: When each test began (epoch seconds) and in which process: the report file's timeline.
+BEGAN_PROPERTY = "began-at"
+_BEGAN: dict[str, tuple[float, str]] = {}
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     _CPU_BEGAN[item.nodeid] = _cpu_now()
+    item.user_properties.append(
+        (BEGAN_PROPERTY, (time.time(), os.environ.get("PYTEST_XDIST_WORKER", "main")))
+    )
     yield
 
 
@@ -423,6 +431,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _SECONDS[report.nodeid] += report.duration
     if report.when == "teardown":
         _CPU[report.nodeid] += sum(v for k, v in report.user_properties if k == CPU_PROPERTY)
+        for key, value in report.user_properties:
+            if key == BEGAN_PROPERTY:
+                _BEGAN[report.nodeid] = (float(value[0]), str(value[1]))
     if report.when == "call":
         _TALLIES.extend(v for k, v in report.user_properties if k == FAULT_LEDGER_PROPERTY)
 
@@ -456,8 +467,14 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     report = os.environ.get("WIGGLE_TEST_CPU_REPORT")
     if report:  # every test's seconds and CPU seconds, for finding what makes a run long
         rows = sorted(_SECONDS, key=lambda n: -_CPU.get(n, 0.0))
+        first = min((began for began, _ in _BEGAN.values()), default=0.0)
+
+        def when(nodeid: str) -> str:  # seconds into the run, and the process that ran it
+            began, process = _BEGAN.get(nodeid, (first, "?"))
+            return f"{began - first:.1f}\t{process}"
+
         Path(report).write_text(
-            "".join(f"{_CPU.get(n, 0.0):.2f}\t{_SECONDS[n]:.2f}\t{n}\n" for n in rows)
+            "".join(f"{_CPU.get(n, 0.0):.2f}\t{_SECONDS[n]:.2f}\t{n}\t{when(n)}\n" for n in rows)
         )
     if len(_SECONDS) >= SHOWN_AFTER_TESTS:
         write("")
