@@ -14,9 +14,9 @@ import logging
 import os
 import sys
 
-from wiggle.client import TlsConfig
 from wiggle.conformance._activities import build_registry
 from wiggle.localrun import DEFAULT_BATCH_SIZE
+from wiggle.wire import TlsConfig
 from wiggle.worker import Worker
 
 QUEUES = "default,other"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
 import orjson
 from sqlalchemy import Connection, select
 from sqlalchemy.exc import IntegrityError
@@ -99,6 +98,9 @@ class Definitions:
     def _check_input(self, graph: Graph, value: Json) -> None:
         if graph.input_schema is None:
             return
+        # Loaded when a flow first declares an input schema: a tenth of a server's start.
+        import jsonschema  # type: ignore[import-untyped]
+
         validator = self._validators.get(graph.version)
         if validator is None:
             cls = jsonschema.validators.validator_for(graph.input_schema)

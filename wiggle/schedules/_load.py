@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import jsonschema  # type: ignore[import-untyped,unused-ignore]
 from cronsim import CronSim, CronSimError
 
 from wiggle._limits import depth_problem
@@ -77,6 +76,8 @@ def schedule_schema() -> dict[str, Any]:
 
 @functools.cache
 def _validator() -> Any:
+    import jsonschema  # type: ignore[import-untyped,unused-ignore]
+
     return jsonschema.Draft202012Validator(schedule_schema())
 
 

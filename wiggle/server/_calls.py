@@ -7,15 +7,18 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import grpc
 
 from wiggle.errors import StaleLease
 from wiggle.server._edges import check_request
 from wiggle.server._errors import abort_with, status_name
-from wiggle.server._metrics import ServerMetrics
 from wiggle.tracing._logs import unbind
+
+if TYPE_CHECKING:
+    # Loaded with prometheus_client only when a server serves metrics.
+    from wiggle.server._metrics import ServerMetrics
 
 __all__ = ["CallTracker", "rpc_handler"]
 

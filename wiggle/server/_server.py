@@ -22,7 +22,7 @@ from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -38,10 +38,12 @@ from wiggle.errors import WiggleError
 from wiggle.server._admin_service import AdminService
 from wiggle.server._auth import Auth, is_loopback
 from wiggle.server._credentials import CredentialError, CredentialStore, read_token_file
-from wiggle.server._metrics import ServerMetrics
 from wiggle.server._retention import Retention
 from wiggle.server._service import POLL_SLICE_S, WiggleService
 from wiggle.server._ticker import Ticker
+
+if TYPE_CHECKING:
+    from wiggle.server._metrics import ServerMetrics
 
 __all__ = ["Server", "ServerConfig", "ServerConfigError", "serve"]
 
@@ -214,6 +216,9 @@ class Server:
         self.tracing: Any = None  # wiggle.tracing._server.ServerTracing while tracing is on
         self._endpoint: MetricsEndpoint | None = None
         if config.metrics_address is not None:
+            # prometheus_client is loaded only by a server that serves metrics.
+            from wiggle.server._metrics import ServerMetrics
+
             self.metrics = ServerMetrics(engine)
         self._service = service = WiggleService(
             engine,

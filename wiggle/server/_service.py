@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
@@ -39,10 +39,13 @@ from wiggle.server._convert import (
     worker_to_pb,
 )
 from wiggle.server._edges import check_request
-from wiggle.server._metrics import ServerMetrics
 from wiggle.tracecontext import instance_span_id, parse_traceparent, parse_tracestate, trace_id_for
 from wiggle.tracing._logs import Ids, bind
 from wiggle.wire import unbatched
+
+if TYPE_CHECKING:
+    # Loaded with prometheus_client only when a server serves metrics.
+    from wiggle.server._metrics import ServerMetrics
 
 __all__ = ["CallTracker", "WiggleService", "rpc_handler"]
 

@@ -19,7 +19,6 @@ from wiggle.schedules import (
     fire_input,
     instance_id,
     jitter_ms,
-    load_stored,
     nominal_times,
     overlap,
 )
@@ -56,6 +55,10 @@ CheckInput = Callable[[Graph, Json], None]
 
 def parsed(document: str) -> Schedule:
     """A stored document as a Schedule (checked when applied; cached by its text)."""
+    # The schedule loader (jsonschema, the YAML reader) is loaded by the first schedule read,
+    # not by every server's start.
+    from wiggle.schedules import load_stored
+
     return load_stored(document)
 
 

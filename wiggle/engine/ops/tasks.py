@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
 from sqlalchemy import Connection, func, select, update
 
 from wiggle.errors import (
@@ -341,6 +340,8 @@ def reassign(
 def check_answer(view: TaskView, answer: Json) -> None:
     """InputRejected unless `answer` satisfies the task's form (JSON Schema, draft 2020-12
     unless its `$schema` names another)."""
+    import jsonschema  # type: ignore[import-untyped]
+
     form = view.form
     cls = jsonschema.validators.validator_for(form, default=jsonschema.Draft202012Validator)
     error = jsonschema.exceptions.best_match(cls(form).iter_errors(answer))

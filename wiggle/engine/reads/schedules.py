@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from wiggle.schedules import jitter_ms, load_stored, nominal_times
+from wiggle.schedules import jitter_ms, nominal_times
 
 from ..store import schema as s
 from ..store.rows import loads
@@ -130,6 +130,8 @@ def describe_schedule(
     row = conn.execute(select(_s).where(_s.c.name == name)).first()
     if row is None:
         return None
+    from wiggle.schedules import load_stored  # (the loader: loaded by the first schedule read)
+
     schedule = load_stored(row.document)
     times: list[str] = []
     if not row.paused:

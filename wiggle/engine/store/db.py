@@ -26,9 +26,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import psycopg
 from sqlalchemy import (
     URL,
     ColumnElement,
@@ -50,6 +49,11 @@ from .queries import FENCE_LOST_MARK, pg_write
 from .stall import StallGuard
 from .transition import FenceLost, Rows, write_sqlite
 from .wakeups import Waiters, Wakeups
+
+if TYPE_CHECKING:
+    # Imported where PostgreSQL is used: an SQLite engine (`wiggle run`, tests) need not load
+    # psycopg, a tenth of a server's start.
+    import psycopg
 
 __all__ = ["NOTIFY_CHANNEL", "Database"]
 
@@ -89,10 +93,19 @@ class _PipelineEndNotSaidTwice(logging.Filter):
 logging.getLogger("psycopg").addFilter(_PipelineEndNotSaidTwice())
 
 
+def _idle() -> Any:
+    """psycopg's IDLE transaction status (psycopg is loaded once PostgreSQL is in use)."""
+    import psycopg
+
+    return psycopg.pq.TransactionStatus.IDLE
+
+
 @contextlib.contextmanager
 def _driver_errors(sql: str, params: Any) -> Iterator[None]:
     """psycopg's errors as SQLAlchemy's, as if the statement had gone through SQLAlchemy: the
     retry of transient failures (Database._retrying) and the callers see one kind of error."""
+    import psycopg
+
     try:
         yield
     except psycopg.Error as exc:
@@ -368,7 +381,7 @@ class Database:
         transaction's BEGIN travels with it (psycopg's pipeline mode): one round trip, not two.
         """
         raw = self._driver(conn)
-        if raw is None or raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        if raw is None or raw.info.transaction_status != _idle():
             return [tuple(row) for row in conn.exec_driver_sql(sql, params)]
         cur = raw.cursor()
         try:
@@ -431,6 +444,8 @@ class Database:
         """psycopg's own connection under `conn` (PostgreSQL), else None."""
         if not self.is_postgres:
             return None
+        import psycopg
+
         raw = conn.connection.driver_connection
         assert isinstance(raw, psycopg.Connection)
         return raw
@@ -501,6 +516,8 @@ class Database:
     def listen(self, waiters: Waiters, stop: threading.Event) -> threading.Thread:
         """Start a daemon thread that tells `waiters` of every NOTIFY on our channel: tasks
         other processes made READY (profile seam)."""
+        import psycopg
+
         on_notify = waiters.notified
 
         def run() -> None:

@@ -40,7 +40,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import psycopg
 from sqlalchemy import Connection
 
 from wiggle.errors import Unavailable
@@ -153,6 +152,8 @@ class StallGuard:
         synchronous standby (a transaction that only took an id commits without waiting):
         a transactional logical message, which any role may write and nothing stores."""
         try:
+            import psycopg  # (PostgreSQL only: an SQLite engine never loads it)
+
             with psycopg.connect(self._url(), connect_timeout=10) as conn:
                 conn.execute("SELECT pg_logical_emit_message(true, 'wiggle', 'probe')")
                 conn.commit()
@@ -164,6 +165,8 @@ class StallGuard:
     def _ask(self) -> str:
         """What the database says about waiting commits, on another connection of its own."""
         try:
+            import psycopg
+
             with psycopg.connect(self._url(), connect_timeout=5, autocommit=True) as conn:
                 row = conn.execute(
                     "SELECT count(*) FILTER (WHERE wait_event = 'SyncRep'), "
