@@ -17,7 +17,8 @@
 # The first five groups of checks run side by side, each printed when it ends; then pytest runs
 # with pytest-xdist (WIGGLE_TEST_PROCESSES processes, default 4: most tests wait on timers,
 # leases and subprocesses rather than on the two cores). Extra arguments go to pytest. At the end:
-# the ten slowest tests, the ten that took the most CPU, and how long each stage took.
+# the ten slowest tests, the ten that took the most CPU, and how long each stage took and the CPU
+# its commands used (on two cores, a run takes about half its CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -80,13 +81,24 @@ typescript_sdk() {
     (cd editors/vscode && npm ci --no-audit --no-fund && npm run -s compile)
 }
 
+# "N CPU-s": user + system time of the commands of a group, from the `times` output in FILE.
+cpu_of() {
+    awk 'NR == 2 {
+        split($1, u, /[ms]/); split($2, k, /[ms]/)
+        printf "(%.0f CPU-s)", u[1] * 60 + u[2] + k[1] * 60 + k[2]
+    }' "$1" 2>/dev/null || true
+}
+
 # Runs each named function in the background, its output in a log of its own; when all have
 # ended, prints each one's time, and the log of each one that failed.
 side_by_side() {
     local names=("$@") name pids=() starts=()
     for name in "${names[@]}"; do
         starts+=("$SECONDS")
-        ("$name") >"$logs/$name.log" 2>&1 &
+        # As the group ends, however it ends (errexit stays on inside): when, and the CPU its
+        # commands took (`times`, whose second line is the children's).
+        (trap 'echo "$SECONDS" >"$logs/$name.end"; times >"$logs/$name.cpu"' EXIT; "$name") \
+            >"$logs/$name.log" 2>&1 &
         pids+=("$!")
     done
     local i status took
@@ -94,14 +106,14 @@ side_by_side() {
         name="${names[$i]}"
         status=0
         wait "${pids[$i]}" || status=$?
-        took=$((SECONDS - ${starts[$i]}))
-        timings+=("$name ${took} s")
+        took=$(($(cat "$logs/$name.end" 2>/dev/null || echo "$SECONDS") - ${starts[$i]}))
+        timings+=("$name ${took} s $(cpu_of "$logs/$name.cpu")")
         if [ "$status" -ne 0 ]; then
             failed+=("$name")
-            echo "== $name: FAILED (exit $status, ${took}s)" >&2
+            echo "== $name: FAILED (exit $status, ${took}s $(cpu_of "$logs/$name.cpu"))" >&2
             cat "$logs/$name.log" >&2
         else
-            echo "== $name: ok (${took}s)" >&2
+            echo "== $name: ok (${took}s $(cpu_of "$logs/$name.cpu"))" >&2
         fi
     done
     return 0
@@ -110,7 +122,8 @@ side_by_side() {
 summary() {
     local line="" t
     for t in "${timings[@]}"; do line+="${line:+, }$t"; done
-    echo "== took: $line; all $((SECONDS - began)) s" >&2
+    times >"$logs/all.cpu"
+    echo "== took: $line; all $((SECONDS - began)) s $(cpu_of "$logs/all.cpu")" >&2
 }
 
 if [ "$quick" -eq 1 ]; then
