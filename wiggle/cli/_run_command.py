@@ -1,9 +1,9 @@
-"""`wiggle run`: engine, gRPC server and a Python worker in one process, for one instance.
+"""`wiggle run`: one instance on an embedded engine (wiggle.embedded), handlers in this process.
 
-The pieces are the real ones, wired over a loopback socket on an ephemeral port: an Engine on
-an embedded SQLite file in a temporary directory (or `--database`), the gRPC server, a Worker
-running the handlers, and a Client that deploys the flows and starts the instance with eager
-dispatch to that worker. Progress is one line per step event; the exit status is 0 only when
+The engine runs on an SQLite file in a temporary directory (or `--database`), its services
+called in this process with no socket, a worker running the handlers; the flows are deployed
+and the instance started with eager dispatch to that worker. `--console` opens a loopback port
+as well, for the console. Progress is one line per step event; the exit status is 0 only when
 the instance COMPLETED.
 """
 
@@ -107,36 +107,33 @@ def _run(args: argparse.Namespace) -> int:
             "every activity it names (write the missing @activity functions first)"
         )
 
-    from wiggle.graph import ExecutionMode
+    from wiggle.embedded import Engine
     from wiggle.modes import flow_queues
-    from wiggle.server import embedded_stack
-    from wiggle.worker import Worker
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     progress = sys.stderr if args.json else sys.stdout
     main = flows[-1]
     with ExitStack() as stack:
-        mode = ExecutionMode(args.mode) if args.mode else ExecutionMode.SERVER
         embedded = stack.enter_context(
-            embedded_stack(args.database, default_mode=mode, grace_s=2.0)
+            Engine(
+                args.database,
+                activities=registry,
+                queues=sorted(flow_queues(flows)),  # the worker here serves them all
+                concurrency=args.concurrency,
+                default_mode=args.mode or "SERVER",
+                # A port only for the console, which reads the node over gRPC.
+                listen="127.0.0.1:0" if args.console else None,
+            )
         )
-        address, client = embedded.address, embedded.client
-        worker = Worker(
-            address,
-            queues=sorted(flow_queues(flows)),  # the in-process worker serves them all
-            registry=registry,
-            concurrency=args.concurrency,
-            poll_wait_ms=5_000,
-        )
+        client, worker = embedded.client, embedded.worker
+        assert worker is not None
         for flow in flows:
             worker.add_definition(flow.graph)
-        worker.start()
-        stack.callback(worker.stop)
-        for flow in flows:
             client.deploy(flow)
         console_url = ""
         if args.console:
-            console_url = _start_console(stack, address, args.console, args.flow)
+            assert embedded.address is not None
+            console_url = _start_console(stack, embedded.address, args.console, args.flow)
         started = client.start(
             main.name, value, version=main.version, instance_id=args.id, worker=worker
         )

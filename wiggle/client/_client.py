@@ -163,15 +163,33 @@ class Client(AdminCalls, ScheduleCalls, TaskCalls):
         retry_for: float = 10.0,
     ) -> None:
         self.address = address
-        self._channel = open_channel(address, tls)
+        self._channel: grpc.Channel | None = open_channel(address, tls)
         self._stub = pb_grpc.WiggleStub(self._channel)  # type: ignore[no-untyped-call]
         self._admin = admin_grpc.WiggleAdminStub(self._channel)  # type: ignore[no-untyped-call]
         self._metadata = token_metadata(token)
         self._timeout = timeout
         self._retry_for = retry_for
 
+    @classmethod
+    def over_stubs(
+        cls, stub: Any, admin: Any, *, label: str, timeout: float = 30.0, retry_for: float = 10.0
+    ) -> Client:
+        """A client whose calls go to `stub` (the Wiggle service's methods) and `admin` (the
+        WiggleAdmin service's) instead of a channel: an embedded node's services called in
+        its own process (wiggle.embedded). `label` names them in messages, as an address
+        would."""
+        client = cls.__new__(cls)
+        client.address = label
+        client._channel = None
+        client._stub, client._admin = stub, admin
+        client._metadata = ()
+        client._timeout = timeout
+        client._retry_for = retry_for
+        return client
+
     def close(self) -> None:
-        self._channel.close()
+        if self._channel is not None:
+            self._channel.close()
 
     def with_token(self, token: str | None) -> Client:
         """A client over this one's channel that presents `token` instead: for a service that

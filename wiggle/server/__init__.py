@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from wiggle.server._embedded import EmbeddedStack, embedded_stack
+from wiggle.server._inprocess import InProcessRpcError, InProcessStub
 from wiggle.server._server import Server, ServerConfig, ServerConfigError, serve
 
 __all__ = [
     "EmbeddedStack",
+    "InProcessRpcError",
+    "InProcessStub",
     "Server",
     "ServerConfig",
     "ServerConfigError",

@@ -231,7 +231,7 @@ class Server:
             metrics=self.metrics,
         )
         pb_grpc.add_WiggleServicer_to_server(service, self._grpc)  # type: ignore[no-untyped-call]
-        admin = AdminService(
+        self._admin = admin = AdminService(
             engine, max_payload_bytes=config.max_payload_bytes, calls=service.calls
         )
         add_admin = admin_grpc.add_WiggleAdminServicer_to_server
@@ -242,6 +242,17 @@ class Server:
             self._grpc,
         )
         self.port = 0
+        self._listening = False
+
+    @property
+    def service(self) -> WiggleService:
+        """The Wiggle service itself, for callers in this process (wiggle.embedded)."""
+        return self._service
+
+    @property
+    def admin(self) -> AdminService:
+        """The WiggleAdmin service itself, for callers in this process."""
+        return self._admin
 
     @property
     def address(self) -> str:
@@ -249,7 +260,33 @@ class Server:
         host = self.config.address.rsplit(":", 1)[0]
         return f"{host}:{self.port}"
 
-    def start(self) -> int:
+    def start(self, *, listen: bool = True) -> int:
+        """Bind the address and serve; then the node's own work (the ticker, retention).
+
+        `listen=False` starts only the node's own work: an embedded node whose callers are in
+        this process (wiggle.embedded) and call `service` and `admin` directly. Returns the
+        bound port (0 when not listening)."""
+        tls = self._listen() if listen else False
+        if self.metrics is not None and self.config.metrics_address is not None:
+            self._endpoint = MetricsEndpoint(self.config.metrics_address, self.metrics.registry)
+            db = self._engine.db
+            db.event_observers.append(self.metrics.events)
+            db.transaction_observers.append(self.metrics.transaction)
+        self._start_tracing()
+        if listen:
+            self._grpc.start()
+            self._listening = True
+        self._ticker.start()
+        if self._retention is not None:
+            self._retention.start()
+        for name in ("", SERVICE_NAME):
+            self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        if listen:
+            _log.info("wiggle server listening on %s%s", self.address, " (TLS)" if tls else "")
+        return self.port
+
+    def _listen(self) -> bool:
+        """Bind the configured address; whether with TLS."""
         creds = self.config.server_credentials()
         _check_free(self.config.address)
         try:
@@ -261,20 +298,7 @@ class Server:
             raise ServerConfigError(f"cannot listen on {self.config.address}: {exc}") from None
         if self.port == 0:
             raise ServerConfigError(f"cannot listen on {self.config.address} (address in use?)")
-        if self.metrics is not None and self.config.metrics_address is not None:
-            self._endpoint = MetricsEndpoint(self.config.metrics_address, self.metrics.registry)
-            db = self._engine.db
-            db.event_observers.append(self.metrics.events)
-            db.transaction_observers.append(self.metrics.transaction)
-        self._start_tracing()
-        self._grpc.start()
-        self._ticker.start()
-        if self._retention is not None:
-            self._retention.start()
-        for name in ("", SERVICE_NAME):
-            self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        _log.info("wiggle server listening on %s%s", self.address, " (TLS)" if creds else "")
-        return self.port
+        return creds is not None
 
     def stop(self, grace: float | None = None) -> None:
         """Stop accepting calls, let in-flight ones finish within the grace period, then stop
@@ -287,7 +311,8 @@ class Server:
         self._engine.wake()  # waiting long polls end their slice now, not at its end
         try:
             self._health.enter_graceful_shutdown()
-            self._grpc.stop(self.config.grace_s if grace is None else grace).wait()
+            if self._listening:
+                self._grpc.stop(self.config.grace_s if grace is None else grace).wait()
             # gRPC has answered or cancelled every call, but a handler thread may still be in
             # the engine (a long poll finishing its wait slice): let it return first.
             if not self._service.wait_idle(POLL_SLICE_S + 1.0):

@@ -67,6 +67,9 @@ class Poller:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._call: Any = None  # the in-flight PollTasks future, cancelled by stop()
+        # A poll in flight on a stub without futures (an embedded node's services in this
+        # process): stop() ends it on the server with EndPolls, as it does a future's.
+        self._sync_open = False
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -79,8 +82,11 @@ class Poller:
         self._stop.set()
         with self._lock:
             call = self._call
+            sync_open = self._sync_open
         if call is not None and not self._end_polls(call):
             call.cancel()
+        elif sync_open:
+            self._end_sync_poll()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=END_POLL_WAIT_S + 5)
 
@@ -96,6 +102,14 @@ class Poller:
         done = threading.Event()
         call.add_done_callback(lambda _f: done.set())
         return done.wait(END_POLL_WAIT_S)
+
+    def _end_sync_poll(self) -> None:
+        """EndPolls for a poll waiting on this worker's poller thread; the join that follows
+        sees it answer. A stub without EndPolls (a test double) lets the poll run out."""
+        try:
+            self._rpc.call("EndPolls", pb.EndPollsRequest(worker_id=self._worker_id), timeout=2.0)
+        except (RpcFailed, AttributeError) as exc:
+            _log.debug("EndPolls failed (%s); the open poll runs out", exc)
 
     def _loop(self) -> None:
         retry = Retry(math.inf, stopped=self._stop)  # a poller tries again until it stops
@@ -172,8 +186,16 @@ class Poller:
         method = self._rpc.stub.PollTasks
         timeout = self._wait_ms / 1000 + 10.0
         future_of = getattr(method, "future", None)
-        if future_of is None:  # a test double without futures
-            response = method(request, timeout=timeout, metadata=self._rpc.metadata)
+        if future_of is None:  # in-process services (or a test double): a plain call
+            with self._lock:
+                if self._stop.is_set():
+                    return []
+                self._sync_open = True
+            try:
+                response = method(request, timeout=timeout, metadata=self._rpc.metadata)
+            finally:
+                with self._lock:
+                    self._sync_open = False
             return list(response.tasks)
         with self._lock:
             # Under the lock: either stop() sees this call and ends it, or we see the stop.

@@ -1,0 +1,14 @@
+"""Wiggle inside a Python process: the engine, its services and a worker, called directly.
+
+    Engine(database=None, *, activities=None, queues=("default",), listen=None, ...)
+        .deploy(flow) .start(flow, input) .wait(id) .run(flow, input) .signal(id, name, payload)
+        .cancel(id) .describe(id) .client (every call of wiggle.client.Client) .close()
+
+docs/embedded.md says when to choose it, what it costs, and how remote workers join.
+"""
+
+from __future__ import annotations
+
+from wiggle.embedded._engine import IN_PROCESS, Engine
+
+__all__ = ["IN_PROCESS", "Engine"]

@@ -1,0 +1,113 @@
+"""The server's services called in this process: the generated stub's shape with no socket.
+
+An embedded node (wiggle.embedded) hands an `InProcessStub` to its own Worker and Client in
+place of the stubs of a gRPC channel. A call runs the servicer's method on the caller's thread,
+with the request message as it was built: no HTTP/2, no encoding of the message, no thread hop.
+Everything else is the service's own: the request checks, the limits, the error mapping (an
+error ends the call as `abort` would, with the status code and the trailing details a remote
+caller gets, so the worker's retry rules and the client's errors are the same). What a remote
+call has that these do not: the interceptors (authentication is for callers from elsewhere; a
+caller in this process holds the engine already).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import grpc
+
+__all__ = ["InProcessRpcError", "InProcessStub"]
+
+Metadata = Sequence[tuple[str, str | bytes]]
+
+
+class InProcessRpcError(grpc.RpcError):
+    """A call the servicer ended with a status: what `grpc.RpcError` of a channel answers to
+    (`code()`, `details()`, `trailing_metadata()`)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str, trailing: Metadata = ()) -> None:
+        super().__init__(f"{code.name}: {details}")
+        self._code = code
+        self._details = details
+        self._trailing = tuple(trailing)
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+    def trailing_metadata(self) -> Any:
+        return self._trailing
+
+    def initial_metadata(self) -> Any:
+        return ()
+
+
+class _CallContext:
+    """The part of `grpc.ServicerContext` the services use, for one call in this process."""
+
+    def __init__(self, timeout: float | None, metadata: Metadata | None) -> None:
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._metadata = tuple(metadata or ())
+        self._trailing: Metadata = ()
+
+    def is_active(self) -> bool:
+        # The caller waits on this thread: it is there until the deadline passes.
+        return self._deadline is None or time.monotonic() < self._deadline
+
+    def time_remaining(self) -> float | None:
+        return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+
+    def invocation_metadata(self) -> Metadata:
+        return self._metadata
+
+    def set_trailing_metadata(self, metadata: Metadata) -> None:
+        self._trailing = tuple(metadata)
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        raise InProcessRpcError(code, details, self._trailing)
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        return {}
+
+    def peer(self) -> str:
+        return "in-process"
+
+
+class InProcessStub:
+    """`servicer`'s methods with a stub's signature, `Method(request, timeout=, metadata=)`.
+
+    `calls` counts the calls made through it (benchmarks count them as a channel's RPCs)."""
+
+    def __init__(self, servicer: Any) -> None:
+        self._servicer = servicer
+        self._methods: dict[str, Callable[..., Any]] = {}
+        self._lock = threading.Lock()
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        method = self._methods.get(name)
+        if method is None:
+            handler = getattr(self._servicer, name)
+            method = self._bind(handler)
+            self._methods[name] = method
+        return method
+
+    def _bind(self, handler: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+        def call(
+            request: Any,
+            timeout: float | None = None,
+            metadata: Metadata | None = None,
+            **_: Any,  # wait_for_ready, compression, credentials: a channel's, not ours
+        ) -> Any:
+            with self._lock:
+                self.calls += 1
+            return handler(request, _CallContext(timeout, metadata))
+
+        return call
