@@ -126,6 +126,29 @@ def test_one_in_flight_counts_what_each_instance_cost(tmp_path):
         assert len(p50s) == 2 and row["p50_ms"] == round((p50s[0] + p50s[1]) / 2, 2), row
 
 
+def test_one_in_flight_embedded_counts_the_calls_made_in_process(tmp_path):
+    """`--embedded`: node, worker and client in the bench's own process. Every result checked;
+    a step is one in-process report (no batching: nothing to save without a socket), and the
+    CPU is one process's."""
+    done = _wiggle(
+        "bench", "latency", "--database", "sqlite", "--steps", "3", "--embedded",
+        "--instances", "3", "--warmup", "1", "--concurrency", "4", "--rounds", "1", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert (got["layout"], got["workers"], got["concurrency"]) == ("embedded", 0, 4)
+    rows = {r["mode"]: r for r in got["rows"]}
+    for mode, report, reports in (
+        ("SERVER", "CompleteTask", 3),
+        ("LOCAL_SYNC", "AdvanceRun", 3),
+        ("LOCAL_ASYNC", "AdvanceRun", 1),
+    ):
+        cost = rows[mode]["per_instance"]
+        assert cost["rpc StartInstance"] == 1 and cost["rpc WaitInstance"] == 1, (mode, cost)
+        assert cost[f"rpc {report}"] == reports, (mode, cost)
+        assert set(rows[mode]["cpu_ms_per_step"]) == {"embedded"}, rows[mode]
+
+
 def test_workers_of_another_program_serve_the_run(tmp_path):
     """`--worker-command`: the command runs through the shell once per worker process, with its
     server, queue, slots and index in its environment; here it is the Python worker, started as

@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +42,9 @@ def _pct(values: list[float], q: float) -> float:
 
 @dataclass
 class _Stack:
-    """What one measurement runs on: the client, the processes, the database and its metrics."""
+    """What one measurement runs on: the client, the processes, the database and its metrics.
+    Embedded (`server` and `worker` empty): node, worker and client are this process, and
+    `start` hands the first task to its worker (wiggle.embedded.Engine.start)."""
 
     client: Client
     server: list[subprocess.Popen[bytes]]
@@ -49,14 +52,18 @@ class _Stack:
     metrics_port: int
     url: str
     postgres: bool
+    start: Callable[[str, Any], Any] | None = None
 
     def reading(self) -> dict[str, float]:
-        """Every counter at this moment: RPCs and transactions (server metrics), CPU seconds
-        per process, and on PostgreSQL its commits and CPU."""
+        """Every counter at this moment: RPCs (in process: calls) and transactions (server
+        metrics), CPU seconds per process, and on PostgreSQL its commits and CPU."""
         got: dict[str, float] = dict(server_counts(self.metrics_port))
-        got["cpu server"] = cpu_seconds(self.server)
-        got["cpu worker"] = cpu_seconds(self.worker)
-        got["cpu client"] = time.process_time()
+        if self.start is not None:
+            got["cpu embedded"] = time.process_time()
+        else:
+            got["cpu server"] = cpu_seconds(self.server)
+            got["cpu worker"] = cpu_seconds(self.worker)
+            got["cpu client"] = time.process_time()
         if self.postgres:
             pg = pg_counters(self.url)
             got["commits"] = pg.commits
@@ -95,7 +102,7 @@ def _one_mode(stack: _Stack, mode: str, steps: int, count: int, warmup: int) -> 
         if i == warmup:
             before = _settled(stack)  # the warm-up's last report answered and counted
         begun = time.perf_counter()
-        started = client.start(flow, {"n": 0})
+        started = (stack.start or client.start)(flow, {"n": 0})
         view = client.wait(started.instance_id, timeout=60)
         took = (time.perf_counter() - begun) * 1000
         if view.status != "COMPLETED" or view.context != {"n": steps}:
@@ -147,6 +154,25 @@ def _combined(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _embedded(stack: contextlib.ExitStack, url: str, args: argparse.Namespace) -> _Stack:
+    """The node, a worker of `--concurrency` slots and the client, all in this process."""
+    from wiggle.embedded import Engine
+    from wiggle.worker import load_handlers
+
+    metrics_port = free_port()
+    node = stack.enter_context(
+        Engine(
+            url,
+            activities=load_handlers("wiggle.bench._handlers"),
+            concurrency=args.concurrency,
+            metrics_address=f"127.0.0.1:{metrics_port}",
+        )
+    )
+    return _Stack(
+        node.client, [], [], metrics_port, url, args.database == "postgres", start=node.start
+    )
+
+
 def measure_flows(args: argparse.Namespace) -> int:
     modes = [m.upper() for m in (args.modes or MODES)]
     with contextlib.ExitStack() as stack:
@@ -156,6 +182,8 @@ def measure_flows(args: argparse.Namespace) -> int:
             stack.callback(drop_database, url)
         else:
             url = f"sqlite:///{stack.enter_context(tempfile.TemporaryDirectory())}/latency.db"
+        if args.embedded:
+            return _report(args, modes, _embedded(stack, url, args))
         address = f"127.0.0.1:{free_port()}"
         metrics_port = free_port()
         server = [
@@ -193,21 +221,37 @@ def measure_flows(args: argparse.Namespace) -> int:
             url,
             postgres=args.database == "postgres",
         )
-        rounds = max(1, args.rounds)
-        runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
-        for n in range(rounds):
-            # Each round starts with another mode, so no mode always runs first or last.
-            for m in modes[n % len(modes) :] + modes[: n % len(modes)]:
-                runs[m].append(_one_mode(on, m, args.steps, args.instances, args.warmup))
-        rows = [_combined(runs[m]) for m in modes]
+        return _report(args, modes, on)
+
+
+def _report(args: argparse.Namespace, modes: list[str], on: _Stack) -> int:
+    """Measure each mode on `on` over the rounds, then print (or --json) the figures."""
+    rounds = max(1, args.rounds)
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    for n in range(rounds):
+        # Each round starts with another mode, so no mode always runs first or last.
+        for m in modes[n % len(modes) :] + modes[: n % len(modes)]:
+            runs[m].append(_one_mode(on, m, args.steps, args.instances, args.warmup))
+    rows = [_combined(runs[m]) for m in modes]
     if args.json:
-        shape = {"workers": args.workers, "concurrency": args.concurrency, "rounds": rounds}
+        shape = {
+            "layout": "embedded" if args.embedded else "remote",
+            "workers": 0 if args.embedded else args.workers,
+            "concurrency": args.concurrency,
+            "rounds": rounds,
+        }
         print(orjson.dumps({"database": args.database, **shape, "rows": rows}).decode())
         return 0
+    layout = (
+        f"embedded (node, a worker of {args.concurrency} slots and the client in one process, "
+        "no socket)"
+        if args.embedded
+        else f"{args.workers} worker(s) of {args.concurrency} slots"
+    )
     print(
         f"one instance in flight, {args.steps} steps, {args.instances} instances per mode "
-        f"(+{args.warmup} warm-up), {args.database}, {args.workers} worker(s) of "
-        f"{args.concurrency} slots, start to result through WaitInstance"
+        f"(+{args.warmup} warm-up), {args.database}, {layout}, start to result through "
+        "WaitInstance"
     )
     if rounds > 1:
         print(f"medians of {rounds} rounds (each mode's rounds interleaved with the others')")

@@ -148,6 +148,12 @@ def _latency_arguments(parser: argparse.ArgumentParser) -> None:
         "--concurrency", type=int, default=16, help="with --steps: slots per worker (harness: 16)"
     )
     parser.add_argument(
+        "--embedded",
+        action="store_true",
+        help="with --steps: the embedded layout (wiggle.embedded: node, one worker and the "
+        "client in this process, no socket) instead of a server and --workers processes",
+    )
+    parser.add_argument(
         "--rounds",
         type=int,
         default=3,
