@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.environ.get("PEERS_DIR") or os.path.dirname(os.path.abspath(__file__)))
-import pg  # noqa: E402  (the harness's counters and output line)
+import pg  # (the harness's counters and output line: after PEERS_DIR is on the path)
 
 
 def _drive(engine: Any, flow: str, count: int, inflight: int) -> tuple[list[Any], list[float]]:

@@ -40,8 +40,9 @@ class Engine:
     expiry, and, with `listen` (`host:port`), the gRPC API for remote workers in any language,
     the CLI, the console and other servers on the same database. The durability contract is
     the same as a server's: a SERVER or LOCAL_SYNC step is committed before the next one runs;
-    a process killed mid-run loses what the mode allows (README, "Execution modes"), and a node on the
-    database (this one restarted, or another) runs the rest once the leases expire.
+    a process killed mid-run loses what the mode allows (README, "Execution modes"), and a
+    node on the database (this one restarted, or another) runs the rest once the leases
+    expire.
 
     `database`: a SQLAlchemy URL (`sqlite:///FILE`, `postgresql://...`); None is an SQLite
     file in a temporary directory, removed by `close()`. `activities`: the handlers
