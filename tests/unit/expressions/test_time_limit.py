@@ -50,7 +50,9 @@ def test_time_vector(case: dict[str, Any], request: pytest.FixtureRequest) -> No
     expression = compile_expression(case["expr"])
     ctx = built(case["ctx"])
     if "error" in case:
-        # Under the profile's limit: each would run for ten seconds or more without it.
+        # Under a tenth of the profile's limit (brief_time_limit): each would run for ten seconds
+        # or more without it, and must end with the limit's error (or the size budget's).
+        request.getfixturevalue("brief_time_limit")
         with pytest.raises(EvaluationError) as caught:
             expression.evaluate(ctx)
         assert caught.value.kind == case["error"], caught.value.detail
@@ -61,6 +63,13 @@ def test_time_vector(case: dict[str, Any], request: pytest.FixtureRequest) -> No
         # machine cannot make the first fail, and the second still does.
         request.getfixturevalue("roomy_time_limit")
         assert expression.evaluate(ctx) == case["value"]
+
+
+def test_the_profile_limit_is_a_second() -> None:
+    # docs/expressions.md, "The time limit"; the vectors above run under a briefer one.
+    from wiggle.expressions import _cel
+
+    assert TIME_LIMIT_S == _cel.TIME_LIMIT_S == 1.0
 
 
 #: A bound on how long an evaluation that reaches a limit may take: far past the limit, which a
