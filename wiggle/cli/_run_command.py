@@ -226,9 +226,10 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "run",
         help="run one flow end to end in this process",
-        description="Start an engine (embedded SQLite in a temporary file unless --database), "
-        "a gRPC server on a loopback port and a Python worker, run one instance of FLOW and "
-        "print each step as it finishes. Exit 0 only when the instance COMPLETED.",
+        description="Start an embedded engine (SQLite in a temporary file unless --database) "
+        "and a Python worker in this process, with no socket (wiggle.embedded; --console opens "
+        "a loopback port for the console), run one instance of FLOW and print each step as it "
+        "finishes. Exit 0 only when the instance COMPLETED.",
     )
     p.add_argument("flow", metavar="FLOW", help="the flow file (YAML or JSON)")
     p.add_argument(
