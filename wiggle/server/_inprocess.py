@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -81,13 +82,18 @@ class _CallContext:
 class InProcessStub:
     """`servicer`'s methods with a stub's signature, `Method(request, timeout=, metadata=)`.
 
-    `calls` counts the calls made through it (benchmarks count them as a channel's RPCs)."""
+    `counts` holds the calls made through it by method (what a channel's RPCs would be)."""
 
     def __init__(self, servicer: Any) -> None:
         self._servicer = servicer
         self._methods: dict[str, Callable[..., Any]] = {}
         self._lock = threading.Lock()
-        self.calls = 0
+        self.counts: Counter[str] = Counter()
+
+    @property
+    def calls(self) -> int:
+        """How many calls were made through it, of every method."""
+        return sum(self.counts.values())
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
@@ -95,11 +101,11 @@ class InProcessStub:
         method = self._methods.get(name)
         if method is None:
             handler = getattr(self._servicer, name)
-            method = self._bind(handler)
+            method = self._bind(name, handler)
             self._methods[name] = method
         return method
 
-    def _bind(self, handler: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+    def _bind(self, name: str, handler: Callable[[Any, Any], Any]) -> Callable[..., Any]:
         def call(
             request: Any,
             timeout: float | None = None,
@@ -107,7 +113,7 @@ class InProcessStub:
             **_: Any,  # wait_for_ready, compression, credentials: a channel's, not ours
         ) -> Any:
             with self._lock:
-                self.calls += 1
+                self.counts[name] += 1
             return handler(request, _CallContext(timeout, metadata))
 
         return call

@@ -104,12 +104,25 @@ class Poller:
         return done.wait(END_POLL_WAIT_S)
 
     def _end_sync_poll(self) -> None:
-        """EndPolls for a poll waiting on this worker's poller thread; the join that follows
-        sees it answer. A stub without EndPolls (a test double) lets the poll run out."""
-        try:
-            self._rpc.call("EndPolls", pb.EndPollsRequest(worker_id=self._worker_id), timeout=2.0)
-        except (RpcFailed, AttributeError) as exc:
-            _log.debug("EndPolls failed (%s); the open poll runs out", exc)
+        """EndPolls for a poll waiting on this worker's poller thread, until it has answered
+        (the join that follows then returns at once). Sent again every 0.2 s: the poll may not
+        have reached the server yet when the first one arrives, and would then wait its full
+        time. A stub without EndPolls (a test double) lets the poll run out."""
+        deadline = time.monotonic() + END_POLL_WAIT_S
+        while True:
+            try:
+                self._rpc.call(
+                    "EndPolls", pb.EndPollsRequest(worker_id=self._worker_id), timeout=2.0
+                )
+            except (RpcFailed, AttributeError) as exc:
+                _log.debug("EndPolls failed (%s); the open poll runs out", exc)
+                return
+            with self._lock:
+                if not self._sync_open:
+                    return
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.2)
 
     def _loop(self) -> None:
         retry = Retry(math.inf, stopped=self._stop)  # a poller tries again until it stops

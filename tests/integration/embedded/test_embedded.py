@@ -14,6 +14,7 @@ import shlex
 import subprocess
 import textwrap
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -185,6 +186,19 @@ def test_two_embedded_nodes_share_a_database(postgres_database_url: str) -> None
         results = [two.wait(i, timeout=30) for i in ids]
     assert [r.context["n"] for r in results] == list(range(10))
     assert {r.status for r in results} == {"COMPLETED"}
+
+
+def test_close_ends_the_workers_open_poll_on_the_node(tmp_path: Any) -> None:
+    # An idle worker waits in a long poll (10 s) on its own thread. Stopping it asks the node to
+    # end that poll (EndPolls), as a worker over gRPC does; before, close() waited the poll out.
+    wiggle = Engine(f"sqlite:///{tmp_path / 'w.db'}", activities=_registry({}))
+    stub = wiggle._stub
+    deadline = time.monotonic() + 30
+    while stub.counts["PollTasks"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stub.counts["PollTasks"] >= 1
+    wiggle.close()
+    assert stub.counts["EndPolls"] >= 1
 
 
 def test_close_drains_a_running_step(tmp_path: Any) -> None:
