@@ -68,8 +68,9 @@ class Poller:
         self._lock = threading.Lock()
         self._call: Any = None  # the in-flight PollTasks future, cancelled by stop()
         # A poll in flight on a stub without futures (an embedded node's services in this
-        # process): stop() ends it on the server with EndPolls, as it does a future's.
-        self._sync_open = False
+        # process), as the event its answer sets: stop() ends it on the server with EndPolls,
+        # as it does a future's.
+        self._sync_poll: threading.Event | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -82,11 +83,11 @@ class Poller:
         self._stop.set()
         with self._lock:
             call = self._call
-            sync_open = self._sync_open
+            sync_poll = self._sync_poll
         if call is not None and not self._end_polls(call):
             call.cancel()
-        elif sync_open:
-            self._end_sync_poll()
+        elif sync_poll is not None:
+            self._end_sync_poll(sync_poll)
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=END_POLL_WAIT_S + 5)
 
@@ -103,13 +104,14 @@ class Poller:
         call.add_done_callback(lambda _f: done.set())
         return done.wait(END_POLL_WAIT_S)
 
-    def _end_sync_poll(self) -> None:
+    def _end_sync_poll(self, answered: threading.Event) -> None:
         """EndPolls for a poll waiting on this worker's poller thread, until it has answered
-        (the join that follows then returns at once). Sent again every 0.2 s: the poll may not
-        have reached the server yet when the first one arrives, and would then wait its full
-        time. A stub without EndPolls (a test double) lets the poll run out."""
+        (the join that follows then returns at once). Sent again when the poll has not answered
+        within 0.2 s: it may not have reached the server yet when the first one arrived, and
+        would then wait its full time. A stub without EndPolls (a test double) lets the poll
+        run out."""
         deadline = time.monotonic() + END_POLL_WAIT_S
-        while True:
+        while time.monotonic() < deadline:
             try:
                 self._rpc.call(
                     "EndPolls", pb.EndPollsRequest(worker_id=self._worker_id), timeout=2.0
@@ -117,12 +119,8 @@ class Poller:
             except (RpcFailed, AttributeError) as exc:
                 _log.debug("EndPolls failed (%s); the open poll runs out", exc)
                 return
-            with self._lock:
-                if not self._sync_open:
-                    return
-            if time.monotonic() >= deadline:
+            if answered.wait(0.2):
                 return
-            time.sleep(0.2)
 
     def _loop(self) -> None:
         retry = Retry(math.inf, stopped=self._stop)  # a poller tries again until it stops
@@ -200,15 +198,17 @@ class Poller:
         timeout = self._wait_ms / 1000 + 10.0
         future_of = getattr(method, "future", None)
         if future_of is None:  # in-process services (or a test double): a plain call
+            answered = threading.Event()
             with self._lock:
                 if self._stop.is_set():
                     return []
-                self._sync_open = True
+                self._sync_poll = answered
             try:
                 response = method(request, timeout=timeout, metadata=self._rpc.metadata)
             finally:
                 with self._lock:
-                    self._sync_open = False
+                    self._sync_poll = None
+                answered.set()
             return list(response.tasks)
         with self._lock:
             # Under the lock: either stop() sees this call and ends it, or we see the stop.
