@@ -67,81 +67,53 @@ class Engine:
         grace_s: float = 2.0,
         **server_config: Any,
     ) -> None:
-        self._stack = ExitStack()
-        try:
-            self._open(
+        # What opens is closed again, in reverse, if a later part fails to open.
+        with ExitStack() as stack:
+            if database is None:
+                tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="wiggle-"))
+                database = f"sqlite:///{Path(tmp) / 'wiggle.db'}"
+            self.database = database
+            self.core = Core(
                 database,
-                activities=activities,
-                queues=queues,
-                concurrency=concurrency,
                 default_mode=ExecutionMode(default_mode),
                 database_profile=database_profile,
-                listen=listen,
-                token=token,
-                worker=worker,
-                local_batch_size=local_batch_size,
-                grace_s=grace_s,
-                server_config=server_config,
             )
-        except BaseException:
-            self._stack.close()
-            raise
-
-    def _open(
-        self,
-        database: str | None,
-        *,
-        activities: Registry | None,
-        queues: Iterable[str],
-        concurrency: int,
-        default_mode: ExecutionMode,
-        database_profile: str,
-        listen: str | None,
-        token: str | None,
-        worker: bool,
-        local_batch_size: int,
-        grace_s: float,
-        server_config: dict[str, Any],
-    ) -> None:
-        stack = self._stack
-        if database is None:
-            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="wiggle-"))
-            database = f"sqlite:///{Path(tmp) / 'wiggle.db'}"
-        self.database = database
-        self.core = Core(database, default_mode=default_mode, database_profile=database_profile)
-        stack.callback(self.core.close)
-        config = ServerConfig(
-            address=listen or "127.0.0.1:0", token=token, grace_s=grace_s, **server_config
-        )
-        self.server = Server(self.core, config)
-        self.server.start(listen=listen is not None)
-        stack.callback(self.server.stop)
-        #: The host:port remote callers reach this node at (None: nothing listens).
-        self.address: str | None = self.server.address if listen is not None else None
-        self._stub = InProcessStub(self.server.service)
-        admin = InProcessStub(self.server.admin)
-        #: Every call of the Wiggle and WiggleAdmin APIs, in this process (wiggle.client.Client).
-        self.client = Client.over_stubs(self._stub, admin, label=f"the embedded node {database}")
-        #: The worker running the handlers here (None with `worker=False`).
-        self.worker: Worker | None = None
-        if worker:
-            self.worker = Worker(
-                IN_PROCESS,
-                queues=tuple(queues),
-                registry=activities or default_registry,
-                concurrency=concurrency,
-                local_batch_size=local_batch_size,
-                worker_id=f"embedded:{os.getpid()}:{os.urandom(4).hex()}",
-                stub=self._stub,
-                tls=False,
+            stack.callback(self.core.close)
+            config = ServerConfig(
+                address=listen or "127.0.0.1:0", token=token, grace_s=grace_s, **server_config
             )
-            self.worker.start()
-            stack.callback(self.worker.stop)
-        _log.info(
-            "wiggle embedded on %s%s",
-            database,
-            f", listening on {self.address}" if self.address else "",
-        )
+            self.server = Server(self.core, config)
+            self.server.start(listen=listen is not None)
+            stack.callback(self.server.stop)
+            #: The host:port remote callers reach this node at (None: nothing listens).
+            self.address: str | None = self.server.address if listen is not None else None
+            self._stub = InProcessStub(self.server.service)
+            admin = InProcessStub(self.server.admin)
+            #: Every call of the Wiggle and WiggleAdmin APIs, in process (wiggle.client.Client).
+            self.client = Client.over_stubs(
+                self._stub, admin, label=f"the embedded node {database}"
+            )
+            #: The worker running the handlers here (None with `worker=False`).
+            self.worker: Worker | None = None
+            if worker:
+                self.worker = Worker(
+                    IN_PROCESS,
+                    queues=tuple(queues),
+                    registry=activities or default_registry,
+                    concurrency=concurrency,
+                    local_batch_size=local_batch_size,
+                    worker_id=f"embedded:{os.getpid()}:{os.urandom(4).hex()}",
+                    stub=self._stub,
+                    tls=False,
+                )
+                self.worker.start()
+                stack.callback(self.worker.stop)
+            _log.info(
+                "wiggle embedded on %s%s",
+                database,
+                f", listening on {self.address}" if self.address else "",
+            )
+            self._stack = stack.pop_all()
 
     # -- the application's calls -----------------------------------------------------------
 
