@@ -20,6 +20,8 @@ FLAWS: dict[str, str] = {
     "or size flush",
     "ignores-checkpoint": "LOCAL_ASYNC does not flush after a checkpoint step",
     "keeps-running-after-lease-lost": "never notices that its lease is lost",
+    "starts-late-after-lease-lost": "never notices that its lease is lost, and (as a starved "
+    "process would) is seconds late into every append step",
     "predicate-as-context": "reports a predicate's boolean as a JSON true/false context",
     "resends-without-seq": "numbers no report (seq 0), and resends a report of unknown fate so",
     "never-resends": "gives a report up when its answer is lost, instead of resending it",
@@ -35,6 +37,10 @@ FLAWS: dict[str, str] = {
     "hands-back-at-expressions": "stops a local run in front of a condition or set node "
     "(a final AdvanceRun) instead of evaluating it and going on",
 }
+
+
+#: How late the starved worker (starts-late-after-lease-lost) is into each append step.
+STARVED_S = 5.0
 
 
 def _reports(flaw: str) -> Callable[..., Any]:
@@ -96,6 +102,22 @@ def _break(flaw: str) -> None:
         _local_run.flush_after = no_checkpoints  # type: ignore[assignment]
     elif flaw == "keeps-running-after-lease-lost":
         _heartbeat.Lease.lost = property(lambda self: False)  # type: ignore[assignment,method-assign]
+    elif flaw == "starts-late-after-lease-lost":
+        import time
+
+        from wiggle.conformance import _activities
+
+        _heartbeat.Lease.lost = property(lambda self: False)  # type: ignore[assignment,method-assign]
+        original_trace = _activities._trace
+
+        def late(name: str) -> None:
+            # Started with lease enough left, then not scheduled for a while: its trace line,
+            # which is what shows the step ran, lands seconds after the step began.
+            if name == "append":
+                time.sleep(STARVED_S)
+            original_trace(name)
+
+        _activities._trace = late
     elif flaw == "predicate-as-context":
         original_result = _local_run._step_result
 

@@ -14,8 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance.broken_worker import FLAWS
-from wiggle.conformance import RunnerOptions, format_table, load_cases, run_corpus, summarise
+from tests.conformance.broken_worker import FLAWS, STARVED_S
+from wiggle.conformance import (
+    RunnerOptions,
+    format_table,
+    load_case,
+    load_cases,
+    run_corpus,
+    summarise,
+)
 
 BROKEN = Path(__file__).with_name("broken_worker.py")
 
@@ -145,8 +152,12 @@ CONTROLS = [
 ]
 
 
+#: The flaws whose control is a test of its own below, on a case of its own.
+OWN_CONTROLS = {"starts-late-after-lease-lost"}
+
+
 def test_every_flaw_has_a_control() -> None:
-    assert {p.values[0] for p in CONTROLS} == set(FLAWS)
+    assert {p.values[0] for p in CONTROLS} | OWN_CONTROLS == set(FLAWS)
 
 
 @pytest.mark.timeout(300)
@@ -166,3 +177,49 @@ def test_the_corpus_fails_a_broken_worker(
     problems = "\n".join(p for r in failed for p in r.problems)
     for phrase in evidence:
         assert phrase in problems, f"{phrase!r} not among the problems:\n{format_table(failed)}"
+
+
+#: lease/cancel-stops-the-run with room to show a starved worker: a 20 s lease (a quarter, 5 s,
+#: is what a worker needs left to start a step), a 1 s hold, and a worker that starts b under
+#: the lost lease with 19 s of it left but writes b's trace line only 5 s later.
+_STARVED_CASE = """\
+id: lease/starved-worker
+description: A worker that goes on after a cancel, late.
+flow:
+  wiggle: 1
+  name: lease-starved-worker
+  steps:
+    - {task: hold, id: slow, timeout: 20s}
+    - {task: append, id: b}
+runs:
+  - input: {hold_ms: 1000}
+    cancel: {when: "started:slow"}
+    expect:
+      status: CANCELLED
+      steps: {slow: 1}
+      watch_leases: true
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_step_run_late_under_a_lost_lease_is_seen(tmp_path: Path) -> None:
+    """The runner watches until the run's lease has ended (watch_leases), not for a fixed time
+    after the end: a step started too late shows however long the machine delayed it. Before
+    watch_leases, the runner stopped watching 8.5 s after the end (settle_ms) and once passed
+    keeps-running-after-lease-lost, whose step b landed later on a busy machine."""
+    assert STARVED_S > 3  # beyond the default settle time by far
+    path = tmp_path / "cases/lease/starved-worker.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(_STARVED_CASE)
+    worker = (
+        f"{shlex.quote(sys.executable)} {shlex.quote(str(BROKEN))} starts-late-after-lease-lost"
+    )
+    rows = summarise(
+        run_corpus(
+            [load_case(path)],
+            RunnerOptions(modes=["LOCAL_ASYNC"], databases=["sqlite"], worker=worker),
+        )
+    )
+    assert [r.passed for r in rows] == [False], format_table(rows)
+    problems = "\n".join(rows[0].problems)
+    assert "step b ran 1 times; expected it not to run" in problems, format_table(rows)

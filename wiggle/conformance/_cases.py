@@ -115,6 +115,9 @@ class Expect:
     start_error: str | None
     reports: dict[str, list[str]] = field(default_factory=dict)  # mode -> expected reports
     settle_ms: int | None = None  # how long to watch after the end (None: the runner's default)
+    #: Watch on after the end until every lease handed out for the run has ended (by a report
+    #: or release under it, or by its time running out), not only for settle_ms.
+    watch_leases: bool = False
     retry_delays_ms: dict[str, list[int]] = field(default_factory=dict)  # node -> backoffs
 
     def steps_for(self, mode: str) -> dict[str, Count]:
@@ -137,6 +140,7 @@ class Expect:
             start_error=doc.get("start_error"),
             reports={m: list(r) for m, r in doc.get("reports", {}).items()},
             settle_ms=doc.get("settle_ms"),
+            watch_leases=bool(doc.get("watch_leases", False)),
             retry_delays_ms={k: list(v) for k, v in doc.get("retry_delays_ms", {}).items()},
         )
 

@@ -40,10 +40,11 @@ from wiggle.conformance._check import (
 )
 from wiggle.conformance._databases import database_label, fresh_databases
 from wiggle.conformance._orchestration import RunContext, check_orchestration, render_reports
-from wiggle.conformance._recorder import REPORTS
+from wiggle.conformance._recorder import REPORTS, Call, Delivery
 from wiggle.conformance._session import BATCH_SIZE, RunnerOptions, Session, Watch
 from wiggle.conformance._spoiled import Landed, spoiled
 from wiggle.conformance._worker_process import WorkerExited
+from wiggle.graph import Graph, Task
 from wiggle.jsonvalue import show
 from wiggle.modes import MODES
 
@@ -63,6 +64,9 @@ _RESENT_S = 5.0
 #: stale worker, a step after a cancel). Longer where faults or cancels make that likely.
 _SETTLE_S = 0.05
 _SETTLE_EVENTFUL_S = 0.3
+#: Beyond a lease's end by the runner's clock (watch_leases): the server's clock, which ends it,
+#: is read a little later than the runner's record of the renewal.
+_LEASE_MARGIN_S = 0.5
 
 #: The longest a run waits for its end in one call while nothing else is due (`_wait_for_end`).
 _WAIT_SLICE_S = 1.0
@@ -211,6 +215,8 @@ def _execute_run(session: Session, case: Case, run: Run, version: str) -> RunRes
             # were a quarter of the runner's CPU). In slices, so a dead worker is noticed.
             _wait_for_end(client, root, min(_WAIT_SLICE_S, max(deadline - now, 0.0)))
 
+    if expect.watch_leases:
+        _watch_leases_out(session, watch, version, deadline)
     eventful = bool(run.cancel or run.faults) or expect.status != "COMPLETED"
     settle = _SETTLE_EVENTFUL_S if eventful else _SETTLE_S
     time.sleep(settle if expect.settle_ms is None else expect.settle_ms / 1000)
@@ -285,6 +291,49 @@ def look(watch: Watch, client: Any, root: str) -> tuple[dict[str, int], Any]:
     a view that shows its token not yet leased would pass for one parked after that step."""
     counts = watch.counts()
     return counts, client.describe(root)
+
+
+def _watch_leases_out(session: Session, watch: Watch, version: str, deadline: float) -> None:
+    """Wait until every lease handed out for the run has ended, or the case's deadline: ended by
+    a final report or a release sent under it (whatever its answer: nothing more can run under
+    it), or by its time running out (_lease_end). A worker that goes on under a lease it should
+    count as lost can only start a step while a quarter of the lease is left, so a step run too
+    late has started by then, however slowly a loaded machine let it get there: a fixed settle
+    time could end first (it did, once)."""
+    graph = session.graphs.get(version)
+    instances = {watch.root, *(i.instance_id for i in watch.descendants())}
+    while time.monotonic() < deadline:
+        deliveries = session.recorder.deliveries(instances)
+        calls = session.recorder.calls({d.lease for d in deliveries})
+        open_until = 0.0
+        for d in deliveries:
+            mine = [c for c in calls if c.lease == d.lease]
+            if any(c.rpc in REPORTS and (c.rpc != "AdvanceRun" or c.final) for c in mine):
+                continue
+            open_until = max(open_until, _lease_end(d, mine, graph) + _LEASE_MARGIN_S)
+        if time.monotonic() >= open_until:
+            return
+        time.sleep(0.1)
+
+
+def _lease_end(delivery: Delivery, calls: Sequence[Call], graph: Graph | None) -> float:
+    """When the lease of `delivery` runs out, by the runner's clock, given its `calls`: the
+    server renews a lease by the task's timeout, a heartbeat naming a step of a local run by
+    that step's, and an applied AdvanceRun by its next step's (taken as the flow's longest); a
+    heartbeat answered with the instance ended renews nothing."""
+    tasks = [n for n in graph.nodes.values() if isinstance(n, Task)] if graph is not None else []
+    longest_ms = max([delivery.timeout_ms, *(n.timeout_ms for n in tasks)])
+    renewed = any(c.ok and c.rpc == "AdvanceRun" for c in calls)
+    base_ms = longest_ms if renewed else delivery.timeout_ms
+    ends = [delivery.at + base_ms / 1000]
+    for c in calls:
+        if c.ok and c.rpc == "AdvanceRun":
+            ends.append(c.at + longest_ms / 1000)
+        elif c.ok and c.rpc == "Heartbeat" and c.instance_status == "RUNNING":
+            node = graph.nodes.get(c.node_id) if graph is not None and c.node_id else None
+            length_ms = node.timeout_ms if isinstance(node, Task) else base_ms
+            ends.append(c.at + length_ms / 1000)
+    return max(ends)
 
 
 def _spoiled(session: Session, watch: Watch, landed: Sequence[Landed], version: str) -> str | None:
@@ -492,11 +541,17 @@ def _busy_part(
 
 
 def _expected_ms(case: Case) -> int:
-    """Roughly how long a case takes: its longest hold, settle or minimum time, run by run."""
+    """Roughly how long a case takes: its longest hold, settle or minimum time, or a lease it
+    watches out (watch_leases: the longest timeout its flow's steps give), run by run."""
+    from wiggle.compiler import parse_duration
+
+    steps = case.flow.get("steps", [])
+    timeouts = [s["timeout"] for s in steps if isinstance(s, dict) and "timeout" in s]
+    lease = max([parse_duration(str(t)) for t in timeouts], default=30_000)
     total = 0
     for run in case.runs:
         hold = run.input.get("hold_ms", 0) if isinstance(run.input, dict) else 0
-        settle = run.expect.settle_ms or 0
+        settle = lease if run.expect.watch_leases else run.expect.settle_ms or 0
         total += max(hold if isinstance(hold, int) else 0, settle, run.expect.min_elapsed_ms)
     return total
 
