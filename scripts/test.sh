@@ -7,8 +7,8 @@
 #       (its protobuf classes generated from spec/proto) and JUnit tests; the TypeScript SDK's
 #       build, node tests and exports check; then the whole Python suite in parallel processes:
 #       unit, integration on SQLite and PostgreSQL, acceptance, browser, the short fault suite,
-#       and the conformance corpus with each worker (Python and Java on PostgreSQL, Go and
-#       TypeScript on SQLite; scripts/corpus.sh runs each on both); and the
+#       and the conformance corpus with each worker (Python and Java on PostgreSQL; Go,
+#       TypeScript and the embedded one on SQLite; scripts/corpus.sh runs each on both); and the
 #       scenarios of definitions/ (`wiggle test`, every edge of every shipped flow covered)
 #       beside the SDKs.
 #   bash scripts/test.sh --quick [PYTEST_ARGS...]  the edit-run loop, a few minutes: lint, types,

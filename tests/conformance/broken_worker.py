@@ -110,12 +110,12 @@ def _break(flaw: str) -> None:
         _heartbeat.Lease.lost = property(lambda self: False)  # type: ignore[assignment,method-assign]
         original_trace = _activities._trace
 
-        def late(name: str) -> None:
+        def late(name: str, path: str | None = None) -> None:
             # Started with lease enough left, then not scheduled for a while: its trace line,
             # which is what shows the step ran, lands seconds after the step began.
             if name == "append":
                 time.sleep(STARVED_S)
-            original_trace(name)
+            original_trace(name, path)
 
         _activities._trace = late
     elif flaw == "predicate-as-context":

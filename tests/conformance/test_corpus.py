@@ -1,13 +1,16 @@
 """The whole corpus through the runner: every case, every mode, against each SDK's conformance
 worker as a subprocess (Python, Go, Java and TypeScript; the others are built first when missing
-or stale). Any failing case fails the test, with the runner's table of failures as the message.
-This is the only place the whole corpus runs in scripts/test.sh.
+or stale), and against the embedded worker (the Python worker in the runner's process, calling
+its node in process: wiggle.embedded's layout). Any failing case fails the test, with the
+runner's table of failures as the message. This is the only place the whole corpus runs in
+scripts/test.sh.
 
 Which databases: each worker runs the corpus on one database in scripts/test.sh, and each
-database meets two workers (Python and Java on PostgreSQL, Go and TypeScript on SQLite). A worker
+database meets two workers (Python and Java on PostgreSQL, Go, TypeScript and the embedded one
+on SQLite). A worker
 talks to the server alone, never to the database: what a second database would add for it is the
 server's timing on that database, which the other worker's runs there already meet, and the
-server's own behaviour on each database is the integration suite's, on both. The four runs left
+server's own behaviour on each database is the integration suite's, on both. The runs left
 out cost a third of the test command's time. `bash scripts/corpus.sh` (WIGGLE_CORPUS=full) runs
 every worker on both."""
 
@@ -24,6 +27,7 @@ import pytest
 
 from wiggle.cli import main
 from wiggle.conformance import (
+    EMBEDDED_WORKER,
     MODES,
     PYTHON_WORKER,
     RunnerOptions,
@@ -38,7 +42,7 @@ from wiggle.conformance._session import MAIN_QUEUES, SIDE_QUEUES, Session
 # Three modes on one database take about a minute on a two-core machine; more when it is busy.
 CORPUS_TIMEOUT_S = 900
 
-WORKERS = ("python", "go", "java", "typescript")
+WORKERS = ("python", "go", "java", "typescript", "embedded")
 DATABASES = ("sqlite", "postgres")
 
 #: Each worker's databases in scripts/test.sh (the module's docstring says why).
@@ -47,6 +51,7 @@ SHORT = {
     "go": ("sqlite",),
     "java": ("postgres",),
     "typescript": ("sqlite",),
+    "embedded": ("sqlite",),
 }
 
 #: scripts/corpus.sh: every worker on every database.
@@ -72,6 +77,8 @@ def worker_command(request: pytest.FixtureRequest, worker: str) -> str:
     """The command that starts the conformance worker of `worker`'s SDK."""
     if worker == "python":
         return PYTHON_WORKER
+    if worker == "embedded":
+        return EMBEDDED_WORKER
     return str(request.getfixturevalue(f"{worker}_worker"))
 
 

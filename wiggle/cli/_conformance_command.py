@@ -201,7 +201,9 @@ def register(subparsers: Any) -> None:
         help="the worker command to start; it gets WIGGLE_ADDRESS, WIGGLE_AUTH_TOKEN, "
         "WIGGLE_CONFORMANCE_TRACE, WIGGLE_QUEUES, WIGGLE_CONFORMANCE_BATCH_SIZE and, in the "
         "TLS cases, WIGGLE_TLS_CA in its environment (spec/conformance/README.md says what "
-        "each means; env WIGGLE_CONFORMANCE_WORKER; default the Python conformance worker)",
+        "each means; env WIGGLE_CONFORMANCE_WORKER; default the Python conformance worker); "
+        "'embedded': the Python worker inside this process, calling its node with no gRPC "
+        "(docs/embedded.md)",
     )
     p.add_argument(
         "--cases",

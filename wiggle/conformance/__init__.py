@@ -1,8 +1,9 @@
 """The conformance corpus runner and the Python conformance activities (spec/conformance/).
 
 `load_cases` reads and validates the case files; `run_corpus` runs them under each execution
-mode on each database against a worker process; `summarise` turns the results into the table
-`wiggle conformance` prints. `check_flow` runs one flow of the user's under every mode and
+mode on each database against a worker process (or, given EMBEDDED_WORKER, the Python worker
+in the runner's process, calling its node in process); `summarise` turns the results into the
+table `wiggle conformance` prints. `check_flow` runs one flow of the user's under every mode and
 reports how the modes differ. `python -m wiggle.conformance` is the Python conformance worker.
 """
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from wiggle.conformance._activities import build_registry
     from wiggle.conformance._cases import Case, CaseError, default_spec_dir, load_case, load_cases
     from wiggle.conformance._check import RunResult
+    from wiggle.conformance._embedded_worker import EMBEDDED_WORKER
     from wiggle.conformance._flowcheck import (
         FlowCheck,
         FlowPlan,
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 _WHERE = {
     "Case": "wiggle.conformance._cases",
     "CaseError": "wiggle.conformance._cases",
+    "EMBEDDED_WORKER": "wiggle.conformance._embedded_worker",
     "FlowCheck": "wiggle.conformance._flowcheck",
     "FlowPlan": "wiggle.conformance._flowcheck",
     "FlowSignal": "wiggle.conformance._flowcheck",
@@ -55,6 +58,7 @@ _WHERE = {
 }
 
 __all__ = [
+    "EMBEDDED_WORKER",
     "MODES",
     "PYTHON_WORKER",
     "Case",

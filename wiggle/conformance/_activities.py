@@ -26,8 +26,8 @@ _trace_lock = threading.Lock()
 _trace_fds: dict[str, int] = {}  # path -> descriptor, opened once per process
 
 
-def _trace(activity: str) -> None:
-    path = os.environ.get(TRACE_ENV)
+def _trace(activity: str, path: str | None = None) -> None:
+    path = path or os.environ.get(TRACE_ENV)
     if not path:
         return
     info = step()
@@ -224,11 +224,15 @@ _ALL: tuple[Callable[[Any], Any], ...] = (
 ACTIVITY_NAMES = frozenset(fn.__name__ for fn in _ALL)
 
 
-def _traced(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def _traced(
+    fn: Callable[[Any], Any], path: str | None, gate: Callable[[], None] | None
+) -> Callable[[Any], Any]:
     name = fn.__name__
 
     def run(ctx: Any) -> Any:
-        _trace(name)
+        if gate is not None:
+            gate()
+        _trace(name, path)
         return fn(ctx)
 
     run.__name__ = name
@@ -236,9 +240,14 @@ def _traced(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return run
 
 
-def build_registry() -> Registry:
-    """A fresh registry holding every conformance activity, each writing the trace first."""
+def build_registry(
+    trace_path: str | None = None, gate: Callable[[], None] | None = None
+) -> Registry:
+    """A fresh registry holding every conformance activity, each writing the trace first (to
+    `trace_path`, else to the file WIGGLE_CONFORMANCE_TRACE names). `gate` is called before
+    that: the runner's in-process worker (_embedded_worker) holds a frozen or killed worker's
+    steps there, as the OS holds a stopped or dead process's."""
     registry = Registry()
     for fn in _ALL:
-        registry.register(_traced(fn), fn.__name__)
+        registry.register(_traced(fn, trace_path, gate), fn.__name__)
     return registry

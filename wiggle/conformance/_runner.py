@@ -113,7 +113,10 @@ def _execute(session: Session, case: Case, run: Run, version: str) -> RunResult:
 def _execute_once(session: Session, case: Case, run: Run, version: str) -> RunResult:
     if run.transport == "tls":
         with session.tls_worker(f"{case.id}-tls"):
-            return _execute_run(session, case, run, version)
+            result = _execute_run(session, case, run, version)
+        if session.embedded:
+            result.notes.append("in process: the embedded worker has no transport, TLS unused")
+        return result
     session.recorder.arm(run.server_faults)
     try:
         return _execute_run(session, case, run, version)

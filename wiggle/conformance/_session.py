@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wiggle.conformance._cases import Case, Fault, Moment
+from wiggle.conformance._embedded_worker import EMBEDDED_WORKER, EmbeddedWorker
 from wiggle.conformance._recorder import Recorder
 from wiggle.conformance._spoiled import Landed
 from wiggle.conformance._trace import Trace, TraceLine
@@ -106,6 +107,7 @@ class Session:
             )
         )
         self.engine, self.client, self.address = embedded.engine, embedded.client, embedded.address
+        self.server = embedded.server
         if options.on_engine is not None:
             options.on_engine(self.engine)
         self.trace = Trace(tmp / f"trace-{mode}-{uuid.uuid4().hex[:8]}.jsonl")
@@ -118,8 +120,8 @@ class Session:
         }
         for key in ("WIGGLE_TLS_CA", "WIGGLE_QUEUES"):
             self.env.pop(key, None)
-        self.worker: WorkerProcess | None = None
-        self.side: WorkerProcess | None = None
+        self.worker: WorkerProcess | EmbeddedWorker | None = None
+        self.side: WorkerProcess | EmbeddedWorker | None = None
         self.graphs: dict[str, Graph] = {}
         self._tls_address: str | None = None
         self._tls_ca: str = ""
@@ -127,11 +129,25 @@ class Session:
     def close(self) -> None:
         self._stack.close()
 
-    def _process(self, label: str, queues: str, **env: str) -> WorkerProcess:
+    @property
+    def embedded(self) -> bool:
+        """Whether the worker under test is the embedded one (_embedded_worker), in process."""
+        return self.options.worker == EMBEDDED_WORKER
+
+    def _process(self, label: str, queues: str, **env: str) -> WorkerProcess | EmbeddedWorker:
+        if self.embedded:
+            return EmbeddedWorker(
+                self.server.service,
+                interceptors=[self.recorder],
+                queues=queues.split(","),
+                trace_path=str(self.trace.path),
+                batch_size=BATCH_SIZE,
+                label=label,
+            )
         log = self.tmp / f"worker-{self.mode}-{label.replace('/', '_')}.log"
         return WorkerProcess(self.options.worker, {**self.env, "WIGGLE_QUEUES": queues, **env}, log)
 
-    def _start(self, *workers: tuple[WorkerProcess, str]) -> None:
+    def _start(self, *workers: tuple[WorkerProcess | EmbeddedWorker, str]) -> None:
         """Start each (process, its queues) and wait until each polls: a case's clock must not
         run while a worker boots (a JVM takes seconds: its deadline would pay for the start-up,
         and a fault aimed at one of its steps would find a worker that had run nothing yet)."""
@@ -160,7 +176,7 @@ class Session:
         return None
 
     @contextmanager
-    def worker_process(self, label: str) -> Iterator[WorkerProcess]:
+    def worker_process(self, label: str) -> Iterator[WorkerProcess | EmbeddedWorker]:
         self.worker = self._process(label, MAIN_QUEUES)
         self.side = self._process(f"{label}-side", SIDE_QUEUES)
         try:
@@ -182,8 +198,9 @@ class Session:
     @contextmanager
     def tls_worker(self, label: str) -> Iterator[None]:
         """For one run: the usual workers stand aside and a worker connected over TLS (to a
-        second server of the same engine, with the same token) serves every queue."""
-        if self._tls_address is None:
+        second server of the same engine, with the same token) serves every queue. The embedded
+        worker has no transport to secure: one of it serves every queue, in process."""
+        if self._tls_address is None and not self.embedded:
             from wiggle.conformance._tls import make_certificates
             from wiggle.server import Server, ServerConfig
 
@@ -215,7 +232,7 @@ class Session:
         tls = self._process(
             label,
             f"{MAIN_QUEUES},{SIDE_QUEUES}",
-            WIGGLE_ADDRESS=self._tls_address,
+            WIGGLE_ADDRESS=self._tls_address or "",
             WIGGLE_TLS_CA=self._tls_ca,
         )
         try:

@@ -6,8 +6,9 @@ with the request message as it was built: no HTTP/2, no encoding of the message,
 Everything else is the service's own: the request checks, the limits, the error mapping (an
 error ends the call as `abort` would, with the status code and the trailing details a remote
 caller gets, so the worker's retry rules and the client's errors are the same). What a remote
-call has that these do not: the interceptors (authentication is for callers from elsewhere; a
-caller in this process holds the engine already).
+call has that these do not: the server's interceptors (authentication is for callers from
+elsewhere; a caller in this process holds the engine already), unless the stub is given some
+(`interceptors`: the conformance runner's recorder sees an embedded worker's calls so).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import grpc
 
@@ -51,13 +52,24 @@ class InProcessRpcError(grpc.RpcError):
 class _CallContext:
     """The part of `grpc.ServicerContext` the services use, for one call in this process."""
 
-    def __init__(self, timeout: float | None, metadata: Metadata | None) -> None:
+    def __init__(
+        self,
+        timeout: float | None,
+        metadata: Metadata | None,
+        alive: Callable[[], bool] | None = None,
+    ) -> None:
         self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._alive = alive
         self._metadata = tuple(metadata or ())
         self._trailing: Metadata = ()
+        self._code: grpc.StatusCode | None = None
+        self._details = ""
 
     def is_active(self) -> bool:
-        # The caller waits on this thread: it is there until the deadline passes.
+        # The caller waits on this thread: it is there until the deadline passes (or, given
+        # `alive`, until that says the caller is gone, as a dropped connection would).
+        if self._alive is not None and not self._alive():
+            return False
         return self._deadline is None or time.monotonic() < self._deadline
 
     def time_remaining(self) -> float | None:
@@ -69,7 +81,18 @@ class _CallContext:
     def set_trailing_metadata(self, metadata: Metadata) -> None:
         self._trailing = tuple(metadata)
 
+    def trailing_metadata(self) -> Metadata:
+        return self._trailing
+
+    def code(self) -> grpc.StatusCode | None:
+        """The status the call was ended with (None: not ended with one yet)."""
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
     def abort(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
         raise InProcessRpcError(code, details, self._trailing)
 
     def auth_context(self) -> dict[str, list[bytes]]:
@@ -82,10 +105,24 @@ class _CallContext:
 class InProcessStub:
     """`servicer`'s methods with a stub's signature, `Method(request, timeout=, metadata=)`.
 
-    `counts` holds the calls made through it by method (what a channel's RPCs would be)."""
+    `counts` holds the calls made through it by method (what a channel's RPCs would be).
+    `interceptors` (grpc.ServerInterceptor) wrap each method as a server applies them, the
+    first outermost; they see the method as `/service/Method`. `alive`: asked by a call's
+    `is_active()`; once it answers False the caller counts as gone (a long poll then ends and
+    hands back what it claimed, as for a caller whose connection dropped)."""
 
-    def __init__(self, servicer: Any) -> None:
+    def __init__(
+        self,
+        servicer: Any,
+        *,
+        service: str = "",
+        interceptors: Sequence[Any] = (),
+        alive: Callable[[], bool] | None = None,
+    ) -> None:
         self._servicer = servicer
+        self._service = service
+        self._interceptors = tuple(interceptors)
+        self._alive = alive
         self._methods: dict[str, Callable[..., Any]] = {}
         self._lock = threading.Lock()
         self.counts: Counter[str] = Counter()
@@ -106,6 +143,9 @@ class InProcessStub:
         return method
 
     def _bind(self, name: str, handler: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+        if self._interceptors:
+            handler = self._intercepted(name, handler)
+
         def call(
             request: Any,
             timeout: float | None = None,
@@ -114,6 +154,40 @@ class InProcessStub:
         ) -> Any:
             with self._lock:
                 self.counts[name] += 1
-            return handler(request, _CallContext(timeout, metadata))
+            return handler(request, _CallContext(timeout, metadata, self._alive))
 
         return call
+
+    def _intercepted(
+        self, name: str, handler: Callable[[Any, Any], Any]
+    ) -> Callable[[Any, Any], Any]:
+        """`handler` wrapped by the interceptors, built once per method: each interceptor is
+        given the method's details and the next one as its continuation, as a server does."""
+        details = _MethodDetails(f"/{self._service}/{name}")
+
+        def innermost(_: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler[Any, Any] | None:
+            return grpc.unary_unary_rpc_method_handler(handler)
+
+        continuation: Callable[[grpc.HandlerCallDetails], Any] = innermost
+        for interceptor in reversed(self._interceptors):
+
+            def outer(
+                d: grpc.HandlerCallDetails, i: Any = interceptor, c: Any = continuation
+            ) -> Any:
+                return i.intercept_service(c, d)
+
+            continuation = outer
+        wrapped = continuation(details)
+        serve = None if wrapped is None else wrapped.unary_unary
+        if serve is None:
+            raise AttributeError(f"{name}: no unary handler after the interceptors")
+        return cast("Callable[[Any, Any], Any]", serve)
+
+
+class _MethodDetails(grpc.HandlerCallDetails):
+    """What an interceptor learns of a call before it is served: its method (the metadata an
+    interceptor would read are not passed in process)."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.invocation_metadata: tuple[tuple[str, str | bytes], ...] = ()
