@@ -22,7 +22,6 @@ stopped process's `hold` would sleep on; its result is not delivered when the wo
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -134,9 +133,9 @@ class EmbeddedWorker:
 
     def start(self) -> None:
         from wiggle.conformance._activities import build_registry
+        from wiggle.embedded import in_process_worker
         from wiggle.server import InProcessStub
         from wiggle.server._server import SERVICE_NAME
-        from wiggle.worker import Worker
 
         life = _Life()
         stub = InProcessStub(
@@ -145,16 +144,15 @@ class EmbeddedWorker:
             interceptors=self._interceptors,
             alive=life.alive,
         )
-        worker = Worker(
-            "in-process",
+        # The embedded node's own worker, as wiggle.embedded.Engine makes it, with the
+        # conformance worker's settings (python -m wiggle.conformance).
+        worker = in_process_worker(
+            _GatedStub(stub, life),
             queues=self._queues,
             registry=build_registry(self._trace_path, gate=life.gate),
             concurrency=64,
             local_batch_size=self._batch_size,
             poll_wait_ms=2_000,
-            worker_id=f"embedded:{os.getpid()}:{os.urandom(4).hex()}",
-            stub=_GatedStub(stub, life),
-            tls=False,
         )
         worker.start()
         self._worker, self._life = worker, life

@@ -20,12 +20,38 @@ from wiggle.worker import Registry, Worker, default_registry
 if TYPE_CHECKING:
     from wiggle.compiler import CompiledFlow
 
-__all__ = ["IN_PROCESS", "Engine"]
+__all__ = ["IN_PROCESS", "Engine", "in_process_worker"]
 
 _log = logging.getLogger("wiggle.embedded")
 
 #: What messages call the node's services when no port is open (in place of an address).
 IN_PROCESS = "in-process"
+
+
+def in_process_worker(
+    stub: Any,
+    *,
+    queues: Iterable[str],
+    registry: Registry,
+    concurrency: int = 16,
+    local_batch_size: int = 64,
+    **options: Any,
+) -> Worker:
+    """The worker an embedded node runs (not started): `registry`'s handlers on `queues`,
+    calling the node through `stub` (an InProcessStub of its service). The conformance runner's
+    embedded worker is this one, with the recorder on its stub. `options`: the rest of
+    Worker's (poll_wait_ms, ...)."""
+    return Worker(
+        IN_PROCESS,
+        queues=tuple(queues),
+        registry=registry,
+        concurrency=concurrency,
+        local_batch_size=local_batch_size,
+        worker_id=f"embedded:{os.getpid()}:{os.urandom(4).hex()}",
+        stub=stub,
+        tls=False,
+        **options,
+    )
 
 
 class Engine:
@@ -96,15 +122,12 @@ class Engine:
             #: The worker running the handlers here (None with `worker=False`).
             self.worker: Worker | None = None
             if worker:
-                self.worker = Worker(
-                    IN_PROCESS,
-                    queues=tuple(queues),
+                self.worker = in_process_worker(
+                    self._stub,
+                    queues=queues,
                     registry=activities or default_registry,
                     concurrency=concurrency,
                     local_batch_size=local_batch_size,
-                    worker_id=f"embedded:{os.getpid()}:{os.urandom(4).hex()}",
-                    stub=self._stub,
-                    tls=False,
                 )
                 self.worker.start()
                 stack.callback(self.worker.stop)
