@@ -203,6 +203,29 @@ def test_runtime_reasons_need_their_cause(reason: str, allowed: dict[str, Any]) 
     assert judge(d, advance(step("a"), final=reason), **allowed) == []
 
 
+def _beat(at: float) -> Call:
+    return Call(order=next(_order), at=at, rpc="Heartbeat", task_id="t", lease="L1", seq=0)
+
+
+def test_lease_budget_after_steady_heartbeats_is_caught() -> None:
+    """Heartbeats every third of a 60 s lease, the last 5 s before the hand-back: the worker had
+    most of its lease left."""
+    d = task("a", "LOCAL_SYNC")
+    beats = [_beat(t) for t in (20.0, 40.0, 60.0)]
+    [problem] = judge(d, *beats, replace(advance(step("a"), final="lease_budget"), at=65.0))
+    assert "heartbeats kept the lease" in problem
+
+
+def test_lease_budget_is_plausible_after_a_long_gap_in_the_heartbeats() -> None:
+    """The worker was held up for 40 s of a 60 s lease: its next heartbeat renewed the lease just
+    before the hand-back, whose decision may have come before that renewal's answer did."""
+    d = task("a", "LOCAL_SYNC")
+    beats = [_beat(t) for t in (20.0, 60.0)]
+    assert judge(d, *beats, replace(advance(step("a"), final="lease_budget"), at=60.2)) == []
+    # Or with no heartbeat for half a lease before the hand-back.
+    assert judge(d, _beat(20.0), replace(advance(step("a"), final="lease_budget"), at=51.0)) == []
+
+
 def test_unknown_activity_needs_a_missing_activity() -> None:
     d = task("a", "LOCAL_SYNC")
     assert judge(d, advance(step("a"), final="unknown_activity"))

@@ -400,18 +400,25 @@ class _Run:
 
     def _lease_was_low(self, call: Call, last: StepSeen) -> bool:
         """Whether `lease_budget` is plausible: heartbeats were refused, the run was disturbed,
-        or half a lease had passed since the lease was last renewed (the shorter of the task's
-        timeout and the last step's: a worker that does not name its step in heartbeats keeps
-        the task's)."""
+        or half a lease (the shorter of the task's timeout and the last step's: a worker that
+        does not name its step in heartbeats keeps the task's) had passed since the lease was
+        last renewed, or between that renewal and the one before it. In the second case the
+        worker was held up (a heartbeat comes every third of a lease), and when it went on, the
+        renewal it then sent may still have been on its way back as it decided: a starved
+        worker once handed back so, correctly, 0.2 s after a renewal it had not yet heard."""
         if self.ctx.heartbeats_refused or self.ctx.disturbed:
             return True
-        renewed = self.d.at
+        renewals = [self.d.at]
         for c in self.calls:
             if c.order < call.order and c.code == "OK" and (c.rpc == "Heartbeat" or not c.final):
-                renewed = max(renewed, c.at)
+                renewals.append(c.at)
+        renewals.sort()
         node = self.graph.nodes.get(last.node_id)
         timeout_ms = min(getattr(node, "timeout_ms", 0) or self.d.timeout_ms, self.d.timeout_ms)
-        return (call.at - renewed) * 1000 >= timeout_ms / 2
+        half_s = timeout_ms / 2000
+        if call.at - renewals[-1] >= half_s:
+            return True
+        return len(renewals) > 1 and renewals[-1] - renewals[-2] >= half_s
 
     def _flush_reason(
         self, last: StepSeen, buffered: int, call: Call, following: Call | None
