@@ -177,13 +177,6 @@ class EmbeddedWorker:
         if self._life is not None:
             self._life.thaw()
 
-    def pause(self, ms: int) -> None:
-        self.freeze()
-        try:
-            time.sleep(ms / 1000)
-        finally:
-            self.thaw()
-
     def stop(self, grace_s: float = 10.0) -> None:
         """A drain (SIGTERM's), then a kill if it takes longer than `grace_s`."""
         worker = self._worker
