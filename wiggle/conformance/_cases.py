@@ -172,10 +172,14 @@ class Case:
     flows: list[dict[str, Any]]
     runs: list[Run]
     path: Path
+    #: Whether the case runs in a session's one-at-a-time phase (_runner): a run that needs the
+    #: worker to itself, or one that watches a lease out (tens of seconds of waiting, which the
+    #: phase of plain cases, one session after another, would make every session wait for).
     has_faults: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "has_faults", any(r.alone for r in self.runs))
+        waits = any(r.alone or r.expect.watch_leases for r in self.runs)
+        object.__setattr__(self, "has_faults", waits)
 
 
 def _read(path: Path) -> Any:
