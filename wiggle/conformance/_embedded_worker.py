@@ -23,18 +23,18 @@ stopped process's `hold` would sleep on; its result is not delivered when the wo
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import grpc
+
+from wiggle.server import InProcessRpcError, InProcessStub
+from wiggle.server._server import SERVICE_NAME
 
 __all__ = ["EMBEDDED_WORKER", "EmbeddedWorker"]
 
 #: The `--worker` value that runs the embedded worker instead of a command.
 EMBEDDED_WORKER = "embedded"
-
-#: How long a dead worker's call waits before its UNAVAILABLE: its retries then idle instead of
-#: spinning until its stop (below) tells it to give up.
-_DEAD_CALL_S = 0.2
 
 
 class _Life:
@@ -88,24 +88,18 @@ class _GatedStub:
         method = getattr(self._stub, name)
 
         def call(request: Any, *args: Any, **kwargs: Any) -> Any:
-            from wiggle.server import InProcessRpcError
-
             try:
                 self._life.gate()
             except _Killed:
-                time.sleep(_DEAD_CALL_S)
+                # The worker's retries back off as they do for a server that cannot be reached,
+                # until its stop (kill, below) tells it to give up.
                 raise InProcessRpcError(
-                    _unavailable(), "the embedded worker was killed: its call went nowhere"
+                    grpc.StatusCode.UNAVAILABLE,
+                    "the embedded worker was killed: its call went nowhere",
                 ) from None
             return method(request, *args, **kwargs)
 
         return call
-
-
-def _unavailable() -> Any:
-    import grpc
-
-    return grpc.StatusCode.UNAVAILABLE
 
 
 class EmbeddedWorker:
@@ -134,8 +128,6 @@ class EmbeddedWorker:
     def start(self) -> None:
         from wiggle.conformance._activities import build_registry
         from wiggle.embedded import in_process_worker
-        from wiggle.server import InProcessStub
-        from wiggle.server._server import SERVICE_NAME
 
         life = _Life()
         stub = InProcessStub(

@@ -239,6 +239,16 @@ class Recorder(_Interceptor):
                 (c for c in self._cancels if c.instance_id == instance_id), key=lambda c: c.arrived
             )
 
+    def recorded(self) -> int:
+        """How many calls have been recorded so far (for `wait_more`)."""
+        with self._lock:
+            return len(self._calls)
+
+    def wait_more(self, seen: int, timeout_s: float) -> None:
+        """Wait until more than `seen` calls are recorded, or `timeout_s` passes."""
+        with self._lock:
+            self._lock.wait_for(lambda: len(self._calls) > seen, timeout_s)
+
     def wait_recorded(self, leases: set[str], timeout_s: float) -> bool:
         """Wait until no call about these leases is still being served. The server applies a
         report before this records it: an instance can be seen finished while the report that
@@ -515,6 +525,7 @@ class Recorder(_Interceptor):
         )
         with self._lock:
             self._calls.append(_numbered(call, len(self._calls)))
+            self._lock.notify_all()
 
     def _deliver(self, method: str, request: Any, response: Any) -> None:
         if method == "PollTasks":

@@ -304,19 +304,23 @@ def _watch_leases_out(session: Session, watch: Watch, version: str, deadline: fl
     late has started by then, however slowly a loaded machine let it get there: a fixed settle
     time could end first (it did, once)."""
     graph = session.graphs.get(version)
+    recorder = session.recorder
     instances = {watch.root, *(i.instance_id for i in watch.descendants())}
-    while time.monotonic() < deadline:
-        deliveries = session.recorder.deliveries(instances)
-        calls = session.recorder.calls({d.lease for d in deliveries})
+    while True:
+        seen = recorder.recorded()
+        deliveries = recorder.deliveries(instances)
+        calls = recorder.calls({d.lease for d in deliveries})
         open_until = 0.0
         for d in deliveries:
             mine = [c for c in calls if c.lease == d.lease]
             if any(c.rpc in REPORTS and (c.rpc != "AdvanceRun" or c.final) for c in mine):
                 continue
             open_until = max(open_until, _lease_end(d, mine, graph) + _LEASE_MARGIN_S)
-        if time.monotonic() >= open_until:
+        now = time.monotonic()
+        if now >= min(open_until, deadline):
             return
-        time.sleep(0.1)
+        # Until the lease runs out, or a call (a report ending it, a renewal) comes first.
+        recorder.wait_more(seen, min(open_until, deadline) - now)
 
 
 def _lease_end(delivery: Delivery, calls: Sequence[Call], graph: Graph | None) -> float:
@@ -544,17 +548,11 @@ def _busy_part(
 
 
 def _expected_ms(case: Case) -> int:
-    """Roughly how long a case takes: its longest hold, settle or minimum time, or a lease it
-    watches out (watch_leases: the longest timeout its flow's steps give), run by run."""
-    from wiggle.compiler import parse_duration
-
-    steps = case.flow.get("steps", [])
-    timeouts = [s["timeout"] for s in steps if isinstance(s, dict) and "timeout" in s]
-    lease = max([parse_duration(str(t)) for t in timeouts], default=30_000)
+    """Roughly how long a case takes: its longest hold, settle or minimum time, run by run."""
     total = 0
     for run in case.runs:
         hold = run.input.get("hold_ms", 0) if isinstance(run.input, dict) else 0
-        settle = lease if run.expect.watch_leases else run.expect.settle_ms or 0
+        settle = run.expect.settle_ms or 0
         total += max(hold if isinstance(hold, int) else 0, settle, run.expect.min_elapsed_ms)
     return total
 

@@ -14,7 +14,6 @@ import shlex
 import subprocess
 import textwrap
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -188,15 +187,24 @@ def test_two_embedded_nodes_share_a_database(postgres_database_url: str) -> None
     assert {r.status for r in results} == {"COMPLETED"}
 
 
-def test_close_ends_the_workers_open_poll_on_the_node(tmp_path: Any) -> None:
+def test_close_ends_the_workers_open_poll_on_the_node(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # An idle worker waits in a long poll (10 s) on its own thread. Stopping it asks the node to
     # end that poll (EndPolls), as a worker over gRPC does; before, close() waited the poll out.
+    from wiggle.server._service import WiggleService
+
+    waiting = threading.Event()
+    long_poll = WiggleService._long_poll
+
+    def noted(self: WiggleService, *args: Any) -> Any:
+        waiting.set()  # the poll is open on the node, and waits there
+        return long_poll(self, *args)
+
+    monkeypatch.setattr(WiggleService, "_long_poll", noted)
     wiggle = Engine(f"sqlite:///{tmp_path / 'w.db'}", activities=_registry({}))
     stub = wiggle._stub
-    deadline = time.monotonic() + 30
-    while stub.counts["PollTasks"] == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert stub.counts["PollTasks"] >= 1
+    assert waiting.wait(30)
     wiggle.close()
     assert stub.counts["EndPolls"] >= 1
 
