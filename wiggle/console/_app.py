@@ -153,7 +153,7 @@ class _Guard(BaseHTTPMiddleware):
                 response = await call_next(request)
             finally:
                 done(mark)
-        if fresh:
+        if fresh and request.scope.get("wiggle.csrf_shown"):
             response.set_cookie(
                 sec.CSRF_COOKIE,
                 csrf,

@@ -98,6 +98,10 @@ class Pages:
     def page(
         self, request: Request, name: str, context: dict[str, Any], status_code: int = 200
     ) -> Response:
+        # The middleware sets a new CSRF cookie only on a response that carries the token: a
+        # redirect or a refused live refresh minting one of its own could land after the page
+        # with the form and leave that form's token unmatched (a login then fails).
+        request.scope["wiggle.csrf_shown"] = True
         context = {
             "csrf": request.scope.get("wiggle.csrf", ""),
             "path": request.url.path,

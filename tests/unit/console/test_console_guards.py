@@ -122,6 +122,7 @@ def test_off_loopback_every_page_needs_a_login_with_the_token():
     response = client.get("/instances")
     assert response.status_code == 303 and response.headers["location"].startswith("/login")
     assert client.get("/instances", headers={"x-wiggle-fragment": "1"}).status_code == 401
+    client.get("/login")
     token = client.cookies["wiggle_csrf"]
     wrong = client.post("/login", data={"csrf": token, "token": "guess"})
     assert wrong.status_code == 401 and "wiggle_session" not in client.cookies
@@ -134,9 +135,27 @@ def test_off_loopback_every_page_needs_a_login_with_the_token():
     assert client.get("/instances").status_code == 303
 
 
+def test_only_a_response_that_shows_the_csrf_token_sets_its_cookie():
+    # A browser whose cookies were cleared: the old page's live refresh (refused, no login) and
+    # the redirect to the login page must not mint tokens of their own, for one landing after
+    # the login page would leave its form's token unmatched (a clean clone's run failed so).
+    client, _ = _client(settings_for("0.0.0.0", "s3cret"), base="http://console.internal:8080")
+    refused = client.get("/instances", headers={"x-wiggle-fragment": "1"})
+    redirect = client.get("/instances")
+    assert refused.status_code == 401 and redirect.status_code == 303
+    assert "set-cookie" not in refused.headers and "set-cookie" not in redirect.headers
+    login = client.get("/login")
+    token = client.cookies["wiggle_csrf"]
+    assert f'value="{token}"' in login.text
+    again = client.get("/instances", headers={"x-wiggle-fragment": "1"})
+    assert "set-cookie" not in again.headers and client.cookies["wiggle_csrf"] == token
+    assert client.post("/login", data={"csrf": token, "token": "s3cret"}).status_code == 303
+
+
 def test_the_login_never_redirects_off_the_console():
     client, _ = _client(settings_for("0.0.0.0", "s3cret"), base="http://console.internal")
-    token = _csrf(client)
+    client.get("/login")
+    token = client.cookies["wiggle_csrf"]
     response = client.post("/login?next=//evil.example/x", data={"csrf": token, "token": "s3cret"})
     assert response.headers["location"] == "/"
 
