@@ -265,3 +265,24 @@ def test_rollback_after_a_partial_apply_restores_the_canary_only(make_driver):
     # The plan still applies: every instance is where it was planned.
     again = drain_batch(d.engine, d.engine.apply_migration(plan, rate_per_s=1000).batch_id)
     assert again.done == 4
+
+
+def test_a_node_renamed_by_a_migration_keeps_its_input_for_a_reset(make_driver):
+    d = make_driver(_handlers())
+    d.deploy(V1)
+    (iid,) = _waiting(d, 1)
+    received = d.engine.describe(iid, include_events=True).step_inputs["approved"]["context"]
+    v3 = d.deploy(
+        "wiggle: 1\nname: approval\nsteps:\n  - task: prepare\n  - await: approved_v3\n"
+        "  - task: book\n"
+    )
+    mapped = d.engine.plan_migration("approval", v3.version, mapping={"approved": "approved_v3"})
+    drain_batch(d.engine, d.engine.apply_migration(mapped, rate_per_s=1000).batch_id)
+    kept = d.engine.describe(iid, include_events=True).step_inputs
+    assert "approved" not in kept and kept["approved_v3"]["context"] == received
+    d.engine.signal(iid, "approved_v3", {"ok": 1})
+    assert d.run(iid).status is InstanceStatus.COMPLETED
+    d.engine.reset(iid, "approved_v3")
+    view = d.run(iid, until=lambda v: any(t.state is TokenState.AWAITING for t in v.tokens))
+    (waiting,) = [t for t in view.tokens if t.state is TokenState.AWAITING]
+    assert (waiting.node_id, waiting.context) == ("approved_v3", received)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from engine_testkit import MODES, Fail, events_of
 
+from wiggle.compiler import load_flow
 from wiggle.engine import InstanceStatus, StepFailure, StepOutcome, TokenState
 from wiggle.errors import InvalidRequest, RepairRefused, StaleLease
 
@@ -415,3 +416,25 @@ def test_retry_refused_for_an_instance_that_failed_before_halted_states_were_kep
     engine.db.write(lambda c: c.exec_driver_sql("UPDATE wiggle_tokens SET halted = NULL"))
     with pytest.raises(RepairRefused, match="no record of where it was"):
         engine.retry(iid)
+
+
+def test_inputs_entered_in_a_transition_that_logs_no_event_get_an_event_of_their_own(engine):
+    """The inputs ride on the instance's last event of the transition; one that logged none
+    (no such move exists today) still keeps them, on an `inputs_recorded` event."""
+    from wiggle.engine.store.inputs import recorded_inputs
+
+    engine.register(load_flow(LINEAR))
+    iid = engine.start("lin", {"n": 1}).instance_id
+
+    def enter(conn):
+        tx = engine.ops.tx(conn)
+        tx.entered_at(iid, "c", {"n": 7}, {"c": 2})
+        tx.finish()
+
+    engine.db.write(enter)
+    kept = engine.db.read(lambda conn: recorded_inputs(conn, iid))
+    assert (kept["c"].context, kept["c"].loop_counts) == ({"n": 7}, {"c": 2})
+    assert kept["a"].context == {"n": 1}
+    view = engine.describe(iid, include_events=True)
+    assert view.events[-1].kind == "inputs_recorded"
+    assert len(events_of(view, "inputs_recorded")) == 1

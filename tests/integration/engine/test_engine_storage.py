@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy import select, update
@@ -284,8 +286,73 @@ steps:
 """
 
 
+def _make_v9(conn):
+    """Turn a current database back into schema 9: the inputs each node received last are rows
+    of wiggle_step_inputs (one per instance and node), not on the events."""
+    e = schema.events
+    rows = conn.execute(
+        select(e.c.instance_id, e.c.at_ms, e.c.entered)
+        .where(e.c.entered.is_not(None))
+        .order_by(e.c.seq)
+    ).all()
+    kept: dict[tuple[str, str], dict] = {}
+    for row in rows:
+        for node, item in json.loads(row.entered)["nodes"].items():
+            kept[(row.instance_id, node)] = {
+                "instance_id": row.instance_id,
+                "node_id": node,
+                "context": json.dumps(item["context"]),
+                "input": json.dumps(item["input"]) if "input" in item else None,
+                "loop_counts": json.dumps(item["loop_counts"]),
+                "at_ms": row.at_ms,
+            }
+    if kept:
+        conn.execute(schema.step_inputs.insert(), list(kept.values()))
+    conn.exec_driver_sql("ALTER TABLE wiggle_events DROP COLUMN entered")
+    conn.execute(update(schema.schema_version).values(version=9))
+
+
+def test_a_schema_9_database_is_upgraded_to_10_and_resets_to_nodes_passed_before(database_url):
+    """Schema 10 keeps each node's input on the events. What an instance recorded before (rows
+    of wiggle_step_inputs) still answers a reset, and what it records after supersedes it."""
+    e = Engine(database_url)
+    try:
+        e.register(LIN2)
+        started = e.start("lin", {"x": 1})
+        (task,) = e.poll(["default"], "w", 1)
+        e.complete(task.task_id, task.lease, {"y": 2})
+        e.db.write(_make_v9)
+    finally:
+        e.close()
+    e = Engine(database_url)
+    try:
+        got = e.db.read(lambda c: c.execute(select(schema.schema_version.c.version)).scalar_one())
+        assert got == SCHEMA_VERSION == 10
+        iid = started.instance_id
+        before = e.describe(iid, include_events=True).step_inputs
+        assert before["a"]["context"] == {"x": 1}
+        assert before["b"]["context"] == {"y": 2}  # a's result is b's context
+        (task,) = e.poll(["default"], "w", 1)
+        e.complete(task.task_id, task.lease, {"z": 3})
+        assert e.describe(iid).status is InstanceStatus.COMPLETED
+        e.reset(iid, "b")  # from the row schema 9 wrote
+        (task,) = e.poll(["default"], "w", 1)
+        assert (task.node_id, task.input) == ("b", {"y": 2})
+        e.complete(task.task_id, task.lease, {"z": 4})
+        e.reset(iid, "a")
+        (task,) = e.poll(["default"], "w", 1)
+        assert (task.node_id, task.input) == ("a", {"x": 1})
+        e.complete(task.task_id, task.lease, {"y": 5})
+        after = e.describe(iid, include_events=True).step_inputs
+        assert after["b"]["context"] == {"y": 5}
+        assert after["b"]["at_ms"] >= after["a"]["at_ms"] >= before["b"]["at_ms"]
+    finally:
+        e.close()
+
+
 def _make_v8(conn):
     """Turn a current database back into schema 8 (no trace context)."""
+    _make_v9(conn)
     for column in ("traceparent", "tracestate"):
         conn.exec_driver_sql(f"ALTER TABLE wiggle_instances DROP COLUMN {column}")
     conn.execute(update(schema.schema_version).values(version=8))
@@ -306,7 +373,7 @@ def test_a_schema_8_database_is_upgraded_to_9_and_its_instances_get_a_trace(data
     e = Engine(database_url)
     try:
         got = e.db.read(lambda c: c.execute(select(schema.schema_version.c.version)).scalar_one())
-        assert got == SCHEMA_VERSION == 9
+        assert got == SCHEMA_VERSION
         assert e.describe(kept.instance_id).trace_id == trace_id_for(kept.instance_id)
         parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
         fresh = e.start("reminded", {}, traceparent=parent, tracestate="k=v")

@@ -19,6 +19,7 @@ from wiggle.graph import ExecutionMode, Graph
 from ..model.types import InstanceStatus, Json, TokenState
 from ..store import schema as s
 from ..store.db import Database
+from ..store.inputs import Entry, RecordedInput, entered_column
 from ..store.rows import TOKEN_COLUMNS, Inst, Tok, dumps, loads, new_id
 from ..store.transition import FenceLost, Rows
 from ..store.wakeups import Wakeups
@@ -66,9 +67,12 @@ class Tx:
         # Instance rows waiting to be written (with the tokens, in the same statement).
         self._instance_inserts: dict[str, dict[str, Any]] = {}
         self._instance_updates: dict[str, dict[str, Any]] = {}
-        # The input of each node a top-level token entered (the last visit per node), and the
-        # search attribute values that changed: written with the tokens.
-        self._inputs: dict[tuple[str, str], dict[str, Any]] = {}
+        # The input of each node a top-level token entered (the last visit per node), by
+        # instance, written on the instance's last event (store/inputs.py); the inputs that
+        # replace an instance's record (a migration's renames); and the search attribute values
+        # that changed, written with the tokens.
+        self._inputs: dict[str, dict[str, Entry]] = {}
+        self._replaced: dict[str, dict[str, RecordedInput]] = {}
         self._search: dict[tuple[str, str], tuple[str | None, float | None] | None] = {}
 
     # -- tokens ---------------------------------------------------------------------------------
@@ -131,14 +135,15 @@ class Tx:
         input: Json = _NO_INPUT,
     ) -> None:
         """`entered` for a top-level token that reached `node_id` inside a worker's local run."""
-        self._inputs[(instance_id, node_id)] = {
-            "instance_id": instance_id,
-            "node_id": node_id,
-            "context": dumps(context),
-            "input": None if input is _NO_INPUT else dumps(input),
-            "loop_counts": dumps(loop_counts),
-            "at_ms": self.now,
-        }
+        self._inputs.setdefault(instance_id, {})[node_id] = Entry(
+            dumps(context), dumps(loop_counts), None if input is _NO_INPUT else dumps(input)
+        )
+
+    def replace_inputs(self, instance_id: str, inputs: dict[str, RecordedInput]) -> None:
+        """From this transaction on, `inputs` are all the nodes' inputs the instance has (a
+        migration renamed its nodes); written with its next event in this transaction."""
+        self._replaced[instance_id] = inputs
+        self._inputs.pop(instance_id, None)
 
     def search_values(self, instance_id: str, values: dict[str, Any]) -> None:
         """Search attribute values that changed: name -> (text, number), or None when the value
@@ -211,6 +216,7 @@ class Tx:
                 "node_id": node_id,
                 "attempt": attempt,
                 "detail": dumps(detail),
+                "entered": None,
             }
         )
 
@@ -238,6 +244,7 @@ class Tx:
 
         `commit`: this is the transaction's end, and on PostgreSQL its COMMIT is sent with the
         last write (one round trip fewer); the caller runs no statement after it."""
+        self._put_inputs_on_events()
         if self.db.event_observers and self._events:
             self.db.logged(self.conn, [self._observed(ev) for ev in self._events])
         if self.db.trace_observers and (self._events or self._notes):
@@ -286,7 +293,6 @@ class Tx:
             token_updates=updates,
             instance_updates=list(self._instance_updates.values()),
             instance_inserts=list(self._instance_inserts.values()),
-            step_inputs=list(self._inputs.values()),
         )
         rows.search_put, rows.search_gone = self._take_search()
         if with_events:
@@ -295,5 +301,24 @@ class Tx:
         self._dirty.clear()
         self._instance_updates.clear()
         self._instance_inserts = {}
-        self._inputs.clear()
         self.db.write_rows(self.conn, rows, commit=commit)
+
+    def _put_inputs_on_events(self) -> None:
+        """Each instance's entered nodes on the last event it logs in this write (a transition
+        that moves an instance logs an event for it). The inputs of an instance that logged
+        none ride on an `inputs_recorded` event of their own, so none is ever lost."""
+        last: dict[str, dict[str, Any]] = {}
+        for ev in self._events:
+            last[ev["instance_id"]] = ev
+        for instance_id in {*self._inputs, *self._replaced}:
+            if instance_id not in last:
+                import os
+
+                if os.environ.get("WIGGLE_DEBUG_INPUTS"):
+                    raise AssertionError(f"inputs without event {instance_id}")
+                self.event(instance_id, "inputs_recorded")
+                last[instance_id] = self._events[-1]
+            entries = self._inputs.get(instance_id, {})
+            last[instance_id]["entered"] = entered_column(entries, self._replaced.get(instance_id))
+        self._inputs.clear()
+        self._replaced.clear()

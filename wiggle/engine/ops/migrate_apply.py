@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, delete, select, update
+from sqlalchemy import Connection, select, update
 
 from wiggle.graph import Await, Graph, Join, Predicate, Sleep, Task
 from wiggle.migration import TokenPos, fingerprint, plan_instance
@@ -35,6 +35,7 @@ from ..machine.tx import TOKEN_COLUMNS, Inst, Tok, Tx
 from ..model.data import MISSING, parse_instant_ms, resolve_pointer
 from ..model.types import InstanceStatus, Json, TokenState
 from ..store import schema as s
+from ..store.inputs import recorded_inputs, snapshot_of
 from .bulk import Defer, Skip
 from .context import OpsContext
 from .instances import lock_instance
@@ -124,14 +125,10 @@ def _switch_version(tx: Tx, inst: Inst, version: str, mapping: Mapping[str, str]
     tx.conn.execute(update(_i).where(_i.c.id == inst.id).values(version=version))
     inst.version = version
     inst.graph = tx.graph_of(tx.conn, version)
-    si = s.step_inputs
-    for old, new in mapping.items():
-        if old == new:
-            continue
-        tx.conn.execute(delete(si).where(si.c.instance_id == inst.id, si.c.node_id == new))
-        tx.conn.execute(
-            update(si).where(si.c.instance_id == inst.id, si.c.node_id == old).values(node_id=new)
-        )
+    if any(old != new for old, new in mapping.items()):
+        # The nodes' inputs follow their renames (a reset to a renamed node starts from what it
+        # received under its old name).
+        tx.replace_inputs(inst.id, snapshot_of(recorded_inputs(tx.conn, inst.id), mapping))
     # Search values: the new version's attributes, from the context of a live token.
     gone = {name: None for name in old_graph.search if name not in inst.graph.search}
     live = [

@@ -26,9 +26,10 @@ from wiggle.graph import Await, End, Graph, Join, Predicate, Task
 from ..machine.drive import finish_instance, place
 from ..machine.park import load_instance, make_ready
 from ..machine.search import refresh_search
-from ..machine.tx import TOKEN_COLUMNS, Inst, Tok, Tx, loads
+from ..machine.tx import TOKEN_COLUMNS, Inst, Tok, Tx
 from ..model.types import InstanceStatus, TokenState
 from ..store import schema as s
+from ..store.inputs import recorded_inputs
 from .context import OpsContext
 from .instances import lock_instance
 
@@ -36,7 +37,6 @@ __all__ = ["RepairResult", "reset", "reset_target_problem", "retry"]
 
 _i = s.instances
 _t = s.tokens
-_si = s.step_inputs
 
 
 @dataclass(frozen=True)
@@ -255,18 +255,14 @@ def reset(
     if problem:
         raise InvalidRequest(problem)
     node = graph.nodes[node_id]
-    row = conn.execute(
-        select(_si.c.context, _si.c.input, _si.c.loop_counts).where(
-            _si.c.instance_id == inst.id, _si.c.node_id == node_id
-        )
-    ).first()
+    row = recorded_inputs(conn, inst.id).get(node_id)
     if row is None:
         raise InvalidRequest(
             f"{_label(inst)} never reached node {node_id!r} (or reached it before this server "
             "recorded step inputs); reset to a node it passed"
         )
     ended = _end_live_tokens(tx, inst)
-    tok = tx.new_token(inst, node_id, loads(row.context), loop_counts=loads(row.loop_counts))
+    tok = tx.new_token(inst, node_id, row.context, loop_counts=row.loop_counts)
     was = inst.status
     inst.status = InstanceStatus.RUNNING
     tx.reopen_instance(inst)
@@ -279,8 +275,8 @@ def reset(
     )
     if isinstance(node, Join):
         # The combine step again, with the branch results it was given last time.
-        tx.entered(tok, loads(row.input))
-        make_ready(tx, tok, node.queue, node.timeout_ms, loads(row.input), activity=node.activity)
+        tx.entered(tok, row.input)
+        make_ready(tx, tok, node.queue, node.timeout_ms, row.input, activity=node.activity)
     else:
         place(tx, inst, tok)
     refresh_search(tx, inst)

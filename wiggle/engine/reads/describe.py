@@ -23,6 +23,7 @@ from ..machine.search import search_of
 from ..machine.tx import TOKEN_COLUMNS, loads
 from ..model.types import EventView, InstanceStatus, InstanceView, TokenState, TokenView, WorkerSeen
 from ..store import schema as s
+from ..store.inputs import recorded_inputs
 from .explain import Facts, explain
 from .workers import POLLING_WINDOW_MS, recent_workers
 
@@ -59,7 +60,8 @@ def _event(row: Any) -> EventView:
 def _read_events(
     conn: Connection, instance_id: str, everything: bool, recent: int = RECENT_EVENTS
 ) -> list[EventView]:
-    q = select(*_e.c).where(_e.c.instance_id == instance_id)
+    shown = (_e.c.seq, _e.c.at_ms, _e.c.kind, _e.c.node_id, _e.c.attempt, _e.c.detail)
+    q = select(*shown).where(_e.c.instance_id == instance_id)
     if everything:
         return [_event(r) for r in conn.execute(q.order_by(_e.c.seq))]
     rows = conn.execute(q.order_by(_e.c.seq.desc()).limit(recent)).all()
@@ -93,20 +95,14 @@ def _with_signal_payloads(
 
 def step_inputs(conn: Connection, instance_id: str) -> dict[str, Any]:
     """What each top-level node of the instance received the last time a token entered it
-    (`wiggle_step_inputs`, one row per node): node id -> {"context", "at_ms"[, "input"]}."""
-    si = s.step_inputs
-    rows = conn.execute(
-        select(si.c.node_id, si.c.context, si.c.input, si.c.at_ms).where(
-            si.c.instance_id == instance_id
-        )
-    )
+    (store/inputs.py): node id -> {"context", "at_ms"[, "input"]}."""
     out: dict[str, Any] = {}
-    for r in rows:
-        entry: dict[str, Any] = {"context": loads(r.context), "at_ms": int(r.at_ms)}
-        if r.input is not None:
-            entry["input"] = loads(r.input)
-        out[r.node_id] = entry
-    return dict(sorted(out.items()))
+    for node, recorded in sorted(recorded_inputs(conn, instance_id).items()):
+        entry: dict[str, Any] = {"context": recorded.context, "at_ms": recorded.at_ms}
+        if recorded.has_input:
+            entry["input"] = recorded.input
+        out[node] = entry
+    return out
 
 
 def updated_at(row_updated_ms: int, events: Sequence[EventView]) -> int:

@@ -82,9 +82,10 @@ def json_rows(param: str, alias: str, columns: Sequence[str], types: dict[str, s
 
 #: `pg_write`'s events CTE, keyed: the rows come as one JSON array, in the order logged.
 EVENTS_CTE = (
-    "ev AS (INSERT INTO wiggle_events (instance_id, seq, at_ms, kind, node_id, attempt, detail) "
+    "ev AS (INSERT INTO wiggle_events "
+    "(instance_id, seq, at_ms, kind, node_id, attempt, detail, entered) "
     f"SELECT e.instance_id, {_seq('e.at_ms', 'e.instance_id', 'wiggle_events', 'e.n')}, "
-    "e.at_ms, e.kind, e.node_id, e.attempt, e.detail "
+    "e.at_ms, e.kind, e.node_id, e.attempt, e.detail, e.entered "
     f"FROM {json_rows('e', 'e', EVENT_COLUMNS, EVENT_TYPES)})"
 )
 
@@ -105,11 +106,11 @@ def signal_seq(instance_id: str, now_sql: str) -> ColumnElement[int]:
 
 
 # The CTEs that modify a table another CTE of the write may modify too go in different
-# statements: updates and deletes first, inserts second. The others (events, step inputs)
-# join the first statement there is.
+# statements: updates and deletes first, inserts second. The events join the first statement
+# there is.
 _UPDATES = ("upd", "inst", "sdel")
 _INSERTS = ("newinst", "ins", "sput")
-_ANYWHERE = ("ev", "inp")
+_ANYWHERE = ("ev",)
 
 _STATEMENTS: dict[tuple[bool, ...], list[str]] = {}
 
@@ -135,15 +136,12 @@ def keyed_write(
     events: Sequence[dict[str, Any]],
     instances: Sequence[dict[str, Any]],
     new_instances: Sequence[dict[str, Any]],
-    inputs: Sequence[dict[str, Any]],
     search_put: Sequence[dict[str, Any]],
     search_gone: Sequence[dict[str, Any]],
 ) -> None:
     """`_queries.pg_write` under the profile: keyed events, each table modified at most once
     per statement. A lost fence fails the statement that updates the tokens, as there."""
-    got = pg_write(
-        inserts, updates, events, instances, new_instances, inputs, search_put, search_gone
-    )
+    got = pg_write(inserts, updates, events, instances, new_instances, search_put, search_gone)
     if got is None:
         return
     params = got[1]

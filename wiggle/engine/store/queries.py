@@ -57,7 +57,7 @@ def _pg_type(name: str, table: Any = s.tokens) -> str:
 _TOKEN_TYPES = {name: _pg_type(name) for name in TOKEN_COLUMN_NAMES}
 #: The events a write inserts, column by column, and their PostgreSQL types (the distributed
 #: profile's keyed insert, engine/store/keyed.py, reads the same rows).
-EVENT_COLUMNS = ("instance_id", "at_ms", "kind", "node_id", "attempt", "detail")
+EVENT_COLUMNS = ("instance_id", "at_ms", "kind", "node_id", "attempt", "detail", "entered")
 EVENT_TYPES = {name: _pg_type(name, s.events) for name in EVENT_COLUMNS}
 
 
@@ -83,8 +83,6 @@ _INSTANCE_COLUMNS = tuple(c.name for c in s.instances.c)
 _NEW_INSTANCE_TYPES = {name: _pg_type(name, s.instances) for name in _INSTANCE_COLUMNS}
 
 
-_INPUT_COLUMNS = ("instance_id", "node_id", "context", "input", "loop_counts", "at_ms")
-_INPUT_TYPES = {name: _pg_type(name, s.step_inputs) for name in _INPUT_COLUMNS}
 _SEARCH_COLUMNS = ("instance_id", "name", "text_value", "num_value")
 _SEARCH_TYPES = {
     "instance_id": "text",
@@ -105,7 +103,6 @@ def pg_ctes(
     events: bool,
     instances: bool,
     new_instances: bool,
-    inputs: bool = False,
     search_put: bool = False,
     search_gone: bool = False,
     *,
@@ -153,16 +150,6 @@ def pg_ctes(
             f"SELECT {', '.join(EVENT_COLUMNS)} "
             f"FROM {rows('e', 'e', EVENT_COLUMNS, EVENT_TYPES)})"
         )
-    if inputs:
-        # One row per (instance, node) in a statement (the caller keeps the last visit only):
-        # ON CONFLICT may not touch one row twice.
-        sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in _INPUT_COLUMNS[2:])
-        ctes["inp"] = (
-            f"inp AS (INSERT INTO wiggle_step_inputs ({', '.join(_INPUT_COLUMNS)}) "
-            f"SELECT {', '.join(_INPUT_COLUMNS)} "
-            f"FROM {rows('si', 'si', _INPUT_COLUMNS, _INPUT_TYPES)} "
-            f"ON CONFLICT (instance_id, node_id) DO UPDATE SET {sets})"
-        )
     # Values that became absent and values that are set go in separate parameters, so that a
     # step that only sets a value (the common case) runs no DELETE at all.
     if search_gone:
@@ -206,7 +193,7 @@ def _build_pg_write(*shape: bool) -> str:
 _PG_WRITES: dict[tuple[bool, ...], str] = {}
 
 #: `pg_write`'s parameter names, in the order of `pg_ctes`' shape flags.
-PARAM_KEYS = ("n", "u", "e", "i", "ni", "si", "sv", "sd")
+PARAM_KEYS = ("n", "u", "e", "i", "ni", "sv", "sd")
 
 
 def pg_write(
@@ -215,7 +202,6 @@ def pg_write(
     events: Sequence[dict[str, Any]],
     instances: Sequence[dict[str, Any]] = (),
     new_instances: Sequence[dict[str, Any]] = (),
-    inputs: Sequence[dict[str, Any]] = (),
     search_put: Sequence[dict[str, Any]] = (),
     search_gone: Sequence[dict[str, Any]] = (),
 ) -> tuple[str, dict[str, Any]] | None:
@@ -235,7 +221,6 @@ def pg_write(
         bool(events),
         bool(instances),
         bool(new_instances),
-        bool(inputs),
         bool(search_put),
         bool(search_gone),
     )
@@ -251,7 +236,6 @@ def pg_write(
         events,
         instances,
         new_instances,
-        inputs,
         search_put,
         search_gone,
     )

@@ -69,7 +69,7 @@ HALTED_FAILED = "FAILED"
 HALTED_FINAL = "FINAL"
 
 #: The schema version this code writes. Bump it and add a MIGRATIONS entry for every change.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL wants a BIGINT identity.
 _SeqType = BigInteger().with_variant(Integer(), "sqlite")
@@ -234,6 +234,9 @@ events = Table(
     Column("node_id", String(200), nullable=False),
     Column("attempt", Integer, nullable=False),
     Column("detail", Text, nullable=False),
+    # Since schema 10. JSON: the input of each top-level node the event's transition entered,
+    # for `reset` (store/inputs.py); null on most events.
+    Column("entered", Text),
     Index("ix_wiggle_events_instance", "instance_id", "seq"),
 )
 
@@ -252,10 +255,12 @@ workers = Table(
     Index("ix_wiggle_workers_last_poll", "last_poll_ms"),
 )
 
-# Since schema 3. The context each node received the last time a top-level token entered it, so
+# Schema 3 to 9. The context each node received the last time a top-level token entered it, so
 # that `reset` can rewind an instance to a node it passed (engine/ops/repair.py). One row per
 # (instance, node), overwritten on each visit; nodes inside a parallel branch or a for_each body
 # are not kept (a reset to them is refused, naming the enclosing block). Pruned with the instance.
+# Since schema 10 no longer written (the events' `entered` carries the inputs, store/inputs.py),
+# only read, for what an instance recorded before the upgrade.
 step_inputs = Table(
     "wiggle_step_inputs",
     metadata,
@@ -535,6 +540,12 @@ def _v8_to_v9(conn: Connection) -> None:
         conn.exec_driver_sql(f"ALTER TABLE {instances.name} ADD COLUMN {column} {ddl}")
 
 
+def _v9_to_v10(conn: Connection) -> None:
+    """Schema 10: an event carries the inputs of the nodes its transition entered (a nullable
+    column: PostgreSQL and SQLite add it without rewriting the table)."""
+    conn.exec_driver_sql(f"ALTER TABLE {events.name} ADD COLUMN entered TEXT")
+
+
 #: MIGRATIONS[v] upgrades a database at version v to v + 1, inside the creation transaction.
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
@@ -545,6 +556,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     6: _v6_to_v7,
     7: _v7_to_v8,
     8: _v8_to_v9,
+    9: _v9_to_v10,
 }
 
 

@@ -40,7 +40,6 @@ class Rows:
     events: _Rows = field(default_factory=list)
     instance_updates: _Rows = field(default_factory=list)
     instance_inserts: _Rows = field(default_factory=list)
-    step_inputs: _Rows = field(default_factory=list)
     search_put: _Rows = field(default_factory=list)
     search_gone: _Rows = field(default_factory=list)
 
@@ -52,7 +51,6 @@ class Rows:
             self.events,
             self.instance_updates,
             self.instance_inserts,
-            self.step_inputs,
             self.search_put,
             self.search_gone,
         )
@@ -89,7 +87,7 @@ def write_sqlite(conn: Connection, rows: Rows) -> None:
         conn.execute(update(s.instances).where(s.instances.c.id == ident).values(values))
     if rows.token_inserts:
         conn.execute(s.tokens.insert(), rows.token_inserts)
-    _write_inputs_and_search(conn, rows)
+    _write_search(conn, rows)
     plain: _Rows = []
     for row in rows.token_updates:
         row = dict(row)
@@ -106,16 +104,7 @@ def write_sqlite(conn: Connection, rows: Rows) -> None:
         conn.execute(s.events.insert(), rows.events)
 
 
-def _write_inputs_and_search(conn: Connection, rows: Rows) -> None:
-    if rows.step_inputs:
-        ins = sqlite_insert(s.step_inputs)
-        conn.execute(
-            ins.on_conflict_do_update(
-                index_elements=["instance_id", "node_id"],
-                set_={c: ins.excluded[c] for c in ("context", "input", "loop_counts", "at_ms")},
-            ),
-            rows.step_inputs,
-        )
+def _write_search(conn: Connection, rows: Rows) -> None:
     w = s.search_values
     for r in rows.search_gone:
         conn.execute(delete(w).where(w.c.instance_id == r["instance_id"], w.c.name == r["name"]))
