@@ -14,9 +14,11 @@
 #   bash scripts/test.sh --quick [PYTEST_ARGS...]  the edit-run loop, a few minutes: lint, types,
 #       generated Python code, the unit tests and the integration tests on SQLite.
 #
-# The first five groups of checks run side by side, each printed when it ends; then pytest runs
-# with pytest-xdist (WIGGLE_TEST_PROCESSES processes, default 4: most tests wait on timers,
-# leases and subprocesses rather than on the two cores). Extra arguments go to pytest. At the end:
+# First what pytest needs built (the Go, Java and TypeScript conformance workers and the
+# TypeScript tests' build), side by side; then pytest with pytest-xdist (WIGGLE_TEST_PROCESSES
+# processes, default 4: most tests wait on timers, leases and subprocesses rather than on the
+# two cores), and beside it the checks that only read the tree (lint, the SDKs' own tests, the
+# scenarios), each printed when pytest has ended. Extra arguments go to pytest. At the end:
 # the ten slowest tests, the ten that took the most CPU, and how long each stage took and the CPU
 # its commands used (on two cores, a run takes about half its CPU).
 set -euo pipefail
@@ -55,16 +57,27 @@ lint() {
     "$PYTHON" -m pytest --collect-only -q -p no:cacheprovider >/dev/null
 }
 
-go_sdk() {
+# What pytest needs built (the conformance workers, the TypeScript test build its negative
+# controls run) comes first; the checks that only read the tree run beside pytest.
+go_build() {
     bash sdk/go/gen.sh --check
-    # The corpus with the Go worker runs in pytest (tests/conformance/test_corpus.py), not here.
-    (cd sdk/go && go vet ./... && WIGGLE_GO_CONFORMANCE=off go test -count=1 ./...)
     go -C sdk/go build -o bin/wiggle-conformance-worker ./cmd/wiggle-conformance-worker
 }
 
-java_sdk() {
+go_sdk() {
+    # The corpus with the Go worker runs in pytest (tests/conformance/test_corpus.py), not here.
+    (cd sdk/go && go vet ./... && WIGGLE_GO_CONFORMANCE=off go test -count=1 ./...)
+}
+
+java_build() {
     bash sdk/java/gen.sh --check
-    mvn -B -ntp -q -Dstyle.color=never -f sdk/java/pom.xml package
+    mvn -B -ntp -q -Dstyle.color=never -f sdk/java/pom.xml -DskipTests package
+}
+
+java_sdk() {
+    # The JUnit tests of what java_build compiled (nothing is recompiled, the jar is left as
+    # pytest's Java worker found it).
+    mvn -B -ntp -q -Dstyle.color=never -f sdk/java/pom.xml surefire:test
 }
 
 scenarios() {
@@ -73,10 +86,14 @@ scenarios() {
         --coverage-file "${TMPDIR:-/tmp}/wiggle-definitions-coverage.json"
 }
 
+typescript_build() {
+    # Build (ESM + CommonJS, its protobuf types generated from spec/proto) and the tests' build.
+    (cd sdk/typescript && npm run -s build && npx tsc -p tsconfig.test.json)
+}
+
 typescript_sdk() {
-    # Build (ESM + CommonJS, its protobuf types generated from spec/proto), node --test, and
-    # the package's exports checked with attw. Its corpus runs in pytest, like the others'.
-    (cd sdk/typescript && npm test && npm run -s check:exports)
+    # node --test, and the package's exports checked with attw. Its corpus runs in pytest.
+    (cd sdk/typescript && node --test build/test/*.test.js && npm run -s check:exports)
     # The VS Code extension of `wiggle lsp` builds as docs/editors.md says.
     (cd editors/vscode && npm ci --no-audit --no-fund && npm run -s compile)
 }
@@ -89,24 +106,31 @@ cpu_of() {
     }' "$1" 2>/dev/null || true
 }
 
-# Runs each named function in the background, its output in a log of its own; when all have
-# ended, prints each one's time, and the log of each one that failed.
-side_by_side() {
-    local names=("$@") name pids=() starts=()
-    for name in "${names[@]}"; do
-        starts+=("$SECONDS")
+# Starts each named function in the background, its output in a log of its own.
+group_names=()
+group_pids=()
+group_starts=()
+start_groups() {
+    local name
+    for name in "$@"; do
+        group_names+=("$name")
+        group_starts+=("$SECONDS")
         # As the group ends, however it ends (errexit stays on inside): when, and the CPU its
         # commands took (`times`, whose second line is the children's).
         (trap 'echo "$SECONDS" >"$logs/$name.end"; times >"$logs/$name.cpu"' EXIT; "$name") \
             >"$logs/$name.log" 2>&1 &
-        pids+=("$!")
+        group_pids+=("$!")
     done
-    local i status took
-    for i in "${!pids[@]}"; do
-        name="${names[$i]}"
+}
+
+# Waits for every started group; prints each one's time, and the log of each one that failed.
+wait_groups() {
+    local i name status took
+    for i in "${!group_pids[@]}"; do
+        name="${group_names[$i]}"
         status=0
-        wait "${pids[$i]}" || status=$?
-        took=$(($(cat "$logs/$name.end" 2>/dev/null || echo "$SECONDS") - ${starts[$i]}))
+        wait "${group_pids[$i]}" || status=$?
+        took=$(($(cat "$logs/$name.end" 2>/dev/null || echo "$SECONDS") - ${group_starts[$i]}))
         timings+=("$name ${took} s $(cpu_of "$logs/$name.cpu")")
         if [ "$status" -ne 0 ]; then
             failed+=("$name")
@@ -116,7 +140,15 @@ side_by_side() {
             echo "== $name: ok (${took}s $(cpu_of "$logs/$name.cpu"))" >&2
         fi
     done
+    group_names=()
+    group_pids=()
+    group_starts=()
     return 0
+}
+
+side_by_side() {
+    start_groups "$@"
+    wait_groups
 }
 
 summary() {
@@ -142,15 +174,22 @@ if [ "$quick" -eq 1 ]; then
     exit "$status"
 fi
 
-side_by_side lint go_sdk java_sdk typescript_sdk scenarios
+side_by_side go_build java_build typescript_build
 if [ ${#failed[@]} -gt 0 ]; then
     summary
     exit 1
 fi
-echo "== pytest ($processes processes)" >&2
+# The checks that read the tree run beside pytest, whose processes leave the cores idle while
+# they wait on timers, leases and subprocesses; their reports follow pytest's.
+start_groups lint go_sdk java_sdk typescript_sdk scenarios
+echo "== pytest ($processes processes; lint, the SDKs' own tests and the scenarios beside it)" >&2
 start=$SECONDS
 status=0
 "$PYTHON" -m pytest -n "$processes" "$@" || status=$?
 timings+=("pytest $((SECONDS - start)) s")
+wait_groups
+if [ ${#failed[@]} -gt 0 ] && [ "$status" -eq 0 ]; then
+    status=1
+fi
 summary
 exit "$status"
