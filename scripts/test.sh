@@ -3,19 +3,19 @@
 # that collected no tests (pytest exit 5).
 #
 #   bash scripts/test.sh [PYTEST_ARGS...]          everything (CI runs this, through .ci/run):
-#       lint, types and generated-code freshness; the Go SDK's vet and tests; the Java SDK's build
-#       (its protobuf classes generated from spec/proto) and JUnit tests; the TypeScript SDK's
-#       build, node tests and exports check; then the whole Python suite in parallel processes:
-#       unit, integration on SQLite and PostgreSQL, acceptance, browser, the short fault suite,
-#       and the conformance corpus with each worker (Python and Java on PostgreSQL; Go,
-#       TypeScript and the embedded one on SQLite; scripts/corpus.sh runs each on both); and the
-#       scenarios of definitions/ (`wiggle test`, every edge of every shipped flow covered)
-#       beside the SDKs.
+#       the Go, Java (its protobuf classes generated from spec/proto) and TypeScript SDKs'
+#       builds; then the whole Python suite in parallel processes: unit, integration on SQLite
+#       and PostgreSQL, acceptance, browser, the short fault suite, and the conformance corpus
+#       with each worker (Python and Java on PostgreSQL; Go, TypeScript and the embedded one on
+#       SQLite; scripts/corpus.sh runs each on both); and beside it lint, types and
+#       generated-code freshness, the Go SDK's vet and tests, the Java SDK's JUnit tests, the
+#       TypeScript SDK's node tests and exports check, and the scenarios of definitions/
+#       (`wiggle test`, every edge of every shipped flow covered).
 #   bash scripts/test.sh --quick [PYTEST_ARGS...]  the edit-run loop, a few minutes: lint, types,
 #       generated Python code, the unit tests and the integration tests on SQLite.
 #
-# First what pytest needs built (the Go, Java and TypeScript conformance workers and the
-# TypeScript tests' build), side by side; then pytest with pytest-xdist (WIGGLE_TEST_PROCESSES
+# First what pytest needs (the Go, Java and TypeScript conformance workers, the TypeScript
+# tests' build, the test modules collected once), side by side; then pytest with pytest-xdist (WIGGLE_TEST_PROCESSES
 # processes, default 4: most tests wait on timers, leases and subprocesses rather than on the
 # two cores), and beside it the checks that only read the tree (lint, the SDKs' own tests, the
 # scenarios), each printed when pytest has ended. Extra arguments go to pytest. At the end:
@@ -52,8 +52,13 @@ lint() {
     "$PYTHON" -m ruff format --check .
     "$PYTHON" -m mypy wiggle tools/render
     "$PYTHON" scripts/gen_proto.py --check
+}
+
+collect() {
     # Collection errors (an import error, a module fixture xdist would split) said once, plainly:
-    # under xdist they only crash a worker process.
+    # under xdist they only crash a worker process. Done before pytest's processes start, it
+    # also writes the assertion-rewritten test modules once, which they then read: in a fresh
+    # clone each of them rewrote all of them at once, 46 s before the first test began.
     "$PYTHON" -m pytest --collect-only -q -p no:cacheprovider >/dev/null
 }
 
@@ -159,7 +164,7 @@ summary() {
 }
 
 if [ "$quick" -eq 1 ]; then
-    side_by_side lint
+    side_by_side lint collect
     if [ ${#failed[@]} -gt 0 ]; then
         summary
         exit 1
@@ -174,7 +179,7 @@ if [ "$quick" -eq 1 ]; then
     exit "$status"
 fi
 
-side_by_side go_build java_build typescript_build
+side_by_side collect go_build java_build typescript_build
 if [ ${#failed[@]} -gt 0 ]; then
     summary
     exit 1

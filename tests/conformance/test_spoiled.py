@@ -136,32 +136,47 @@ def test_lapses_are_explained_by_the_leases_a_kill_took_down():
     deliveries = [delivered("a", "L1", 1.0), delivered("c", "L2", 2.0), delivered("c", "L3", 4.0)]
     calls = [complete("L1", 1.5)]  # L2 was live when the worker died
     kill = kill_at_c(3.0, 2)
-    assert unexplained_lapses([kill], 1, deliveries, calls) is None
-    assert unexplained_lapses([kill], 2, deliveries, calls) == (
+    assert unexplained_lapses([kill], [4.0], deliveries, calls) is None
+    assert unexplained_lapses([kill], [4.0, 4.5], deliveries, calls) == (
         "1 lease(s) expired that no fault explains"
     )
-    assert unexplained_lapses([], 1, deliveries, calls) == (
+    assert unexplained_lapses([], [4.0], deliveries, calls) == (
         "1 lease(s) expired that no fault explains"
     )
-    assert unexplained_lapses([], 0, deliveries, calls) is None
+    assert unexplained_lapses([], [], deliveries, calls) is None
     # A pause may cost more leases than the frozen worker held: not judged.
-    assert unexplained_lapses([kill_at_c(3.0, 2, "pause")], 3, deliveries, calls) is None
+    pause = kill_at_c(3.0, 2, "pause")
+    assert unexplained_lapses([pause], [4.0, 4.1, 4.2], deliveries, calls) is None
     # A heartbeat does not end a lease; a final AdvanceRun does.
     beat = Call(order=0, at=2.5, rpc="Heartbeat", task_id="t-L2", lease="L2")
-    assert unexplained_lapses([kill], 1, deliveries, [*calls, beat]) is None
+    assert unexplained_lapses([kill], [4.0], deliveries, [*calls, beat]) is None
     ended = advance("L2", 2.5, "c", final=True)
-    assert unexplained_lapses([kill], 1, deliveries, [*calls, ended]) is not None
+    assert unexplained_lapses([kill], [4.0], deliveries, [*calls, ended]) is not None
+
+
+def test_a_lease_that_expired_before_the_kill_began_is_not_the_kills():
+    # A starved worker let L1 (a) lapse at 2.0, its report of it refused, then ran c under L2
+    # and was killed at 3.0: two expiries, and two leases not ended by a final report, but only
+    # L2's expiry is the kill's doing (crash/kill-in-branch, TypeScript worker, loaded machine).
+    deliveries = [delivered("a", "L1", 1.0), delivered("c", "L2", 2.5)]
+    refused = complete("L1", 2.2, code="FAILED_PRECONDITION")
+    kill = replace(kill_at_c(3.1, 2), began=3.0)
+    assert unexplained_lapses([kill], [2.0, 4.0], deliveries, [refused]) == (
+        "1 lease(s) expired that no fault explains"
+    )
+    # Logged by the server after the kill began, an expiry counts as the kill's.
+    assert unexplained_lapses([kill], [3.05, 4.0], deliveries, [refused]) is None
 
 
 def test_spoiled_joins_every_reason():
     deliveries = [delivered("c", "L2", 2.0)]
     calls = [complete("L2", 2.5)]
-    why = spoiled([kill_at_c(3.0, 1)], GRAPH, ROOT, [line(0, "c")], deliveries, calls, lapses=1)
+    why = spoiled([kill_at_c(3.0, 1)], GRAPH, ROOT, [line(0, "c")], deliveries, calls, [4.0])
     assert why == (
         "the kill at started:c landed after c ended (c had been reported); "
         "1 lease(s) expired that no fault explains"
     )
-    assert spoiled([], GRAPH, ROOT, [], deliveries, calls, lapses=0) is None
+    assert spoiled([], GRAPH, ROOT, [], deliveries, calls, []) is None
 
 
 def test_a_term_is_late_when_the_next_step_had_started():
@@ -200,8 +215,8 @@ def test_a_pause_explains_the_lapses_of_leases_handed_out_before_the_thaw_only()
     # L1 held when frozen, L2 handed to the frozen worker's open poll, L3 after the thaw.
     deliveries = [delivered("c", "L1", 1.0), delivered("c", "L2", 3.5), delivered("c", "L3", 5.0)]
     pause = Landed("pause", Moment.parse("started:c"), 2.0, 2, thawed=4.0)
-    assert unexplained_lapses([pause], 2, deliveries, []) is None
+    assert unexplained_lapses([pause], [4.5, 4.6], deliveries, []) is None
     # The lease handed out after the thaw lapsed too: the machine starved the worker.
-    assert unexplained_lapses([pause], 3, deliveries, []) == (
+    assert unexplained_lapses([pause], [4.5, 4.6, 6.0], deliveries, []) == (
         "1 lease(s) expired that no fault explains"
     )

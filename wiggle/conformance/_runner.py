@@ -352,12 +352,14 @@ def _spoiled(session: Session, watch: Watch, landed: Sequence[Landed], version: 
     deliveries = session.recorder.deliveries(set(instances))
     session.recorder.wait_recorded({d.lease for d in deliveries}, _RECORDED_S)
     calls = session.recorder.calls({d.lease for d in deliveries})
-    lapses = sum(
-        1
+    # The events' times are the database's wall clock, the recorder's the monotonic one.
+    offset = time.time() - time.monotonic()
+    lapses = [
+        e.at_ms / 1000 - offset
         for i in instances
         for e in session.client.describe(i, events=True).events
         if e.kind == "lease_expired"
-    )
+    ]
     return spoiled(landed, graph, watch.root, watch.lines(), deliveries, calls, lapses)
 
 

@@ -248,9 +248,10 @@ class Session:
         worker = self.worker
         if worker is None:
             return None
+        began = time.monotonic()
         if fault.action == "kill":
             worker.kill()  # returns once the process is gone: it wrote and sent nothing later
-            landed = self.landed(fault.action, fault.when)
+            landed = replace(self.landed(fault.action, fault.when), began=began)
             worker.start()  # a fresh process takes over once the lease has expired
         elif fault.action == "term":
             sent = time.monotonic()
@@ -259,7 +260,7 @@ class Session:
             worker.start()
         else:
             worker.freeze()
-            landed = self.landed(fault.action, fault.when)
+            landed = replace(self.landed(fault.action, fault.when), began=began)
             try:
                 time.sleep(fault.ms / 1000)
             finally:

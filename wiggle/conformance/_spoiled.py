@@ -15,10 +15,12 @@ meant to, and runs it again if not (`_runner`). Two things spoil a run:
   UNAVAILABLE attempt the client sent again) can be seconds after the runner sent it: a report
   of the step answered before then means the moment had passed before the cancel reached the
   server. One that reached the server in time is judged, whatever the engine then did with it;
-- a lease that expired where no fault explains it: no fault, or more expiries than the leases a
-  kill took down or a pause held (handed out before the worker was let go on: a frozen worker's
-  open poll may take a lease with it); a lease handed out after a thaw and left to expire is
-  the machine starving the worker.
+- a lease that expired where no fault explains it: no fault, an expiry before the first kill or
+  pause began (a worker starved before the fault, as a loaded machine did to the TypeScript
+  worker's first step of crash/kill-in-branch), or more expiries than the leases a kill took
+  down or a pause held (handed out before the worker was let go on: a frozen worker's open poll
+  may take a lease with it); a lease handed out after a thaw and left to expire is the machine
+  starving the worker.
 
 A worker that breaks either by itself (reports a hold before it has held, lets every lease lapse)
 spoils every try and fails: the runner tries a few times, then reports the run as not judged.
@@ -36,6 +38,9 @@ from wiggle.graph import Graph, Task
 
 __all__ = ["Landed", "late_landings", "spoiled", "unexplained_lapses"]
 
+#: The faults that stop a worker holding leases, which may then expire.
+_STOPS = ("kill", "pause")
+
 
 @dataclass(frozen=True)
 class Landed:
@@ -50,6 +55,8 @@ class Landed:
     arrived: float | None = None
     #: A term: when the signal was sent (`at` is when the drained process had exited).
     sent: float | None = None
+    #: A kill or pause: when it was begun (a lease that expired before then is not its doing).
+    began: float | None = None
 
 
 def _final(call: Call) -> bool:
@@ -141,13 +148,22 @@ def late_landings(
 
 
 def unexplained_lapses(
-    landed: Sequence[Landed], lapses: int, deliveries: Sequence[Delivery], calls: Sequence[Call]
+    landed: Sequence[Landed],
+    lapses: Sequence[float],
+    deliveries: Sequence[Delivery],
+    calls: Sequence[Call],
 ) -> str | None:
-    """`lapses` leases of the run expired (its lease_expired events): more than its faults
-    explain (the leases not yet ended by a final report that were handed out before a kill, or
-    before a pause's thaw)? A pause with no thaw time recorded is not judged."""
-    if lapses == 0 or any(f.action == "pause" and f.thawed is None for f in landed):
+    """The run's leases expired at `lapses` (its lease_expired events, on the recorder's clock):
+    more than its faults explain? An expiry before the first kill or pause began is nobody's
+    doing but the machine's; the later ones are explained up to the leases not yet ended by a
+    final report that were handed out before a kill, or before a pause's thaw. (An expiry is
+    logged when the server notices it, possibly after the fact: one logged after a fault began
+    counts as the fault's.) A pause with no thaw time recorded is not judged."""
+    if not lapses or any(f.action == "pause" and f.thawed is None for f in landed):
         return None
+    stops = [f.began if f.began is not None else f.at for f in landed if f.action in _STOPS]
+    first = min(stops, default=None)
+    early = sum(1 for t in lapses if first is None or t < first)
     ended = {c.lease for c in calls if _final(c)}
     # A kill takes down the leases its worker held; a pause, those handed out before the
     # worker was let go on (a frozen worker's open poll may take a lease with it).
@@ -155,15 +171,16 @@ def unexplained_lapses(
         {
             d.lease
             for fault in landed
-            if fault.action in ("kill", "pause")
+            if fault.action in _STOPS
             for d in deliveries
             if d.lease not in ended
             and d.at < (fault.thawed if fault.thawed is not None else fault.at)
         }
     )
-    if lapses <= allowed:
+    unexplained = early + max(0, len(lapses) - early - allowed)
+    if unexplained == 0:
         return None
-    return f"{lapses - allowed} lease(s) expired that no fault explains"
+    return f"{unexplained} lease(s) expired that no fault explains"
 
 
 def spoiled(
@@ -173,9 +190,9 @@ def spoiled(
     lines: Sequence[TraceLine],
     deliveries: Sequence[Delivery],
     calls: Sequence[Call],
-    lapses: int,
+    lapses: Sequence[float],
 ) -> str | None:
-    """Why the machine spoiled the run, or None."""
+    """Why the machine spoiled the run, or None. `lapses`: when its leases expired."""
     reasons = late_landings(landed, graph, root, lines, deliveries, calls)
     lapsed = unexplained_lapses(landed, lapses, deliveries, calls)
     reasons += [lapsed] if lapsed else []
