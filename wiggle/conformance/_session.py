@@ -251,7 +251,7 @@ class Session:
         began = time.monotonic()
         if fault.action == "kill":
             worker.kill()  # returns once the process is gone: it wrote and sent nothing later
-            landed = replace(self.landed(fault.action, fault.when), began=began)
+            landed = self.landed(fault.action, fault.when, began=began)
             worker.start()  # a fresh process takes over once the lease has expired
         elif fault.action == "term":
             sent = time.monotonic()
@@ -260,7 +260,7 @@ class Session:
             worker.start()
         else:
             worker.freeze()
-            landed = replace(self.landed(fault.action, fault.when), began=began)
+            landed = self.landed(fault.action, fault.when, began=began)
             try:
                 time.sleep(fault.ms / 1000)
             finally:
@@ -268,8 +268,8 @@ class Session:
             landed = replace(landed, thawed=time.monotonic())
         return landed
 
-    def landed(self, action: str, when: Moment) -> Landed:
-        return Landed(action, when, time.monotonic(), self.trace.refresh())
+    def landed(self, action: str, when: Moment, *, began: float | None = None) -> Landed:
+        return Landed(action, when, time.monotonic(), self.trace.refresh(), began=began)
 
     def deploy(self, case: Case) -> str:
         """Register the case's flows (children first, in order); the version under test."""

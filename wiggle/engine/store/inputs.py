@@ -124,11 +124,6 @@ def snapshot_of(
 ) -> dict[str, RecordedInput]:
     """What `recorded` becomes when nodes are renamed (old id -> new id): a node renamed to
     another takes its input, and one another node was renamed to loses its own."""
-    out = {node: value for node, value in recorded.items() if node not in renames.values()}
-    for old, new in renames.items():
-        if old != new:
-            out.pop(old, None)
-    for old, new in renames.items():
-        if old in recorded:
-            out[new] = recorded[old]
-    return out
+    targets = set(renames.values())
+    kept = {n: v for n, v in recorded.items() if n not in renames and n not in targets}
+    return {**kept, **{new: recorded[old] for old, new in renames.items() if old in recorded}}
