@@ -17,8 +17,8 @@
 # First what pytest needs (the Go, Java and TypeScript conformance workers, the TypeScript
 # tests' build, the test modules collected once), side by side; then pytest with pytest-xdist
 # (WIGGLE_TEST_PROCESSES processes, default 4: most tests wait on timers, leases and subprocesses
-# rather than on the two cores), and beside it the checks that only read the tree (lint, the SDKs' own tests, the
-# scenarios), each printed when pytest has ended. Extra arguments go to pytest. At the end:
+# rather than on the two cores), and beside it the checks that only read the tree (lint, the
+# SDKs' own tests, the scenarios), each printed when pytest has ended. Extra arguments go to pytest. At the end:
 # the ten slowest tests, the ten that took the most CPU, and how long each stage took and the CPU
 # its commands used (on two cores, a run takes about half its CPU).
 set -euo pipefail

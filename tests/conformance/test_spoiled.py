@@ -197,13 +197,13 @@ def test_a_term_sent_after_the_hold_was_reported_is_late():
     deliveries = [delivered("a", "L1", 1.0), delivered("c", "L2", 2.0), delivered("d", "L3", 2.7)]
     calls = [complete("L1", 1.5), complete("L2", 2.5)]
     lines = [line(0, "a"), line(1, "c")]
-    late = replace(kill_at_c(3.0, 2, "term"), sent=2.6)
+    late = replace(kill_at_c(3.0, 2, "term"), began=2.6)
     assert late_landings([late], GRAPH, ROOT, lines, deliveries, calls) == [
         "the term at started:c was sent after c ended (c had been reported)"
     ]
     # Sent while c held, reported during the drain: on time (taking d would be the worker's
     # failure to drain).
-    in_time = replace(kill_at_c(3.0, 2, "term"), sent=2.2)
+    in_time = replace(kill_at_c(3.0, 2, "term"), began=2.2)
     assert late_landings([in_time], GRAPH, ROOT, lines, deliveries, calls) == []
     # LOCAL_ASYNC: the buffered results of a and c go in the drain's final report.
     buffered = [delivered("a", "L1", 1.0)]

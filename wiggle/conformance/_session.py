@@ -254,9 +254,8 @@ class Session:
             landed = self.landed(fault.action, fault.when, began=began)
             worker.start()  # a fresh process takes over once the lease has expired
         elif fault.action == "term":
-            sent = time.monotonic()
             worker.stop()  # drains: what it computed is reported before it exits
-            landed = replace(self.landed(fault.action, fault.when), sent=sent)
+            landed = self.landed(fault.action, fault.when, began=began)
             worker.start()
         else:
             worker.freeze()

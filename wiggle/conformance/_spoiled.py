@@ -53,9 +53,8 @@ class Landed:
     thawed: float | None = None  # a pause: when the worker was let go on
     #: A cancel: when the server began serving the attempt that took effect (None: not seen).
     arrived: float | None = None
-    #: A term: when the signal was sent (`at` is when the drained process had exited).
-    sent: float | None = None
-    #: A kill or pause: when it was begun (a lease that expired before then is not its doing).
+    #: A kill, term or pause: when it was begun (a term's signal sent; `at` is when the drained
+    #: process had exited). A lease that expired before a kill or pause began is not its doing.
     began: float | None = None
 
 
@@ -119,7 +118,7 @@ def late_landings(
             # step had started, or when the step had been reported before the signal was sent
             # (a term sent in time, that the worker let the next step start after, is the
             # worker's failure to drain).
-            sent = fault.sent if fault.sent is not None else fault.at
+            sent = fault.began if fault.began is not None else fault.at
             if moved_on:
                 found.append(
                     f"the term at {fault.when} landed after {node.id} ended ({node.next} had"
