@@ -11,8 +11,9 @@ fault suite's crash test starts a server of its own, with the defaults, to kill)
 
 `database_url` is parametrised over ["sqlite", "postgres"]: a SQLite file under tmp_path, or an
 empty PostgreSQL database (one a test of the same process had is emptied and taken again:
-tests/databases.py). `durable_database_url` is the same on a second
-server with PostgreSQL's default settings, for what counts WAL syncs.
+tests/databases.py; for a test whose `engine` or `stack` fixture opens an engine on it, one that
+already holds the schema that engine would create, with nothing in it). `durable_database_url`
+is the same on a second server with PostgreSQL's default settings, for what counts WAL syncs.
 
 `go_worker` and `java_worker` are the commands that start the Go and Java SDKs' conformance
 workers, built when missing or older than their sources (scripts/test.sh builds them first);
@@ -102,15 +103,22 @@ def durable_postgres_databases(durable_postgres_url: str) -> Iterator[Databases]
     databases.close()
 
 
+#: The fixtures that open an engine (the default profile) on `database_url` before the test
+#: begins: a test that uses one gets a PostgreSQL database holding the schema that engine would
+#: create, empty (tests/databases.py: creating it was most of such a test's PostgreSQL CPU).
+_OPEN_AN_ENGINE = frozenset({"engine", "stack"})
+
+
 @contextmanager
 def _fresh_database(request: pytest.FixtureRequest, tmp_path: Path, pool: str) -> Iterator[str]:
     """A SQLite file under tmp_path, or an empty database from the PostgreSQL databases of
-    fixture `pool`, by the test's parameter."""
+    fixture `pool`, by the test's parameter (primed with the schema for a test that opens an
+    engine on it first)."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'wiggle.db'}"
         return
     databases: Databases = request.getfixturevalue(pool)
-    with databases.fresh() as url:
+    with databases.fresh(primed=bool(_OPEN_AN_ENGINE & set(request.fixturenames))) as url:
         yield url
 
 

@@ -1,4 +1,5 @@
-"""tests/databases.py: a recycled PostgreSQL database is as empty as a new one, or not recycled."""
+"""tests/databases.py: a recycled PostgreSQL database is as empty as a new one, or not recycled;
+a primed one is as a new engine finds the database it just created."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import psycopg
 import pytest
 from sqlalchemy import make_url
 
-from tests.databases import Databases
+from tests.databases import SCHEMA_HASH, Databases
 from wiggle._postgres import create_database, drop_database, libpq_url
+from wiggle.compiler import load_flow
+from wiggle.engine import Engine
 
 pytestmark = pytest.mark.postgres
 
@@ -97,4 +100,96 @@ def test_connections_left_open_by_a_test_are_ended(databases: Databases):
     left.close()
     with databases.fresh() as again:
         assert again == url
+        assert _shape(again)[4] == 0
+
+
+# -- primed databases: the schema a new engine creates, with nothing in it --------------------
+
+
+def _content(url: str) -> tuple[object, ...]:
+    """Every table's row count, the seed rows, and each sequence's state."""
+    with psycopg.connect(libpq_url(url)) as conn:
+        tables = [
+            name
+            for (name,) in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename"
+            )
+        ]
+        counts = {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone() for t in tables}
+        version = conn.execute("SELECT version FROM wiggle_schema_version").fetchall()
+        leader = conn.execute(
+            "SELECT name, holder, term, expires_at_ms FROM wiggle_leader"
+        ).fetchall()
+        sequences = conn.execute(
+            "SELECT sequencename, last_value FROM pg_sequences WHERE schemaname = 'public' "
+            "ORDER BY sequencename"
+        ).fetchall()
+    return counts, version, leader, sequences
+
+
+def _as_a_new_engine_creates_it(postgres_url: str) -> tuple[tuple[object, ...], str]:
+    """The content and the shape hash of a new database an engine opened, before any use."""
+    new = create_database(postgres_url, prefix="wiggle_recycle")
+    try:
+        Engine(new).close()
+        with psycopg.connect(libpq_url(new)) as conn:
+            shape = conn.execute(SCHEMA_HASH, {"schema": "public"}).fetchone()
+        assert shape is not None
+        return _content(new), shape[0]
+    finally:
+        drop_database(new)
+
+
+def _use_an_engine(url: str) -> None:
+    """Run a flow to its end and leave rows in most tables (instances, tokens, events, the
+    definition, the node and the leader)."""
+    engine = Engine(url)
+    try:
+        engine.register(load_flow(FLOW.encode()))
+        started = engine.start("primed", {"n": 1})
+        engine.signal(started.instance_id, "go", {"ok": True})
+        engine.tick()
+    finally:
+        engine.close()
+
+
+FLOW = """\
+wiggle: 1
+name: primed
+steps:
+  - {await: go, id: wait}
+"""
+
+
+def test_a_database_an_engine_used_is_handed_out_again_as_a_new_engine_finds_it(
+    databases: Databases, postgres_url: str
+):
+    new_content, new_shape = _as_a_new_engine_creates_it(postgres_url)
+    with databases.fresh(primed=True) as url:
+        assert _shape(url)[4] == 0  # none primed yet: an empty one
+        _use_an_engine(url)
+        assert _content(url) != new_content
+    with databases.fresh(primed=True) as again:
+        assert again == url and databases.primed == 1
+        assert _content(again) == new_content
+        with psycopg.connect(libpq_url(again)) as conn:
+            shape = conn.execute(SCHEMA_HASH, {"schema": "public"}).fetchone()
+        assert shape is not None and shape[0] == new_shape
+        _use_an_engine(again)  # and an engine works on it as on a new one
+
+
+def test_a_database_whose_schema_a_test_changed_is_handed_out_empty(databases: Databases):
+    with databases.fresh(primed=True) as url:
+        Engine(url).close()
+        _use(url, "ALTER TABLE wiggle_instances ADD COLUMN extra int")
+    with databases.fresh(primed=True) as again:
+        assert again == url and databases.primed == 0
+        assert _shape(again)[4] == 0
+
+
+def test_an_empty_database_is_asked_for_while_only_primed_ones_are_spare(databases: Databases):
+    with databases.fresh(primed=True) as url:
+        Engine(url).close()
+    with databases.fresh() as again:
+        assert again == url  # emptied, not made
         assert _shape(again)[4] == 0

@@ -57,6 +57,7 @@ __all__ = [
     "schedules",
     "schema_version",
     "search_values",
+    "seed_schema",
     "signals",
     "step_inputs",
     "tokens",
@@ -632,6 +633,13 @@ def _creation_ddl(dialect: Dialect, distributed: bool) -> tuple[str, ...]:
     return statements
 
 
+def seed_schema(conn: Connection, now_ms: int) -> None:
+    """The rows a newly created schema holds: its version, and the leader's row that every
+    election updates (never inserts)."""
+    conn.execute(schema_version.insert().values(version=SCHEMA_VERSION, upgraded_at_ms=now_ms))
+    conn.execute(leader.insert().values(name="main", holder="", term=0, expires_at_ms=0))
+
+
 def ensure_schema(conn: Connection, now_ms: int, *, distributed: bool = False) -> int:
     """Create, upgrade or check the schema; returns the version found before (0: empty).
 
@@ -657,8 +665,7 @@ def ensure_schema(conn: Connection, now_ms: int, *, distributed: bool = False) -
             )
         for statement in _creation_ddl(conn.dialect, distributed):
             conn.exec_driver_sql(statement)
-        conn.execute(schema_version.insert().values(version=SCHEMA_VERSION, upgraded_at_ms=now_ms))
-        conn.execute(leader.insert().values(name="main", holder="", term=0, expires_at_ms=0))
+        seed_schema(conn, now_ms)
         return 0
     if (COMMITS in existing) != distributed:
         raise IncompatibleSchema(
