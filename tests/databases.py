@@ -86,6 +86,10 @@ SELECT md5(coalesce(string_agg(entry, E'\\n' ORDER BY entry), '')) FROM (
 ) entries
 """
 
+#: How long the reset waits for each backend it terminated to end; one that takes longer is
+#: still listed when the database is next taken, which then makes a new one instead.
+_ENDED_WITHIN_MS = 10_000
+
 #: How many sessions other than ours are connected to database %(name)s.
 _OTHERS = (
     "SELECT count(*) FROM pg_stat_activity WHERE datname = %(name)s AND pid <> pg_backend_pid()"
@@ -171,10 +175,13 @@ class Databases:
         None when it cannot be recycled."""
         name = make_url(url).database
         with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+            # With a timeout, each call waits until that backend has ended (PostgreSQL 14 and
+            # later); without, it only signals, and a backend still ending when the database
+            # is next taken made that take drop it and make a new one.
             conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "SELECT pg_terminate_backend(pid, %s) FROM pg_stat_activity "
                 "WHERE datname = %s AND pid <> pg_backend_pid()",
-                (name,),
+                (_ENDED_WITHIN_MS, name),
             )
             own = conn.execute(
                 "SELECT count(*) FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%%' "

@@ -3,6 +3,11 @@ a primed one is as a new engine finds the database it just created."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+from pathlib import Path
+
 import psycopg
 import pytest
 from sqlalchemy import make_url
@@ -101,6 +106,30 @@ def test_connections_left_open_by_a_test_are_ended(databases: Databases):
     with databases.fresh() as again:
         assert again == url
         assert _shape(again)[4] == 0
+
+
+def test_a_connection_slow_to_end_is_waited_for_before_the_database_is_taken_again(
+    databases: Databases,
+):
+    """pg_terminate_backend only signals: a backend ends a moment later, longer on a loaded
+    machine, and one still listed made the next take drop the database and make a new one
+    (a clean-clone run with one core kept busy failed the test above so). A backend held
+    stopped for half a second, then let go, plays that moment out."""
+    with databases.fresh() as url:
+        left = psycopg.connect(libpq_url(url))
+        pid = left.info.backend_pid
+        if not Path(f"/proc/{pid}").exists():
+            pytest.skip("the PostgreSQL server runs on another machine: its backend is not ours")
+        os.kill(pid, signal.SIGSTOP)
+        resume = threading.Timer(0.5, os.kill, (pid, signal.SIGCONT))
+        resume.start()
+    try:
+        with databases.fresh() as again:
+            assert again == url
+    finally:
+        resume.join()
+        left.close()
+    assert (databases.created, databases.recycled) == (1, 1)
 
 
 # -- primed databases: the schema a new engine creates, with nothing in it --------------------
