@@ -29,8 +29,10 @@ an empty database still get an empty one.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 from sqlalchemy import create_engine, make_url
@@ -90,13 +92,32 @@ SELECT md5(coalesce(string_agg(entry, E'\\n' ORDER BY entry), '')) FROM (
 #: still listed when the database is next taken, which then makes a new one instead.
 _ENDED_WITHIN_MS = 10_000
 
-#: How many sessions other than ours are connected to database %(name)s.
+#: How many client sessions other than ours are connected to database %(name)s. Not the
+#: server's own workers: an autovacuum worker shows there too, and comes and goes as it pleases.
 _OTHERS = (
-    "SELECT count(*) FROM pg_stat_activity WHERE datname = %(name)s AND pid <> pg_backend_pid()"
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = %(name)s "
+    "AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
 )
+
+#: How long a take waits for the sessions still listed on a database to go: a backend ends a
+#: moment after its client closed it (the reset's own, say), longer on a loaded machine. One
+#: still there after that is a process a test left behind, and the database is not taken.
+_GONE_WITHIN_S = 3.0
 
 #: The server's clock in milliseconds, as the engine reads it to date a new schema.
 _NOW_MS = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+
+def _sessions_left(count: Callable[[str, dict[str, Any]], int], name: str | None) -> int:
+    """The client sessions still connected to database `name` once those ending have ended
+    (`_GONE_WITHIN_S` at most); `count` runs a statement and returns its one value."""
+    deadline = time.monotonic() + _GONE_WITHIN_S
+    while True:
+        count("SELECT 0 FROM pg_stat_clear_snapshot()", {})  # else one snapshot per transaction
+        left = count(_OTHERS, {"name": name})
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.02)
 
 
 class Databases:
@@ -111,6 +132,8 @@ class Databases:
         self.created = 0
         self.recycled = 0
         self.primed = 0
+        #: Why each database that was not recycled was dropped ("NAME: why").
+        self.refusals: list[str] = []
 
     @contextmanager
     def fresh(self, *, primed: bool = False) -> Iterator[str]:
@@ -145,34 +168,38 @@ class Databases:
             self.primed += 1
         return url
 
-    @staticmethod
-    def _reuse(spares: list[str], ready: Callable[[str], bool]) -> str | None:
-        """The last of `spares` that `ready` readies, dropping each one it refuses."""
+    def _reuse(self, spares: list[str], ready: Callable[[str], str]) -> str | None:
+        """The last of `spares` that `ready` readies (it returns why not, or ""), dropping
+        each one it refuses."""
         while spares:
             url = spares.pop()
             try:
-                usable = ready(url)
-            except psycopg.Error:
-                usable = False
-            if usable:
+                why = ready(url)
+            except psycopg.Error as exc:
+                why = f"{type(exc).__name__}: {exc}"
+            if not why:
                 return url
-            drop_database(url)
+            self._drop(url, why)
         return None
+
+    def _drop(self, url: str, why: str) -> None:
+        self.refusals.append(f"{make_url(url).database}: {why}")
+        drop_database(url)
 
     def _give_back(self, url: str) -> None:
         try:
             kept = self._reset(url)
-        except psycopg.Error:
-            kept = None
-        if kept is None:
-            drop_database(url)
+        except psycopg.Error as exc:
+            kept = f"{type(exc).__name__}: {exc}"
+        if isinstance(kept, str):
+            self._drop(url, kept)
         else:
             kept.append(url)
 
-    def _reset(self, url: str) -> list[str] | None:
+    def _reset(self, url: str) -> list[str] | str:
         """Disconnect everyone and reset the database's settings; then keep it primed when it
         holds exactly the engine's schema, else empty `public`. Returns the list it belongs on,
-        None when it cannot be recycled."""
+        or why it cannot be recycled."""
         name = make_url(url).database
         with psycopg.connect(libpq_url(url), autocommit=True) as conn:
             # With a timeout, each call waits until that backend has ended (PostgreSQL 14 and
@@ -189,7 +216,7 @@ class Databases:
                 (list(_BUILT_IN),),
             ).fetchone()
             if own is None or own[0] != 0:
-                return None
+                return "it has a schema of its own"
             conn.execute(f'ALTER DATABASE "{name}" RESET ALL')
             found = conn.execute("SELECT to_regclass('public.wiggle_schema_version')").fetchone()
             if found is not None and found[0] is not None:
@@ -216,15 +243,16 @@ class Databases:
                 engine.dispose()
         return self._shape
 
-    def _empty_rows(self, url: str) -> bool:
+    def _empty_rows(self, url: str) -> str:
         """Empty every table of a primed database, restart its sequences and write the rows a
         new schema holds, unless something is connected to it (a process a test left behind)."""
         name = make_url(url).database
         engine = create_engine(url, poolclass=NullPool)
         try:
             with engine.begin() as conn:
-                if conn.exec_driver_sql(_OTHERS, {"name": name}).scalar_one():
-                    return False
+                others = _sessions_left(lambda q, p: _one(conn.exec_driver_sql(q, p).first()), name)
+                if others:
+                    return f"{others} sessions connected"
                 tables = conn.exec_driver_sql(
                     "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
                 ).scalars()
@@ -238,25 +266,34 @@ class Databases:
                 seed_schema(conn, int(conn.exec_driver_sql(_NOW_MS).scalar_one()))
         finally:
             engine.dispose()
-        return True
+        return ""
 
-    def _empty_public(self, url: str) -> bool:
+    def _empty_public(self, url: str) -> str:
         """Drop and make again `public` of a primed database, unless something is connected."""
         name = make_url(url).database
         with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-            if conn.execute(_OTHERS, {"name": name}).fetchone() != (0,):
-                return False
+            others = _sessions_left(lambda q, p: _one(conn.execute(q, p).fetchone()), name)
+            if others:
+                return f"{others} sessions connected"
             conn.execute(_RESET_PUBLIC)
-        return True
+        return ""
 
-    def _pristine(self, url: str) -> bool:
+    def _pristine(self, url: str) -> str:
+        """Why the database is not as its reset left it, or ""."""
         name = make_url(url).database
         with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-            row = conn.execute(
-                "SELECT (SELECT count(*) FROM pg_stat_activity "
-                "        WHERE datname = %s AND pid <> pg_backend_pid()), "
-                "       (SELECT count(*) FROM pg_class c JOIN pg_namespace n "
-                "        ON n.oid = c.relnamespace WHERE n.nspname = 'public')",
-                (name,),
-            ).fetchone()
-        return row == (0, 0)
+            others = _sessions_left(lambda q, p: _one(conn.execute(q, p).fetchone()), name)
+            relations = _one(
+                conn.execute(
+                    "SELECT count(*) FROM pg_class c JOIN pg_namespace n "
+                    "ON n.oid = c.relnamespace WHERE n.nspname = 'public'"
+                ).fetchone()
+            )
+        if others:
+            return f"{others} sessions connected"
+        return f"{relations} relations in public" if relations else ""
+
+
+def _one(row: Any) -> int:
+    """The one value of a row (None, the row of a statement that returns nothing: 0)."""
+    return 0 if row is None or row[0] is None else int(row[0])
