@@ -269,6 +269,7 @@ SHARED_FIXTURE_MODULES = frozenset(
         "tests/integration/lsp/test_lsp.py",
         "tests/integration/server/test_server_tls.py",
         "tests/integration/server/test_server_tracing.py",
+        "tests/integration/test_recycled_databases.py",
     }
 )
 

@@ -12,7 +12,9 @@ database-level settings are reset. That costs about a twentieth of a create and 
 A database is recycled only when `public` is the only schema of its own (anything else a test made
 would outlive the reset), and taken again only when nothing is connected to it and `public` is
 still empty (a process a test left behind could have reconnected); otherwise it is dropped and a
-new one made, as before.
+new one made, as before. A backend ends a moment after it is terminated or its client closes
+it, longer on a loaded machine: the reset waits for those it terminates, and a take for those
+of the connections the reset itself closed, before counting who is connected.
 
 Most PostgreSQL tests open an engine on their database before they begin (the `engine` and
 `stack` fixtures), and that engine's first act, creating the schema's 45 tables and indexes, cost
@@ -29,13 +31,12 @@ an empty database still get an empty one.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from sqlalchemy import create_engine, make_url
+from sqlalchemy import Connection, create_engine, make_url
 from sqlalchemy.pool import NullPool
 
 from wiggle._postgres import create_database, drop_database, libpq_url
@@ -88,8 +89,15 @@ SELECT md5(coalesce(string_agg(entry, E'\\n' ORDER BY entry), '')) FROM (
 ) entries
 """
 
-#: How long the reset waits for each backend it terminated to end; one that takes longer is
-#: still listed when the database is next taken, which then makes a new one instead.
+#: Ends the sessions on database %(name)s other than ours, all of them or those of %(pids)s,
+#: waiting up to %(ms)s for each to end (PostgreSQL 14 and later: without a timeout it only
+#: signals, and a backend still ending when the database was next taken made that take drop it).
+#: A backend we closed ourselves is ending already: for it this is only the wait.
+_END_SESSIONS = (
+    "SELECT count(pg_terminate_backend(pid, %(ms)s)) FROM pg_stat_activity "
+    "WHERE datname = %(name)s AND pid <> pg_backend_pid() "
+    "AND (%(pids)s::int[] IS NULL OR pid = ANY(%(pids)s::int[]))"
+)
 _ENDED_WITHIN_MS = 10_000
 
 #: How many client sessions other than ours are connected to database %(name)s. Not the
@@ -99,25 +107,20 @@ _OTHERS = (
     "AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
 )
 
-#: How long a take waits for the sessions still listed on a database to go: a backend ends a
-#: moment after its client closed it (the reset's own, say), longer on a loaded machine. One
-#: still there after that is a process a test left behind, and the database is not taken.
-_GONE_WITHIN_S = 3.0
-
 #: The server's clock in milliseconds, as the engine reads it to date a new schema.
 _NOW_MS = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
 
-def _sessions_left(count: Callable[[str, dict[str, Any]], int], name: str | None) -> int:
-    """The client sessions still connected to database `name` once those ending have ended
-    (`_GONE_WITHIN_S` at most); `count` runs a statement and returns its one value."""
-    deadline = time.monotonic() + _GONE_WITHIN_S
-    while True:
-        count("SELECT 0 FROM pg_stat_clear_snapshot()", {})  # else one snapshot per transaction
-        left = count(_OTHERS, {"name": name})
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.02)
+def _sessions_left(
+    run: Callable[[str, dict[str, Any]], int], name: str | None, ours: list[int]
+) -> int:
+    """The client sessions connected to database `name`, once the backends of the connections
+    we closed on it (`ours`: a backend ends a moment after its client closes it, longer on a
+    loaded machine) have ended; `run` runs a statement and returns its one value."""
+    if ours:
+        run(_END_SESSIONS, {"name": name, "pids": ours, "ms": _ENDED_WITHIN_MS})
+        run("SELECT 0 FROM pg_stat_clear_snapshot()", {})  # else one snapshot per transaction
+    return run(_OTHERS, {"name": name})
 
 
 class Databases:
@@ -129,6 +132,8 @@ class Databases:
         self._spare: list[str] = []  # `public` empty
         self._primed: list[str] = []  # `public` holds the engine's schema (_wiggle_shape)
         self._shape: str | None = None
+        #: Database -> the backends of the connections we closed on it since its reset.
+        self._closed: dict[str, list[int]] = {}
         self.created = 0
         self.recycled = 0
         self.primed = 0
@@ -176,21 +181,23 @@ class Databases:
             try:
                 why = ready(url)
             except psycopg.Error as exc:
-                why = f"{type(exc).__name__}: {exc}"
+                why = _failed(exc)
             if not why:
                 return url
             self._drop(url, why)
         return None
 
     def _drop(self, url: str, why: str) -> None:
-        self.refusals.append(f"{make_url(url).database}: {why}")
+        name = str(make_url(url).database)
+        self.refusals.append(f"{name}: {why}")
+        self._closed.pop(name, None)
         drop_database(url)
 
     def _give_back(self, url: str) -> None:
         try:
             kept = self._reset(url)
         except psycopg.Error as exc:
-            kept = f"{type(exc).__name__}: {exc}"
+            kept = _failed(exc)
         if isinstance(kept, str):
             self._drop(url, kept)
         else:
@@ -200,16 +207,11 @@ class Databases:
         """Disconnect everyone and reset the database's settings; then keep it primed when it
         holds exactly the engine's schema, else empty `public`. Returns the list it belongs on,
         or why it cannot be recycled."""
-        name = make_url(url).database
+        name = str(make_url(url).database)
+        closed = self._closed[name] = []
         with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-            # With a timeout, each call waits until that backend has ended (PostgreSQL 14 and
-            # later); without, it only signals, and a backend still ending when the database
-            # is next taken made that take drop it and make a new one.
-            conn.execute(
-                "SELECT pg_terminate_backend(pid, %s) FROM pg_stat_activity "
-                "WHERE datname = %s AND pid <> pg_backend_pid()",
-                (_ENDED_WITHIN_MS, name),
-            )
+            closed.append(conn.info.backend_pid)
+            conn.execute(_END_SESSIONS, {"name": name, "pids": None, "ms": _ENDED_WITHIN_MS})
             own = conn.execute(
                 "SELECT count(*) FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%%' "
                 "AND nspname <> ALL(%s)",
@@ -221,18 +223,20 @@ class Databases:
             found = conn.execute("SELECT to_regclass('public.wiggle_schema_version')").fetchone()
             if found is not None and found[0] is not None:
                 shape = conn.execute(SCHEMA_HASH, {"schema": "public"}).fetchone()
-                if shape is not None and shape[0] == self._wiggle_shape(url):
+                if shape is not None and shape[0] == self._wiggle_shape(url, closed):
                     return self._primed
             conn.execute(_RESET_PUBLIC)
         return self._spare
 
-    def _wiggle_shape(self, url: str) -> str:
+    def _wiggle_shape(self, url: str, closed: list[int]) -> str:
         """The hash of the schema an engine of this checkout creates: made in a schema of its
-        own on `url`'s database, in a transaction that is rolled back."""
+        own on `url`'s database, in a transaction that is rolled back (its backend noted in
+        `closed`)."""
         if self._shape is None:
             engine = create_engine(url, poolclass=NullPool)
             try:
                 with engine.connect() as conn, conn.begin() as tx:
+                    closed.append(_backend_pid(conn))
                     conn.exec_driver_sql("CREATE SCHEMA wiggle_shape")
                     conn.exec_driver_sql("SET LOCAL search_path TO wiggle_shape")
                     ensure_schema(conn, 0)
@@ -250,7 +254,9 @@ class Databases:
         engine = create_engine(url, poolclass=NullPool)
         try:
             with engine.begin() as conn:
-                others = _sessions_left(lambda q, p: _one(conn.exec_driver_sql(q, p).first()), name)
+                others = _sessions_left(
+                    lambda q, p: _one(conn.exec_driver_sql(q, p).first()), name, self._ours(name)
+                )
                 if others:
                     return f"{others} sessions connected"
                 tables = conn.exec_driver_sql(
@@ -268,11 +274,17 @@ class Databases:
             engine.dispose()
         return ""
 
+    def _ours(self, name: str | None) -> list[int]:
+        """The backends of the connections we closed on database `name` since its reset."""
+        return self._closed.pop(str(name), [])
+
     def _empty_public(self, url: str) -> str:
         """Drop and make again `public` of a primed database, unless something is connected."""
         name = make_url(url).database
         with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-            others = _sessions_left(lambda q, p: _one(conn.execute(q, p).fetchone()), name)
+            others = _sessions_left(
+                lambda q, p: _one(conn.execute(q, p).fetchone()), name, self._ours(name)
+            )
             if others:
                 return f"{others} sessions connected"
             conn.execute(_RESET_PUBLIC)
@@ -282,7 +294,9 @@ class Databases:
         """Why the database is not as its reset left it, or ""."""
         name = make_url(url).database
         with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-            others = _sessions_left(lambda q, p: _one(conn.execute(q, p).fetchone()), name)
+            others = _sessions_left(
+                lambda q, p: _one(conn.execute(q, p).fetchone()), name, self._ours(name)
+            )
             relations = _one(
                 conn.execute(
                     "SELECT count(*) FROM pg_class c JOIN pg_namespace n "
@@ -292,6 +306,16 @@ class Databases:
         if others:
             return f"{others} sessions connected"
         return f"{relations} relations in public" if relations else ""
+
+
+def _backend_pid(conn: Connection) -> int:
+    """The server process of a SQLAlchemy connection over psycopg."""
+    driver: Any = conn.connection.driver_connection
+    return int(driver.info.backend_pid)
+
+
+def _failed(exc: psycopg.Error) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _one(row: Any) -> int:

@@ -45,10 +45,12 @@ def libpq_url(url: str) -> str:
 
 
 @contextmanager
-def postgres_server() -> Iterator[str]:
-    """A PostgreSQL URL this caller may create databases from, for the duration of the block."""
+def postgres_server(*, own: bool = False) -> Iterator[str]:
+    """A PostgreSQL URL this caller may create databases from, for the duration of the block:
+    WIGGLE_TEST_POSTGRES_URL's server when set, else a throwaway one. `own`: a throwaway one in
+    any case (a test that signals the server's processes needs them on this machine)."""
     given = os.environ.get("WIGGLE_TEST_POSTGRES_URL")
-    if given:
+    if given and not own:
         yield sqlalchemy_url(given)
         return
     with warnings.catch_warnings():

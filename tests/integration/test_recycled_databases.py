@@ -6,14 +6,15 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from pathlib import Path
+from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
 from sqlalchemy import make_url
 
 from tests.databases import SCHEMA_HASH, Databases
-from wiggle._postgres import create_database, drop_database, libpq_url
+from wiggle._postgres import create_database, drop_database, libpq_url, postgres_server
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine
 
@@ -108,55 +109,77 @@ def test_connections_left_open_by_a_test_are_ended(databases: Databases):
         assert _shape(again)[4] == 0
 
 
+@pytest.fixture(scope="module")
+def local_server() -> Iterator[str]:
+    """A throwaway server of this module's own, whatever WIGGLE_TEST_POSTGRES_URL names: the
+    tests below stop and continue its backends, which must be processes of this machine."""
+    with postgres_server(own=True) as url:
+        yield url
+
+
+@pytest.fixture
+def local_databases(local_server: str) -> Iterator[Databases]:
+    made = Databases(local_server, prefix="wiggle_recycle")
+    yield made
+    made.close()
+
+
+def _let_go_in_half_a_second(pids: list[int]) -> threading.Timer:
+    resume = threading.Timer(0.5, lambda: [os.kill(pid, signal.SIGCONT) for pid in pids])
+    resume.start()
+    return resume
+
+
 def test_a_connection_slow_to_end_is_waited_for_before_the_database_is_taken_again(
-    databases: Databases,
+    local_databases: Databases,
 ):
     """pg_terminate_backend only signals: a backend ends a moment later, longer on a loaded
     machine, and one still listed made the next take drop the database and make a new one
     (a clean-clone run with one core kept busy failed the test above so). A backend held
     stopped for half a second, then let go, plays that moment out."""
-    with databases.fresh() as url:
+    with local_databases.fresh() as url:
         left = psycopg.connect(libpq_url(url))
-        pid = left.info.backend_pid
-        if not Path(f"/proc/{pid}").exists():
-            pytest.skip("the PostgreSQL server runs on another machine: its backend is not ours")
-        os.kill(pid, signal.SIGSTOP)
-        resume = threading.Timer(0.5, os.kill, (pid, signal.SIGCONT))
-        resume.start()
+        os.kill(left.info.backend_pid, signal.SIGSTOP)
+        resume = _let_go_in_half_a_second([left.info.backend_pid])
     try:
-        with databases.fresh() as again:
-            assert again == url
+        with local_databases.fresh() as again:
+            assert again == url, local_databases.refusals
     finally:
         resume.join()
         left.close()
-    assert (databases.created, databases.recycled) == (1, 1)
+    assert (local_databases.created, local_databases.recycled) == (1, 1)
 
 
 @pytest.mark.parametrize("primed", [False, True], ids=["empty", "primed"])
-def test_a_session_closed_a_moment_ago_is_waited_for_when_the_database_is_taken(
-    databases: Databases, primed: bool
+def test_the_backends_of_the_resets_own_connections_are_waited_for_when_the_database_is_taken(
+    local_databases: Databases, monkeypatch: pytest.MonkeyPatch, primed: bool
 ):
-    """A backend ends a moment after its client closes it (the reset's own connection, say),
-    longer on a loaded machine, and one still listed made the take drop the database (a
-    clean-clone run with one core kept busy failed the primed test below so). A backend held
-    stopped as its client closes, then let go half a second later, plays that moment out."""
-    with databases.fresh(primed=primed) as url:
+    """A backend ends a moment after its client closes it, longer on a loaded machine, and the
+    reset's own still listed made the take drop the database (a clean-clone run with one core
+    kept busy failed the primed test below so). Every connection the reset closes has its
+    backend held stopped as it closes, and let go half a second later."""
+    stopped: list[int] = []
+    close = psycopg.Connection.close
+
+    def close_slowly(conn: psycopg.Connection[Any]) -> None:
+        if not conn.closed:
+            stopped.append(conn.info.backend_pid)
+            os.kill(conn.info.backend_pid, signal.SIGSTOP)
+        close(conn)
+
+    with local_databases.fresh(primed=primed) as url:
         if primed:
             Engine(url).close()
-    late = psycopg.connect(libpq_url(url), autocommit=True)
-    pid = late.info.backend_pid
-    if not Path(f"/proc/{pid}").exists():
-        pytest.skip("the PostgreSQL server runs on another machine: its backend is not ours")
-    os.kill(pid, signal.SIGSTOP)
-    late.close()
-    resume = threading.Timer(0.5, os.kill, (pid, signal.SIGCONT))
-    resume.start()
+        monkeypatch.setattr(psycopg.Connection, "close", close_slowly)
+    monkeypatch.undo()
+    assert stopped  # the reset closed a connection
+    resume = _let_go_in_half_a_second(stopped)
     try:
-        with databases.fresh(primed=primed) as again:
-            assert again == url, databases.refusals
+        with local_databases.fresh(primed=primed) as again:
+            assert again == url, local_databases.refusals
     finally:
         resume.join()
-    assert databases.primed == (1 if primed else 0), databases.refusals
+    assert local_databases.primed == (1 if primed else 0), local_databases.refusals
 
 
 # -- primed databases: the schema a new engine creates, with nothing in it --------------------
