@@ -224,15 +224,19 @@ _ALL: tuple[Callable[[Any], Any], ...] = (
 ACTIVITY_NAMES = frozenset(fn.__name__ for fn in _ALL)
 
 
-def _traced(
-    fn: Callable[[Any], Any], path: str | None, gate: Callable[[], None] | None
-) -> Callable[[Any], Any]:
+#: What a step passes before it begins: called with the step's first act (writing its trace
+#: line), which it runs, holds or refuses (see build_registry).
+Gate = Callable[[Callable[[], None]], None]
+
+
+def _traced(fn: Callable[[Any], Any], path: str | None, gate: Gate | None) -> Callable[[Any], Any]:
     name = fn.__name__
 
     def run(ctx: Any) -> Any:
-        if gate is not None:
-            gate()
-        _trace(name, path)
+        if gate is None:
+            _trace(name, path)
+        else:
+            gate(lambda: _trace(name, path))
         return fn(ctx)
 
     run.__name__ = name
@@ -240,13 +244,14 @@ def _traced(
     return run
 
 
-def build_registry(
-    trace_path: str | None = None, gate: Callable[[], None] | None = None
-) -> Registry:
+def build_registry(trace_path: str | None = None, gate: Gate | None = None) -> Registry:
     """A fresh registry holding every conformance activity, each writing the trace first (to
-    `trace_path`, else to the file WIGGLE_CONFORMANCE_TRACE names). `gate` is called before
-    that: the runner's in-process worker (_embedded_worker) holds a frozen or killed worker's
-    steps there, as the OS holds a stopped or dead process's."""
+    `trace_path`, else to the file WIGGLE_CONFORMANCE_TRACE names). With `gate`, a step's
+    trace line is written through it: the runner's in-process worker (_embedded_worker) holds
+    a frozen worker's steps there and refuses a killed one's, as the OS holds a stopped
+    process's and ends a dead one's, and writes the line under the lock its kill takes, so
+    that the line of a step that began is written before the kill returns, as a killed
+    process's last write is."""
     registry = Registry()
     for fn in _ALL:
         registry.register(_traced(fn, trace_path, gate), fn.__name__)

@@ -45,13 +45,19 @@ class _Life:
         self._frozen = False
         self.dead = False
 
-    def gate(self) -> None:
-        """Wait while frozen; then go on, or raise if the worker is dead."""
+    def gate(self, begin: Callable[[], None] | None = None) -> None:
+        """Wait while frozen; then go on, or raise if the worker is dead. `begin` (a step's
+        trace line) runs under the lock `kill` takes: a step either began before the kill
+        returned, its line written, or never begins, as a process is killed between two writes,
+        never in one (the runner counts the trace lines once the kill returned to judge whether
+        it landed in time)."""
         with self._cond:
             while self._frozen and not self.dead:
                 self._cond.wait()
-        if self.dead:
-            raise _Killed("the embedded worker was killed")
+            if self.dead:
+                raise _Killed("the embedded worker was killed")
+            if begin is not None:
+                begin()
 
     def alive(self) -> bool:
         return not self.dead
