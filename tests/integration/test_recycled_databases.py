@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import make_url
 
 from tests.databases import SCHEMA_HASH, Databases
+from tests.waiting import wait_until
 from wiggle._postgres import create_database, drop_database, libpq_url, postgres_server
 from wiggle.compiler import load_flow
 from wiggle.engine import Engine
@@ -124,23 +125,48 @@ def local_databases(local_server: str) -> Iterator[Databases]:
     made.close()
 
 
-def _let_go_in_half_a_second(pids: list[int]) -> threading.Timer:
-    resume = threading.Timer(0.5, lambda: [os.kill(pid, signal.SIGCONT) for pid in pids])
+#: Sessions of the server waiting for another backend to end (pg_terminate_backend with a
+#: timeout, PostgreSQL 14 and later).
+_WAITING_FOR_AN_END = (
+    "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'BackendTermination'"
+)
+
+
+def _let_go_once_waited_for(server: str, pids: list[int]) -> threading.Thread:
+    """Continue the stopped backends `pids` once a session of `server` waits for a backend to
+    end (the reset's or the take's pg_terminate_backend with a timeout), or after 30 s when
+    none does (code that does not wait then finds them still there)."""
+
+    def waiting() -> bool:
+        with psycopg.connect(libpq_url(server), autocommit=True) as conn:
+            row = conn.execute(_WAITING_FOR_AN_END).fetchone()
+        return row is not None and row[0] > 0
+
+    def let_go() -> None:
+        try:
+            wait_until(waiting, 30.0, "a session waiting for a backend to end")
+        except AssertionError:
+            pass  # nobody waits: the take finds the stopped backends, which is what is tested
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+
+    resume = threading.Thread(target=let_go, name="let-go")
     resume.start()
     return resume
 
 
 def test_a_connection_slow_to_end_is_waited_for_before_the_database_is_taken_again(
-    local_databases: Databases,
+    local_databases: Databases, local_server: str
 ):
     """pg_terminate_backend only signals: a backend ends a moment later, longer on a loaded
     machine, and one still listed made the next take drop the database and make a new one
     (a clean-clone run with one core kept busy failed the test above so). A backend held
-    stopped for half a second, then let go, plays that moment out."""
+    stopped until the reset waits for it to end (or 30 s pass) plays that moment out."""
     with local_databases.fresh() as url:
         left = psycopg.connect(libpq_url(url))
         os.kill(left.info.backend_pid, signal.SIGSTOP)
-        resume = _let_go_in_half_a_second([left.info.backend_pid])
+        resume = _let_go_once_waited_for(local_server, [left.info.backend_pid])
     try:
         with local_databases.fresh() as again:
             assert again == url, local_databases.refusals
@@ -152,12 +178,12 @@ def test_a_connection_slow_to_end_is_waited_for_before_the_database_is_taken_aga
 
 @pytest.mark.parametrize("primed", [False, True], ids=["empty", "primed"])
 def test_the_backends_of_the_resets_own_connections_are_waited_for_when_the_database_is_taken(
-    local_databases: Databases, monkeypatch: pytest.MonkeyPatch, primed: bool
+    local_databases: Databases, local_server: str, monkeypatch: pytest.MonkeyPatch, primed: bool
 ):
     """A backend ends a moment after its client closes it, longer on a loaded machine, and the
     reset's own still listed made the take drop the database (a clean-clone run with one core
     kept busy failed the primed test below so). Every connection the reset closes has its
-    backend held stopped as it closes, and let go half a second later."""
+    backend held stopped as it closes, and let go once the take waits for it to end."""
     stopped: list[int] = []
     close = psycopg.Connection.close
 
@@ -173,7 +199,7 @@ def test_the_backends_of_the_resets_own_connections_are_waited_for_when_the_data
         monkeypatch.setattr(psycopg.Connection, "close", close_slowly)
     monkeypatch.undo()
     assert stopped  # the reset closed a connection
-    resume = _let_go_in_half_a_second(stopped)
+    resume = _let_go_once_waited_for(local_server, stopped)
     try:
         with local_databases.fresh(primed=primed) as again:
             assert again == url, local_databases.refusals
