@@ -153,7 +153,15 @@ class _Guard(BaseHTTPMiddleware):
                 response = await call_next(request)
             finally:
                 done(mark)
-        if fresh and request.scope.get("wiggle.csrf_shown"):
+        # A new token's cookie comes only with a whole page that shows it: a live refresh
+        # updates part of a page that had its token, and one answered while the browser was
+        # clearing its cookies (the CSRF cookie gone, the session not yet) could land after the
+        # next page and leave that page's forms unmatched.
+        if (
+            fresh
+            and request.scope.get("wiggle.csrf_shown")
+            and FRAGMENT_HEADER not in request.headers
+        ):
             response.set_cookie(
                 sec.CSRF_COOKIE,
                 csrf,

@@ -98,9 +98,9 @@ class Pages:
     def page(
         self, request: Request, name: str, context: dict[str, Any], status_code: int = 200
     ) -> Response:
-        # The middleware sets a new CSRF cookie only on a response that carries the token: a
-        # redirect or a refused live refresh minting one of its own could land after the page
-        # with the form and leave that form's token unmatched (a login then fails).
+        # The middleware sets a new CSRF cookie only on a whole page that carries the token: a
+        # redirect or a live refresh minting one of its own could land after the page with the
+        # form and leave that form's token unmatched (a login then fails).
         request.scope["wiggle.csrf_shown"] = True
         context = {
             "csrf": request.scope.get("wiggle.csrf", ""),

@@ -152,6 +152,24 @@ def test_only_a_response_that_shows_the_csrf_token_sets_its_cookie():
     assert client.post("/login", data={"csrf": token, "token": "s3cret"}).status_code == 303
 
 
+def test_a_live_refresh_never_sets_the_csrf_cookie():
+    # A browser clearing its cookies one at a time (as a logout by hand, or WebDriver's "delete
+    # all cookies", does): between the CSRF cookie's going and the session's, the old page's live
+    # refresh still logs in. Its answer must not mint a token of its own, for one landing after
+    # the login page would leave that page's form unmatched (a clean clone's busy run failed so:
+    # "the form's CSRF token is missing or does not match" at the next login).
+    client, _ = _client(settings_for("0.0.0.0", "s3cret"), base="http://console.internal:8080")
+    client.get("/login")
+    token = client.cookies["wiggle_csrf"]
+    assert client.post("/login", data={"csrf": token, "token": "s3cret"}).status_code == 303
+    del client.cookies["wiggle_csrf"]
+    live = client.get("/instances", headers={"x-wiggle-fragment": "1"})
+    assert live.status_code == 200 and "wiggle_session" in client.cookies
+    assert "set-cookie" not in live.headers and "wiggle_csrf" not in client.cookies
+    page = client.get("/instances")  # a whole page shows the token, and sets its cookie
+    assert page.status_code == 200 and client.cookies["wiggle_csrf"] in page.text
+
+
 def test_the_login_never_redirects_off_the_console():
     client, _ = _client(settings_for("0.0.0.0", "s3cret"), base="http://console.internal")
     client.get("/login")
