@@ -74,15 +74,22 @@ go_sdk() {
     (cd sdk/go && go vet ./... && WIGGLE_GO_CONFORMANCE=off go test -count=1 ./...)
 }
 
+# Maven and the JVM its tests fork run seconds each: the JIT's first tier alone and one GC
+# thread halve their CPU (29 to 14 CPU-s to build, 19 to 11 for the JUnit tests), as the corpus's
+# Java worker does (tests/conftest.py, JAVA_FLAGS).
+java_flags="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 java_build() {
     bash sdk/java/gen.sh --check
-    mvn -B -ntp -q -Dstyle.color=never -f sdk/java/pom.xml -DskipTests package
+    MAVEN_OPTS="${MAVEN_OPTS:-$java_flags}" \
+        mvn -B -ntp -q -Dstyle.color=never -f sdk/java/pom.xml -DskipTests package
 }
 
 java_sdk() {
     # The JUnit tests of what java_build compiled (nothing is recompiled, the jar is left as
     # pytest's Java worker found it).
-    mvn -B -ntp -q -Dstyle.color=never -f sdk/java/pom.xml surefire:test
+    MAVEN_OPTS="${MAVEN_OPTS:-$java_flags}" mvn -B -ntp -q -Dstyle.color=never \
+        -f sdk/java/pom.xml surefire:test -DargLine="$java_flags"
 }
 
 scenarios() {
