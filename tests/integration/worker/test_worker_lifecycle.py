@@ -194,9 +194,9 @@ def test_a_server_whose_database_is_away_is_polled_again_within_a_second(stack, 
     for seconds after a 10 s failover was over (docs/scaling.md, the node killed).
 
     Judged on the pauses the poller chose between refused polls, not on the time between two
-    polls: a loaded machine stretches that beyond the pause (a busy run saw 1.67 s after a pause
-    of at most 1.2 s). Six refusals take the backoff past its cap: an unreachable server's
-    backoff would have paused 1.28-1.92 s before the sixth poll."""
+    polls: a loaded machine stretches that beyond the pause (a run of the whole suite saw 1.67 s
+    after a pause of at most 1.2 s). Six refusals take the backoff past its cap: an unreachable
+    server's backoff would have paused 1.28-1.92 s before the sixth poll."""
     refusals = 6
     polls = 0
     pauses: list[float] = []
