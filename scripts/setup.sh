@@ -63,11 +63,10 @@ export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 stamp=".venv/.wiggle-$(sha1sum pyproject.toml | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
     echo "setup: installing the wiggle Python package into .venv" >&2
-    # With uv (from PyPI, into .venv), which resolves and installs the package's 80-odd
-    # dependencies in about 3 s where pip takes about 20 (of a clean clone's test command,
-    # every one of which makes a new .venv). The newest pip and setuptools come too, as pip
-    # installed them before (the install test builds a wheel with them); pip installs
-    # everything itself when uv cannot be had.
+    # With uv (from PyPI, into .venv): it installs the package's 80-odd dependencies in about
+    # 3 s where pip takes about 20, and every clean clone's test command makes a new .venv.
+    # The newest pip and setuptools come too, as before (the install test builds a wheel with
+    # them); pip installs everything itself when uv cannot be had.
     if .venv/bin/python -m pip install -q uv >/dev/null 2>&1; then
         .venv/bin/uv pip install -q --python .venv/bin/python --upgrade pip setuptools \
             -e ".[test,otel,lsp]"

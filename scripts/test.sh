@@ -79,17 +79,21 @@ go_sdk() {
 # Java worker does (tests/conftest.py, JAVA_FLAGS).
 java_flags="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
+# Maven on the Java SDK, quiet, with those flags unless MAVEN_OPTS says otherwise.
+maven() {
+    MAVEN_OPTS="${MAVEN_OPTS:-$java_flags}" \
+        mvn -B -ntp -q -Dstyle.color=never -f sdk/java/pom.xml "$@"
+}
+
 java_build() {
     bash sdk/java/gen.sh --check
-    MAVEN_OPTS="${MAVEN_OPTS:-$java_flags}" \
-        mvn -B -ntp -q -Dstyle.color=never -f sdk/java/pom.xml -DskipTests package
+    maven -DskipTests package
 }
 
 java_sdk() {
     # The JUnit tests of what java_build compiled (nothing is recompiled, the jar is left as
     # pytest's Java worker found it).
-    MAVEN_OPTS="${MAVEN_OPTS:-$java_flags}" mvn -B -ntp -q -Dstyle.color=never \
-        -f sdk/java/pom.xml surefire:test -DargLine="$java_flags"
+    maven surefire:test -DargLine="$java_flags"
 }
 
 scenarios() {
