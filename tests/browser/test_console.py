@@ -101,6 +101,12 @@ def test_a_signal_sent_from_the_page_moves_the_instance_on(stack, browser, shot)
         in _wait(browser).until(ec.presence_of_element_located((By.ID, "signal-error"))).text
     )
     assert stack.client.describe(instance_id).status == "RUNNING"
+    # The refusal's page refreshes from the instance (it once refreshed from the POST's address,
+    # failed, and put a "not up to date" note above the form while it was being retyped).
+    _wait(browser).until(
+        lambda d: _css(d, "#instance-live").get_attribute("data-refreshed") is not None
+    )
+    assert not browser.find_elements(By.CSS_SELECTOR, ".stale-note")
 
     payload = _css(browser, "#signal-payload")
     payload.clear()

@@ -179,7 +179,8 @@ def routes(pages: Pages) -> list[Route]:
             },
             "ended_ms": ended if view.status.finished else 0,
             "notice": NOTICES.get(request.query_params.get("notice", ""), ""),
-            "live_url": request.url.path,
+            # The instance's own address, also when a refused action (a POST) renders the page.
+            "live_url": f"/instances/{quote(instance_id, safe='')}",
         }
 
     async def _whole_page(

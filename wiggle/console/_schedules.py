@@ -312,7 +312,8 @@ def routes(pages: Pages) -> list[Route]:
                 end=dt.datetime.fromtimestamp(now_ms / 1000, here).isoformat(timespec="seconds"),
             ),
             "overlaps": OVERLAPS,
-            "live_url": request.url.path,
+            # The schedule's own address, also when a refused action (a POST) renders the page.
+            "live_url": f"/schedules/{quote(name, safe='')}",
         }
         if pages.fragment(request):
             return pages.page(request, "_schedule_live.html", context, status_code)

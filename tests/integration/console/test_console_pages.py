@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from html import unescape
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -266,3 +267,21 @@ def test_the_instance_page_links_its_trace_to_the_trace_url(stack):
             assert href == f"http://jaeger:16686/trace/{trace_id}"
     finally:
         backend.close()
+
+
+def test_the_page_a_refused_signal_answers_keeps_refreshing_from_the_instance(stack):
+    """A refused signal answers with the instance's page at the form's POST address; its live part
+    refreshed from that address (GET: 405), so the page said the server could not be reached and
+    inserted that note above the forms while the user retyped the payload and sent it again."""
+    st, console = stack
+    iid = st.client.start("gate", {}).instance_id
+    console.get(f"/instances/{iid}")
+    token = console.cookies["wiggle_csrf"]
+    refused = console.post(
+        f"/instances/{iid}/signal", data={"csrf": token, "name": "go", "payload": "{oops"}
+    )
+    assert refused.status_code == 400 and "not valid JSON" in refused.text
+    live_url = re.search(r'data-refresh="([^"]+)"', refused.text)
+    assert live_url is not None
+    live = console.get(unescape(live_url.group(1)), headers={"x-wiggle-fragment": "1"})
+    assert live.status_code == 200 and 'id="signal-form"' in live.text

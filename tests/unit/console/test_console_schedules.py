@@ -6,6 +6,8 @@ schedule; and their pure parts (instants typed, the timetable's rows, the id's s
 
 from __future__ import annotations
 
+import re
+from html import unescape
 from typing import Any
 
 import pytest
@@ -292,6 +294,11 @@ def test_a_skipped_trigger_says_why_and_a_refused_one_is_a_message():
     assert refused.status_code == 409
     assert "Trigger refused: schedule nightly-batch already fired" in refused.text
     assert 'id="action-error"' in refused.text
+    # Its live part refreshes from the schedule's page, not from the POST's address (GET: 405).
+    live_url = re.search(r'data-refresh="([^"]+)"', refused.text)
+    assert live_url is not None
+    live = client.get(unescape(live_url.group(1)), headers={"x-wiggle-fragment": "1"})
+    assert live.status_code == 200 and "nightly-batch" in live.text
 
 
 def test_a_triggered_link_shows_only_a_recorded_fire():
