@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 from typing import Any
-from urllib.parse import quote
 
 import orjson
 from starlette.requests import Request
@@ -17,7 +16,7 @@ from wiggle.client import DefinitionSummary, NodeCount
 from wiggle.console._backend import Unsupported
 from wiggle.console._forms import JsonInputError, awaited_signals, parse_json_input, schema_problems
 from wiggle.console._listing import list_query
-from wiggle.console._pages import Pages
+from wiggle.console._pages import Pages, page_path
 from wiggle.console._svg import diagram
 from wiggle.console._text import pretty_json
 
@@ -140,7 +139,7 @@ def routes(pages: Pages) -> list[Route]:
             return pages.page(request, "flow.html", context, 400)
         notice = "started" if started.created else "exists"
         return RedirectResponse(
-            f"/instances/{quote(started.instance_id, safe='')}?notice={notice}", status_code=303
+            f"{page_path('instances', started.instance_id)}?notice={notice}", status_code=303
         )
 
     return [

@@ -6,7 +6,6 @@ a list)."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
 
 import orjson
 from starlette.requests import Request
@@ -27,7 +26,7 @@ from wiggle.console._listing import (
     resolve_version,
     sort_rows,
 )
-from wiggle.console._pages import Pages
+from wiggle.console._pages import Pages, page_path
 from wiggle.console._schedules import schedule_origin
 from wiggle.console._svg import diagram
 from wiggle.console._targets import reset_offer
@@ -53,7 +52,7 @@ _REFUSALS = (errors.Conflict, errors.InvalidRequest, errors.PermissionDenied)
 def _back(instance_id: str, notice: str) -> Response:
     """To the instance's page, saying what was done."""
     return RedirectResponse(
-        f"/instances/{quote(instance_id, safe='')}?notice={notice}", status_code=303
+        f"{page_path('instances', instance_id)}?notice={notice}", status_code=303
     )
 
 
@@ -179,8 +178,7 @@ def routes(pages: Pages) -> list[Route]:
             },
             "ended_ms": ended if view.status.finished else 0,
             "notice": NOTICES.get(request.query_params.get("notice", ""), ""),
-            # The instance's own address, also when a refused action (a POST) renders the page.
-            "live_url": f"/instances/{quote(instance_id, safe='')}",
+            "live_url": page_path("instances", instance_id),
         }
 
     async def _whole_page(

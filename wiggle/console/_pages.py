@@ -38,6 +38,12 @@ _HERE = Path(__file__).parent
 Handler = Callable[[Request], Awaitable[Response]]
 
 
+def page_path(collection: str, key: str) -> str:
+    """The address of one thing's page (`/instances/ID`): where actions redirect to, and where a
+    page rendered by a refused action (a POST) refreshes its live part from."""
+    return f"/{collection}/{quote(key, safe='')}"
+
+
 def _status_of(exc: errors.WiggleError) -> int:
     if isinstance(exc, errors.NotFound):
         return 404

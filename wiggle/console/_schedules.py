@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -28,7 +28,7 @@ from wiggle import errors
 from wiggle.client import BackfillPreview, Batch, ScheduleFire, ScheduleInfo
 from wiggle.console._backend import Backend
 from wiggle.console._bulk import requested_by, to_batch
-from wiggle.console._pages import Pages
+from wiggle.console._pages import Pages, page_path
 from wiggle.console._text import zone as tz
 from wiggle.console._text import zoned
 from wiggle.schedules import nominal_from_instance_id
@@ -266,7 +266,7 @@ def schedule_origin(backend: Backend, instance_id: str, flow: str) -> ScheduleOr
 def _to_schedule(name: str, **query: str | int) -> Response:
     """To the schedule's page, with what was done in the query."""
     suffix = f"?{urlencode(query)}" if query else ""
-    return RedirectResponse(f"/schedules/{quote(name, safe='')}{suffix}", status_code=303)
+    return RedirectResponse(f"{page_path('schedules', name)}{suffix}", status_code=303)
 
 
 def _triggered(found: ScheduleInfo, value: str) -> tuple[int, ScheduleFire | None]:
@@ -312,8 +312,7 @@ def routes(pages: Pages) -> list[Route]:
                 end=dt.datetime.fromtimestamp(now_ms / 1000, here).isoformat(timespec="seconds"),
             ),
             "overlaps": OVERLAPS,
-            # The schedule's own address, also when a refused action (a POST) renders the page.
-            "live_url": f"/schedules/{quote(name, safe='')}",
+            "live_url": page_path("schedules", name),
         }
         if pages.fragment(request):
             return pages.page(request, "_schedule_live.html", context, status_code)

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from starlette.datastructures import FormData
 from starlette.requests import Request
@@ -27,7 +27,7 @@ from wiggle import errors
 from wiggle.client import HumanTask, Instance, TaskAnswer
 from wiggle.console._backend import Unsupported
 from wiggle.console._identity import Identity
-from wiggle.console._pages import Pages
+from wiggle.console._pages import Pages, page_path
 from wiggle.console._taskform import ANSWER, Field, answer_from, field_problems, form_fields
 
 #: A page: what Starlette calls for a request.
@@ -173,7 +173,7 @@ def _sort_key(task: HumanTask) -> tuple[bool, int, int]:
 
 def _to_task(task_id: str, done: str, replayed: bool = False) -> Response:
     query = {"done": done, **({"replayed": "1"} if replayed else {})}
-    return RedirectResponse(f"/tasks/{quote(task_id, safe='')}?{urlencode(query)}", 303)
+    return RedirectResponse(f"{page_path('tasks', task_id)}?{urlencode(query)}", 303)
 
 
 def _typed(form: FormData) -> dict[str, list[str]]:
@@ -299,7 +299,7 @@ def routes(pages: Pages) -> list[Route]:
             # what was typed, when no form is left to show it in (the task closed meanwhile)
             "unsent": answer_from(task.form, typed)[0] if typed and not allowed else None,
             "request_id": uuid.uuid4().hex,
-            "live_url": f"/tasks/{quote(task.task_id, safe='')}",  # also after a POST's refusal
+            "live_url": page_path("tasks", task.task_id),
             "open": task.state in OPEN,
         }
         if pages.fragment(request):
